@@ -1,0 +1,53 @@
+# TrainBench: `make demo` and `make test` each do all set-up on a fresh machine, and are quick the second time.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+CONSTRAINTS := constraints/dev.txt
+# the stamp changes whenever the dependency list or the pins change, so a second `make` installs nothing
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) 2>/dev/null | sha1sum | cut -c1-12)
+DATA_STAMP := $(VENV)/.data-$(shell cat scripts/install_data.sh 2>/dev/null | sha1sum | cut -c1-12)
+RESULTS ?= results
+SITE ?= site/_build
+PYTEST_ARGS ?=
+
+.PHONY: help install data demo test lint clean
+
+help:
+	@echo "make demo   install, run the smoke tier on real data (CPU), build the site, say where to look"
+	@echo "make test   install, lint, run the test suite"
+	@echo "make lint   ruff over suite/ tests/ benchmarks/"
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(VENV)/bin/python pyproject.toml $(CONSTRAINTS)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[dev]"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+$(DATA_STAMP): $(STAMP) scripts/install_data.sh
+	PY=$(PY) bash scripts/install_data.sh
+	rm -f $(VENV)/.data-*
+	touch $@
+
+data: $(DATA_STAMP)
+
+demo: install data
+	$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS)
+	@echo
+	@echo "Results: $(RESULTS)/   (trainbench results show $(RESULTS))"
+
+lint: install
+	$(VENV)/bin/ruff check suite tests benchmarks
+
+test: install data lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) site/_build .pytest_cache

@@ -1,0 +1,1 @@
+"""Algorithms under test: optimizers, schedules, losses, precision recipes, compression; built-in or plugged in."""

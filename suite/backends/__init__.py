@@ -1,0 +1,1 @@
+"""Interchangeable training backends (torch, deepspeed, megatron, npu), one class per module."""

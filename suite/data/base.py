@@ -1,0 +1,35 @@
+"""What a data component hands a workload: tensors held in memory (small sets) plus metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class TensorSplits:
+    """Train and validation tensors, already normalised; `meta` tells model builders the shapes."""
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    meta: dict[str, Any] = field(default_factory=dict)  # input_shape, num_classes, vocab_size, source, license
+
+    def to(self, device: torch.device) -> TensorSplits:
+        return TensorSplits(
+            self.train_x.to(device), self.train_y.to(device), self.val_x.to(device), self.val_y.to(device), self.meta
+        )
+
+
+class DataMissing(FileNotFoundError):
+    """The data set is not on this machine; the message names the command that gets it."""
+
+
+def fixed_split(n: int, n_val: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A train/val split that never depends on the run's seed, so every run sees the same validation set."""
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(n, generator=g)
+    return perm[n_val:], perm[:n_val]

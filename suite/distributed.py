@@ -1,0 +1,56 @@
+"""Process-group set-up from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from suite.devices import Device
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    local_world: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def from_env() -> DistInfo:
+    env = os.environ
+    return DistInfo(
+        rank=int(env.get("RANK", 0)),
+        world=int(env.get("WORLD_SIZE", 1)),
+        local_rank=int(env.get("LOCAL_RANK", 0)),
+        local_world=int(env.get("LOCAL_WORLD_SIZE", env.get("WORLD_SIZE", 1))),
+    )
+
+
+def init(info: DistInfo, device: Device, timeout_s: float = 300.0) -> None:
+    """Join the process group once (several seeds in one process reuse it). A no-op for one process."""
+    if info.world <= 1 or dist.is_initialized():
+        return
+    # a bounded timeout: when a peer dies, the survivors' collectives fail instead of hanging for 30 min
+    dist.init_process_group(backend=device.dist_backend, timeout=timedelta(seconds=timeout_s))
+
+
+def all_max(value: int) -> int:
+    """The largest `value` over all ranks (used so every rank takes the same stop decision)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def barrier() -> None:
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()

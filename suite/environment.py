@@ -1,0 +1,75 @@
+"""The fingerprint of where a run happened: hardware, software versions, git state."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+from suite import __version__, devices
+from suite.results import GitInfo, HardwareInfo, slug
+
+SOFTWARE_PACKAGES = (
+    "torch", "numpy", "deepspeed", "megatron-core", "torch-npu", "torch-geometric", "gymnasium", "ray",
+    "mlperf-logging", "scikit-learn",
+)
+
+
+def hardware(device: devices.Device, devices_used: int = 1) -> HardwareInfo:
+    cores = devices.cpu_cores()
+    cpu = devices.cpu_model()
+    if device.type == "cpu":
+        name, hw_slug = cpu, f"cpu-{slug(cpu)}-{cores}c"
+    else:
+        name = device.name()
+        hw_slug = f"{slug(name)}-x{devices_used}"
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        mem = None
+    return HardwareInfo(
+        slug=os.environ.get("TRAINBENCH_HARDWARE", hw_slug),
+        device_type=device.type,
+        device_name=name,
+        device_count=devices_used,
+        cpu_model=cpu,
+        cpu_cores=cores,
+        memory_bytes=mem,
+        hostname=socket.gethostname(),
+    )
+
+
+def software() -> dict[str, str]:
+    out = {"python": platform.python_version(), "trainbench": __version__, "platform": platform.platform()}
+    for pkg in SOFTWARE_PACKAGES:
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:
+        import torch
+
+        out["torch.cuda"] = str(torch.version.cuda)
+        out["torch.threads"] = str(torch.get_num_threads())
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_info(cwd: Path | None = None) -> GitInfo:
+    cwd = cwd or Path(__file__).resolve().parent.parent
+    sha = os.environ.get("GITHUB_SHA") or _git(["rev-parse", "HEAD"], cwd)
+    status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    branch = os.environ.get("GITHUB_HEAD_REF") or _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
+    return GitInfo(sha=sha, dirty=None if status is None else bool(status), branch=branch)

@@ -1,0 +1,332 @@
+"""The timed loop of one run, under MLPerf's clock rules, and the Result it produces.
+
+init (untimed, bounded) -> run_start: the clock starts before the first batch is touched and is never
+paused -> train steps, with evaluations on the clock at the spec's cadence -> run_stop at the first
+evaluation that meets the target (`reached`), at the budget (`budget`), on a non-finite loss (`diverged`),
+on SIGINT/SIGTERM (`interrupted`), or on an exception (`error`). Train-only time is kept beside.
+Every rank runs this loop; stop decisions are agreed across ranks; only rank 0 writes the result.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from suite import devices, distributed, environment, metrics, registry
+from suite.backends.base import RunOptions
+from suite.data.base import DataMissing
+from suite.results import EvalPoint, Result, new_run_id, now_utc, write_result
+from suite.spec import WorkloadSpec
+from suite.workloads.base import Context
+
+# stop codes, ordered so that all_max picks the most severe one when ranks disagree
+CONTINUE, REACHED, BUDGET, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4
+STATUS_OF = {REACHED: "reached", BUDGET: "budget", DIVERGED: "diverged", INTERRUPTED: "interrupted"}
+
+
+@dataclass
+class RunRequest:
+    spec: WorkloadSpec
+    backend: str = "torch"
+    seed: int = 0
+    precision: str = "fp32"
+    compile: bool = False
+    threads: int | None = None
+    results_dir: Path | None = Path("results")
+    tier: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    variant: str | None = None
+    spec_source: str = ""
+    extra_config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Progress:
+    """What a live progress line shows. `event` is one of: init, step, eval, stop."""
+
+    event: str
+    workload: str
+    seed: int
+    step: int = 0
+    elapsed_s: float = 0.0
+    loss: float | None = None
+    metric: float | None = None
+    target: float | None = None
+    status: str | None = None
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+class _StopFlag:
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+
+@contextmanager
+def _signals_to_flag(flag: _StopFlag):
+    """SIGINT/SIGTERM end the run cleanly as `interrupted` (with what was measured), instead of killing it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        if flag.signum is not None:  # a second signal: the user means it
+            raise KeyboardInterrupt
+        flag.signum = signum
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def short_traceback(exc: BaseException, limit: int = 12) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(lines)
+    tail = text.splitlines()[-limit * 2 :]
+    return "\n".join(tail)[-4000:]
+
+
+class Run:
+    """One seed of one workload under one backend, on this rank."""
+
+    def __init__(self, req: RunRequest, progress: ProgressFn | None = None):
+        self.req = req
+        self.spec = req.spec
+        self.progress = progress or (lambda p: None)
+        self.dist = distributed.from_env()
+        self.device = devices.current(self.dist.local_rank)
+        self.run_id = new_run_id()
+        self.started_at = now_utc()
+        self.flag = _StopFlag()
+        # measurements, filled as the run goes so that any ending (error included) reports them
+        self.init_s = self.train_s = self.eval_s = self.total_s = self.data_wait_s = 0.0
+        self.steps = self.samples = 0
+        self.step_times: list[float] = []
+        self.curve: list[EvalPoint] = []
+        self.warnings: list[str] = []
+        self.time_to_target_s: float | None = None
+        self.steps_to_target: int | None = None
+        self.samples_to_target: int | None = None
+        self.status = "error"
+        self.error: str | None = None
+        self.last_loss: float | None = None
+        self.flops_per_sample: float | None = None
+        self.tokens_per_sample = 1
+        self.memory: dict[str, Any] = {}
+        self.backend: Any = None
+
+    # ---- the flow --------------------------------------------------------------------------------------
+
+    def execute(self) -> Result:
+        spec = self.spec
+        with _signals_to_flag(self.flag):
+            try:
+                self._run()
+            except DataMissing:
+                raise  # bad input, not a failed run: the CLI says how to get the data, nothing is recorded
+            except KeyboardInterrupt:
+                self.status, self.error = "interrupted", "interrupted by a second signal"
+            except Exception as e:  # noqa: BLE001 - every failure is recorded as a result, never lost
+                self.status = "error"
+                self.error = f"{type(e).__name__}: {e}\n{short_traceback(e)}"
+            finally:
+                if self.backend is not None:
+                    try:
+                        self.backend.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+        result = self.result()
+        self.progress(Progress("stop", spec.name, self.req.seed, self.steps, self.total_s, status=self.status))
+        return result
+
+    def _run(self) -> None:
+        spec, req = self.spec, self.req
+        t_init = time.perf_counter()
+        self.progress(Progress("init", spec.name, req.seed))
+        devices.set_threads(req.threads, self.dist.local_world)
+        self.device.set_current()
+        distributed.init(self.dist, self.device)
+        seed_everything(req.seed)
+        task_cls = registry.task_class(spec.task)
+        workload = task_cls(spec, Context(data_root=_data_root(), seed=req.seed, device=self.device.torch))
+        backend_cls = registry.backend_class(req.backend)
+        self.backend = backend = backend_cls(self.device)
+        avail = backend.available()
+        if not avail.ok:
+            raise RuntimeError(f"backend {req.backend!r} is not available here: {avail.reason}")
+        opts = RunOptions(precision=req.precision, compile=req.compile, options=spec.backends.get(req.backend, {}))
+        state = backend.setup(workload, opts)
+        workload.attach(backend.eval_model(state))
+        self.flops_per_sample = float(workload.flops_per_sample())
+        self.tokens_per_sample = int(workload.tokens_per_sample())
+        self.device.reset_peak_memory()
+        backend.synchronize()
+        self.init_s = time.perf_counter() - t_init
+        if self.init_s > spec.budget.max_init_s:
+            raise TimeoutError(f"init took {self.init_s:.1f} s, over budget.max_init_s={spec.budget.max_init_s}")
+
+        # ---- run_start: the clock runs from here, never paused -----------------------------------------
+        t0 = time.perf_counter()
+        batches = iter(workload.train_batches(self.dist.rank, self.dist.world))
+        ev = spec.eval
+        max_steps = spec.budget.max_steps
+        check_loss_every = 1 if self.device.type == "cpu" else 10
+        next_progress = t0 + 1.0
+        code = CONTINUE
+
+        def evaluate() -> bool:
+            backend.synchronize()
+            te = time.perf_counter()
+            scores = workload.evaluate(backend.eval_model(state))
+            backend.synchronize()
+            now = time.perf_counter()
+            self.eval_s += now - te
+            elapsed = now - t0
+            self.curve.append(
+                EvalPoint(step=self.steps, samples=self.samples, elapsed_s=elapsed, train_s=elapsed - self.eval_s,
+                          metrics={k: float(v) for k, v in scores.items()})
+            )
+            self.progress(Progress("eval", spec.name, req.seed, self.steps, elapsed, self.last_loss,
+                                   scores.get(spec.target.metric), spec.target.value))
+            return spec.target.met(scores)
+
+        try:
+            if ev.at_start and evaluate():
+                code = REACHED
+            while code == CONTINUE:
+                ts = time.perf_counter()
+                batch = next(batches)
+                td = time.perf_counter()
+                self.data_wait_s += td - ts
+                out = backend.train_step(state, batch)
+                self.steps += 1
+                self.samples += spec.data.batch_size
+                if self.steps % check_loss_every == 0:
+                    self.last_loss = float(out.loss)
+                    if not math.isfinite(self.last_loss):
+                        code = DIVERGED
+                now = time.perf_counter()
+                self.step_times.append(now - ts)
+                if code == CONTINUE and self.steps % ev.every_steps == 0 and evaluate():
+                    code = REACHED
+                    self.time_to_target_s = time.perf_counter() - t0
+                    self.steps_to_target, self.samples_to_target = self.steps, self.samples
+                now = time.perf_counter()
+                if code == CONTINUE:
+                    if self.flag.signum is not None:
+                        code = INTERRUPTED
+                    elif now - t0 >= spec.budget.max_train_s or (max_steps and self.steps >= max_steps):
+                        code = BUDGET
+                if self.dist.world > 1:
+                    code = distributed.all_max(code)
+                if now >= next_progress:
+                    next_progress = now + 1.0
+                    self.progress(Progress("step", spec.name, req.seed, self.steps, now - t0, self.last_loss))
+        finally:
+            backend.synchronize()
+            self.total_s = time.perf_counter() - t0
+            self.train_s = self.total_s - self.eval_s
+            self.memory = self.device.memory_stats()
+        if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
+            self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
+        self.status = STATUS_OF[code]
+        if code == DIVERGED:
+            self.error = f"non-finite loss {self.last_loss} at step {self.steps}"
+        if code == INTERRUPTED:
+            self.error = f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
+
+    # ---- the record ----------------------------------------------------------------------------------
+
+    def result(self) -> Result:
+        spec, req = self.spec, self.req
+        world = self.dist.world
+        config = {
+            "spec": spec.canonical(),
+            "spec_source": req.spec_source,
+            "overrides": req.overrides,
+            "variant": req.variant,
+            "precision": req.precision,
+            "compile": req.compile,
+            "threads": torch.get_num_threads(),
+            **req.extra_config,
+        }
+        final = self.curve[-1].metrics if self.curve else {}
+        parallel = self.backend.parallel_layout() if self.backend is not None else {"dp": world}
+        backend_version = None
+        if self.backend is not None:
+            try:
+                backend_version = self.backend.available().version
+            except Exception:  # noqa: BLE001
+                backend_version = None
+        return Result(
+            run_id=self.run_id,
+            started_at=self.started_at,
+            workload=spec.name,
+            workload_version=spec.version,
+            spec_hash=spec.spec_hash(),
+            backend=req.backend,
+            backend_version=backend_version,
+            tier=req.tier,
+            config=config,
+            parallel=parallel,
+            status=self.status,  # type: ignore[arg-type]
+            time_to_target_s=self.time_to_target_s,
+            train_s=self.train_s,
+            eval_s=self.eval_s,
+            init_s=self.init_s,
+            total_s=self.total_s,
+            steps=self.steps,
+            samples=self.samples,
+            steps_to_target=self.steps_to_target,
+            samples_to_target=self.samples_to_target,
+            final_metrics=final,
+            throughput=metrics.throughput(self.samples, self.tokens_per_sample, self.train_s, self.data_wait_s),
+            step_time_s=metrics.step_time_summary(self.step_times),
+            flops_per_sample=self.flops_per_sample,
+            memory=self.memory,
+            eval_curve=self.curve,
+            hardware=environment.hardware(self.device, world),
+            software=environment.software(),
+            git=environment.git_info(),
+            seed=req.seed,
+            world_size=world,
+            error=self.error,
+            warnings=self.warnings,
+        )
+
+
+def _data_root() -> Path:
+    from suite.workloads.base import data_root
+
+    return data_root()
+
+
+def run(req: RunRequest, progress: ProgressFn | None = None) -> tuple[Result, Path | None]:
+    """Run one seed; rank 0 writes the result (atomically) and returns its path."""
+    result = Run(req, progress).execute()
+    path = None
+    if req.results_dir is not None and distributed.from_env().is_main:
+        path = write_result(req.results_dir, result)
+    return result, path

@@ -1,0 +1,152 @@
+"""Name -> implementation, imported lazily: a CPU user never imports megatron, a CV user never imports gymnasium.
+
+Entries are `module:attribute` strings. A model or data set component is a module-level object with a
+pydantic `Config` (extra="forbid") that validates the spec block's extra fields, and a builder.
+Users plug in their own code with an import path in place of a name (`mypkg.models:Builder`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+# task (the Python behind a spec) -> class implementing suite.workloads.base.Workload
+TASKS: dict[str, str] = {
+    "image_classification": "suite.workloads.image_classification:ImageClassification",
+}
+
+# model arch -> component with .Config and .build(cfg, ctx)
+MODELS: dict[str, str] = {
+    "cnn": "suite.models.cnn:COMPONENT",
+}
+
+# data set name -> component with .Config and .load(cfg, ctx)
+DATASETS: dict[str, str] = {
+    "digits": "suite.data.digits:COMPONENT",
+}
+
+# backend name -> class implementing suite.backends.base.Backend
+BACKENDS: dict[str, str] = {
+    "torch": "suite.backends.torch:TorchBackend",
+}
+
+
+class RegistryError(LookupError):
+    pass
+
+
+def resolve(ref: str, table: dict[str, str] | None = None, kind: str = "component") -> Any:
+    """A registered name or an import path `pkg.module:attr` -> the object. Clear error if it does not resolve."""
+    target = table.get(ref) if table is not None else None
+    if target is None:
+        if ":" not in ref:
+            known = ", ".join(sorted(table)) if table else ""
+            raise RegistryError(f"unknown {kind} {ref!r}; known: {known} (or give an import path `pkg.module:Name`)")
+        target = ref
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise RegistryError(f"{kind} {ref!r}: cannot import module {module_name!r}: {e}") from None
+    try:
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        raise RegistryError(f"{kind} {ref!r}: module {module_name!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def _validate_block(table: dict[str, str], name: str, params: dict[str, Any], loc: str, kind: str):
+    try:
+        component = resolve(name, table, kind)
+    except RegistryError as e:
+        return [(loc, str(e))]
+    config_cls = getattr(component, "Config", None)
+    if config_cls is None or not (isinstance(config_cls, type) and issubclass(config_cls, BaseModel)):
+        return [(loc, f"{kind} {name!r} has no pydantic Config to validate its fields")]
+    try:
+        config_cls.model_validate(params)
+    except ValidationError as e:
+        from suite.spec import format_validation
+
+        return format_validation(e, loc)
+    return []
+
+
+def validate_components(spec: Any) -> list[tuple[str, str]]:
+    """Validate the blocks whose fields belong to a component (model arch, data set), and the task name."""
+    problems: list[tuple[str, str]] = []
+    try:
+        resolve(spec.task, TASKS, "task")
+    except RegistryError as e:
+        problems.append(("task", str(e)))
+    problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
+    data_params = spec.data.params()
+    problems += _validate_block(DATASETS, spec.data.name, data_params, "data", "data set")
+    for backend in spec.backends:
+        if backend not in BACKENDS:
+            problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
+    return problems
+
+
+def model_component(arch: str) -> Any:
+    return resolve(arch, MODELS, "model arch")
+
+
+def data_component(name: str) -> Any:
+    return resolve(name, DATASETS, "data set")
+
+
+def backend_class(name: str) -> Any:
+    return resolve(name, BACKENDS, "backend")
+
+
+def task_class(name: str) -> Any:
+    return resolve(name, TASKS, "task")
+
+
+# ---- where the spec files live -------------------------------------------------------------------------
+
+
+@cache
+def workloads_root() -> Path:
+    env = os.environ.get("TRAINBENCH_WORKLOADS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "workloads"
+
+
+def workload_files() -> dict[str, Path]:
+    """`cv/digits_cnn` -> its YAML path, for every spec under workloads/."""
+    root = workloads_root()
+    out = {}
+    for path in sorted(root.glob("*/*.yaml")):
+        out[f"{path.parent.name}/{path.stem}"] = path
+    return out
+
+
+def find_workload(ref: str) -> Path:
+    """A workload name (`cv/digits_cnn`, or just `digits_cnn` when unique) or the path of a spec file."""
+    files = workload_files()
+    if ref in files:
+        return files[ref]
+    by_stem = [p for name, p in files.items() if name.split("/")[1] == ref]
+    if len(by_stem) == 1:
+        return by_stem[0]
+    path = Path(ref)
+    if path.suffix in (".yaml", ".yml") or os.sep in ref and path.exists():
+        return path
+    close = [n for n in files if ref.split("/")[-1][:4] in n]
+    hint = f" Did you mean: {', '.join(close[:5])}?" if close else ""
+    raise RegistryError(f"no workload {ref!r}: not a name under {root_hint()} nor a .yaml file.{hint} "
+                        "`trainbench list` shows the workloads.")
+
+
+def root_hint() -> str:
+    return str(workloads_root())

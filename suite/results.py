@@ -1,0 +1,249 @@
+"""The Result schema (one JSON file per run), its atomic append-only writer, reader, validator and migrations.
+
+Layout: `results/<hardware>/<workload>/<backend>/<utc-stamp>-<run-id>.json`. A file is written once, to a
+temporary name in the same folder, fsynced, then linked into place: a reader never sees half a file, a kill
+mid-write leaves no partial result, and an existing file is never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SCHEMA_VERSION = 1
+Status = Literal["reached", "budget", "diverged", "error", "interrupted"]
+STATUSES: tuple[str, ...] = ("reached", "budget", "diverged", "error", "interrupted")
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EvalPoint(_Model):
+    step: int
+    samples: int
+    elapsed_s: float = Field(description="seconds since run_start (the TTA clock) when this eval finished")
+    train_s: float = Field(description="train-only seconds at this point (AlgoPerf's clock)")
+    metrics: dict[str, float]
+
+
+class PeakInfo(_Model):
+    device: str
+    dtype: str
+    flops_per_s: float = Field(description="dense peak per device from the table")
+    source: str
+    measured_flops_per_s: float | None = None
+    overridden: bool = False
+
+
+class HardwareInfo(_Model):
+    slug: str = Field(description="folder name under results/, e.g. cpu-amd-epyc-7b13-x2 or nvidia-h200-x8")
+    device_type: str
+    device_name: str
+    device_count: int
+    cpu_model: str
+    cpu_cores: int
+    memory_bytes: int | None = None
+    hostname: str | None = None
+
+
+class GitInfo(_Model):
+    sha: str | None = None
+    dirty: bool | None = None
+    branch: str | None = None
+
+
+class Result(_Model):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    started_at: datetime
+    workload: str
+    workload_version: int
+    spec_hash: str
+    backend: str
+    backend_version: str | None = None
+    tier: str | None = None
+    config: dict[str, Any] = Field(description="the resolved spec and run configuration")
+    parallel: dict[str, Any] = Field(default_factory=dict, description="dp, tp, pp, zero_stage, offload")
+    status: Status
+    time_to_target_s: float | None = None
+    train_s: float
+    eval_s: float
+    init_s: float
+    total_s: float
+    steps: int
+    samples: int
+    steps_to_target: int | None = None
+    samples_to_target: int | None = None
+    final_metrics: dict[str, float] = Field(default_factory=dict)
+    throughput: dict[str, float] = Field(default_factory=dict)
+    step_time_s: dict[str, float] = Field(default_factory=dict, description="p50/p90/p99/mean of one step")
+    flops_per_sample: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    peak: PeakInfo | None = None
+    memory: dict[str, Any] = Field(default_factory=dict)
+    energy_j: float | None = None
+    energy_to_target_j: float | None = None
+    eval_curve: list[EvalPoint] = Field(default_factory=list)
+    hardware: HardwareInfo
+    software: dict[str, str] = Field(default_factory=dict)
+    git: GitInfo = GitInfo()
+    seed: int
+    world_size: int = 1
+    error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    mllog: str | None = Field(default=None, description="file name of the :::MLLOG log beside this result")
+
+
+class ResultError(ValueError):
+    """A result file is unreadable or invalid. `str()` names the file."""
+
+
+# ---- migrations ---------------------------------------------------------------------------------------
+# MIGRATIONS[v] turns a schema-v dict into a schema-(v+1) dict. Add one per schema bump; never edit old ones.
+MIGRATIONS: dict[int, Any] = {}
+
+
+def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
+    version = data.get("schema_version")
+    if not isinstance(version, int):
+        raise ResultError(f"{source}: schema_version: missing or not an integer")
+    if version > SCHEMA_VERSION:
+        raise ResultError(
+            f"{source}: schema_version {version} is newer than this trainbench understands ({SCHEMA_VERSION}); "
+            "upgrade trainbench to read it"
+        )
+    while version < SCHEMA_VERSION:
+        if version not in MIGRATIONS:
+            raise ResultError(f"{source}: no migration from schema_version {version}")
+        data = MIGRATIONS[version](data)
+        version += 1
+        data["schema_version"] = version
+    return data
+
+
+def parse_result(text: str, source: str) -> Result:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResultError(f"{source}: not valid JSON (truncated or corrupt?): {e}") from None
+    if not isinstance(data, dict):
+        raise ResultError(f"{source}: top level must be a JSON object")
+    data = migrate(data, source)
+    try:
+        return Result.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:5])
+        raise ResultError(f"{source}: {problems}") from None
+
+
+def read_result(path: Path) -> Result:
+    try:
+        size = path.stat().st_size
+        if size > MAX_RESULT_BYTES:
+            raise ResultError(f"{path}: {size} bytes is larger than any real result ({MAX_RESULT_BYTES})")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ResultError(f"{path}: cannot read: {e}") from None
+    return parse_result(text, str(path))
+
+
+def result_files(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.rglob("*.json") if p.is_file() and not p.name.startswith("."))
+
+
+@dataclass
+class Loaded:
+    results: list[tuple[Path, Result]]
+    errors: list[str]
+
+
+def load_results(root: Path, strict: bool = False) -> Loaded:
+    """Every valid result under root; bad files are named in `errors` (or raise under strict)."""
+    good, bad = [], []
+    for path in result_files(root):
+        try:
+            good.append((path, read_result(path)))
+        except ResultError as e:
+            if strict:
+                raise
+            bad.append(str(e))
+    return Loaded(good, bad)
+
+
+def iter_results(root: Path) -> Iterator[Result]:
+    for _, r in load_results(root).results:
+        yield r
+
+
+# ---- writing ------------------------------------------------------------------------------------------
+
+_SLUG_RE = re.compile(r"[^a-z0-9._-]+")
+
+
+def slug(text: str) -> str:
+    s = _SLUG_RE.sub("-", text.lower()).strip("-.")
+    return s[:80] or "unknown"
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(4)
+
+
+def result_path(root: Path, result: Result) -> Path:
+    stamp = result.started_at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    domain, _, name = result.workload.partition("/")
+    return root / slug(result.hardware.slug) / slug(domain) / slug(name) / slug(result.backend) / (
+        f"{stamp}-{slug(result.run_id)}.json"
+    )
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write `text` to a new file at `path` atomically; refuse to replace an existing file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)  # fails with FileExistsError instead of replacing: results are append-only
+    finally:
+        os.unlink(tmp)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def write_result(root: Path, result: Result) -> Path:
+    text = result.model_dump_json(indent=1)
+    path = result_path(root, result)
+    while True:
+        try:
+            return write_atomic(path, text)
+        except FileExistsError:
+            # same second, same run id (practically impossible) -> a fresh id, never an overwrite
+            result.run_id = new_run_id()
+            path = result_path(root, result)
+            text = result.model_dump_json(indent=1)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,277 @@
+"""Workload specs: pydantic models for `workloads/<domain>/<name>.yaml`, YAML loading, overrides, hashing.
+
+Every error names the file, the field path and the problem, e.g.
+`workloads/cv/digits_cnn.yaml: target.value: Input should be greater than 0`.
+Validation is pure: loading a spec never touches data, devices or the environment.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Domain = Literal["cv", "nlp", "gnn", "rl"]
+Tier = Literal["smoke", "standard", "full"]
+TIERS: tuple[Tier, ...] = ("smoke", "standard", "full")
+MAX_SPEC_BYTES = 256 * 1024  # a spec is a page of YAML; anything larger is a mistake or an attack
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+
+
+class SpecError(ValueError):
+    """A spec (or an override of it) is invalid. `str()` is ready to show a user."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]):
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: {loc}: {msg}" if loc else f"{source}: {msg}" for loc, msg in problems]
+        super().__init__("\n".join(lines))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class _Open(BaseModel):
+    """A block whose extra keys belong to a component (model arch, data set, optimizer) that validates them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class ModelSpec(_Open):
+    arch: str = Field(description="model builder name in the registry, e.g. cnn, gpt, gcn, ppo_mlp")
+
+
+class DataSpec(_Open):
+    name: str = Field(description="data set name in the registry, e.g. digits, fashion_mnist")
+    batch_size: int = Field(gt=0, description="global batch size (split evenly across data-parallel ranks)")
+    eval_batch_size: int | None = Field(default=None, gt=0)
+
+
+class OptimizerSpec(_Open):
+    name: str = Field(default="adamw", description="built-in name or import path `pkg.module:Class`")
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+
+
+class ScheduleSpec(_Strict):
+    name: str = Field(default="constant", description="constant | cosine | wsd | import path")
+    warmup_steps: int = Field(default=0, ge=0)
+    total_steps: int | None = Field(default=None, gt=0, description="defaults to budget.max_steps")
+    decay_fraction: float = Field(default=0.2, gt=0, le=1, description="wsd: share of steps spent decaying")
+    min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
+
+
+class Target(_Strict):
+    metric: str = Field(description="key of the dict that the workload's evaluate() returns")
+    value: float = Field(gt=0)
+    mode: Literal["max", "min"]
+    provenance: str = Field(min_length=1, description="where the number comes from (paper, MLPerf rule, measurement)")
+
+    def met(self, metrics: dict[str, float]) -> bool:
+        if self.metric not in metrics:
+            return False
+        got = metrics[self.metric]
+        return got >= self.value if self.mode == "max" else got <= self.value
+
+
+class EvalSpec(_Strict):
+    every_steps: int = Field(gt=0, description="evaluate after every N optimizer steps (on the clock)")
+    at_start: bool = Field(default=False, description="also evaluate before the first step (on the clock)")
+    subset: int | None = Field(default=None, gt=0, description="evaluate on the first N validation samples")
+
+
+class Budget(_Strict):
+    max_train_s: float = Field(gt=0, description="wall-clock limit of the timed run; past it the run ends as budget")
+    max_steps: int | None = Field(default=None, gt=0)
+    max_init_s: float = Field(default=600.0, gt=0, description="limit of the untimed init (model, data, backend)")
+    watchdog_s: float | None = Field(
+        default=None, gt=0, description="a single step or eval taking longer than this ends the run as error"
+    )
+
+
+class CompareSpec(_Strict):
+    noise_floor: float | None = Field(
+        default=None, ge=0, lt=1, description="relative change below which compare never reports a regression"
+    )
+
+
+class WorkloadSpec(_Strict):
+    name: str = Field(description="`<domain>/<name>`; must match the file's place under workloads/")
+    domain: Domain
+    version: int = Field(ge=1, description="bump when a change makes old results incomparable")
+    description: str = ""
+    task: str = Field(description="workload implementation in the registry, e.g. image_classification")
+    model: ModelSpec
+    data: DataSpec
+    optimizer: OptimizerSpec
+    schedule: ScheduleSpec = ScheduleSpec()
+    loss: str | None = Field(default=None, description="loss override: built-in name or import path")
+    target: Target
+    eval: EvalSpec
+    budget: Budget
+    tiers: set[Tier] = Field(min_length=1)
+    backends: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per-backend options, e.g. {deepspeed: {zero_stage: 2}}"
+    )
+    variants: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="named override sets, e.g. tiny: {model.n_layer: 1}"
+    )
+    compare: CompareSpec = CompareSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_safe(cls, v: str) -> str:
+        parts = v.split("/")
+        if len(parts) != 2 or not all(_NAME_RE.match(p) for p in parts):
+            raise ValueError(
+                "must be `<domain>/<name>` with lower-case letters, digits, '_' or '-' (no '..', no absolute paths)"
+            )
+        return v
+
+    @field_validator("tiers", mode="before")
+    @classmethod
+    def _tiers_list(cls, v: Any) -> Any:
+        return set(v) if isinstance(v, list) else v
+
+    def canonical(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        data["tiers"] = sorted(data["tiers"])
+        return data
+
+    def spec_hash(self) -> str:
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _format_pydantic(err: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        if prefix:
+            loc = f"{prefix}.{loc}" if loc else prefix
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; `trainbench spec schema` lists the fields)"
+        out.append((loc, msg))
+    return out
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """SafeLoader that also refuses duplicate keys (a silent override is a bug in a benchmark spec)."""
+
+
+def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader derives from SafeLoader
+    except yaml.YAMLError as e:
+        raise SpecError(source, [("", f"not valid YAML (only plain YAML, no tags): {e}")]) from None
+
+
+def read_spec_file(path: Path) -> dict[str, Any]:
+    source = str(path)
+    if not path.exists():
+        raise SpecError(source, [("", "no such file (use `trainbench list` to see the workloads)")])
+    if not path.is_file():
+        raise SpecError(source, [("", "not a file")])
+    size = path.stat().st_size
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(source, [("", f"file is {size} bytes; a spec may be at most {MAX_SPEC_BYTES} bytes")])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(source, [("", "not UTF-8 text")]) from None
+    data = parse_yaml(text, source)
+    if not isinstance(data, dict):
+        raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
+    return data
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`optimizer.lr=0.01` -> ("optimizer.lr", 0.01). The value is parsed as YAML (numbers, lists, bools)."""
+    if "=" not in text:
+        raise SpecError("--set", [(text, "expected KEY=VALUE, e.g. --set optimizer.lr=0.01")])
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or not all(p for p in key.split(".")):
+        raise SpecError("--set", [(text, "the key must be a dotted field path, e.g. optimizer.lr")])
+    value = parse_yaml(raw, f"--set {text}") if raw.strip() else ""
+    return key, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    for key, value in overrides.items():
+        node: Any = out
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part) if isinstance(node, dict) else None
+            if nxt is None:
+                nxt = {}
+                node[part] = nxt
+            if not isinstance(nxt, dict):
+                raise SpecError(source, [(".".join(parts[: i + 1]), f"is a {type(nxt).__name__}, cannot set {key}")])
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def validate_spec(
+    data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None, variant: str | None = None
+) -> WorkloadSpec:
+    """Validate raw spec data (plus a variant and --set overrides) and the component blocks it names."""
+    if variant:
+        variants = data.get("variants") or {}
+        if variant not in variants:
+            known = ", ".join(sorted(variants)) or "none"
+            raise SpecError(source, [("variants", f"no variant {variant!r} (this spec has: {known})")])
+        data = apply_overrides(data, dict(variants[variant]), f"{source} (variant {variant})")
+    if overrides:
+        data = apply_overrides(data, overrides, f"{source} (--set)")
+    try:
+        spec = WorkloadSpec.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(source, _format_pydantic(e)) from None
+    from suite import registry  # late: the registry imports component configs, the spec module must not
+
+    problems = registry.validate_components(spec)
+    if problems:
+        raise SpecError(source, problems)
+    return spec
+
+
+def load_spec(path: Path, overrides: dict[str, Any] | None = None, variant: str | None = None) -> WorkloadSpec:
+    data = read_spec_file(path)
+    spec = validate_spec(data, str(path), overrides, variant)
+    return spec
+
+
+def json_schema() -> dict[str, Any]:
+    return WorkloadSpec.model_json_schema()
+
+
+def format_validation(err: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
+    """Public for components that validate their own blocks (model/data params)."""
+    return _format_pydantic(err, prefix)

@@ -1,0 +1,78 @@
+"""The Workload contract: model, data, loss, evaluation and analytic FLOPs behind one spec."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from suite import registry
+from suite.spec import WorkloadSpec
+
+Batch = Any  # a tensor, a tuple/list/dict of tensors; backends move it to the device
+
+
+@runtime_checkable
+class Workload(Protocol):
+    spec: WorkloadSpec
+
+    def build_model(self) -> nn.Module: ...  # single-device; backends own all wrapping
+
+    def train_batches(self, rank: int, world: int) -> Iterator[Batch]: ...  # endless; the harness stops it
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor: ...
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]: ...
+
+    def flops_per_sample(self) -> float: ...  # analytic, forward + backward
+
+
+@dataclass
+class Context:
+    """What a component may know about the run it is built for. Nothing here is read from globals."""
+
+    data_root: Path
+    seed: int
+    device: torch.device
+
+
+def data_root() -> Path:
+    return Path(os.environ.get("TRAINBENCH_DATA", Path.home() / ".cache" / "trainbench")).expanduser()
+
+
+class WorkloadBase:
+    """Shared plumbing: resolves the spec's model and data components and validates their configs."""
+
+    samples_key = "samples"
+
+    def __init__(self, spec: WorkloadSpec, ctx: Context):
+        self.spec = spec
+        self.ctx = ctx
+        self.model_component = registry.model_component(spec.model.arch)
+        self.model_cfg = self.model_component.Config.model_validate(spec.model.params())
+        self.data_component = registry.data_component(spec.data.name)
+        self.data_cfg = self.data_component.Config.model_validate(spec.data.params())
+        self.device = ctx.device
+
+    def attach(self, model: nn.Module) -> None:
+        """Called once the backend has built the model; workloads that act with it (RL rollouts) keep it."""
+
+    def batch_samples(self, batch: Batch) -> int:
+        first = batch[0] if isinstance(batch, (tuple, list)) else batch
+        if isinstance(first, dict):
+            first = next(iter(first.values()))
+        return int(first.shape[0])
+
+    def tokens_per_sample(self) -> int:
+        return 1
+
+    def local_batch_size(self, world: int) -> int:
+        bs = self.spec.data.batch_size
+        if bs % world:
+            raise ValueError(f"data.batch_size {bs} is not divisible by the data-parallel world size {world}")
+        return bs // world

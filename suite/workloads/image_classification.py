@@ -1,0 +1,76 @@
+"""Image classification: cross-entropy training, top-1 accuracy on the held-out split."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite.data.base import TensorSplits
+from suite.workloads.base import Batch, Context, WorkloadBase
+
+
+def shard_batches(
+    x: torch.Tensor, y: torch.Tensor, local_bs: int, rank: int, world: int, seed: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Endless epochs of shuffled batches from in-memory tensors; rank r takes the r-th slice of each batch.
+
+    The permutation is drawn from a generator seeded by (seed, epoch), identical on every rank, so the
+    ranks together see exactly the global batch a single process would.
+    """
+    n = x.shape[0]
+    global_bs = local_bs * world
+    steps_per_epoch = n // global_bs
+    if steps_per_epoch == 0:
+        raise ValueError(f"data.batch_size {global_bs} is larger than the training set ({n} samples)")
+    epoch = 0
+    while True:
+        g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+        perm = torch.randperm(n, generator=g).to(x.device)
+        for i in range(steps_per_epoch):
+            idx = perm[i * global_bs + rank * local_bs : i * global_bs + (rank + 1) * local_bs]
+            yield x[idx], y[idx]
+        epoch += 1
+
+
+class ImageClassification(WorkloadBase):
+    def __init__(self, spec, ctx: Context):
+        super().__init__(spec, ctx)
+        splits: TensorSplits = self.data_component.load(self.data_cfg)
+        self.meta = splits.meta
+        self.splits = splits.to(ctx.device)
+        subset = spec.eval.subset
+        self.val_x = self.splits.val_x[:subset] if subset else self.splits.val_x
+        self.val_y = self.splits.val_y[:subset] if subset else self.splits.val_y
+
+    def build_model(self) -> nn.Module:
+        return self.model_component.build(self.model_cfg, self.meta)
+
+    def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
+        return shard_batches(
+            self.splits.train_x, self.splits.train_y, self.local_batch_size(world), rank, world, self.ctx.seed
+        )
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(model(x), y)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        bs = self.spec.data.eval_batch_size or 1024
+        correct, total_loss = 0, 0.0
+        for i in range(0, self.val_x.shape[0], bs):
+            x, y = self.val_x[i : i + bs], self.val_y[i : i + bs]
+            logits = model(x).float()
+            total_loss += float(F.cross_entropy(logits, y, reduction="sum"))
+            correct += int((logits.argmax(dim=1) == y).sum())
+        model.train(was_training)
+        n = self.val_x.shape[0]
+        return {"accuracy": correct / n, "loss": total_loss / n}
+
+    def flops_per_sample(self) -> float:
+        return float(self.model_component.flops_per_sample(self.model_cfg, self.meta))
