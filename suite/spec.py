@@ -253,13 +253,24 @@ def validate_spec(
     try:
         spec = WorkloadSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError(source, _format_pydantic(e)) from None
+        raise SpecError(source, _blame_overrides(_format_pydantic(e), overrides)) from None
     from suite import registry  # late: the registry imports component configs, the spec module must not
 
     problems = registry.validate_components(spec)
     if problems:
-        raise SpecError(source, problems)
+        raise SpecError(source, _blame_overrides(problems, overrides))
     return spec
+
+
+def _blame_overrides(problems: list[tuple[str, str]], overrides: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Point at the --set flag when the bad value came from one, not at the file that was fine."""
+    if not overrides:
+        return problems
+    out = []
+    for loc, msg in problems:
+        hit = next((k for k in overrides if loc == k or loc.startswith(k + ".")), None)
+        out.append((loc, f"{msg} (from --set {hit}={overrides[hit]!r})" if hit else msg))
+    return out
 
 
 def load_spec(path: Path, overrides: dict[str, Any] | None = None, variant: str | None = None) -> WorkloadSpec:

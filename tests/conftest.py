@@ -1,0 +1,34 @@
+"""Shared fixtures: the repo root, the digits spec, a subprocess env that imports this checkout."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+DIGITS = ROOT / "workloads" / "cv" / "digits_cnn.yaml"
+
+torch.set_num_threads(1)  # tests may run beside other processes: never oversubscribe (FACTS.md)
+
+
+@pytest.fixture
+def digits_path() -> Path:
+    return DIGITS
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for `python -m suite.cli` children: this checkout and tests/ first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), env.get("PYTHONPATH", "")])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(extra)
+    return env
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "suite.cli", *args]

@@ -1,0 +1,60 @@
+"""Workload tasks that fail on purpose, referenced by import path (`task: faulty:NaNAt`) in tests."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from suite.workloads.image_classification import ImageClassification
+
+
+def _at() -> int:
+    return int(os.environ.get("FAULT_AT_STEP", "5"))
+
+
+class NaNAt(ImageClassification):
+    """Digits, but the loss turns NaN at step FAULT_AT_STEP."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        loss = super().loss(model, batch)
+        return loss * float("nan") if self.calls >= _at() else loss
+
+
+class RaiseAt(ImageClassification):
+    """Digits, but model code raises at step FAULT_AT_STEP."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls >= _at():
+            raise RuntimeError("injected fault in model code")
+        return super().loss(model, batch)
+
+
+class OOMAt(ImageClassification):
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls >= _at():
+            raise torch.OutOfMemoryError("injected: CUDA out of memory. Tried to allocate 80.00 GiB")
+        return super().loss(model, batch)
+
+
+class Slow(ImageClassification):
+    """Digits with a sleep in every step, so a signal can arrive mid-run; touches FAULT_READY when running."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls == 3 and os.environ.get("FAULT_READY"):
+            open(os.environ["FAULT_READY"], "w").close()
+        time.sleep(float(os.environ.get("FAULT_SLEEP_S", "0.05")))
+        return super().loss(model, batch)
