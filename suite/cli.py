@@ -398,9 +398,9 @@ def _run_on_executor(specs: list[tuple[Path, Any]], executor: str, jobs: int, ad
     from suite.results import write_result
 
     if executor not in EXECUTORS:
-        raise fail_input(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+        raise _bad_input(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if address and executor != "ray":
-        raise fail_input("--address is for --executor ray")
+        raise _bad_input("--address is for --executor ray")
     results_dir: Path = common.pop("results_dir")
     requests = [harness.RunRequest(spec=spec, seed=s, spec_source=str(path), results_dir=None, **common)
                 for path, spec in specs for s in range(seed, seed + seeds)]
@@ -430,6 +430,20 @@ runner_app = typer.Typer(help="Self-hosted GitHub Actions runners.", no_args_is_
 app.add_typer(gh_app, name="gh")
 app.add_typer(runner_app, name="runner")
 
+def _say(text: str) -> None:
+    """Plain stdout, never re-wrapped (rich would break a printed command line at the terminal width)."""
+    sys.stdout.write(text + "\n")
+
+
+def _say_err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def _bad_input(message: str) -> typer.Exit:
+    _say_err(f"error: {message}")
+    return typer.Exit(EXIT_INPUT)
+
+
 RepoOpt = Annotated[str | None, typer.Option(help="OWNER/NAME (default: $GITHUB_REPOSITORY)")]
 
 
@@ -440,16 +454,16 @@ def _gh_call(fn):
     try:
         return fn()
     except GitHubError as e:
-        err.print(f"[red]github:[/red] {redact(str(e))}", highlight=False)
+        _say_err(f"github: {redact(str(e))}")
         raise typer.Exit(EXIT_FAIL) from None
     except (ValueError, OSError) as e:
-        raise fail_input(redact(str(e))) from None
+        raise _bad_input(redact(str(e))) from None
 
 
 def _repo(repo: str | None) -> str:
     value = repo or os.environ.get("GITHUB_REPOSITORY")
     if not value:
-        raise fail_input("--repo OWNER/NAME is required (or set $GITHUB_REPOSITORY)")
+        raise _bad_input("--repo OWNER/NAME is required (or set $GITHUB_REPOSITORY)")
     return value
 
 
@@ -459,7 +473,7 @@ def _read_bodies(files: list[Path]) -> str:
         try:
             parts.append(f.read_text(encoding="utf-8", errors="replace"))
         except OSError as e:
-            raise fail_input(f"--body-file {f}: {e.strerror}") from None
+            raise _bad_input(f"--body-file {f}: {e.strerror}") from None
     return "\n\n".join(p.strip() for p in parts) + "\n"
 
 
@@ -478,7 +492,7 @@ def gh_comment(
 
     name = _repo(repo)
     if (pr is None) == (head_sha is None):
-        raise fail_input("give exactly one of --pr or --head-sha")
+        raise _bad_input("give exactly one of --pr or --head-sha")
     body = _read_bodies(body_file)
 
     def call():
@@ -487,7 +501,7 @@ def gh_comment(
         return gh.sticky_comment(name, number, body, key=marker, author=author)
 
     done = _gh_call(call)
-    out.print(f"{done['action']} comment {done['id']} {done.get('url') or ''}", highlight=False)
+    _say(f"{done['action']} comment {done['id']} {done.get('url') or ''}")
 
 
 @gh_app.command("status")
@@ -507,14 +521,14 @@ def gh_status(
 
     name = _repo(repo)
     if (state is None) == (exit_code_file is None):
-        raise fail_input("give exactly one of --state or --exit-code-file")
+        raise _bad_input("give exactly one of --state or --exit-code-file")
     if exit_code_file is not None:
         try:
             state = state_from_exit_code(exit_code_file.read_text(encoding="utf-8", errors="replace")[:20])
         except OSError:
             state = "error"  # no verdict file: the benchmark job did not get as far as compare
     if state not in STATES:
-        raise fail_input(f"--state {state!r}: expected one of {', '.join(STATES)}")
+        raise _bad_input(f"--state {state!r}: expected one of {', '.join(STATES)}")
     words = {"success": "no regression", "failure": "regression found", "error": "benchmark or compare failed",
              "pending": "running"}
     desc = description or words[state]
@@ -528,7 +542,7 @@ def gh_status(
         return gh.commit_status(name, sha, state, context, desc, target_url)
 
     _gh_call(call)
-    out.print(f"{'check run' if check_run else 'status'} {context}: {state} on {sha[:12]}", highlight=False)
+    _say(f"{'check run' if check_run else 'status'} {context}: {state} on {sha[:12]}")
 
 
 @gh_app.command("summary")
@@ -540,7 +554,7 @@ def gh_summary(
     from suite.github import write_step_summary
 
     path = _gh_call(lambda: write_step_summary(_read_bodies(body_file), out_file))
-    err.print(f"appended to {path}", highlight=False)
+    _say_err(f"appended to {path}")
 
 
 @gh_app.command("download-artifact")
@@ -557,7 +571,7 @@ def gh_download_artifact(
 
     full = _repo(repo)
     if (name is None) == (prefix is None):
-        raise fail_input("give exactly one of --name or --prefix")
+        raise _bad_input("give exactly one of --name or --prefix")
 
     def call():
         gh = GitHub()
@@ -575,7 +589,7 @@ def gh_download_artifact(
 
     got = _gh_call(call)
     for art, files in got.items():
-        out.print(f"{art}: {len(files)} file(s) -> {dest / art}", highlight=False)
+        _say(f"{art}: {len(files)} file(s) -> {dest / art}")
 
 
 @runner_app.command("register")
@@ -602,18 +616,18 @@ def runner_register(
         url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com').rstrip('/')}/{org}"
     label_list = [x.strip() for x in labels.split(",") if x.strip()]
     if not label_list:
-        raise fail_input("--labels: give at least one label, e.g. --labels gpu,h200")
+        raise _bad_input("--labels: give at least one label, e.g. --labels gpu,h200")
     data = _gh_call(lambda: GitHub().runner_registration_token(repo=target, org=org))
     cmd = _gh_call(lambda: runner_config_command(url, data["token"], label_list, name, ephemeral))
     shown = [("***" if (a == data["token"] and not show_token) else a) for a in cmd]
     if not run_config:
-        out.print(f"cd {shlex.quote(str(runner_dir))} && {shlex.join(shown)}", highlight=False, markup=False)
-        err.print(f"token expires at {data.get('expires_at', '?')}", highlight=False)
+        _say(f"cd {shlex.quote(str(runner_dir))} && {shlex.join(shown)}")
+        _say_err(f"token expires at {data.get('expires_at', '?')}")
         return
     if not (runner_dir / "config.sh").exists():
-        raise fail_input(f"--runner-dir {runner_dir}: no config.sh there (unpack the actions-runner release first)")
+        raise _bad_input(f"--runner-dir {runner_dir}: no config.sh there (unpack the actions-runner release first)")
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-    err.print(f"running in {runner_dir}: {shlex.join(shown)}", highlight=False, markup=False)
+    _say_err(f"running in {runner_dir}: {shlex.join(shown)}")
     raise typer.Exit(subprocess.call(cmd, cwd=runner_dir, env=env))
 
 

@@ -194,7 +194,6 @@ class GitHub:
         self._session.headers.update({
             "Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": "trainbench",
         })
-        self._session.trust_env = False  # no ~/.netrc credentials mixed in, no proxy env surprises in tests
 
     def __repr__(self) -> str:
         return f"GitHub(api_url={self.api_url!r}, token=***)"
@@ -208,6 +207,7 @@ class GitHub:
         what = f"{method} {path.split('?')[0]}"
         waited = 0.0
         for attempt in range(1, self.retry.max_attempts + 1):
+            reason = None
             try:
                 resp = self._session.request(
                     method, url, json=json_body, params=params, auth=self._auth, timeout=self.timeout_s,
@@ -215,10 +215,13 @@ class GitHub:
                 )
             except requests.RequestException as e:
                 reason = f"{type(e).__name__}: {redact(str(e))}"
+            if reason is not None:
+                # handled outside the except block, so the error raised below has no __context__ holding
+                # requests' internals (prepared request, headers) for a traceback walker to print
                 wait = self.retry.backoff(attempt)
                 if attempt == self.retry.max_attempts or waited + wait > self.retry.max_total_wait_s:
                     raise GitHubError(f"{what}: cannot reach {self.api_url} after {attempt} attempt(s): "
-                                      f"{reason}") from None
+                                      f"{reason}")
                 log.warning("%s: %s; retrying in %.1f s", what, reason, wait)
                 self._sleep(wait)
                 waited += wait
@@ -278,7 +281,10 @@ class GitHub:
                 return
             resp = self.request("GET", url, params=query)
             query = None  # the next link carries the query
-            data = resp.json()
+            try:
+                data = resp.json()
+            except ValueError:
+                raise GitHubError(f"GET {path}: the body is not JSON: {redact(resp.text[:200])!r}") from None
             yield from (data[key] if key else data)
             nxt = resp.links.get("next", {}).get("url")
             if nxt and not nxt.startswith(self.api_url):
@@ -364,13 +370,15 @@ class GitHub:
         if resp.is_redirect or resp.status_code in (301, 302, 303, 307, 308):
             # the blob store URL is pre-signed: it must not receive our token
             location = resp.headers.get("Location", "")
+            failure = None
             try:
                 blob = requests.get(location, timeout=self.timeout_s, stream=True, allow_redirects=True)
                 blob.raise_for_status()
                 content = _read_capped(blob, max_bytes)
             except requests.RequestException as e:
-                raise GitHubError(f"artifact {artifact.get('name')!r}: download failed: "
-                                  f"{type(e).__name__}: {redact(str(e))}") from None
+                failure = f"{type(e).__name__}: {redact(str(e))}"
+            if failure is not None:
+                raise GitHubError(f"artifact {artifact.get('name')!r}: download failed: {failure}")
         else:
             content = resp.content
         return safe_extract(content, dest, max_bytes)
