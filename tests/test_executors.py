@@ -112,7 +112,7 @@ def test_ray_smoke_tier_writes_every_result_and_records_failures(ray_cluster, tm
     reqs = []
     for path in smoke:
         variant = "tiny" if "tiny" in load_spec(path).variants else None
-        reqs += [_req(path, seed, variant) for seed in (0, 1)]
+        reqs.append(_req(path, 0, variant))  # one seed each keeps the tier within the CI budget
     raising = _fault_spec(tmp_path, "fault_raise", "tests.executor_faults:MissingDataTask")
     reqs.append(_req(raising, 0))
     res = tmp_path / "res"

@@ -388,3 +388,37 @@ def test_cli_errors_exit_1_for_api_failures_and_2_for_bad_input(httpserver, tmp_
     assert p.returncode == 2 and "40-character" in p.stderr
     p = _cli(httpserver, "gh", "status", "--sha", SHA, "--state", "success", token="")
     assert p.returncode == 1 and "set GITHUB_TOKEN" in p.stderr
+
+
+def test_bench_comment_script_posts_statuses_and_one_comment(httpserver, tmp_path):
+    """scripts/ci/post_bench_results.sh as bench-comment.yml runs it, on downloaded (untrusted) artifacts."""
+    arts = tmp_path / "bench"
+    for hw, code, report in (("h200", "0", "## h200\nok\n"), ("910b", "1", "## 910b\nslower\n")):
+        (arts / f"bench-{hw}").mkdir(parents=True)
+        (arts / f"bench-{hw}/compare-exit-code").write_text(code)
+        (arts / f"bench-{hw}/report.md").write_text(report)
+    (arts / "bench-$(touch pwned)").mkdir()  # a hostile artifact name is skipped, never evaluated
+    (arts / "bench-noverdict").mkdir()  # compare never ran: the status says error
+    for hw, state in (("910b", "failure"), ("h200", "success"), ("noverdict", "error")):
+        httpserver.expect_request(f"/repos/{REPO}/statuses/{SHA}", method="POST", json={
+            "state": state, "context": f"trainbench/{hw}",
+            "description": {"success": "no regression", "failure": "regression found",
+                            "error": "benchmark or compare failed"}[state],
+            "target_url": "https://runs/9"}).respond_with_json({"id": 1}, status=201)
+    httpserver.expect_request(f"/repos/{REPO}/commits/{SHA}/pulls").respond_with_json(
+        [{"number": 8, "state": "open", "head": {"sha": SHA}}])
+    httpserver.expect_request(f"/repos/{REPO}/issues/8/comments", method="GET").respond_with_json([])
+    httpserver.expect_request(f"/repos/{REPO}/issues/8/comments", method="POST", json={
+        "body": "<!-- trainbench:bench -->\n## 910b\nslower\n\n## h200\nok\n"}).respond_with_json({"id": 2}, status=201)
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+    env.update({"PYTHONPATH": str(ROOT), "PYTHON": sys.executable, "GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": REPO,
+                "HEAD_SHA": SHA,
+                "RUN_URL": "https://runs/9", "GITHUB_API_URL": httpserver.url_for("").rstrip("/")})
+    p = subprocess.run(["bash", str(ROOT / "scripts/ci/post_bench_results.sh"), str(arts)], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "unexpected name" in p.stderr and not (tmp_path / "pwned").exists()
+    posted = [(r.method, r.path) for r, _ in httpserver.log]
+    assert posted.count(("POST", f"/repos/{REPO}/statuses/{SHA}")) == 3
+    assert posted.count(("POST", f"/repos/{REPO}/issues/8/comments")) == 1
+    assert all(resp.status_code < 300 for _, resp in httpserver.log)
