@@ -275,7 +275,7 @@ class GitHub:
                  max_pages: int = 50) -> Iterator[Any]:
         """Follow `Link: rel="next"` (GitHub's pagination) for list endpoints."""
         url: str | None = path
-        query = {"per_page": 100, **(params or {})}
+        query: dict[str, Any] | None = {"per_page": 100, **(params or {})}
         for _ in range(max_pages):
             if url is None:
                 return
