@@ -163,6 +163,8 @@ def run(
     address: Annotated[str | None, typer.Option(help="--executor ray: cluster address (default: a local instance)")] = None,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
+    if executor != "inline" and nproc > 1:
+        raise fail_input("--nproc is for one run across processes; with --executor local/ray give --jobs or a cluster")
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
         raise typer.Exit(_torchrun(nproc))
     from suite import distributed, harness

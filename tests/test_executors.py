@@ -100,11 +100,20 @@ def test_ray_resource_requests():
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
     ray = pytest.importorskip("ray")
-    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             _temp_dir=str(tmp_path_factory.mktemp("ray")), runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
-    yield ray
-    ray.shutdown()
+    saved = os.environ.get("PYTHONPATH")
+    # the raylet and its workers inherit this environment: they must import this worktree's `suite`
+    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + (saved or "")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 _temp_dir=str(tmp_path_factory.mktemp("ray")),
+                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+        yield ray
+    finally:
+        ray.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 @pytest.mark.slow
