@@ -74,7 +74,7 @@ class Instruments:
         except ValueError as e:
             self.warnings.append(str(e))
         if self.measure_peak:
-            budget = 0.5 if self.device.type == "cpu" else 1.0
+            budget = 0.3 if self.device.type == "cpu" else 1.0
             self.gemm = peaks.measure_gemm(self.device.torch, self.precision, budget_s=budget)
             if self.peak is not None and self.gemm.flops_per_s > 1.05 * self.peak.flops_per_s:
                 self.warnings.append(

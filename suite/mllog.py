@@ -15,8 +15,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mlperf_logging.mllog.mllog import MLLogger
 from mlperf_logging.mllog import constants as C
+from mlperf_logging.mllog.mllog import MLLogger
 
 from suite.results import write_atomic
 

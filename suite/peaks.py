@@ -213,7 +213,7 @@ def cpu_peak(dtype: str, threads: int | None = None, info: CpuInfo | None = None
     cores = min(physical, threads or torch.get_num_threads())
     fpc, why = cpu_flops_per_cycle(info, dtype)
     flops = cores * info.clock_hz * fpc
-    method = (f"computed: {cores} cores x {info.clock_hz / 1e9:.3f} GHz ({info.clock_source}) x {fpc:g} "
+    method = (f"{cores} cores x {info.clock_hz / 1e9:.3f} GHz ({info.clock_source}) x {fpc:g} "
               f"FLOPs/cycle/core [{why}]")
     return Peak(info.model, dtype, flops, method, "computed")
 
