@@ -276,12 +276,18 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
     accel = device.type not in ("cpu", "mps")
     if n is None:
         n = 8192 if accel and dtype is not torch.float32 else 4096 if accel else 256
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    # a private generator on the device: the run's global RNG streams stay exactly as seeded, and 8192^2
+    # operands are not generated on the host
+    try:
+        gen = torch.Generator(device=device).manual_seed(0)
+        where = device
+    except RuntimeError:
+        gen, where = torch.Generator().manual_seed(0), torch.device("cpu")
     deadline = time.perf_counter() + budget_s
 
     def operands(size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        a = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
-        b = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
+        a = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=dtype)
+        b = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=dtype)
         return a, b
 
     a, b = operands(n)

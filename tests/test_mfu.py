@@ -220,6 +220,7 @@ def test_utilization_and_percentiles():
     assert not timer.uses_device_events and timer.device_times_s() == []
 
 
+@pytest.mark.slow
 def test_peak_override_is_recorded_by_the_cli(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
@@ -253,3 +254,11 @@ def test_env_peak_prints_table_and_measured(tmp_path):
     assert info["device_type"] == "cpu" and info["dtype"] == "fp32"
     assert info["table_flops_per_s"] > 0 and info["measured_flops_per_s"] > 0
     assert info["measured_over_table"] == pytest.approx(info["measured_flops_per_s"] / info["table_flops_per_s"])
+
+
+def test_gemm_benchmark_leaves_the_run_rng_untouched():
+    torch.manual_seed(5)
+    expected = torch.rand(4)
+    torch.manual_seed(5)
+    peaks.measure_gemm(torch.device("cpu"), "fp32", budget_s=0.05)
+    assert torch.equal(torch.rand(4), expected)

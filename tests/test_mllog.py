@@ -35,6 +35,7 @@ def _keys(events):
     return [e["key"] for e in events]
 
 
+@pytest.mark.slow  # shares one ~20 s two-seed CLI run
 def test_log_sits_beside_the_result_and_parses(two_seeds):
     for path, result in two_seeds:
         assert result.mllog and result.mllog.endswith(".mllog")
@@ -46,6 +47,7 @@ def test_log_sits_beside_the_result_and_parses(two_seeds):
             json.loads(line[len(":::MLLOG "):])
 
 
+@pytest.mark.slow  # shares one ~20 s two-seed CLI run
 def test_order_and_values(two_seeds):
     for path, result in two_seeds:
         events = parse((path.parent / result.mllog).read_text())
@@ -80,6 +82,7 @@ def test_order_and_values(two_seeds):
         assert abs((stop["time_ms"] - run_start) / 1e3 - result.total_s) < 0.5
 
 
+@pytest.mark.slow  # shares one ~20 s two-seed CLI run
 def test_seeds_get_separate_logs(two_seeds):
     (p0, r0), (p1, r1) = two_seeds
     assert r0.mllog != r1.mllog

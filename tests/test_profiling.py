@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
@@ -26,6 +27,7 @@ def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_profile_writes_a_chrome_trace_of_the_window(tmp_path):
     out = _run(tmp_path)
     assert out.returncode == 0, out.stderr
