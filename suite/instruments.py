@@ -194,6 +194,10 @@ class Instruments:
             warnings.append(w)
         if self.profiler and self.profiler.written:
             warnings.append("profiled run: steps inside the profiling window carry profiler overhead")
+        mfu_measured = metrics.utilization(model_fps, world, measured)
+        if mfu_measured is not None and mfu_measured > 1.05:
+            warnings.append(f"the model ran at {mfu_measured:.2f}x the GEMM benchmark's FLOP/s: the benchmark was "
+                            "disturbed (a busy machine, clocks still ramping) and mfu_measured_peak is not reliable")
         energy_j = self.energy.energy_j if self.energy else None
         if self.device.type == "cuda" and self.energy is not None and energy_j is None:
             warnings.append(f"energy_j is null: {self.energy.reason or 'NVML gave no reading'}")
@@ -202,7 +206,7 @@ class Instruments:
             "step_time_s": metrics.step_time_report(host_step_times_s, device_times),
             "mfu": metrics.utilization(model_fps, world, table_peak),
             "hfu": metrics.utilization(hw_fps, world, table_peak),
-            "mfu_measured_peak": metrics.utilization(model_fps, world, measured),
+            "mfu_measured_peak": mfu_measured,
             "peak": peak_info,
             "energy_j": energy_j,
             "energy_to_target_j": self.energy.to_target_j if (self.energy and reached) else None,

