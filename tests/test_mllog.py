@@ -102,3 +102,30 @@ def test_aborted_status_and_open_block_closed():
     assert _keys(events)[-3:] == ["block_start", "block_stop", "run_stop"]
     assert events[-1]["metadata"]["status"] == "aborted"
     assert events[-2]["metadata"]["block_samples"] == 80
+
+
+def test_a_failed_run_still_logs_run_stop_aborted(tmp_path, monkeypatch):
+    """An exception mid-run is recorded as status error; its log still closes the block and the run."""
+    from suite import registry
+    from suite.backends.torch import TorchBackend
+    from suite.harness import RunRequest, run
+    from suite.spec import load_spec
+
+    real_step = TorchBackend.train_step
+    calls = {"n": 0}
+
+    def failing_step(self, state, batch):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("injected failure at step 3")
+        return real_step(self, state, batch)
+
+    monkeypatch.setattr(TorchBackend, "train_step", failing_step)
+    spec = load_spec(registry.find_workload("cv/digits_cnn"), variant="tiny")
+    result, path = run(RunRequest(spec=spec, threads=1, results_dir=tmp_path, measure_peak=False))
+    assert result.status == "error" and "injected failure" in (result.error or "")
+    events = parse((path.parent / result.mllog).read_text())
+    assert _keys(events)[-2:] == ["block_stop", "run_stop"]
+    assert events[-1]["metadata"] == {**events[-1]["metadata"], "status": "aborted", "trainbench_status": "error",
+                                      "step_num": 2}
+    assert result.peak is not None and result.peak.measured_flops_per_s is None  # benchmark switched off
