@@ -329,4 +329,7 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
             k *= 2
         if time.perf_counter() > deadline and repeats >= 3:
             break
+    del a, b, out
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # hand the operands back, so the run's reserved-memory peak does not hold them
     return GemmResult(best, n, dtype_name, repeats, total)
