@@ -161,6 +161,10 @@ def run(
     executor: Annotated[str, typer.Option(help="inline (one after another) | local (--jobs processes) | ray")] = "inline",
     jobs: Annotated[int, typer.Option(min=1, help="--executor local: parallel processes (threads = cores / jobs)")] = 1,
     address: Annotated[str | None, typer.Option(help="--executor ray: cluster address (default: a local instance)")] = None,
+    profile: Annotated[bool, typer.Option(help="write a torch.profiler trace of steps 8-12 (after warm-up)")] = False,
+    profile_dir: Annotated[Path, typer.Option(help="where --profile writes its Chrome/Perfetto traces")] = Path("profiles"),
+    nvtx: Annotated[bool, typer.Option(help="NVTX ranges (step/forward/backward/optimizer/eval) for nsys, CUDA")] = False,
+    peak_tflops: Annotated[float | None, typer.Option(help="override the per-device dense peak (TFLOP/s) for MFU")] = None,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     if executor != "inline" and nproc > 1:
@@ -173,6 +177,8 @@ def run(
 
     if precision not in ("fp32", "bf16", "fp16"):
         raise fail_input(f"--precision {precision!r}: expected fp32, bf16 or fp16")
+    if peak_tflops is not None and not peak_tflops > 0:
+        raise fail_input(f"--peak-tflops {peak_tflops}: must be a positive number of TFLOP/s per device")
     try:
         overrides = dict(parse_override(s) for s in (set_ or []))
     except SpecError as e:
@@ -198,13 +204,14 @@ def run(
     if executor != "inline":
         bad = _run_on_executor(specs, executor, jobs, address, rows, quiet, dict(
             backend=backend, precision=precision, compile=compile_, threads=threads, results_dir=results,
-            tier=tier, overrides=overrides, variant=variant), seed, seeds)
+            tier=tier, overrides=overrides, variant=variant, peak_tflops=peak_tflops), seed, seeds)
         specs = []  # done: fall through to the summary
     for path, spec in specs:
         for s in range(seed, seed + seeds):
             req = harness.RunRequest(
                 spec=spec, backend=backend, seed=s, precision=precision, compile=compile_, threads=threads,
                 results_dir=results, tier=tier, overrides=overrides, variant=variant, spec_source=str(path),
+                peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx,
             )
             try:
                 result, written = harness.run(req, show)
@@ -278,11 +285,19 @@ def list_(
 
 
 @app.command()
-def env(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+def env(
+    json_: Annotated[bool, typer.Option("--json")] = False,
+    peak: Annotated[bool, typer.Option("--peak", help="also the table peak and a measured GEMM peak")] = False,
+    precision: Annotated[str, typer.Option(help="dtype for --peak: fp32 | bf16 | fp16")] = "fp32",
+    threads: Annotated[int | None, typer.Option(help="torch threads for --peak on CPU (default: all cores)")] = None,
+) -> None:
     """Hardware and software fingerprint, and which backends can run here (and why not)."""
     from suite import devices, environment, registry
 
     device = devices.current()
+    if peak:
+        _env_peak(device, precision, threads, json_)
+        return
     info: dict[str, Any] = {
         "hardware": environment.hardware(device, device.count()).model_dump(),
         "software": environment.software(),
@@ -308,6 +323,40 @@ def env(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     for name, b in info["backends"].items():
         table.add_row(name, "yes" if b["available"] else "no", b["version"] or "-", b["reason"] or "")
     out.print(table)
+
+
+# ---- peaks (env --peak) ----------------------------------------------------------------------------------
+
+
+def _env_peak(device: Any, precision: str, threads: int | None, json_: bool) -> None:
+    """Print the peak MFU would divide by (table / ISA) beside a measured GEMM peak, in one precision."""
+    from suite import devices, peaks
+
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise fail_input(f"--precision {precision!r}: expected fp32, bf16 or fp16")
+    devices.set_threads(threads)
+    device.set_current()
+    table, warnings = peaks.resolve(device.type, device.name(), precision)
+    gemm = peaks.measure_gemm(device.torch, precision, budget_s=2.0)
+    info = {
+        "device": device.name(), "device_type": device.type, "precision": precision,
+        "dtype": peaks.matmul_dtype(device.type, precision),
+        "table_flops_per_s": table.flops_per_s if table else None,
+        "table_source": table.source if table else None, "provenance": table.provenance if table else None,
+        "measured_flops_per_s": gemm.flops_per_s, "gemm_n": gemm.n, "gemm_repeats": gemm.repeats,
+        "measured_over_table": gemm.flops_per_s / table.flops_per_s if table else None, "warnings": warnings,
+    }
+    if json_:
+        _emit_json(info)
+        return
+    tf = f"{table.flops_per_s / 1e12:.3f} TFLOP/s ({table.provenance}: {table.source})" if table else "unknown"
+    out.print(f"[bold]device[/bold] {info['device']} ({device.type}), {info['dtype']}", highlight=False)
+    out.print(f"[bold]peak[/bold] {tf}", highlight=False)
+    ratio = f" = {info['measured_over_table']:.1%} of the peak" if table else ""
+    out.print(f"[bold]measured[/bold] {gemm.flops_per_s / 1e12:.3f} TFLOP/s (GEMM {gemm.n}x{gemm.n}, "
+              f"{gemm.repeats} matmuls){ratio}", highlight=False)
+    for w in warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
 
 
 # ---- spec ------------------------------------------------------------------------------------------------

@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite import devices, distributed, environment, metrics, registry
+from suite import devices, distributed, environment, registry
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
+from suite.instruments import Instruments
+from suite.profiling import ProfileWindow
 from suite.results import EvalPoint, Result, new_run_id, now_utc, write_result
 from suite.spec import WorkloadSpec
 from suite.workloads.base import Context
@@ -50,6 +52,11 @@ class RunRequest:
     variant: str | None = None
     spec_source: str = ""
     extra_config: dict[str, Any] = field(default_factory=dict)
+    peak_tflops: float | None = None  # overrides the peak table; the result says so
+    profile_dir: Path | None = None  # set: write a torch.profiler trace of a window of steps here
+    profile_window: ProfileWindow | None = None
+    nvtx: bool = False  # NVTX ranges on CUDA (implied by profile_dir)
+    measure_peak: bool = True  # the GEMM benchmark at run start
 
 
 @dataclass
@@ -136,6 +143,10 @@ class Run:
         self.tokens_per_sample = 1
         self.memory: dict[str, Any] = {}
         self.backend: Any = None
+        self.inst = Instruments(workload=req.spec.name, seed=req.seed, device=self.device, dist=self.dist,
+                                precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
+                                profile_window=req.profile_window, nvtx=req.nvtx, run_id=self.run_id,
+                                measure_peak=req.measure_peak)
 
     # ---- the flow --------------------------------------------------------------------------------------
 
@@ -157,6 +168,7 @@ class Run:
                         self.backend.close()
                     except Exception:  # noqa: BLE001
                         pass
+        self.inst.finish(self.status, self.steps, self.samples)
         result = self.result()
         self.progress(Progress("stop", spec.name, self.req.seed, self.steps, self.total_s, status=self.status))
         return result
@@ -165,6 +177,7 @@ class Run:
         spec, req = self.spec, self.req
         t_init = time.perf_counter()
         self.progress(Progress("init", spec.name, req.seed))
+        self.inst.init_start()
         devices.set_threads(req.threads, self.dist.local_world)
         self.device.set_current()
         distributed.init(self.dist, self.device)
@@ -181,6 +194,8 @@ class Run:
         workload.attach(backend.eval_model(state))
         self.flops_per_sample = float(workload.flops_per_sample())
         self.tokens_per_sample = int(workload.tokens_per_sample())
+        self.inst.setup(spec=spec, backend=backend, state=state,
+                        platform=environment.hardware(self.device, self.dist.world).slug)
         self.device.reset_peak_memory()
         backend.synchronize()
         self.init_s = time.perf_counter() - t_init
@@ -188,6 +203,7 @@ class Run:
             raise TimeoutError(f"init took {self.init_s:.1f} s, over budget.max_init_s={spec.budget.max_init_s}")
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
+        self.inst.run_start()
         t0 = time.perf_counter()
         batches = iter(workload.train_batches(self.dist.rank, self.dist.world))
         ev = spec.eval
@@ -197,6 +213,7 @@ class Run:
         code = CONTINUE
 
         def evaluate() -> bool:
+            self.inst.eval_begin(self.steps, self.samples)
             backend.synchronize()
             te = time.perf_counter()
             scores = workload.evaluate(backend.eval_model(state))
@@ -210,17 +227,21 @@ class Run:
             )
             self.progress(Progress("eval", spec.name, req.seed, self.steps, elapsed, self.last_loss,
                                    scores.get(spec.target.metric), spec.target.value))
-            return spec.target.met(scores)
+            met = spec.target.met(scores)
+            self.inst.eval_end(self.steps, self.samples, spec.target.metric, scores, met)
+            return met
 
         try:
             if ev.at_start and evaluate():
                 code = REACHED
             while code == CONTINUE:
+                self.inst.step_begin()
                 ts = time.perf_counter()
                 batch = next(batches)
                 td = time.perf_counter()
                 self.data_wait_s += td - ts
                 out = backend.train_step(state, batch)
+                self.inst.step_end()
                 self.steps += 1
                 self.samples += spec.data.batch_size
                 if self.steps % check_loss_every == 0:
@@ -232,6 +253,7 @@ class Run:
                 if code == CONTINUE and self.steps % ev.every_steps == 0 and evaluate():
                     code = REACHED
                     self.time_to_target_s = time.perf_counter() - t0
+                    self.inst.target_reached()
                     self.steps_to_target, self.samples_to_target = self.steps, self.samples
                 now = time.perf_counter()
                 if code == CONTINUE:
@@ -248,6 +270,7 @@ class Run:
             backend.synchronize()
             self.total_s = time.perf_counter() - t0
             self.train_s = self.total_s - self.eval_s
+            self.inst.clock_stopped()
             self.memory = self.device.memory_stats()
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
             self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
@@ -271,8 +294,13 @@ class Run:
             "compile": req.compile,
             "threads": torch.get_num_threads(),
             **req.extra_config,
+            **self.inst.config_fields(),
         }
         final = self.curve[-1].metrics if self.curve else {}
+        measured = self.inst.result_fields(
+            flops_per_sample=self.flops_per_sample, tokens_per_sample=self.tokens_per_sample, samples=self.samples,
+            steps=self.steps, train_s=self.train_s, data_wait_s=self.data_wait_s, host_step_times_s=self.step_times,
+            world=world, reached=self.status == "reached")
         parallel = self.backend.parallel_layout() if self.backend is not None else {"dp": world}
         backend_version = None
         if self.backend is not None:
@@ -302,8 +330,6 @@ class Run:
             steps_to_target=self.steps_to_target,
             samples_to_target=self.samples_to_target,
             final_metrics=final,
-            throughput=metrics.throughput(self.samples, self.tokens_per_sample, self.train_s, self.data_wait_s),
-            step_time_s=metrics.step_time_summary(self.step_times),
             flops_per_sample=self.flops_per_sample,
             memory=self.memory,
             eval_curve=self.curve,
@@ -313,7 +339,7 @@ class Run:
             seed=req.seed,
             world_size=world,
             error=self.error,
-            warnings=self.warnings,
+            **{**measured, "warnings": self.warnings + measured["warnings"]},
         )
 
 
@@ -325,8 +351,11 @@ def _data_root() -> Path:
 
 def run(req: RunRequest, progress: ProgressFn | None = None) -> tuple[Result, Path | None]:
     """Run one seed; rank 0 writes the result (atomically) and returns its path."""
-    result = Run(req, progress).execute()
+    the_run = Run(req, progress)
+    result = the_run.execute()
     path = None
     if req.results_dir is not None and distributed.from_env().is_main:
+        result.mllog = Instruments.mllog_name(result)
         path = write_result(req.results_dir, result)
+        the_run.inst.write_mllog(path.parent, result.mllog)
     return result, path

@@ -41,9 +41,12 @@ class EvalPoint(_Model):
 class PeakInfo(_Model):
     device: str
     dtype: str
-    flops_per_s: float = Field(description="dense peak per device from the table")
+    flops_per_s: float | None = Field(description="dense peak per device (table, ISA or --peak-tflops); "
+                                      "null for a device not in the table")
     source: str
-    measured_flops_per_s: float | None = None
+    provenance: str | None = Field(default=None, description="vendor | reported | computed | override")
+    measured_flops_per_s: float | None = Field(default=None, description="best GEMM FLOP/s at run start")
+    measured_gemm_n: int | None = None
     overridden: bool = False
 
 
@@ -92,6 +95,7 @@ class Result(_Model):
     flops_per_sample: float | None = None
     mfu: float | None = None
     hfu: float | None = None
+    mfu_measured_peak: float | None = Field(default=None, description="MFU against the measured GEMM peak")
     peak: PeakInfo | None = None
     memory: dict[str, Any] = Field(default_factory=dict)
     energy_j: float | None = None

@@ -122,10 +122,13 @@ def flops_per_token(cfg: Config, meta: dict[str, Any]) -> float:
     """PaLM (Chowdhery et al. 2022, appendix B): 6N + 12*L*H*Q*T per token, forward + backward.
 
     N excludes the position embeddings (a lookup, no matmul); the tied embedding counts once, as the LM
-    head's matmul. The attention term is 12 * n_layer * n_head * head_dim * seq_len (causal masking is not
-    discounted, following PaLM and nanoGPT).
+    head's matmul. An untied input embedding is a lookup too, so its v*d parameters are left out of N
+    (counting them overstates a small untied model's FLOPs by several percent). The attention term is
+    12 * n_layer * n_head * head_dim * seq_len (causal masking is not discounted, following PaLM and nanoGPT).
     """
     n = param_count(cfg, meta)
+    if not cfg.tie_embeddings:
+        n -= vocab(cfg, meta) * cfg.d_model
     head_dim = cfg.d_model // cfg.n_head
     return 6 * n + 12 * cfg.n_layer * cfg.n_head * head_dim * cfg.seq_len
 
