@@ -46,7 +46,10 @@ def all_max(value: int) -> int:
     """The largest `value` over all ranks (used so every rank takes the same stop decision)."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return value
-    t = torch.tensor([value], dtype=torch.int64)
+    # nccl/hccl reduce only device tensors; gloo only host ones
+    backend = dist.get_backend()
+    device = {"nccl": "cuda", "hccl": "npu"}.get(str(backend), "cpu")
+    t = torch.tensor([value], dtype=torch.int64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
 
