@@ -210,7 +210,9 @@ class Run:
             )
             self.progress(Progress("eval", spec.name, req.seed, self.steps, elapsed, self.last_loss,
                                    scores.get(spec.target.metric), spec.target.value))
-            return spec.target.met(scores)
+            # a compression method still converging (pruning short of its sparsity) cannot reach the target yet
+            may_count = getattr(backend, "target_may_count", None)
+            return spec.target.met(scores) and (may_count is None or bool(may_count()))
 
         try:
             if ev.at_start and evaluate():
@@ -272,6 +274,12 @@ class Run:
             "threads": torch.get_num_threads(),
             **req.extra_config,
         }
+        report = getattr(self.backend, "algorithm_report", None)
+        if report is not None:
+            try:
+                config["algorithm_report"] = report()
+            except Exception as e:  # noqa: BLE001 - a broken report must not lose the result
+                self.warnings.append(f"algorithm_report failed: {type(e).__name__}: {e}")
         final = self.curve[-1].metrics if self.curve else {}
         parallel = self.backend.parallel_layout() if self.backend is not None else {"dp": world}
         backend_version = None
