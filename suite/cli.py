@@ -150,7 +150,9 @@ def run(
     seed: Annotated[int, typer.Option(help="first seed")] = 0,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a spec field: --set optimizer.lr=0.01")] = None,
     variant: Annotated[str | None, typer.Option(help="a named override set from the spec, e.g. tiny")] = None,
-    precision: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
+    precision: Annotated[
+        str | None, typer.Option(help="fp32 | bf16 | fp16 | bf16_master (default: the --algo bundle's, else fp32)")
+    ] = None,
     compile_: Annotated[bool, typer.Option("--compile", help="torch.compile the model")] = False,
     threads: Annotated[int | None, typer.Option(help="torch threads per process (default: cores / processes)")] = None,
     nproc: Annotated[int, typer.Option(min=1, help="processes on this machine (torchrun, data parallel)")] = 1,
@@ -158,16 +160,21 @@ def run(
     json_: Annotated[bool, typer.Option("--json", help="print the results as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
     fail_fast: Annotated[bool, typer.Option(help="stop at the first run that ends in error or divergence")] = False,
+    algo: Annotated[str | None, typer.Option(
+        help="swap the algorithm: a bundle (adamw, sgd, lion, muon, ...), a bundle .yaml, an optimizer "
+             "import path pkg.mod:Class; see docs/algorithms.md")] = None,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
         raise typer.Exit(_torchrun(nproc))
     from suite import distributed, harness
+    from suite.algorithms import bundles
+    from suite.algorithms import precision as precision_mod
     from suite.data.base import DataMissing
-    from suite.spec import SpecError, load_spec, parse_override
+    from suite.spec import SpecError, parse_override
 
-    if precision not in ("fp32", "bf16", "fp16"):
-        raise fail_input(f"--precision {precision!r}: expected fp32, bf16 or fp16")
+    if precision is not None and precision not in precision_mod.RECIPES:
+        raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
     try:
         overrides = dict(parse_override(s) for s in (set_ or []))
     except SpecError as e:
@@ -176,8 +183,8 @@ def run(
     specs = []
     for path in paths:
         try:
-            specs.append((path, load_spec(path, overrides, variant)))
-        except SpecError as e:
+            specs.append((path, bundles.prepare(path, algo, overrides, variant, precision)))
+        except (SpecError, bundles.AlgoError) as e:
             raise fail_input(str(e)) from None
     from suite import registry
 
@@ -185,16 +192,19 @@ def run(
         registry.backend_class(backend)
     except registry.RegistryError as e:
         raise fail_input(f"--backend: {e}") from None
+    _refuse_algorithms(specs, backend)
 
     is_main = distributed.from_env().is_main
     show = _progress_printer(is_main and not quiet)
     rows: list[dict[str, Any]] = []
     bad = False
-    for path, spec in specs:
+    for path, prepared in specs:
+        spec = prepared.spec
         for s in range(seed, seed + seeds):
             req = harness.RunRequest(
-                spec=spec, backend=backend, seed=s, precision=precision, compile=compile_, threads=threads,
-                results_dir=results, tier=tier, overrides=overrides, variant=variant, spec_source=str(path),
+                spec=spec, backend=backend, seed=s, precision=prepared.precision, compile=compile_,
+                threads=threads, results_dir=results, tier=tier, overrides=prepared.overrides, variant=variant,
+                spec_source=str(path), extra_config=prepared.extra_config,
             )
             try:
                 result, written = harness.run(req, show)
@@ -377,6 +387,56 @@ def results_show(
         out.print(table)
     for e in loaded.errors:
         err.print(f"[red]skipped bad file[/red] {e}", highlight=False)
+
+
+# ---- algorithms under test: --algo checks and `trainbench study` ----------------------------------------
+
+
+def _refuse_algorithms(specs: list[Any], backend: str) -> None:
+    """Precision or compression this backend / device cannot do: refused with the reason, before any run."""
+    from suite import devices
+    from suite.algorithms import plugins
+
+    device_type = devices.detect_type()
+    for _, prepared in specs:
+        reasons = plugins.refusals(prepared.spec, backend, prepared.precision, device_type)
+        if reasons:
+            raise fail_input("; ".join(reasons))
+
+
+@app.command()
+def study(
+    study_file: Annotated[Path, typer.Argument(help="a study YAML (studies/*.yaml): workloads x algorithms x seeds")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="where study.json/.md/.svg/.html go")] = None,
+    results: Annotated[Path, typer.Option(help="results folder for the runs' result files")] = Path("results"),
+    threads: Annotated[int | None, typer.Option(help="torch threads per run")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="print the scores as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+) -> None:
+    """Run a study and score each algorithm with AlgoPerf performance profiles (JSON, Markdown, SVG, HTML)."""
+    from suite import study as study_mod
+    from suite.data.base import DataMissing
+    from suite.spec import SpecError
+
+    try:
+        st = study_mod.load_study(study_file)
+        plan = study_mod.plan(st, study_file.parent)
+    except (SpecError, study_mod.StudyError) as e:
+        raise fail_input(str(e)) from None
+    _refuse_algorithms([(None, cell.prepared) for cell in plan], st.backend)
+    out_dir = out_dir or Path("studies") / "_out" / st.name
+    try:
+        report = study_mod.run_study(st, plan, results_dir=results, threads=threads,
+                                     progress=_progress_printer(not quiet))
+    except DataMissing as e:
+        raise fail_input(str(e)) from None
+    paths = study_mod.write_outputs(report, out_dir)
+    if json_:
+        _emit_json(report["scores"])
+    else:
+        sys.stdout.write(study_mod.markdown(report) + "\n")
+        out.print(f"study outputs: {', '.join(str(p) for p in paths)}", highlight=False)
+    raise typer.Exit(EXIT_FAIL if report["errors"] else EXIT_OK)
 
 
 def main() -> None:
