@@ -142,7 +142,7 @@ def prepare(
     bundle, source = (None, {"kind": "spec"}) if algo is None else resolve(algo, base_dir)
     overrides = dict(user_overrides)
     if bundle is not None:
-        base = load_spec(path, user_overrides, variant)
+        base = load_spec(path, None, variant)  # the workload as defined: its lr and weight decay
         overrides = {**overrides_for(bundle, base), **user_overrides}
     spec = load_spec(path, overrides, variant)
     chosen = precision or (bundle.precision if bundle is not None else None) or "fp32"

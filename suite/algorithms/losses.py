@@ -63,7 +63,8 @@ def build(loss_spec: Any, default: str = "cross_entropy") -> LossFn:
         try:
             inspect.signature(obj).bind(**params)
         except TypeError as e:
-            raise LossError(f"loss {name!r}: {e}") from None
+            raise LossError(f"loss {name!r}: a loss class is built as Cls(**params) from the block's other keys "
+                            f"({sorted(params)}), then called as obj(logits, target): {e}") from None
         fn = obj(**params)
         if not callable(fn):
             raise LossError(f"loss {name!r}: instances of {obj.__name__} are not callable as fn(logits, target)")
