@@ -169,7 +169,7 @@ def score(records: list[dict[str, Any]], algorithms: list[str], tau_max: float) 
                     else math.inf for rec in records if rec["workload"] == w and rec["algorithm"] == a]
             times[w][a] = stats.olympic_mean(ttas) if ttas else math.inf
     r = profiles.ratios(times, algorithms)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for a in algorithms:
         rows.append({
             "algorithm": a,
@@ -178,7 +178,7 @@ def score(records: list[dict[str, Any]], algorithms: list[str], tau_max: float) 
             "workloads": len(workloads),
             "rho": {str(t): profiles.rho(r[a], t) for t in (1.0, 1.25, 1.5, 2.0, 3.0, tau_max)},
         })
-    rows.sort(key=lambda row: -row["score"])
+    rows.sort(key=lambda row: -float(row["score"]))
     return {"times_s": times, "ratios": r, "scores": rows,
             "profiles": {a: profiles.curve(r[a], tau_max) for a in algorithms}}
 

@@ -31,7 +31,7 @@ class Lion(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "weight_decay": weight_decay})
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         loss = None
         if closure is not None:
             with torch.enable_grad():

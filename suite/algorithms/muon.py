@@ -73,7 +73,7 @@ class Muon(torch.optim.Optimizer):
         super().__init__(groups, defaults)
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         loss = None
         if closure is not None:
             with torch.enable_grad():

@@ -42,6 +42,10 @@ class SGDNesterov(torch.optim.SGD):
                          nesterov=True)
 
 
+def _init_signature(cls: type) -> inspect.Signature:
+    return inspect.signature(cls.__init__)  # type: ignore[misc]  # the class's own __init__, self included
+
+
 def optimizer_class(name: str) -> type:
     try:
         cls = registry.resolve(name, OPTIMIZERS, "optimizer")
@@ -52,7 +56,7 @@ def optimizer_class(name: str) -> type:
             f"optimizer.name: {name!r} is a {type(cls).__name__}, not a torch.optim.Optimizer subclass "
             "(write `class MyOpt(torch.optim.Optimizer)` with `__init__(self, params, lr, ...)` and `step()`)"
         )
-    params = list(inspect.signature(cls.__init__).parameters)
+    params = list(_init_signature(cls).parameters)
     if len(params) < 2 or params[1] != "params":
         raise OptimizerError(f"optimizer.name: {name!r}: __init__ must take `params` first (got {params[1:]})")
     return cls
@@ -60,7 +64,7 @@ def optimizer_class(name: str) -> type:
 
 def optimizer_kwargs(spec: OptimizerSpec, cls: type) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"lr": spec.lr, "weight_decay": spec.weight_decay, **spec.params()}
-    sig = inspect.signature(cls.__init__)
+    sig = _init_signature(cls)
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     if not accepts_any:
         unknown = sorted(k for k in kwargs if k not in sig.parameters)
@@ -89,7 +93,7 @@ def describe(spec: OptimizerSpec) -> dict[str, Any]:
     cls = optimizer_class(spec.name)
     kwargs = optimizer_kwargs(spec, cls)
     defaults = {
-        k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+        k: p.default for k, p in _init_signature(cls).parameters.items()
         if k not in ("self", "params") and p.default is not inspect.Parameter.empty
         and p.kind is not p.VAR_KEYWORD
     }
