@@ -155,7 +155,7 @@ def record(r: Result, path: Path | None) -> dict[str, Any]:
         "workload": r.workload, "algorithm": r.config.get("study", {}).get("algorithm"), "seed": r.seed,
         "status": r.status, "time_to_target_s": r.time_to_target_s, "train_s": r.train_s,
         "steps_to_target": r.steps_to_target, "steps": r.steps, "final_metrics": r.final_metrics,
-        "run_id": r.run_id, "path": str(path) if path else None, "error": r.error,
+        "run_id": r.run_id, "path": str(path) if path else None, "error": r.error, "hardware": r.hardware.slug,
     }
 
 
@@ -296,7 +296,8 @@ def profile_svg(report: dict[str, Any], width: int = 640, height: int = 380) -> 
         ly = top + 14 + i * 18
         parts.append(f'<line x1="{left + pw + 12}" x2="{left + pw + 32}" y1="{ly - 4}" y2="{ly - 4}" '
                      f'stroke="{colour}" stroke-width="2.5"{dash}/>')
-        parts.append(f'<text x="{left + pw + 38}" y="{ly}">{_esc(algo)} ({score_of[algo]:.3f})</text>')
+        short = algo if len(algo) <= 20 else algo[:19] + "…"  # the full name is in the line's <title>
+        parts.append(f'<text x="{left + pw + 38}" y="{ly}">{_esc(short)} ({score_of[algo]:.3f})</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 
