@@ -137,3 +137,27 @@ def test_user_optimizer_across_the_whole_smoke_tier(tmp_path, monkeypatch):
     mine = [r for r in report["runs"] if r["algorithm"] == "my_optim:HandAdam"]
     assert {r["workload"] for r in mine} == smoke
     assert all(r["status"] in ("reached", "budget") for r in mine), mine
+
+
+def test_a_crashing_algorithm_scores_zero_and_the_study_says_so(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from suite.cli import app
+
+    user = tmp_path / "u"
+    user.mkdir()
+    (user / "crashy.py").write_text(
+        "import torch\n\nclass Crashy(torch.optim.SGD):\n    def step(self, closure=None):\n"
+        "        raise RuntimeError('my bug')\n")
+    monkeypatch.syspath_prepend(str(user))
+    (user / "s.yaml").write_text("name: crash\nworkloads: [cv/digits_cnn]\nvariant: tiny\nseeds: 1\n"
+                                 "algorithms: [adamw, {name: crashy, optimizer: {name: 'crashy:Crashy', lr: 0.1}}]\n")
+    res = CliRunner().invoke(app, ["study", str(user / "s.yaml"), "--out", str(tmp_path / "out"), "--results",
+                                   str(tmp_path / "res"), "--threads", "1", "--quiet"])
+    assert res.exit_code == 1  # an error is a bug to look at, not a score
+    report = json.loads((tmp_path / "out" / "study.json").read_text())
+    assert report["errors"] == 1
+    [crash] = [r for r in report["runs"] if r["algorithm"] == "crashy"]
+    assert crash["status"] == "error" and "my bug" in crash["error"]
+    assert {s["algorithm"]: s["score"] for s in report["scores"]}["crashy"] == 0.0
+    assert report["times_s"]["cv/digits_cnn"]["crashy"] is None  # infinite, written as null
