@@ -150,7 +150,9 @@ def run(
     seed: Annotated[int, typer.Option(help="first seed")] = 0,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a spec field: --set optimizer.lr=0.01")] = None,
     variant: Annotated[str | None, typer.Option(help="a named override set from the spec, e.g. tiny")] = None,
-    precision: Annotated[str, typer.Option(help="fp32 | bf16 | fp16")] = "fp32",
+    precision: Annotated[
+        str | None, typer.Option(help="fp32 | bf16 | fp16 | bf16_master (default: the --algo bundle's, else fp32)")
+    ] = None,
     compile_: Annotated[bool, typer.Option("--compile", help="torch.compile the model")] = False,
     threads: Annotated[int | None, typer.Option(help="torch threads per process (default: cores / processes)")] = None,
     nproc: Annotated[int, typer.Option(min=1, help="processes on this machine (torchrun, data parallel)")] = 1,
@@ -165,6 +167,9 @@ def run(
     profile_dir: Annotated[Path, typer.Option(help="where --profile writes its Chrome/Perfetto traces")] = Path("profiles"),
     nvtx: Annotated[bool, typer.Option(help="NVTX ranges (step/forward/backward/optimizer/eval) for nsys, CUDA")] = False,
     peak_tflops: Annotated[float | None, typer.Option(help="override the per-device dense peak (TFLOP/s) for MFU")] = None,
+    algo: Annotated[str | None, typer.Option(
+        help="swap the algorithm: a bundle (adamw, sgd, lion, muon, ...), a bundle .yaml, an optimizer "
+             "import path pkg.mod:Class; see docs/algorithms.md")] = None,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     if executor != "inline" and nproc > 1:
@@ -172,11 +177,13 @@ def run(
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
         raise typer.Exit(_torchrun(nproc))
     from suite import distributed, harness
+    from suite.algorithms import bundles
+    from suite.algorithms import precision as precision_mod
     from suite.data.base import DataMissing
-    from suite.spec import SpecError, load_spec, parse_override
+    from suite.spec import SpecError, parse_override
 
-    if precision not in ("fp32", "bf16", "fp16"):
-        raise fail_input(f"--precision {precision!r}: expected fp32, bf16 or fp16")
+    if precision is not None and precision not in precision_mod.RECIPES:
+        raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
     if peak_tflops is not None and not peak_tflops > 0:
         raise fail_input(f"--peak-tflops {peak_tflops}: must be a positive number of TFLOP/s per device")
     try:
@@ -187,8 +194,8 @@ def run(
     specs = []
     for path in paths:
         try:
-            specs.append((path, load_spec(path, overrides, variant)))
-        except SpecError as e:
+            specs.append((path, bundles.prepare(path, algo, overrides, variant, precision)))
+        except (SpecError, bundles.AlgoError) as e:
             raise fail_input(str(e)) from None
     from suite import registry
 
@@ -196,42 +203,42 @@ def run(
         registry.backend_class(backend)
     except registry.RegistryError as e:
         raise fail_input(f"--backend: {e}") from None
+    _refuse_algorithms(specs, backend)
 
     is_main = distributed.from_env().is_main
     show = _progress_printer(is_main and not quiet)
     rows: list[dict[str, Any]] = []
     bad = False
+    requests = [
+        harness.RunRequest(
+            spec=prepared.spec, backend=backend, seed=s, precision=prepared.precision, compile=compile_,
+            threads=threads, results_dir=results, tier=tier, overrides=prepared.overrides, variant=variant,
+            spec_source=str(path), extra_config=prepared.extra_config, peak_tflops=peak_tflops,
+            profile_dir=profile_dir if profile else None, nvtx=nvtx,
+        )
+        for path, prepared in specs
+        for s in range(seed, seed + seeds)
+    ]
     if executor != "inline":
-        bad = _run_on_executor(specs, executor, jobs, address, rows, quiet, dict(
-            backend=backend, precision=precision, compile=compile_, threads=threads, results_dir=results,
-            tier=tier, overrides=overrides, variant=variant, peak_tflops=peak_tflops), seed, seeds)
-        specs = []  # done: fall through to the summary
-    for path, spec in specs:
-        for s in range(seed, seed + seeds):
-            req = harness.RunRequest(
-                spec=spec, backend=backend, seed=s, precision=precision, compile=compile_, threads=threads,
-                results_dir=results, tier=tier, overrides=overrides, variant=variant, spec_source=str(path),
-                peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx,
-            )
-            try:
-                result, written = harness.run(req, show)
-            except DataMissing as e:
-                raise fail_input(str(e)) from None
-            row = result.model_dump(mode="json", include={
-                "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
-                "final_metrics", "error", "run_id", "mfu"})
-            row["path"] = str(written) if written else None
-            rows.append(row)
-            if result.status in ("error", "diverged", "interrupted"):
-                bad = True
-                if is_main and result.error and not quiet:
-                    err.print(f"[red]{result.workload} seed {s}: {result.status}[/red]: {result.error}",
-                              highlight=False)
-                if fail_fast or result.status == "interrupted":
-                    break
-        else:
-            continue
-        break
+        bad = _run_on_executor(requests, executor, jobs, address, rows, quiet, results)
+        requests = []  # done: fall through to the summary
+    for req in requests:
+        try:
+            result, written = harness.run(req, show)
+        except DataMissing as e:
+            raise fail_input(str(e)) from None
+        row = result.model_dump(mode="json", include={
+            "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
+            "final_metrics", "error", "run_id", "mfu"})
+        row["path"] = str(written) if written else None
+        rows.append(row)
+        if result.status in ("error", "diverged", "interrupted"):
+            bad = True
+            if is_main and result.error and not quiet:
+                err.print(f"[red]{result.workload} seed {req.seed}: {result.status}[/red]: {result.error}",
+                          highlight=False)
+            if fail_fast or result.status == "interrupted":
+                break
     if is_main:
         if json_:
             _emit_json(rows)
@@ -440,10 +447,11 @@ def results_show(
 # ---- executors (run --executor local | ray) --------------------------------------------------------------
 
 
-def _run_on_executor(specs: list[tuple[Path, Any]], executor: str, jobs: int, address: str | None,
-                     rows: list[dict[str, Any]], quiet: bool, common: dict[str, Any], seed: int, seeds: int) -> bool:
+def _run_on_executor(requests: list[Any], executor: str, jobs: int, address: str | None,
+                     rows: list[dict[str, Any]], quiet: bool, results_dir: Path) -> bool:
     """Fan every (workload x seed) out to an executor; write each result as it streams back. True if any is bad."""
-    from suite import harness
+    import dataclasses
+
     from suite.executors import EXECUTORS
     from suite.executors import execute as run_all
     from suite.results import write_result
@@ -452,9 +460,7 @@ def _run_on_executor(specs: list[tuple[Path, Any]], executor: str, jobs: int, ad
         raise _bad_input(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if address and executor != "ray":
         raise _bad_input("--address is for --executor ray")
-    results_dir: Path = common.pop("results_dir")
-    requests = [harness.RunRequest(spec=spec, seed=s, spec_source=str(path), results_dir=None, **common)
-                for path, spec in specs for s in range(seed, seed + seeds)]
+    requests = [dataclasses.replace(r, results_dir=None) for r in requests]  # the driver writes, below
     bad = False
     for result in run_all(requests, executor, jobs=jobs, address=address):
         written = write_result(results_dir, result)
@@ -680,6 +686,56 @@ def runner_register(
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
     _say_err(f"running in {runner_dir}: {shlex.join(shown)}")
     raise typer.Exit(subprocess.call(cmd, cwd=runner_dir, env=env))
+
+
+# ---- algorithms under test: --algo checks and `trainbench study` ----------------------------------------
+
+
+def _refuse_algorithms(specs: list[Any], backend: str) -> None:
+    """Precision or compression this backend / device cannot do: refused with the reason, before any run."""
+    from suite import devices
+    from suite.algorithms import plugins
+
+    device_type = devices.detect_type()
+    for _, prepared in specs:
+        reasons = plugins.refusals(prepared.spec, backend, prepared.precision, device_type)
+        if reasons:
+            raise fail_input("; ".join(reasons))
+
+
+@app.command()
+def study(
+    study_file: Annotated[Path, typer.Argument(help="a study YAML (studies/*.yaml): workloads x algorithms x seeds")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="where study.json/.md/.svg/.html go")] = None,
+    results: Annotated[Path, typer.Option(help="results folder for the runs' result files")] = Path("results"),
+    threads: Annotated[int | None, typer.Option(help="torch threads per run")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="print the scores as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+) -> None:
+    """Run a study and score each algorithm with AlgoPerf performance profiles (JSON, Markdown, SVG, HTML)."""
+    from suite import study as study_mod
+    from suite.data.base import DataMissing
+    from suite.spec import SpecError
+
+    try:
+        st = study_mod.load_study(study_file)
+        plan = study_mod.plan(st, study_file.parent)
+    except (SpecError, study_mod.StudyError) as e:
+        raise fail_input(str(e)) from None
+    _refuse_algorithms([(None, cell.prepared) for cell in plan], st.backend)
+    out_dir = out_dir or Path("studies") / "_out" / st.name
+    try:
+        report = study_mod.run_study(st, plan, results_dir=results, threads=threads,
+                                     progress=_progress_printer(not quiet))
+    except DataMissing as e:
+        raise fail_input(str(e)) from None
+    paths = study_mod.write_outputs(report, out_dir)
+    if json_:
+        _emit_json(report["scores"])
+    else:
+        sys.stdout.write(study_mod.markdown(report) + "\n")
+        out.print(f"study outputs: {', '.join(str(p) for p in paths)}", highlight=False)
+    raise typer.Exit(EXIT_FAIL if report["errors"] else EXIT_OK)
 
 
 def main() -> None:

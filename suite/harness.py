@@ -227,7 +227,9 @@ class Run:
             )
             self.progress(Progress("eval", spec.name, req.seed, self.steps, elapsed, self.last_loss,
                                    scores.get(spec.target.metric), spec.target.value))
-            met = spec.target.met(scores)
+            # a compression method still converging (pruning short of its sparsity) cannot reach the target yet
+            may_count = getattr(backend, "target_may_count", None)
+            met = spec.target.met(scores) and (may_count is None or bool(may_count()))
             self.inst.eval_end(self.steps, self.samples, spec.target.metric, scores, met)
             return met
 
@@ -296,6 +298,12 @@ class Run:
             **req.extra_config,
             **self.inst.config_fields(),
         }
+        report = getattr(self.backend, "algorithm_report", None)
+        if report is not None:
+            try:
+                config["algorithm_report"] = report()
+            except Exception as e:  # noqa: BLE001 - a broken report must not lose the result
+                self.warnings.append(f"algorithm_report failed: {type(e).__name__}: {e}")
         final = self.curve[-1].metrics if self.curve else {}
         measured = self.inst.result_fields(
             flops_per_sample=self.flops_per_sample, tokens_per_sample=self.tokens_per_sample, samples=self.samples,

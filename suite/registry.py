@@ -92,6 +92,9 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
     for backend in spec.backends:
         if backend not in BACKENDS:
             problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
+    from suite.algorithms import plugins  # optimizer, schedule, loss, compression: user code is imported now
+
+    problems += plugins.check_spec(spec)
     return problems
 
 

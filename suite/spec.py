@@ -71,6 +71,18 @@ class ScheduleSpec(_Strict):
     min_lr_ratio: float = Field(default=0.0, ge=0, le=1)
 
 
+class LossSpec(_Open):
+    """`loss: label_smoothing` or `loss: {name: label_smoothing, smoothing: 0.1}`; extra keys go to the loss."""
+
+    name: str = Field(description="built-in loss (cross_entropy, label_smoothing) or import path `pkg.mod:fn`")
+
+
+class CompressionSpec(_Open):
+    """`compression: {name: magnitude_prune, sparsity: 0.5}`; extra keys are validated by the method's Config."""
+
+    name: str = Field(description="magnitude_prune | int8_qat | import path `pkg.module:Class`")
+
+
 class Target(_Strict):
     metric: str = Field(description="key of the dict that the workload's evaluate() returns")
     value: float = Field(gt=0)
@@ -115,7 +127,8 @@ class WorkloadSpec(_Strict):
     data: DataSpec
     optimizer: OptimizerSpec
     schedule: ScheduleSpec = ScheduleSpec()
-    loss: str | None = Field(default=None, description="loss override: built-in name or import path")
+    loss: LossSpec | None = Field(default=None, description="loss override: built-in name or import path")
+    compression: CompressionSpec | None = Field(default=None, description="pruning / QAT during training")
     target: Target
     eval: EvalSpec
     budget: Budget
@@ -138,6 +151,11 @@ class WorkloadSpec(_Strict):
             )
         return v
 
+    @field_validator("loss", mode="before")
+    @classmethod
+    def _loss_name(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
     @field_validator("tiers", mode="before")
     @classmethod
     def _tiers_list(cls, v: Any) -> Any:
@@ -146,6 +164,8 @@ class WorkloadSpec(_Strict):
     def canonical(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
+        if data.get("compression") is None:
+            data.pop("compression", None)  # absent, as before the field existed: old spec hashes stay valid
         return data
 
     def spec_hash(self) -> str:

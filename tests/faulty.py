@@ -58,3 +58,10 @@ class Slow(ImageClassification):
             open(os.environ["FAULT_READY"], "w").close()
         time.sleep(float(os.environ.get("FAULT_SLEEP_S", "0.05")))
         return super().loss(model, batch)
+
+
+class BrokenOptimizer(torch.optim.SGD):
+    """An optimizer that resolves and validates, then fails while the backend builds it (during init)."""
+
+    def __init__(self, params, lr: float = 0.1, weight_decay: float = 0.0):
+        raise RuntimeError("injected fault while building the optimizer")

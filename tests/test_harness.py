@@ -72,8 +72,8 @@ def test_error_keeps_what_was_measured(digits_path, tmp_path, monkeypatch):
 
 
 def test_error_during_init_is_recorded(digits_path, tmp_path):
-    result, path = run(digits_path, tmp_path, {"optimizer.name": "nosuch.module:Opt"})
-    assert result.status == "error" and "cannot import module 'nosuch.module'" in result.error
+    result, path = run(digits_path, tmp_path, {"optimizer.name": "faulty:BrokenOptimizer"})
+    assert result.status == "error" and "injected fault while building the optimizer" in result.error
     assert result.steps == 0 and path.exists()
 
 
@@ -87,6 +87,13 @@ def test_interrupted_by_sigterm_in_process(digits_path, tmp_path, monkeypatch):
         timer.cancel()
     assert result.status == "interrupted" and result.error == "stopped by signal SIGTERM"
     assert result.steps > 0 and result.total_s > 0.5 and path.exists()
+
+
+def test_unresolvable_optimizer_is_a_spec_error_before_anything_runs(digits_path):
+    from suite.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"optimizer.*cannot import module 'nosuch.module'"):
+        load_spec(digits_path, {"optimizer.name": "nosuch.module:Opt"})
 
 
 def test_seeds_are_reproducible_and_distinct(digits_path, tmp_path):

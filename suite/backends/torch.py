@@ -1,4 +1,4 @@
-"""Plain PyTorch: eager or torch.compile, fp32 / bf16 autocast / fp16 autocast + GradScaler, DDP across ranks."""
+"""Plain PyTorch: eager or torch.compile, the precision recipes of suite/algorithms/precision.py, compression hooks, DDP."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from suite import devices
+from suite.algorithms import compression, precision
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends.base import Availability, RunOptions, StepOut, TrainState
 from suite.workloads.base import Batch, Workload
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class Options(BaseModel):
@@ -46,15 +45,25 @@ class TorchBackend:
         self.world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         self._autocast: Any = nullcontext
         self.opts = Options()
+        self.compression: Any = None
+        self.precision = precision.Precision("fp32", device.type)
 
     def available(self) -> Availability:
         return Availability(True, version=torch.__version__)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         self.opts = Options.model_validate(opts.options)
-        if opts.precision not in DTYPES:
-            raise ValueError(f"--precision {opts.precision!r}: expected one of {', '.join(DTYPES)}")
+        if opts.precision not in precision.RECIPES:
+            raise ValueError(f"--precision {opts.precision!r}: expected one of {', '.join(precision.RECIPES)}")
+        reason = precision.unsupported_reason(opts.precision, self.device.type)
+        if reason:
+            raise precision.PrecisionUnsupported(reason)
+        spec = workload.spec
         raw = workload.build_model().to(self.device.torch)
+        # compression and the precision recipe change the single-device model, before compile and DDP wrap it
+        self.compression = compression.build(spec.compression, raw, spec.budget.max_steps)
+        self.precision = precision.Precision(opts.precision, self.device.type)
+        train_params = self.precision.prepare(raw)
         model: nn.Module = raw
         if opts.compile:
             model = torch.compile(model)  # type: ignore[assignment]
@@ -63,20 +72,14 @@ class TorchBackend:
             model = nn.parallel.DistributedDataParallel(
                 model, device_ids=ids, find_unused_parameters=self.opts.find_unused_parameters
             )
-        spec = workload.spec
-        optimizer = build_optimizer(spec.optimizer, raw.parameters())
+        optimizer = build_optimizer(spec.optimizer, train_params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
-        dtype = DTYPES[opts.precision]
-        if dtype is not torch.float32:
-            device_type = self.device.autocast_type
-
-            def autocast():
-                return torch.autocast(device_type=device_type, dtype=dtype)
-
-            self._autocast = autocast
-        scaler = torch.amp.GradScaler(self.device.type) if opts.precision == "fp16" else None
+        self._autocast = self.precision.autocast
+        scaler = self.precision.scaler()
         self.workload = workload
-        return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler)
+        self.steps_done = 0
+        return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+                          extra={"train_params": train_params})
 
     def train_step(self, state: TrainState, batch: Batch) -> StepOut:
         batch = to_device(batch, self.device.torch)
@@ -84,20 +87,33 @@ class TorchBackend:
         opt.zero_grad(set_to_none=True)
         with self._autocast():
             loss = self.workload.loss(state.model, batch)
+        params = state.extra["train_params"]
         if state.scaler is not None:
             state.scaler.scale(loss).backward()
             if self.opts.grad_clip:
                 state.scaler.unscale_(opt)
-                nn.utils.clip_grad_norm_(state.raw_model.parameters(), self.opts.grad_clip)
+                nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
             state.scaler.step(opt)
             state.scaler.update()
         else:
             loss.backward()
+            self.precision.grads_to_master()
             if self.opts.grad_clip:
-                nn.utils.clip_grad_norm_(state.raw_model.parameters(), self.opts.grad_clip)
+                nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
             opt.step()
+        self.precision.master_to_model()
+        self.steps_done += 1
+        if self.compression is not None:
+            self.compression.after_step(self.steps_done, self.precision.aliases)
         state.scheduler.step()
         return StepOut(loss.detach())
+
+    def target_may_count(self) -> bool:
+        """False while a compression method is still converging (e.g. pruning before its final sparsity)."""
+        return self.compression is None or bool(self.compression.target_may_count())
+
+    def algorithm_report(self) -> dict[str, Any]:
+        return {"compression": self.compression.report()} if self.compression is not None else {}
 
     def eval_model(self, state: TrainState) -> nn.Module:
         # evaluate the compiled module where there is one (same weights); never the DDP wrapper

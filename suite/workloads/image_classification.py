@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from suite.algorithms import losses
 from suite.data.base import TensorSplits
 from suite.workloads.base import Batch, Context, WorkloadBase
 
@@ -36,8 +37,11 @@ def shard_batches(
 
 
 class ImageClassification(WorkloadBase):
+    loss_hook = True  # the spec's `loss:` may replace cross-entropy (suite/algorithms/losses.py)
+
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
+        self.loss_fn = losses.build(spec.loss)
         splits: TensorSplits = self.data_component.load(self.data_cfg)
         self.meta = splits.meta
         self.splits = splits.to(ctx.device)
@@ -55,7 +59,7 @@ class ImageClassification(WorkloadBase):
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch
-        return F.cross_entropy(model(x), y)
+        return self.loss_fn(model(x), y)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> dict[str, float]:
