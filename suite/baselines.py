@@ -1,0 +1,444 @@
+"""Baselines: the per-seed figures compare needs, read from result files (a lean path) or baseline files, and promote.
+
+A baseline file `baselines/<hardware>/<domain>/<workload>/<backend>.json` holds, for one spec hash on one
+hardware, the aggregate over N seeds AND every seed's raw figures (the test in compare needs the runs, not
+only their mean), plus where they came from. Result files and baseline files are both "sides" of a
+comparison: `load_side` reads either, so a PR can be compared against blessed baselines or against a run of
+main on the same runner.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from suite import stats
+from suite.results import (
+    MAX_RESULT_BYTES,
+    SCHEMA_VERSION as RESULT_SCHEMA_VERSION,
+    STATUSES,
+    Result,
+    ResultError,
+    parse_result,
+    result_files,
+    slug,
+)
+
+BASELINE_SCHEMA_VERSION = 1
+BASELINE_KIND = "trainbench-baseline"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunFigures(_Model):
+    """One seed's figures, as compare uses them. None = not measured; a run that did not reach the target has
+    time_to_target_s None and counts as infinitely slow (see `tta`)."""
+
+    run_id: str
+    seed: int
+    status: str
+    time_to_target_s: float | None = None
+    steps_to_target: int | None = None
+    time_per_step_s: float | None = Field(default=None, description="median step time (p50), else train_s/steps")
+    samples_per_s: float | None = None
+    mfu: float | None = None
+    peak_memory_bytes: float | None = Field(default=None, description="device allocator peak, else host peak RSS")
+    energy_j: float | None = None
+    git_sha: str | None = None
+    started_at: str | None = None
+
+    @property
+    def reached(self) -> bool:
+        return self.status == "reached" and self.time_to_target_s is not None
+
+    def tta(self) -> float:
+        return self.time_to_target_s if self.reached else math.inf  # type: ignore[return-value]
+
+    def steps(self) -> float:
+        return float(self.steps_to_target) if self.reached and self.steps_to_target is not None else math.inf
+
+
+class Provenance(_Model):
+    run_ids: list[str]
+    result_files: list[str]
+    result_git_shas: list[str] = Field(description="git shas the runs were made at")
+    result_git_dirty: bool = Field(description="true if any run was made from a dirty tree")
+    first_run_at: str | None = None
+    last_run_at: str | None = None
+    promoted_at: str
+    promoted_by_git_sha: str | None = Field(default=None, description="trainbench checkout that promoted")
+
+
+class BaselineAggregate(_Model):
+    runs: int
+    reached: int
+    success_rate: float
+    tta_olympic_s: float | None = Field(description="None = infinite (too many runs did not reach the target)")
+    tta_median_s: float | None
+    tta_min_s: float | None
+    tta_max_s: float | None
+    steps_to_target_median: float | None
+    time_per_step_median_s: float | None
+    samples_per_s_median: float | None
+    mfu_median: float | None
+    peak_memory_median_bytes: float | None
+    energy_median_j: float | None
+
+
+class Baseline(_Model):
+    schema_version: int = BASELINE_SCHEMA_VERSION
+    kind: Literal["trainbench-baseline"] = BASELINE_KIND
+    hardware: str
+    workload: str
+    workload_version: int
+    backend: str
+    spec_hash: str
+    noise_floor: float | None = Field(description="the spec's compare.noise_floor (None: compare's default)")
+    aggregate: BaselineAggregate
+    runs: list[RunFigures] = Field(min_length=1)
+    provenance: Provenance
+
+
+# ---- the lean reader ---------------------------------------------------------------------------------------
+# Validating a full Result (config, eval curve, software table) with pydantic is most of the cost of reading
+# 10,000 files; compare needs ~15 fields. The lean path parses the JSON with the C json module and checks the
+# type of every field it reads, naming the file and field on error. `--validate` (or `trainbench results
+# validate`) runs the full schema instead; files of an older schema always go through migrations and pydantic.
+
+
+def _num(d: dict[str, Any], key: str, source: str, where: str = "", required: bool = False) -> float | None:
+    v = d.get(key)
+    if v is None:
+        if required:
+            raise ResultError(f"{source}: {where}{key}: missing")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ResultError(f"{source}: {where}{key}: expected a number, got {type(v).__name__}")
+    return float(v)
+
+
+def _str(d: dict[str, Any], key: str, source: str, where: str = "") -> str:
+    v = d.get(key)
+    if not isinstance(v, str):
+        raise ResultError(f"{source}: {where}{key}: expected a string, got {type(v).__name__}")
+    return v
+
+
+def _dict(d: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    v = d.get(key, {})
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ResultError(f"{source}: {key}: expected an object, got {type(v).__name__}")
+    return v
+
+
+@dataclass(frozen=True)
+class SideKey:
+    hardware: str
+    workload: str
+    backend: str
+
+
+@dataclass
+class Side:
+    """The runs of one (hardware, workload, backend) on one side of a comparison, grouped by spec hash."""
+
+    key: SideKey
+    by_spec: dict[str, list[RunFigures]] = field(default_factory=lambda: defaultdict(list))
+    workload_version: dict[str, int] = field(default_factory=dict)
+    noise_floor: dict[str, float | None] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+
+
+def _noise_floor_of(config: dict[str, Any]) -> float | None:
+    spec = config.get("spec") if isinstance(config, dict) else None
+    cmp = spec.get("compare") if isinstance(spec, dict) else None
+    v = cmp.get("noise_floor") if isinstance(cmp, dict) else None
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _peak_memory(memory: dict[str, Any]) -> float | None:
+    for key in ("device_peak_allocated_bytes", "host_peak_rss_bytes"):
+        v = memory.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
+def figures_of(r: Result) -> RunFigures:
+    """The figures of a fully validated Result."""
+    tps = r.step_time_s.get("p50")
+    if tps is None and r.steps > 0:
+        tps = r.train_s / r.steps
+    return RunFigures(
+        run_id=r.run_id, seed=r.seed, status=r.status, time_to_target_s=r.time_to_target_s,
+        steps_to_target=r.steps_to_target, time_per_step_s=tps, samples_per_s=r.throughput.get("samples_per_s"),
+        mfu=r.mfu, peak_memory_bytes=_peak_memory(r.memory), energy_j=r.energy_j, git_sha=r.git.sha,
+        started_at=r.started_at.isoformat(),
+    )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What compare and promote need of one result file."""
+
+    source: str
+    key: SideKey
+    spec_hash: str
+    workload_version: int
+    noise_floor: float | None
+    figures: RunFigures
+    git_dirty: bool
+
+
+def _record_of_result(r: Result, source: str) -> RunRecord:
+    return RunRecord(
+        source, SideKey(r.hardware.slug, r.workload, r.backend), r.spec_hash, r.workload_version,
+        _noise_floor_of(r.config), figures_of(r), bool(r.git.dirty),
+    )
+
+
+def _lean_record(d: dict[str, Any], source: str) -> RunRecord:
+    status = _str(d, "status", source)
+    if status not in STATUSES:
+        raise ResultError(f"{source}: status: {status!r} is not one of {', '.join(STATUSES)}")
+    hardware = _dict(d, "hardware", source)
+    step_time = _dict(d, "step_time_s", source)
+    throughput = _dict(d, "throughput", source)
+    git = _dict(d, "git", source)
+    steps = _num(d, "steps", source, required=True)
+    train_s = _num(d, "train_s", source, required=True)
+    tps = _num(step_time, "p50", source, "step_time_s.")
+    if tps is None and steps:
+        tps = train_s / steps  # type: ignore[operator]
+    seed, stt, wv = d.get("seed"), d.get("steps_to_target"), d.get("workload_version")
+    for name, v, ok_none in (("seed", seed, False), ("steps_to_target", stt, True), ("workload_version", wv, False)):
+        if (v is None and not ok_none) or (v is not None and (isinstance(v, bool) or not isinstance(v, int))):
+            raise ResultError(f"{source}: {name}: expected an integer, got {type(v).__name__}")
+    sha = git.get("sha")
+    figures = RunFigures.model_construct(
+        run_id=_str(d, "run_id", source), seed=seed, status=status,
+        time_to_target_s=_num(d, "time_to_target_s", source), steps_to_target=stt, time_per_step_s=tps,
+        samples_per_s=_num(throughput, "samples_per_s", source, "throughput."), mfu=_num(d, "mfu", source),
+        peak_memory_bytes=_peak_memory(_dict(d, "memory", source)), energy_j=_num(d, "energy_j", source),
+        git_sha=sha if isinstance(sha, str) else None, started_at=_str(d, "started_at", source),
+    )
+    key = SideKey(_str(hardware, "slug", source, "hardware."), _str(d, "workload", source), _str(d, "backend", source))
+    return RunRecord(
+        source, key, _str(d, "spec_hash", source), wv, _noise_floor_of(_dict(d, "config", source)),  # type: ignore[arg-type]
+        figures, bool(git.get("dirty")),
+    )
+
+
+def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline:
+    """One result file (-> RunRecord) or baseline file (-> Baseline); ResultError names the file on failure."""
+    source = str(path)
+    try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            raise ResultError(f"{source}: larger than any real result ({MAX_RESULT_BYTES} bytes)")
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ResultError(f"{source}: cannot read: {e}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResultError(f"{source}: not valid JSON (truncated or corrupt?): {e}") from None
+    if not isinstance(data, dict):
+        raise ResultError(f"{source}: top level must be a JSON object")
+    if data.get("kind") == BASELINE_KIND:
+        return parse_baseline(data, source)
+    if validate or data.get("schema_version") != RESULT_SCHEMA_VERSION:
+        return _record_of_result(parse_result(text, source), source)  # full schema, migrations, clear errors
+    return _lean_record(data, source)
+
+
+def parse_baseline(data: dict[str, Any], source: str) -> Baseline:
+    version = data.get("schema_version")
+    if version != BASELINE_SCHEMA_VERSION:
+        raise ResultError(
+            f"{source}: baseline schema_version {version!r}; this trainbench reads {BASELINE_SCHEMA_VERSION} "
+            "(re-promote the baseline from its results)"
+        )
+    try:
+        return Baseline.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:5])
+        raise ResultError(f"{source}: {problems}") from None
+
+
+@dataclass
+class Loaded:
+    records: list[RunRecord]
+    baselines: list[tuple[str, Baseline]]
+    errors: list[str]
+    files: int
+
+
+def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = False) -> Loaded:
+    """Every result and baseline file under `paths`; bad files are named in `errors` (or raise under strict)."""
+    records: list[RunRecord] = []
+    baselines: list[tuple[str, Baseline]] = []
+    errors: list[str] = []
+    files = 0
+    for root in paths:
+        if not root.exists():
+            raise ResultError(f"{root}: no such file or folder")
+        for path in result_files(root):
+            files += 1
+            try:
+                item = read_file(path, validate)
+            except ResultError as e:
+                if strict:
+                    raise
+                errors.append(str(e))
+                continue
+            if isinstance(item, Baseline):
+                baselines.append((str(path), item))
+            else:
+                records.append(item)
+    return Loaded(records, baselines, errors, files)
+
+
+def sides(loaded: Loaded) -> dict[SideKey, Side]:
+    """Group every run (from results and from baselines' raw figures) by (hardware, workload, backend)."""
+    out: dict[SideKey, Side] = {}
+    for rec in loaded.records:
+        side = out.setdefault(rec.key, Side(rec.key))
+        side.by_spec[rec.spec_hash].append(rec.figures)
+        side.workload_version[rec.spec_hash] = rec.workload_version
+        side.noise_floor[rec.spec_hash] = rec.noise_floor
+        side.sources.append(rec.source)
+    for source, b in loaded.baselines:
+        key = SideKey(b.hardware, b.workload, b.backend)
+        side = out.setdefault(key, Side(key))
+        side.by_spec[b.spec_hash].extend(b.runs)
+        side.workload_version[b.spec_hash] = b.workload_version
+        side.noise_floor[b.spec_hash] = b.noise_floor
+        side.sources.append(source)
+    return out
+
+
+# ---- promote -------------------------------------------------------------------------------------------------
+
+
+class PromoteError(ValueError):
+    """Promotion refused; the message says which results conflict and what to pass instead."""
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return None if x is None or math.isinf(x) or math.isnan(x) else x
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return _finite_or_none(stats.median(xs)) if xs else None
+
+
+def aggregate_figures(runs: Sequence[RunFigures]) -> BaselineAggregate:
+    ttas = [r.tta() for r in runs]
+    lo, hi = stats.spread(ttas)
+    reached = sum(r.reached for r in runs)
+    return BaselineAggregate(
+        runs=len(runs), reached=reached, success_rate=reached / len(runs),
+        tta_olympic_s=_finite_or_none(stats.olympic_mean(ttas)), tta_median_s=_finite_or_none(stats.median(ttas)),
+        tta_min_s=_finite_or_none(lo), tta_max_s=_finite_or_none(hi),
+        steps_to_target_median=_finite_or_none(stats.median([r.steps() for r in runs])),
+        time_per_step_median_s=_median([r.time_per_step_s for r in runs]),
+        samples_per_s_median=_median([r.samples_per_s for r in runs]),
+        mfu_median=_median([r.mfu for r in runs]),
+        peak_memory_median_bytes=_median([r.peak_memory_bytes for r in runs]),
+        energy_median_j=_median([r.energy_j for r in runs]),
+    )
+
+
+def baseline_path(root: Path, b: Baseline) -> Path:
+    domain, _, name = b.workload.partition("/")
+    return root / slug(b.hardware) / slug(domain) / slug(name) / f"{slug(b.backend)}.json"
+
+
+def build_baselines(
+    records: Sequence[RunRecord], min_seeds: int = 3, promoted_by_git_sha: str | None = None,
+) -> list[Baseline]:
+    """One Baseline per (workload, backend); refuses mixed spec hashes or hardware within one of them."""
+    by_wb: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
+    for rec in records:
+        by_wb[(rec.key.workload, rec.key.backend)].append(rec)
+    problems: list[str] = []
+    out: list[Baseline] = []
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    for (workload, backend), recs in sorted(by_wb.items()):
+        for label, attr, flag in (("hardware", lambda r: r.key.hardware, "--hardware SLUG"),
+                                  ("spec hashes", lambda r: r.spec_hash, "--spec-hash HASH")):
+            groups: dict[str, list[str]] = defaultdict(list)
+            for rec in recs:
+                groups[attr(rec)].append(rec.source)
+            if len(groups) > 1:
+                listing = "; ".join(f"{k}: {len(v)} run(s), e.g. {v[0]}" for k, v in sorted(groups.items()))
+                problems.append(
+                    f"{workload} [{backend}]: mixed {label} ({listing}). A baseline aggregates runs of one spec "
+                    f"on one machine: pass only those result files, or select with {flag}"
+                )
+        if any(p.startswith(f"{workload} [{backend}]") for p in problems):
+            continue
+        if len(recs) < min_seeds:
+            problems.append(
+                f"{workload} [{backend}]: {len(recs)} run(s); a baseline needs at least {min_seeds} seeds "
+                f"(run more with `trainbench run {workload} --backend {backend} --seeds N`, or pass --min-seeds)"
+            )
+            continue
+        seeds = [r.figures.seed for r in recs]
+        if len(set(seeds)) != len(seeds):
+            dup = sorted({s for s in seeds if seeds.count(s) > 1})
+            problems.append(f"{workload} [{backend}]: seed(s) {dup} appear twice; a baseline counts each seed once")
+            continue
+        runs = sorted((r.figures for r in recs), key=lambda f: f.seed)
+        started = sorted(r.started_at for r in runs if r.started_at)
+        first = recs[0]
+        out.append(Baseline(
+            hardware=first.key.hardware, workload=workload, workload_version=first.workload_version,
+            backend=backend, spec_hash=first.spec_hash, noise_floor=first.noise_floor,
+            aggregate=aggregate_figures(runs), runs=runs,
+            provenance=Provenance(
+                run_ids=[r.run_id for r in runs], result_files=sorted(r.source for r in recs),
+                result_git_shas=sorted({r.git_sha for r in runs if r.git_sha}),
+                result_git_dirty=any(r.git_dirty for r in recs),
+                first_run_at=started[0] if started else None, last_run_at=started[-1] if started else None,
+                promoted_at=now, promoted_by_git_sha=promoted_by_git_sha,
+            ),
+        ))
+    if problems:
+        raise PromoteError("refusing to promote:\n  " + "\n  ".join(problems))
+    return out
+
+
+def write_baseline(root: Path, b: Baseline, replace: bool = False) -> Path:
+    """Write atomically (temp file + rename); an existing baseline is replaced only with replace=True."""
+    path = baseline_path(root, b)
+    if path.exists() and not replace:
+        raise PromoteError(f"{path} exists; pass --replace to bless the new runs (git keeps the old baseline)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(b.model_dump_json(indent=1) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
