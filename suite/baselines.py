@@ -204,7 +204,7 @@ class RunRecord:
     git_dirty: bool
 
 
-def _record_of_result(r: Result, source: str) -> RunRecord:
+def record_of_result(r: Result, source: str) -> RunRecord:
     return RunRecord(
         source, SideKey(r.hardware.slug, r.workload, r.backend), r.spec_hash, r.workload_version,
         _noise_floor_of(r.config), figures_of(r), bool(r.git.dirty),
@@ -261,7 +261,7 @@ def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline:
     if data.get("kind") == BASELINE_KIND:
         return parse_baseline(data, source)
     if validate or data.get("schema_version") != RESULT_SCHEMA_VERSION:
-        return _record_of_result(parse_result(text, source), source)  # full schema, migrations, clear errors
+        return record_of_result(parse_result(text, source), source)  # full schema, migrations, clear errors
     return _lean_record(data, source)
 
 
@@ -388,21 +388,21 @@ def build_baselines(
             if len(groups) > 1:
                 listing = "; ".join(f"{k}: {len(v)} run(s), e.g. {v[0]}" for k, v in sorted(groups.items()))
                 problems.append(
-                    f"{workload} [{backend}]: mixed {label} ({listing}). A baseline aggregates runs of one spec "
+                    f"{workload} on {backend}: mixed {label} ({listing}). A baseline aggregates runs of one spec "
                     f"on one machine: pass only those result files, or select with {flag}"
                 )
-        if any(p.startswith(f"{workload} [{backend}]") for p in problems):
+        if any(p.startswith(f"{workload} on {backend}") for p in problems):
             continue
         if len(recs) < min_seeds:
             problems.append(
-                f"{workload} [{backend}]: {len(recs)} run(s); a baseline needs at least {min_seeds} seeds "
+                f"{workload} on {backend}: {len(recs)} run(s); a baseline needs at least {min_seeds} seeds "
                 f"(run more with `trainbench run {workload} --backend {backend} --seeds N`, or pass --min-seeds)"
             )
             continue
         seeds = [r.figures.seed for r in recs]
         if len(set(seeds)) != len(seeds):
             dup = sorted({s for s in seeds if seeds.count(s) > 1})
-            problems.append(f"{workload} [{backend}]: seed(s) {dup} appear twice; a baseline counts each seed once")
+            problems.append(f"{workload} on {backend}: seed(s) {dup} appear twice; a baseline counts each seed once")
             continue
         runs = sorted((r.figures for r in recs), key=lambda f: f.seed)
         started = sorted(r.started_at for r in runs if r.started_at)

@@ -272,6 +272,11 @@ def _info(side: Side | None, spec_hash: str | None) -> SideInfo:
     return SideInfo(spec_hash, side.workload_version.get(spec_hash), len(runs), sum(r.reached for r in runs))
 
 
+def _tta_looks_worse(pair: PairReport) -> bool:
+    tta = pair.metric("time_to_target_s")
+    return tta is not None and tta.badness > math.log1p(pair.noise_floor)
+
+
 def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Settings) -> PairReport:
     floor = cand.noise_floor.get(spec_hash)
     if floor is None:
@@ -289,8 +294,8 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
     gating = [m for m in pair.metrics if m.gating]
     if any(m.verdict == REGRESSED for m in gating):
         pair.verdict = REGRESSED
-    elif any(m.verdict == IMPROVED for m in gating):
-        pair.verdict = IMPROVED
+    elif any(m.verdict == IMPROVED for m in gating) and not _tta_looks_worse(pair):
+        pair.verdict = IMPROVED  # good news only when time to target did not get worse, significant or not
     attribute(pair)
     return pair
 
@@ -411,6 +416,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:.1%}"
     if unit == "steps":
         return f"{value:,.0f}"
+    if unit == "plain":
+        return f"{value:,.4g}"
     if unit == "s" and abs(value) < 0.1:
         return f"{value * 1e3:.3g} ms"
     return f"{value:,.4g} {unit}"
@@ -484,7 +491,7 @@ def _pair_details(p: PairReport) -> list[str]:
                 "|---|---|---|---|---|---|"]
         for m in p.metrics:
             def side(x: Summary | None, unit: str = m.unit) -> str:
-                bare = "" if unit in ("samples/s", "J") else unit  # the unit once, on the centre
+                bare = "plain" if unit in ("samples/s", "J") else unit  # the unit once, on the centre
                 return "-" if x is None else f"{fmt(x.center, unit)} ({fmt(x.min, bare)}–{fmt(x.max, bare)}, n={x.n})"
             gate = "" if m.gating else " (not gating)"
             note = f" — {m.note}" if m.note and m.note != p.reason else ""
