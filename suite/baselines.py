@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from suite import stats
 from suite.results import (
     MAX_RESULT_BYTES,
-    SCHEMA_VERSION as RESULT_SCHEMA_VERSION,
     STATUSES,
     Result,
     ResultError,
@@ -33,6 +32,7 @@ from suite.results import (
     result_files,
     slug,
 )
+from suite.results import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 
 BASELINE_SCHEMA_VERSION = 1
 BASELINE_KIND = "trainbench-baseline"
@@ -211,6 +211,14 @@ def record_of_result(r: Result, source: str) -> RunRecord:
     )
 
 
+def _iso(d: dict[str, Any], source: str) -> str:
+    text = _str(d, "started_at", source)
+    try:
+        return datetime.fromisoformat(text).isoformat()  # the same spelling as a validated Result's
+    except ValueError:
+        raise ResultError(f"{source}: started_at: {text!r} is not an ISO 8601 time") from None
+
+
 def _lean_record(d: dict[str, Any], source: str) -> RunRecord:
     status = _str(d, "status", source)
     if status not in STATUSES:
@@ -234,7 +242,7 @@ def _lean_record(d: dict[str, Any], source: str) -> RunRecord:
         time_to_target_s=_num(d, "time_to_target_s", source), steps_to_target=stt, time_per_step_s=tps,
         samples_per_s=_num(throughput, "samples_per_s", source, "throughput."), mfu=_num(d, "mfu", source),
         peak_memory_bytes=_peak_memory(_dict(d, "memory", source)), energy_j=_num(d, "energy_j", source),
-        git_sha=sha if isinstance(sha, str) else None, started_at=_str(d, "started_at", source),
+        git_sha=sha if isinstance(sha, str) else None, started_at=_iso(d, source),
     )
     key = SideKey(_str(hardware, "slug", source, "hardware."), _str(d, "workload", source), _str(d, "backend", source))
     return RunRecord(

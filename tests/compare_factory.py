@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from suite.baselines import RunFigures
-from suite.results import HardwareInfo, GitInfo, Result, write_result
+from suite.results import GitInfo, HardwareInfo, Result, write_result
 
 HW = "cpu-test-2c"
 START = datetime(2026, 12, 1, tzinfo=UTC)

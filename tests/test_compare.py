@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from compare_factory import make_result, noisy_runs, write_all
-
 from scipy.stats import binom
 
 from suite import compare as cmp
