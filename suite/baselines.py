@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -430,6 +431,19 @@ def build_baselines(
     if problems:
         raise PromoteError("refusing to promote:\n  " + "\n  ".join(problems))
     return out
+
+
+def checkout_sha() -> str | None:
+    """The trainbench checkout's commit, as suite.environment.git_info finds it, without importing torch (which
+    environment's device probe does): promote is a JSON-only command and should start in a blink."""
+    if os.environ.get("GITHUB_SHA"):
+        return os.environ["GITHUB_SHA"]
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent.parent,
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def write_baseline(root: Path, b: Baseline, replace: bool = False) -> Path:

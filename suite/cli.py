@@ -437,7 +437,6 @@ def baseline_promote(
 ) -> None:
     """Aggregate results (several seeds of one spec on one hardware) into baseline files."""
     from suite import baselines as bl
-    from suite.environment import git_info
 
     try:
         loaded = bl.load_paths(results, strict=False, validate=True)
@@ -452,7 +451,7 @@ def baseline_promote(
         raise fail_input(f"no result files under {', '.join(map(str, results))} match"
                          + (f" --hardware {hardware}" if hardware else "") + (f" --spec-hash {spec_hash}" if spec_hash else ""))
     try:
-        built = bl.build_baselines(records, min_seeds=min_seeds, promoted_by_git_sha=git_info().sha)
+        built = bl.build_baselines(records, min_seeds=min_seeds, promoted_by_git_sha=bl.checkout_sha())
         existing = [bl.baseline_path(to, b) for b in built if bl.baseline_path(to, b).exists()]
         if existing and not replace:
             raise bl.PromoteError(f"{', '.join(map(str, existing))} exist(s); pass --replace to bless the new runs "
