@@ -107,11 +107,14 @@ def test_lean_reader_agrees_with_the_full_schema(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
-    ("status", "finished", "status: 'finished' is not one of"),
-    ("hardware", None, "hardware.slug: expected a string"),
-    ("time_to_target_s", "fast", "time_to_target_s: expected a number"),
-    ("seed", 1.5, "seed: expected an integer"),
-    ("step_time_s", [], "step_time_s: expected an object"),
+    ("status", "finished", r"Invalid enum value 'finished' - at `\$.status`"),
+    ("hardware", None, r"Expected `object`, got `null` - at `\$.hardware`"),
+    ("hardware", {"device_type": "cpu"}, r"missing required field `slug` - at `\$.hardware`"),
+    ("time_to_target_s", "fast", r"Expected `float \| null`, got `str` - at `\$.time_to_target_s`"),
+    ("seed", 1.5, r"Expected `int`, got `float` - at `\$.seed`"),
+    ("steps", True, r"Expected `int`, got `bool` - at `\$.steps`"),
+    ("step_time_s", [], r"Expected `object`, got `array` - at `\$.step_time_s`"),
+    ("started_at", "yesterday", r"started_at: 'yesterday' is not an ISO 8601 time"),
 ])
 def test_lean_reader_names_file_and_field(tmp_path: Path, field: str, value, message: str) -> None:
     data = make_result(0, steps_to_target=100, time_per_step_s=0.01).model_dump(mode="json")
