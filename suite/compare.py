@@ -382,21 +382,38 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def _summary_json(x: Summary | None) -> dict[str, Any] | None:
+    return None if x is None else {"n": x.n, "center": x.center, "median": x.median, "min": x.min, "max": x.max}
+
+
+def _side_json(x: SideInfo) -> dict[str, Any]:
+    return {"spec_hash": x.spec_hash, "workload_version": x.workload_version, "runs": x.runs, "reached": x.reached,
+            "success_rate": x.success_rate}
+
+
+def _metric_json(m: MetricResult) -> dict[str, Any]:
+    return {"name": m.name, "label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better,
+            "gating": m.gating, "verdict": m.verdict, "baseline": _summary_json(m.baseline),
+            "candidate": _summary_json(m.candidate), "ratio": m.ratio, "p_value": m.p_value, "exact": m.exact,
+            "note": m.note}
+
+
 def to_json(report: Report) -> dict[str, Any]:
-    """The machine-readable report; docs/compare.md documents every field."""
-    pairs = []
-    for p in report.pairs:
-        d = asdict(p)
-        d["baseline"]["success_rate"] = p.baseline.success_rate
-        d["candidate"]["success_rate"] = p.candidate.success_rate
-        pairs.append(d)
+    """The machine-readable report; docs/compare.md documents every field. (Built by hand, not with
+    dataclasses.asdict, which was a third of the time of a 10,000-file compare.)"""
+    pairs = [{
+        "hardware": p.hardware, "workload": p.workload, "backend": p.backend, "verdict": p.verdict,
+        "reason": p.reason, "cause": p.cause, "cause_detail": p.cause_detail, "noise_floor": p.noise_floor,
+        "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
+        "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
+    } for p in report.pairs]
     return _jsonable({
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "trainbench-compare",
         "settings": asdict(report.settings),
-        "summary": {**{k.replace(" ", "_"): v for k, v in report.counts.items()}, "pairs": len(report.pairs), "exit_code": report.exit_code,
-                    "baseline_files": report.baseline_files, "candidate_files": report.candidate_files,
-                    "bad_files": len(report.errors)},
+        "summary": {**{k.replace(" ", "_"): v for k, v in report.counts.items()}, "pairs": len(report.pairs),
+                    "exit_code": report.exit_code, "baseline_files": report.baseline_files,
+                    "candidate_files": report.candidate_files, "bad_files": len(report.errors)},
         "pairs": pairs,
         "errors": report.errors,
     })

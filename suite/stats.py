@@ -132,17 +132,28 @@ def _rank_sum_null(m: int, doubled_ranks: tuple[int, ...]) -> tuple[np.ndarray, 
     return counts[m], total
 
 
+@lru_cache(maxsize=65536)
+def _exact_p(m: int, doubled_ranks: tuple[int, ...], observed_doubled_sum: int) -> float:
+    """Two-sided exact p; cached because 10,000-file compares ask the same few (n, ranks, sum) many times."""
+    dist, _ = _rank_sum_null(m, doubled_ranks)
+    mean2 = m * (len(doubled_ranks) + 1)  # mean of the doubled rank sum
+    dev = abs(observed_doubled_sum - mean2)
+    extreme = np.abs(np.arange(dist.size) - mean2) >= dev
+    return min(1.0, float(dist[extreme].sum() / dist.sum()))
+
+
 def midranks(values: Sequence[float]) -> list[float]:
     """1-based ranks with ties sharing their mean rank; inf sorts last, so failed runs rank slowest."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
+    order = sorted(range(len(values)), key=values.__getitem__)
     ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+    i, n = 0, len(order)
+    while i < n:
+        j, v = i, values[order[i]]
+        while j + 1 < n and values[order[j + 1]] == v:
             j += 1
+        mid = (i + j) / 2 + 1
         for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
+            ranks[order[k]] = mid
         i = j + 1
     return ranks
 
@@ -160,13 +171,7 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> RankTest:
     big_n = m + n
     if big_n <= EXACT_MAX_N:
         doubled = tuple(sorted(round(2 * r) for r in ranks))
-        dist, _ = _rank_sum_null(m, doubled)
-        mean2 = m * (big_n + 1)  # mean of the doubled rank sum
-        dev = abs(round(2 * rank_sum_a) - mean2)
-        sums = np.arange(dist.size)
-        extreme = np.abs(sums - mean2) >= dev - 1e-9
-        p = float(dist[extreme].sum() / dist.sum())
-        return RankTest(min(1.0, p), u, True)
+        return RankTest(_exact_p(m, doubled, round(2 * rank_sum_a)), u, True)
     counts: dict[float, int] = defaultdict(int)
     for r in ranks:
         counts[r] += 1
