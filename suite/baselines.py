@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,7 +36,7 @@ from suite.results import (
 from suite.results import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 
 BASELINE_SCHEMA_VERSION = 1
-BASELINE_KIND = "trainbench-baseline"
+BASELINE_KIND: Final = "trainbench-baseline"
 
 
 class _Model(BaseModel):

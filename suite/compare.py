@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from suite import stats
 from suite.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
@@ -24,7 +24,10 @@ DEFAULT_GATE = ("time_to_target_s", "time_per_step_s", "peak_memory_bytes")
 EXIT_OK, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
 
 Verdict = Literal["regressed", "improved", "no significant change", "not comparable"]
-REGRESSED, IMPROVED, SAME, NOT_COMPARABLE = "regressed", "improved", "no significant change", "not comparable"
+REGRESSED: Final = "regressed"
+IMPROVED: Final = "improved"
+SAME: Final = "no significant change"
+NOT_COMPARABLE: Final = "not comparable"
 # regressions first, then what a human must look at, then good news, then nothing
 SEVERITY = {REGRESSED: 0, NOT_COMPARABLE: 1, IMPROVED: 2, SAME: 3}
 
