@@ -366,8 +366,12 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
 def sides(loaded: Loaded) -> dict[SideKey, Side]:
     """Group every run (from results and from baselines' raw figures) by (hardware, workload, backend)."""
     out: dict[SideKey, Side] = {}
+    seen: set[tuple[SideKey, str, str]] = set()
     for rec in loaded.records:
         side = out.setdefault(rec.key, Side(rec.key))
+        if (rec.key, rec.spec_hash, rec.figures.run_id) in seen:
+            continue  # the same run reached twice (a file under two given folders) counts once
+        seen.add((rec.key, rec.spec_hash, rec.figures.run_id))
         side.by_spec[rec.spec_hash].append(rec.figures)
         side.workload_version[rec.spec_hash] = rec.workload_version
         side.noise_floor[rec.spec_hash] = rec.noise_floor
@@ -375,7 +379,9 @@ def sides(loaded: Loaded) -> dict[SideKey, Side]:
     for source, b in loaded.baselines:
         key = SideKey(b.hardware, b.workload, b.backend)
         side = out.setdefault(key, Side(key))
-        side.by_spec[b.spec_hash].extend(b.runs)
+        fresh = [r for r in b.runs if (key, b.spec_hash, r.run_id) not in seen]  # a baseline and its own results
+        seen.update((key, b.spec_hash, r.run_id) for r in fresh)
+        side.by_spec[b.spec_hash].extend(fresh)
         side.workload_version[b.spec_hash] = b.workload_version
         side.noise_floor[b.spec_hash] = b.noise_floor
         side.sources.append(source)

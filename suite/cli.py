@@ -460,7 +460,8 @@ def baseline_promote(
             path = bl.write_baseline(to, b, replace=replace)
             tta = b.aggregate.tta_olympic_s
             out.print(f"wrote {path}: {b.aggregate.runs} seeds, {b.aggregate.reached} reached, time to target "
-                      f"{'inf' if tta is None else f'{tta:.3f} s'} (olympic mean), spec {b.spec_hash}", highlight=False)
+                      f"{'inf' if tta is None else f'{tta:.3f} s'} (olympic mean), spec {b.spec_hash}", highlight=False,
+                      soft_wrap=True)
     except bl.PromoteError as e:
         raise fail_input(str(e)) from None
 

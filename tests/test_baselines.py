@@ -139,3 +139,12 @@ def test_corrupt_baseline_file_is_named(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(ResultError, match="baseline schema_version 99"):
         bl.read_file(path)
+
+
+def test_a_run_reached_twice_counts_once(tmp_path: Path) -> None:
+    rng = random.Random(8)
+    write_all(tmp_path / "res", noisy_runs(rng, 5))
+    promote(tmp_path / "res", tmp_path / "baselines")
+    loaded = bl.load_paths([tmp_path / "res", tmp_path / "baselines", tmp_path / "res"])
+    (side,) = bl.sides(loaded).values()
+    assert len(side.by_spec["spec0001"]) == 5
