@@ -420,9 +420,9 @@ def compare(
     else:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(text, encoding="utf-8")
-    for e in report.errors:
-        err.print(f"[yellow]skipped bad file[/yellow] {e}", highlight=False)
-    err.print(cmp.summary_line(report).replace("**", ""), highlight=False)
+    for problem in report.errors:  # no markup: messages quote JSON paths such as `$.runs[0]`
+        err.print(f"skipped bad file {problem}", markup=False, highlight=False, soft_wrap=True)
+    err.print(cmp.summary_line(report).replace("**", ""), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(report.exit_code)
 
 

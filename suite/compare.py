@@ -491,7 +491,7 @@ def to_markdown(report: Report) -> str:
         lines += ["</details>", ""]
     if report.errors:
         lines += [f"<details><summary>{len(report.errors)} bad file(s) skipped</summary>", ""]
-        lines += [f"- `{e}`" for e in report.errors] + ["", "</details>", ""]
+        lines += ["```text", *report.errors, "```", "", "</details>", ""]  # messages quote with backticks
     return "\n".join(lines)
 
 
