@@ -465,34 +465,67 @@ def summary_line(report: Report) -> str:
     return f"{head} in {len(report.pairs)} comparison(s): {rest}{bad}"
 
 
-def to_markdown(report: Report) -> str:
+MARKDOWN_MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
+
+
+def _row(p: PairReport) -> str:
+    tta = p.metric("time_to_target_s")
+    base = fmt(tta.baseline.center if tta and tta.baseline else None, "s")
+    cand = fmt(tta.candidate.center if tta and tta.candidate else None, "s")
+    why = p.reason or p.cause or ""
+    if p.verdict == REGRESSED and not p.cause:
+        why = ", ".join(f"{m.label} {_ratio_text(m)}" for m in p.metrics if m.gating and m.verdict == REGRESSED)
+    return (f"| {ICON[p.verdict]} {p.verdict} | `{p.workload}` | {p.backend} | {p.hardware} | "
+            f"{base} → {cand} | {_ratio_text(tta)} | {_p_text(tta)} | {why} |")
+
+
+def to_markdown(report: Report, max_chars: int = MARKDOWN_MAX_CHARS) -> str:
+    """The PR comment. Past max_chars, rows and details are cut from the least severe end, saying how many."""
     s = report.settings
-    lines = [
+    head = [
         "### TrainBench compare", "", summary_line(report), "",
         f"<sub>{s.test}, α = {s.alpha}; a change counts only if significant and beyond the noise floor "
         f"(the spec's `compare.noise_floor`, else {s.default_noise_floor:.0%}); gating metrics: "
         f"{', '.join(s.gate)}. Failed runs count as infinitely slow.</sub>", "",
     ]
-    if report.pairs:
-        lines += ["| | workload | backend | hardware | time to target, baseline → candidate | ratio | p | cause / reason |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for p in report.pairs:
-            tta = p.metric("time_to_target_s")
-            base = fmt(tta.baseline.center if tta and tta.baseline else None, "s")
-            cand = fmt(tta.candidate.center if tta and tta.candidate else None, "s")
-            why = p.reason or p.cause or ""
-            if p.verdict == REGRESSED and not p.cause:
-                why = ", ".join(f"{m.label} {_ratio_text(m)}" for m in p.metrics if m.gating and m.verdict == REGRESSED)
-            lines.append(f"| {ICON[p.verdict]} {p.verdict} | `{p.workload}` | {p.backend} | {p.hardware} | "
-                         f"{base} → {cand} | {_ratio_text(tta)} | {_p_text(tta)} | {why} |")
-        lines += ["", "<details><summary>Details: every metric of every comparison</summary>", ""]
-        for p in report.pairs:
-            lines += _pair_details(p)
-        lines += ["</details>", ""]
+    tail: list[str] = []
     if report.errors:
-        lines += [f"<details><summary>{len(report.errors)} bad file(s) skipped</summary>", ""]
-        lines += ["```text", *report.errors, "```", "", "</details>", ""]  # messages quote with backticks
-    return "\n".join(lines)
+        shown = report.errors[:50]
+        more = [f"... and {len(report.errors) - len(shown)} more"] if len(report.errors) > len(shown) else []
+        tail = [f"<details><summary>{len(report.errors)} bad file(s) skipped</summary>", "",
+                "```text", *shown, *more, "```", "", "</details>", ""]  # messages quote with backticks
+    budget = max_chars - sum(len(x) + 1 for x in head + tail) - 400  # room for the two "cut" notes
+    table = ["| | workload | backend | hardware | time to target, baseline → candidate | ratio | p | cause / reason |",
+             "|---|---|---|---|---|---|---|---|"] if report.pairs else []
+    budget -= sum(len(x) + 1 for x in table)
+    rows = 0
+    for p in report.pairs:  # ordered by severity: what is cut is the least severe
+        line = _row(p)
+        if len(line) + 1 > budget:
+            break
+        table.append(line)
+        budget -= len(line) + 1
+        rows += 1
+    if rows < len(report.pairs):
+        table.append(f"| | ... and {len(report.pairs) - rows} more (least severe): see the JSON report "
+                     "(`--json-out`) | | | | | | |")
+    details: list[str] = []
+    shown_details = 0
+    for p in report.pairs[:rows]:
+        block = _pair_details(p)
+        size = sum(len(x) + 1 for x in block)
+        if size > budget:
+            break
+        details += block
+        budget -= size
+        shown_details += 1
+    if details or rows:
+        details = ["", "<details><summary>Details: every metric of every comparison</summary>", "", *details]
+        if shown_details < len(report.pairs):
+            details.append(f"Details of {len(report.pairs) - shown_details} more comparison(s) are in the JSON report.")
+            details.append("")
+        details += ["</details>", ""]
+    return "\n".join(head + table + details + tail)
 
 
 def _pair_details(p: PairReport) -> list[str]:

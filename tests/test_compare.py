@@ -268,3 +268,19 @@ def test_settings_are_validated() -> None:
         cmp.Settings(gate=("time_to_targett",))
     with pytest.raises(ValueError, match="alpha"):
         cmp.Settings(alpha=1.5)
+
+
+def test_markdown_fits_a_github_comment(tmp_path: Path) -> None:
+    rng = random.Random(14)
+    base, cand = [], []
+    for w in range(120):
+        base += noisy_runs(rng, 5, workload=f"cv/w{w:03d}")
+        cand += noisy_runs(rng, 5, workload=f"cv/w{w:03d}", time_per_step_s=0.02 if w == 7 else 0.01)
+    bs = sides(Loaded([record_of_result(r, "b") for r in base], [], [], 0))
+    cs = sides(Loaded([record_of_result(r, "c") for r in cand], [], [], 0))
+    report = cmp.Report(cmp.Settings(), cmp.compare_sides(bs, cs, cmp.Settings()), [], 600, 600)
+    md = cmp.to_markdown(report, max_chars=12_000)
+    assert len(md) <= 12_000
+    assert "`cv/w007`" in md.split("<details>")[0]  # the regression is never the part that is cut
+    assert "more (least severe): see the JSON report" in md and "</details>" in md
+    assert len(cmp.to_markdown(report)) > 12_000  # the default limit (60,000) keeps more
