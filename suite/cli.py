@@ -411,10 +411,11 @@ def compare(
         report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate)
     except ValueError as e:  # ResultError is a ValueError: a missing path, or a bad file under --strict
         raise fail_input(str(e)) from None
-    text = json.dumps(cmp.to_json(report), indent=2) + "\n" if format_ == "json" else cmp.to_markdown(report)
+    as_json = json.dumps(cmp.to_json(report), indent=2) + "\n" if format_ == "json" or json_out else ""
+    text = as_json if format_ == "json" else cmp.to_markdown(report)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(cmp.to_json(report), indent=2) + "\n", encoding="utf-8")
+        json_out.write_text(as_json, encoding="utf-8")
     if out_file is None:
         sys.stdout.write(text)
     else:

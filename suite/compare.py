@@ -212,7 +212,7 @@ def compare_metric(
     if (few := too_few_seeds(len(base), len(cand), s)) is not None:
         out.note = few
         return out
-    if all(math.isinf(v) for v in (*base, *cand)):
+    if not any(v != math.inf for v in base) and not any(v != math.inf for v in cand):
         out.note = "no run reached the target on either side"
         return out
     assert out.baseline and out.candidate
@@ -371,33 +371,29 @@ def compare(
 # ---- output -----------------------------------------------------------------------------------------------
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, float):
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
+def _f(x: float | None) -> float | str | None:
+    """A float for JSON, which has no infinity or NaN: inf -> "inf", NaN -> null."""
+    if x is None or math.isnan(x):
+        return None
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
     return x
 
 
 def _summary_json(x: Summary | None) -> dict[str, Any] | None:
-    return None if x is None else {"n": x.n, "center": x.center, "median": x.median, "min": x.min, "max": x.max}
+    return None if x is None else {"n": x.n, "center": _f(x.center), "median": _f(x.median), "min": _f(x.min),
+                                   "max": _f(x.max)}
 
 
 def _side_json(x: SideInfo) -> dict[str, Any]:
     return {"spec_hash": x.spec_hash, "workload_version": x.workload_version, "runs": x.runs, "reached": x.reached,
-            "success_rate": x.success_rate}
+            "success_rate": _f(x.success_rate)}
 
 
 def _metric_json(m: MetricResult) -> dict[str, Any]:
     return {"name": m.name, "label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better,
             "gating": m.gating, "verdict": m.verdict, "baseline": _summary_json(m.baseline),
-            "candidate": _summary_json(m.candidate), "ratio": m.ratio, "p_value": m.p_value, "exact": m.exact,
+            "candidate": _summary_json(m.candidate), "ratio": _f(m.ratio), "p_value": _f(m.p_value), "exact": m.exact,
             "note": m.note}
 
 
@@ -406,11 +402,11 @@ def to_json(report: Report) -> dict[str, Any]:
     dataclasses.asdict, which was a third of the time of a 10,000-file compare.)"""
     pairs = [{
         "hardware": p.hardware, "workload": p.workload, "backend": p.backend, "verdict": p.verdict,
-        "reason": p.reason, "cause": p.cause, "cause_detail": p.cause_detail, "noise_floor": p.noise_floor,
+        "reason": p.reason, "cause": p.cause, "cause_detail": p.cause_detail, "noise_floor": _f(p.noise_floor),
         "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
         "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
     } for p in report.pairs]
-    return _jsonable({
+    return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "trainbench-compare",
         "settings": asdict(report.settings),
@@ -419,7 +415,7 @@ def to_json(report: Report) -> dict[str, Any]:
                     "candidate_files": report.candidate_files, "bad_files": len(report.errors)},
         "pairs": pairs,
         "errors": report.errors,
-    })
+    }
 
 
 def fmt(value: float | None, unit: str) -> str:

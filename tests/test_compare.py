@@ -153,7 +153,7 @@ def test_failed_runs_count_as_infinitely_slow(tmp_path: Path) -> None:
     assert pair.verdict == "regressed" and pair.cause == "convergence"
     assert pair.candidate.success_rate == pytest.approx(0.4)
     assert "success rate 100% -> 40%" in pair.cause_detail
-    assert '"inf"' in json.dumps(cmp.to_json(report))  # JSON has no Infinity: the string "inf"
+    assert '"inf"' in json.dumps(cmp.to_json(report), allow_nan=False)  # JSON has no Infinity: "inf"
 
 
 def test_failures_never_look_like_an_improvement(tmp_path: Path) -> None:
@@ -252,7 +252,7 @@ def test_markdown_orders_by_severity_and_json_has_the_documented_fields(tmp_path
     assert first.startswith("🔴 **2 regressions** in 4 comparison(s)")
     assert rest.index("`cv/c`") < rest.index("`cv/b`") < rest.index("`cv/d`") < rest.index("`cv/a`")
     assert "<details>" in md and "</details>" in md
-    data = json.loads(json.dumps(cmp.to_json(report)))
+    data = json.loads(json.dumps(cmp.to_json(report), allow_nan=False))
     assert data["kind"] == "trainbench-compare" and data["schema_version"] == 1
     assert data["summary"] == {"regressed": 2, "not_comparable": 1, "improved": 1, "no_significant_change": 0,
                                "pairs": 4, "exit_code": 1, "baseline_files": 20, "candidate_files": 20, "bad_files": 0}
