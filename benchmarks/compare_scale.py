@@ -42,7 +42,7 @@ def make(seed: int, group: int, rng: random.Random, spec: dict, slow: float) -> 
              for s in range(0, steps + 1, max(1, steps // 60))]
     return Result(
         run_id=f"{group:05d}{seed:03d}", started_at=datetime(2026, 12, 1, tzinfo=UTC) + timedelta(seconds=group * 10 + seed),
-        workload=f"cv/bench_{group // (len(BACKENDS) * len(HARDWARE)):04d}", workload_version=1, spec_hash="0123456789abcdef",
+        workload=f"cv/bench_{group // (len(BACKENDS) * len(HARDWARE)):04d}" + ("_slowed" if group % 10 == 0 else ""), workload_version=1, spec_hash="0123456789abcdef",
         backend=BACKENDS[group % len(BACKENDS)], config={"spec": spec, "overrides": {}, "variant": None, "threads": 16},
         parallel={"dp": 1}, status="reached", time_to_target_s=steps * tps * 1.05, train_s=steps * tps,
         eval_s=steps * tps * 0.05, init_s=2.0, total_s=steps * tps * 1.05, steps=steps, samples=steps * 64,
@@ -64,7 +64,7 @@ def build(root: Path, files: int) -> tuple[Path, Path]:
     groups = files // 5
     cand, base_results, baselines = root / "candidate", root / "base-results", root / "baselines"
     for g in range(groups):
-        slow = 1.2 if g % 10 == 0 else 1.0  # one group in ten really regresses
+        slow = 1.2 if g % 10 == 0 else 1.0  # one group in ten (workload name *_slowed) really regresses
         for seed in range(5):
             for side, factor in ((cand, slow), (base_results, 1.0)):
                 r = make(seed, g, rng, spec, factor)
@@ -114,6 +114,12 @@ def main() -> int:
             print(f"{name:26s}: {best:6.2f} s best of {args.repeat} for {report.candidate_files} + "
                   f"{report.baseline_files} files -> {len(report.pairs)} pairs, {c['regressed']} regressed, "
                   f"{c['no significant change']} unchanged, exit {report.exit_code}")
+        slowed = [p for p in report.pairs if p.workload.endswith("_slowed")]
+        others = [p for p in report.pairs if not p.workload.endswith("_slowed")]
+        caught = sum(p.verdict == "regressed" for p in slowed)
+        false = sum(p.verdict == "regressed" for p in others)
+        print(f"  20% slower step time: {caught}/{len(slowed)} flagged; pure noise: {false}/{len(others)} flagged "
+              f"({false / max(1, len(others)):.1%}; each gating metric's own rate is at most alpha/2 = 2.5%)")
         if args.profile:
             prof = cProfile.Profile()
             prof.runcall(timed, baselines, cand, False)

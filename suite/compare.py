@@ -60,7 +60,9 @@ class Settings:
     default_noise_floor: float = DEFAULT_NOISE_FLOOR
     min_seeds: int = DEFAULT_MIN_SEEDS
     gate: tuple[str, ...] = DEFAULT_GATE
-    test: str = "exact two-sided Mann-Whitney U (normal approximation above 60 pooled runs)"
+    test: str = (
+        "exact two-sided Mann-Whitney U with the noise floor as margin (normal approximation above 60 pooled runs)"
+    )
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -94,7 +96,8 @@ class MetricResult:
     baseline: Summary | None = None
     candidate: Summary | None = None
     ratio: float | None = None  # candidate center / baseline center; inf, or None when undefined
-    p_value: float | None = None
+    p_value: float | None = None  # of the change beyond the noise floor: the verdict's test
+    p_any_change: float | None = None  # of any change at all (the plain test)
     exact: bool | None = None
     note: str = ""
 
@@ -218,18 +221,28 @@ def compare_metric(
     assert out.baseline and out.candidate
     out.ratio = _ratio(out.candidate.center, out.baseline.center)
     test = stats.mann_whitney_u(cand, base)
-    out.p_value, out.exact = test.p_value, test.exact
-    cand_larger = test.u > len(cand) * len(base) / 2
+    out.p_any_change, out.exact = test.p_value, test.exact
+    half = len(cand) * len(base) / 2
+    cand_larger = test.u > half
     worse_by_ranks = cand_larger == metric.lower_is_better
+    # The verdict's test has the noise floor as its margin: move the candidate's runs by the floor towards the
+    # baseline and test again. Significant only if the candidate still differs in the same direction, so a
+    # true change no larger than the floor is called a change with probability at most alpha / 2.
+    k = 1 + floor
+    moved = [v / k for v in cand] if cand_larger else [v * k for v in cand]
+    margin = stats.mann_whitney_u(moved, base) if test.u != half else test
+    same_side = test.u != half and (margin.u > half) == cand_larger and margin.u != half
+    out.p_value = margin.p_value if same_side else 1.0
     if out.ratio is None:  # both aggregates infinite: the ranks (how many failed, how fast the rest) decide
         out.note = "ratio undefined: both aggregates are infinite (too many runs did not reach the target)"
-        out.verdict = (REGRESSED if worse_by_ranks else IMPROVED) if test.p_value <= s.alpha else SAME
+        out.verdict = (REGRESSED if worse_by_ranks else IMPROVED) if out.p_value <= s.alpha else SAME
         return out
-    beyond_floor = abs(out.badness) > math.log1p(floor)
-    if test.p_value > s.alpha:
+    if out.p_value > s.alpha:
         out.verdict = SAME
-    elif not beyond_floor:
-        out.verdict, out.note = SAME, f"significant but within the {floor:.0%} noise floor"
+        if out.p_any_change <= s.alpha:
+            out.note = f"a change is significant (p {out.p_any_change:.3g}), one beyond the {floor:.0%} noise floor is not"
+    elif abs(out.badness) <= math.log1p(floor):
+        out.verdict, out.note = SAME, f"within the {floor:.0%} noise floor"
     elif (out.badness > 0) != worse_by_ranks:
         out.verdict, out.note = SAME, "the ranks and the aggregate disagree on the direction"
     else:
@@ -313,7 +326,7 @@ def _unpaired(key: SideKey, base: Side | None, cand: Side | None, spec: str | No
         c_runs = cand.by_spec.get(spec, []) if cand else []
         for m in METRICS:
             r = compare_metric(m, b_runs, c_runs, s.default_noise_floor, s)
-            r.verdict, r.ratio, r.p_value, r.note = NOT_COMPARABLE, None, None, reason
+            r.verdict, r.ratio, r.p_value, r.p_any_change, r.note = NOT_COMPARABLE, None, None, None, reason
             pair.metrics.append(r)
     return pair
 
@@ -393,7 +406,8 @@ def _side_json(x: SideInfo) -> dict[str, Any]:
 def _metric_json(m: MetricResult) -> dict[str, Any]:
     return {"name": m.name, "label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better,
             "gating": m.gating, "verdict": m.verdict, "baseline": _summary_json(m.baseline),
-            "candidate": _summary_json(m.candidate), "ratio": _f(m.ratio), "p_value": _f(m.p_value), "exact": m.exact,
+            "candidate": _summary_json(m.candidate), "ratio": _f(m.ratio), "p_value": _f(m.p_value),
+            "p_any_change": _f(m.p_any_change), "exact": m.exact,
             "note": m.note}
 
 
@@ -491,7 +505,7 @@ def to_markdown(report: Report, max_chars: int = MARKDOWN_MAX_CHARS) -> str:
         tail = [f"<details><summary>{len(report.errors)} bad file(s) skipped</summary>", "",
                 "```text", *shown, *more, "```", "", "</details>", ""]  # messages quote with backticks
     budget = max_chars - sum(len(x) + 1 for x in head + tail) - 400  # room for the two "cut" notes
-    table = ["| | workload | backend | hardware | time to target, baseline → candidate | ratio | p | cause / reason |",
+    table = ["| | workload | backend | hardware | time to target, baseline → candidate | ratio | p (beyond floor) | cause / reason |",
              "|---|---|---|---|---|---|---|---|"] if report.pairs else []
     budget -= sum(len(x) + 1 for x in table)
     rows = 0
@@ -536,7 +550,7 @@ def _pair_details(p: PairReport) -> list[str]:
     if p.cause:
         out += [f"**cause of the time-to-target change:** {p.cause} — {p.cause_detail}", ""]
     if p.metrics:
-        out += ["| metric | baseline (center, min–max, n) | candidate (center, min–max, n) | ratio | p | verdict |",
+        out += ["| metric | baseline (center, min–max, n) | candidate (center, min–max, n) | ratio | p (beyond floor) | verdict |",
                 "|---|---|---|---|---|---|"]
         for m in p.metrics:
             def side(x: Summary | None, unit: str = m.unit) -> str:
