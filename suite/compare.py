@@ -1,8 +1,8 @@
 """Candidate vs baseline: per (hardware, workload, backend) statistics, verdicts, attribution, Markdown/JSON, exit codes.
 
-The test is the exact two-sided Mann-Whitney U on the per-seed figures (suite/stats.py says why); a metric
-is `regressed` or `improved` only when the test is significant at alpha AND the candidate/baseline ratio
-is beyond the noise floor. docs/compare.md is the user's description of all of it.
+The test is the exact two-sided Mann-Whitney U on the per-seed figures (suite/stats.py says why), with the
+noise floor as its margin: a metric is `regressed` or `improved` only when the candidate, moved towards the
+baseline by the floor, still differs significantly at alpha. docs/compare.md is the user's description.
 """
 
 from __future__ import annotations
