@@ -338,13 +338,18 @@ def _short(h: str, side: Side) -> str:
 
 def compare_sides(base: dict[SideKey, Side], cand: dict[SideKey, Side], s: Settings) -> list[PairReport]:
     pairs: list[PairReport] = []
+    hardware_of: dict[tuple[str, str], list[str]] = {}
+    for k in base:
+        hardware_of.setdefault((k.workload, k.backend), []).append(k.hardware)
     for key in sorted(set(base) | set(cand), key=lambda k: (k.workload, k.backend, k.hardware)):
         b, c = base.get(key), cand.get(key)
         if b is None:
-            elsewhere = sorted(k.hardware for k in base if (k.workload, k.backend) == (key.workload, key.backend))
-            hint = f" (baselines exist for hardware: {', '.join(elsewhere)})" if elsewhere else ""
+            elsewhere = sorted(hardware_of.get((key.workload, key.backend), []))
+            why = (f"no baseline on this hardware (baselines exist for: {', '.join(elsewhere)}); runs on different "
+                   "hardware are never compared" if elsewhere else
+                   "no baseline for this workload and backend: promote one (`trainbench baseline promote`)")
             for h in sorted(c.by_spec):  # type: ignore[union-attr]
-                pairs.append(_unpaired(key, None, c, h, f"no baseline on this hardware{hint}", s))
+                pairs.append(_unpaired(key, None, c, h, why, s))
             continue
         if c is None:
             for h in sorted(b.by_spec):

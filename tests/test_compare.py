@@ -203,12 +203,14 @@ def test_mismatched_specs_are_reported_not_skipped(tmp_path: Path) -> None:
 def test_other_hardware_and_missing_pairs_are_reported(tmp_path: Path) -> None:
     rng = random.Random(9)
     base = noisy_runs(rng, 5) + noisy_runs(rng, 5, workload="nlp/gone")
-    cand = noisy_runs(rng, 5) + noisy_runs(rng, 5, hardware="nvidia-h200-x1")
+    cand = noisy_runs(rng, 5) + noisy_runs(rng, 5, hardware="nvidia-h200-x1") + noisy_runs(rng, 5, workload="gnn/new")
     report = run_compare(tmp_path, base, cand)
     reasons = {(p.workload, p.hardware): (p.verdict, p.reason) for p in report.pairs}
     assert reasons[("cv/digits_cnn", "cpu-test-2c")][0] == "no significant change"
     verdict, reason = reasons[("cv/digits_cnn", "nvidia-h200-x1")]
     assert verdict == "not comparable" and "no baseline on this hardware" in reason and "cpu-test-2c" in reason
+    verdict, reason = reasons[("gnn/new", "cpu-test-2c")]
+    assert verdict == "not comparable" and "no baseline for this workload and backend" in reason
     verdict, reason = reasons[("nlp/gone", "cpu-test-2c")]
     assert verdict == "not comparable" and "no candidate runs" in reason
     assert report.exit_code == cmp.EXIT_OK  # something was comparable and nothing regressed
