@@ -12,6 +12,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from suite.results import Result
 
@@ -98,3 +101,94 @@ def aggregate(key: GroupKey, runs: Sequence[Result]) -> Aggregate:
         step_time_median_s=median(step_times), samples_per_s_median=median(sps),
         mfu_median=median(mfus) if mfus else None,
     )
+
+
+# ---- the test behind compare's verdicts ------------------------------------------------------------------
+# Mann-Whitney U (Wilcoxon rank-sum), exact: the p-value is the share of all C(m+n, m) ways of splitting the
+# pooled runs into two groups whose rank sum is at least as far from its mean as the one observed. Ranks make
+# a failed run (time to target = inf) simply the slowest, ties (several failures) get mid-ranks, and the exact
+# null distribution is computed for the observed tie pattern, so the level holds at 5 seeds without
+# asymptotics. Beyond EXACT_MAX_N pooled runs the normal approximation (tie-corrected) is used.
+
+EXACT_MAX_N = 60
+
+
+@dataclass(frozen=True)
+class RankTest:
+    p_value: float
+    u: float  # U of the first sample: the number of (a, b) pairs with a > b, ties counting one half
+    exact: bool
+
+
+@lru_cache(maxsize=4096)
+def _rank_sum_null(m: int, doubled_ranks: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """Counts of every doubled rank sum over all m-subsets of `doubled_ranks` (a knapsack over the ranks)."""
+    total = sum(sorted(doubled_ranks)[-m:]) if m else 0
+    counts = np.zeros((m + 1, total + 1), dtype=np.float64)  # float: C(60, 30) ~ 1e17 overflows nothing
+    counts[0, 0] = 1.0
+    for seen, r in enumerate(doubled_ranks, start=1):
+        for k in range(min(seen, m), 0, -1):
+            counts[k, r:] += counts[k - 1, : total + 1 - r]
+    return counts[m], total
+
+
+@lru_cache(maxsize=65536)
+def _exact_p(m: int, doubled_ranks: tuple[int, ...], observed_doubled_sum: int) -> float:
+    """Two-sided exact p; cached because 10,000-file compares ask the same few (n, ranks, sum) many times."""
+    dist, _ = _rank_sum_null(m, doubled_ranks)
+    mean2 = m * (len(doubled_ranks) + 1)  # mean of the doubled rank sum
+    dev = abs(observed_doubled_sum - mean2)
+    extreme = np.abs(np.arange(dist.size) - mean2) >= dev
+    return min(1.0, float(dist[extreme].sum() / dist.sum()))
+
+
+def midranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks with ties sharing their mean rank; inf sorts last, so failed runs rank slowest."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i, n = 0, len(order)
+    while i < n:
+        j, v = i, values[order[i]]
+        while j + 1 < n and values[order[j + 1]] == v:
+            j += 1
+        mid = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = mid
+        i = j + 1
+    return ranks
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> RankTest:
+    """Two-sided Mann-Whitney U test of a against b (no NaN; inf allowed)."""
+    m, n = len(a), len(b)
+    if m == 0 or n == 0:
+        raise ValueError("mann_whitney_u needs at least one value on each side")
+    if any(math.isnan(x) for x in (*a, *b)):
+        raise ValueError("mann_whitney_u: NaN is not a measurement; drop missing values first")
+    ranks = midranks([*a, *b])
+    rank_sum_a = sum(ranks[:m])
+    u = rank_sum_a - m * (m + 1) / 2
+    big_n = m + n
+    if big_n <= EXACT_MAX_N:
+        doubled = tuple(sorted(round(2 * r) for r in ranks))
+        return RankTest(_exact_p(m, doubled, round(2 * rank_sum_a)), u, True)
+    counts: dict[float, int] = defaultdict(int)
+    for r in ranks:
+        counts[r] += 1
+    tie_term = sum(t**3 - t for t in counts.values()) / (big_n * (big_n - 1))
+    var = m * n / 12 * ((big_n + 1) - tie_term)
+    if var <= 0:
+        return RankTest(1.0, u, False)
+    z = (abs(u - m * n / 2) - 0.5) / math.sqrt(var)  # continuity correction
+    return RankTest(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))), u, False)
+
+
+def min_attainable_p(m: int, n: int) -> float:
+    """The smallest two-sided p-value the exact test can give with m and n runs (no ties): 2 / C(m+n, m).
+
+    When it exceeds alpha no outcome could ever be significant, so compare calls the pair not comparable
+    (too few seeds) instead of reporting a reassuring "no significant change".
+    """
+    if m == 0 or n == 0:
+        return 1.0
+    return min(1.0, 2 / math.comb(m + n, m))
