@@ -24,6 +24,9 @@ MAX_SPEC_BYTES = 256 * 1024  # a spec is a page of YAML; anything larger is a mi
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
+_NOT_HASHED = ("description", "tiers", "variants", "compare")
+
+
 class SpecError(ValueError):
     """A spec (or an override of it) is invalid. `str()` is ready to show a user."""
 
@@ -169,7 +172,14 @@ class WorkloadSpec(_Strict):
         return data
 
     def spec_hash(self) -> str:
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        """Hash of what determines the run's numbers. Prose (description, the target's provenance), tier
+        membership, the variants on offer and compare's noise floor are left out: editing them must not make
+        every earlier result incomparable."""
+        data = self.canonical()
+        for key in _NOT_HASHED:
+            data.pop(key, None)
+        data["target"].pop("provenance", None)
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -33,6 +33,15 @@ def test_hash_changes_with_any_override(digits_path):
     assert lr.optimizer.lr == 0.01 and lr.spec_hash() != base.spec_hash()
 
 
+def test_hash_ignores_prose_tiers_variants_and_noise_floor(digits_path):
+    base = load_spec(digits_path)
+    edited = load_spec(digits_path, {"description": "new words", "target.provenance": "another source",
+                                     "tiers": ["smoke", "standard"], "variants.huge": {"model.hidden": 512},
+                                     "compare.noise_floor": 0.1})
+    assert edited.spec_hash() == base.spec_hash()
+    assert load_spec(digits_path, {"target.value": 0.98}).spec_hash() != base.spec_hash()
+
+
 def test_target_value_must_be_positive(tmp_path, digits_data):
     digits_data["target"]["value"] = 0
     path = write(tmp_path, digits_data)
