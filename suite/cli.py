@@ -161,6 +161,7 @@ def run(
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
+        _precheck_supported(workloads or [], tier, set_ or [], variant, backend)  # before torchrun starts
         raise typer.Exit(_torchrun(nproc))
     from suite import distributed, harness
     from suite.data.base import DataMissing
@@ -185,6 +186,7 @@ def run(
         registry.backend_class(backend)
     except registry.RegistryError as e:
         raise fail_input(f"--backend: {e}") from None
+    _check_supported(backend, specs)
 
     is_main = distributed.from_env().is_main
     show = _progress_printer(is_main and not quiet)
@@ -231,10 +233,14 @@ def run(
 def list_(
     tier: Annotated[str | None, typer.Option(help="only this tier")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
+    matrix: Annotated[bool, typer.Option("--matrix", help="which workload x backend pairs are supported")] = False,
 ) -> None:
     """The workloads under workloads/, with domain, tiers, target and budget."""
     from suite import registry
     from suite.spec import SpecError, load_spec
+
+    if matrix:
+        raise typer.Exit(_print_matrix(tier, json_))
 
     rows, problems = [], []
     for name, path in registry.workload_files().items():
@@ -377,6 +383,61 @@ def results_show(
         out.print(table)
     for e in loaded.errors:
         err.print(f"[red]skipped bad file[/red] {e}", highlight=False)
+
+
+# ---- backends: support matrix ---------------------------------------------------------------------------
+
+
+def _check_supported(backend: str, specs: list[tuple[Path, Any]]) -> None:
+    """An unsupported workload x backend pair is bad input: refused before any process or model starts."""
+    from suite.backends.support import unsupported_reason
+
+    for path, spec in specs:
+        reason = unsupported_reason(backend, spec)
+        if reason:
+            raise fail_input(f"{spec.name} ({path}) cannot run on --backend {backend}: {reason}. "
+                             "`trainbench list --matrix` shows the supported pairs.")
+
+
+def _precheck_supported(names: list[str], tier: str | None, sets: list[str], variant: str | None,
+                        backend: str) -> None:
+    from suite import registry
+    from suite.spec import SpecError, load_spec, parse_override
+
+    try:
+        registry.backend_class(backend)
+        overrides = dict(parse_override(x) for x in sets)
+        specs = [(p, load_spec(p, overrides, variant)) for p in _resolve_workloads(names, tier)]
+    except (SpecError, registry.RegistryError) as e:
+        raise fail_input(str(e)) from None
+    _check_supported(backend, specs)
+
+
+def _print_matrix(tier: str | None, json_: bool) -> int:
+    from suite import registry
+    from suite.backends.support import load_all, matrix
+
+    specs, problems = load_all(registry.workload_files())
+    if tier:
+        specs = {n: s for n, s in specs.items() if tier in s.tiers}
+    grid = matrix(specs)
+    if json_:
+        _emit_json({wl: {b: {"supported": r is None, "reason": r} for b, r in row.items()} for wl, row in grid.items()})
+    else:
+        table = Table(title="workload x backend (yes = supported; `trainbench env` says which are installed)")
+        table.add_column("workload")
+        for b in registry.BACKENDS:
+            table.add_column(b)
+        for wl, row in grid.items():
+            table.add_row(wl, *("[green]yes[/green]" if r is None else "[red]no[/red]" for r in row.values()))
+        out.print(table)
+        for wl, row in grid.items():
+            for b, r in row.items():
+                if r is not None:
+                    out.print(f"{wl} x {b}: {r}", highlight=False)
+    for p in problems:
+        err.print(f"[red]invalid spec[/red] {p}", highlight=False)
+    return EXIT_FAIL if problems else EXIT_OK
 
 
 def main() -> None:
