@@ -92,8 +92,8 @@ def ds_config(opts: Options, precision: str, global_batch: int, dp: int) -> dict
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
-    if opts.grad_clip:
-        cfg["gradient_clipping"] = opts.grad_clip
+    # always explicit: DeepSpeed 0.19.8 clips at 1.0 by default, which the torch backend (and the spec) do not
+    cfg["gradient_clipping"] = opts.grad_clip or 0.0
     if precision == "bf16":
         cfg["bf16"] = {"enabled": True}
     elif precision == "fp16":
