@@ -8,12 +8,15 @@ backend runs and no fused kernel is JIT-built. On CPU (FACTS.md): gloo, the shm-
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import socket
+import sys
 from contextlib import nullcontext
 from typing import Any, ClassVar, Literal
 
@@ -111,10 +114,16 @@ def _skip_shm_build() -> None:
         mod.build_shm_op = lambda: None
 
 
-def _ensure_dist_env() -> None:
-    """DeepSpeed reads RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*; without them it tries MPI (one process)."""
-    if "RANK" in os.environ and "MASTER_ADDR" in os.environ:
-        return
+DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _ensure_dist_env() -> dict[str, str | None]:
+    """DeepSpeed reads RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*; without them (one process) it tries MPI and fails.
+
+    Returns what was there before, so close() can put the environment back: a leaked WORLD_SIZE would make
+    a later `trainbench run --nproc 2` in the same process (tests) believe it is already under torchrun.
+    """
+    saved = {k: os.environ.get(k) for k in DIST_ENV}
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("LOCAL_RANK", "0")
@@ -123,6 +132,19 @@ def _ensure_dist_env() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    return saved
+
+
+def _import_deepspeed() -> Any:
+    """Import deepspeed with its log on stderr: it logs to stdout, which `trainbench run --json` keeps for JSON."""
+    if "deepspeed" in sys.modules:
+        return sys.modules["deepspeed"]
+    with contextlib.redirect_stdout(sys.stderr):
+        import deepspeed
+    for handler in logging.getLogger("DeepSpeed").handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.__stdout__:
+            handler.setStream(sys.stderr)
+    return deepspeed
 
 
 class DeepSpeedBackend:
@@ -153,9 +175,10 @@ class DeepSpeedBackend:
         if self.device.type == "cpu":
             if opts.precision == "fp16":  # DeepSpeed's CPU accelerator refuses fp16 deep inside initialize
                 raise ValueError("--precision fp16: DeepSpeed's CPU accelerator has no fp16; use bf16 or fp32 on CPU")
+            _import_deepspeed()  # first, so that its import-time log goes to stderr
             _skip_shm_build()
-        _ensure_dist_env()
-        import deepspeed
+        self._saved_env = _ensure_dist_env()
+        deepspeed = _import_deepspeed()
 
         if not dist.is_initialized():
             deepspeed.init_distributed(dist_backend=self.device.dist_backend, auto_mpi_discovery=False)
@@ -200,7 +223,13 @@ class DeepSpeedBackend:
                 "gradient_accumulation_steps": o.gradient_accumulation_steps}
 
     def close(self) -> None:
-        pass
+        # the process group stays for later seeds of this process (DeepSpeed caches it); the env goes back
+        for k, v in getattr(self, "_saved_env", {}).items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._saved_env = {}
 
 
 def _split(batch: Batch, n: int) -> list[Batch]:
