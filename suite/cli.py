@@ -390,8 +390,13 @@ def results_show(
 
 def _check_supported(backend: str, specs: list[tuple[Path, Any]]) -> None:
     """An unsupported workload x backend pair is bad input: refused before any process or model starts."""
+    from suite import devices, registry
     from suite.backends.support import unsupported_reason
 
+    avail = registry.backend_class(backend)(devices.current()).available()
+    if not avail.ok:
+        raise fail_input(f"--backend {backend} is not available here: {avail.reason}. `trainbench env` lists "
+                         "the backends and why each is or is not available.")
     for path, spec in specs:
         reason = unsupported_reason(backend, spec)
         if reason:

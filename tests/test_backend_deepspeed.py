@@ -82,3 +82,16 @@ def test_fp16_on_cpu_is_a_clear_error(tmp_path):
     assert p.returncode == 1
     [row] = json_rows(p.stdout)
     assert row["status"] == "error" and "no fp16; use bf16 or fp32 on CPU" in row["error"]
+
+
+@pytest.mark.slow
+def test_two_processes_through_trainbench_run_record_zero3_layout(tmp_path):
+    p = trainbench("run", "cv/digits_cnn", "--variant", "tiny", "--backend", "deepspeed", "--nproc", "2",
+                   "--set", "backends.deepspeed.zero_stage=3", "--results", str(tmp_path), "--json", "--quiet")
+    assert p.returncode == 0, p.stderr[-3000:]
+    [row] = json_rows(p.stdout)  # rank 0 alone reports and writes
+    assert row["status"] in ("reached", "budget") and row["steps"] > 0, row
+    [path] = list(tmp_path.rglob("*.json"))
+    result = read_result(path)
+    assert result.world_size == 2
+    assert result.parallel["dp"] == 2 and result.parallel["zero_stage"] == 3
