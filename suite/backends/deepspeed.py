@@ -111,7 +111,7 @@ def _skip_shm_build() -> None:
     """
     mod = importlib.import_module("deepspeed.comm.torch")
     if hasattr(mod, "build_shm_op"):
-        mod.build_shm_op = lambda: None
+        setattr(mod, "build_shm_op", lambda: None)  # noqa: B010 - patching a module attribute
 
 
 DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -193,17 +193,18 @@ class DeepSpeedBackend:
         self.config = config
         self.workload = workload
         self.micro = config["gradient_accumulation_steps"]
-        self.half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(opts.precision)
+        self.cast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(opts.precision)
+        self._call = _EngineCall(engine, self.cast_dtype)
         return TrainState(model=engine, raw_model=raw, optimizer=ds_opt, scheduler=ds_sched,
-                          extra={"eval": _EvalView(engine, self.half)})
+                          extra={"eval": _EvalView(engine, self.cast_dtype)})
 
     def train_step(self, state: TrainState, batch: Batch) -> StepOut:
         batch = to_device(batch, self.device.torch)
-        engine = state.model
+        engine: Any = state.model
         chunks = _split(batch, self.micro)
         total = torch.zeros((), device=self.device.torch)
         for micro in chunks:  # DeepSpeed scales each by 1/GA and steps the optimizer at the boundary
-            loss = self.workload.loss(_EngineCall(engine, self.half), micro)
+            loss = self.workload.loss(self._call, micro)
             engine.backward(loss)
             engine.step()
             total += loss.detach().float()
@@ -260,26 +261,18 @@ def _cast(x: Any, dtype: torch.dtype | None) -> Any:
 class _EngineCall(nn.Module):
     """Lets the workload's `loss(model, batch)` call the engine like its own model; outputs come back fp32."""
 
-    def __init__(self, engine: Any, half: torch.dtype | None):
+    def __init__(self, engine: Any, cast_dtype: torch.dtype | None):
         super().__init__()
         self.engine = engine
-        self.half = half
+        self.cast_dtype = cast_dtype
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        out = self.engine(*(_cast(a, self.half) for a in args), **kwargs)
-        return out.float() if self.half is not None and isinstance(out, torch.Tensor) else out
+        out = self.engine(*(_cast(a, self.cast_dtype) for a in args), **kwargs)
+        return out.float() if self.cast_dtype is not None and isinstance(out, torch.Tensor) else out
 
 
-class _EvalView(nn.Module):
-    """The engine as the workload evaluates it: same (possibly ZeRO-3-partitioned) weights, train/eval modes."""
-
-    def __init__(self, engine: Any, half: torch.dtype | None):
-        super().__init__()
-        self.engine = engine
-        self.half = half
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return _EngineCall.forward(self, *args, **kwargs)  # type: ignore[arg-type]
+class _EvalView(_EngineCall):
+    """The engine as the workload evaluates it: the same (possibly ZeRO-3-partitioned) weights, eval/train modes."""
 
     def train(self, mode: bool = True) -> _EvalView:
         self.engine.train(mode)

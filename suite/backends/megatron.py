@@ -130,7 +130,7 @@ def _shard(t: torch.Tensor, dim: int, rank: int, tp: int) -> torch.Tensor:
     return t.chunk(tp, dim=dim)[rank].contiguous()
 
 
-def megatron_state(ref: nn.Module, n_head: int, tp: int, tp_rank: int, padded_vocab: int) -> dict[str, torch.Tensor]:
+def megatron_state(ref: Any, n_head: int, tp: int, tp_rank: int, padded_vocab: int) -> dict[str, torch.Tensor]:
     """The reference GPT's weights under Megatron's names and layouts, this TP rank's shard."""
     sd = {k: v.detach() for k, v in ref.state_dict().items()}
     d = sd["wte.weight"].shape[1]
@@ -260,9 +260,9 @@ class MegatronBackend:
         seed = int(getattr(getattr(workload, "ctx", None), "seed", 0))
         tensor_parallel.model_parallel_cuda_manual_seed(seed + 1)
 
-        ref = workload.build_model()  # the suite GPT, built under the run's seed: the weights both backends share
-        cfg = ref.cfg
-        vocab = ref.wte.weight.shape[0]
+        ref: Any = workload.build_model()  # the suite GPT, built under the run's seed: the weights both backends share
+        cfg: Any = ref.cfg
+        vocab = int(ref.wte.weight.shape[0])
         padded_vocab = -(-vocab // o.tp) * o.tp
         bf16 = opts.precision == "bf16"
         if opts.precision == "fp16":
@@ -296,7 +296,7 @@ class MegatronBackend:
                     p.requires_grad_(False)
         del ref
         gpt = gpt.to(self.device.torch)
-        model = MegatronGPT(gpt, vocab)
+        model: nn.Module = MegatronGPT(gpt, vocab)
         spec = workload.spec
         params = [p for p in gpt.parameters() if p.requires_grad]
         if on_cuda:
@@ -354,7 +354,7 @@ class MegatronBackend:
         batch = to_device(batch, self.device.torch)
         opt = state.optimizer
         if getattr(self, "_megatron_optimizer", False):
-            ddp = state.model.gpt
+            ddp: Any = state.model.gpt
             for group in opt.param_groups:
                 group["lr"] = self._base_lr * self._lr_mult(self._step)
             ddp.zero_grad_buffer()
