@@ -274,7 +274,7 @@ class MegatronBackend:
             activation_func=torch.nn.functional.gelu, init_method_std=0.02,
             tensor_model_parallel_size=o.tp, pipeline_model_parallel_size=o.pp,
             use_cpu_initialization=True, perform_initialization=False,  # weights come from the reference
-            bf16=bf16 and on_cuda, params_dtype=torch.bfloat16 if bf16 and on_cuda else torch.float32,
+            bf16=bf16, params_dtype=torch.bfloat16 if bf16 else torch.float32,
             bias_dropout_fusion=False, masked_softmax_fusion=False, gradient_accumulation_fusion=False,
             apply_rope_fusion=False, persist_layer_norm=False,
         )
@@ -304,10 +304,12 @@ class MegatronBackend:
             model = MegatronGPT(train_model, vocab)
         else:
             if bf16:
-                def autocast():
-                    return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+                # Megatron's linear layers are custom autograd functions that autocast does not reach, so
+                # bf16 means bf16 weights (Float16Module). With a torch optimizer there are no fp32 master
+                # weights on CPU: a correctness check of the bf16 path, not a training recipe.
+                from megatron.core.transformer.module import Float16Module
 
-                self._autocast = autocast
+                model = MegatronGPT(Float16Module(tcfg, gpt), vocab)
             if self.dp > 1:  # average gradients over the data-parallel group only (TP peers hold shards)
                 model = nn.parallel.DistributedDataParallel(
                     model, process_group=parallel_state.get_data_parallel_group())
