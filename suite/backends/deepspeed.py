@@ -172,6 +172,8 @@ class DeepSpeedBackend:
         self.opts = o = Options.model_validate(opts.options)
         if opts.compile:
             raise ValueError("--compile is not supported by the deepspeed backend (DeepSpeed owns the module)")
+        if opts.precision not in ("fp32", "bf16", "fp16"):  # other recipes are the torch backend's own
+            raise ValueError(f"--precision {opts.precision}: the deepspeed backend supports fp32, bf16 and fp16")
         if self.device.type == "cpu":
             if opts.precision == "fp16":  # DeepSpeed's CPU accelerator refuses fp16 deep inside initialize
                 raise ValueError("--precision fp16: DeepSpeed's CPU accelerator has no fp16; use bf16 or fp32 on CPU")

@@ -265,8 +265,8 @@ class MegatronBackend:
         vocab = int(ref.wte.weight.shape[0])
         padded_vocab = -(-vocab // o.tp) * o.tp
         bf16 = opts.precision == "bf16"
-        if opts.precision == "fp16":
-            raise ValueError("--precision fp16: the megatron backend supports fp32 and bf16")
+        if opts.precision not in ("fp32", "bf16"):
+            raise ValueError(f"--precision {opts.precision}: the megatron backend supports fp32 and bf16")
         tcfg = TransformerConfig(
             num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
             ffn_hidden_size=cfg.mlp_ratio * cfg.d_model, add_bias_linear=cfg.bias,
