@@ -7,7 +7,8 @@ Tolerances (absolute, per-step loss in nats, fp32 on CPU), from what these machi
 - DeepSpeed with gradient accumulation (micro-batches summed in another order): allowed 1e-3 (seen 1.4e-4).
 - Megatron TP=1 (its own unfused attention and LayerNorm kernels, same weights): allowed 5e-3 (seen 8e-4
   over 20 steps).
-- Two processes (gloo all-reduce sums in another order): torch DDP and DeepSpeed 1e-4, Megatron TP=2 5e-3.
+- Two processes (gloo all-reduce sums in another order): torch DDP and DeepSpeed 1e-4, Megatron TP=2 and
+  Megatron TP=1 x DP=2 5e-3.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def test_a_different_seed_is_not_within_tolerance(torch_curve):
 
 @pytest.mark.slow
 def test_two_processes_torch_ddp_deepspeed_zero2_zero3_megatron_tp2(torch_curve, tmp_path):
-    """One torchrun launch runs all four in turn (DeepSpeed's and torchrun's start-up paid once)."""
+    """One torchrun launch runs all five in turn (DeepSpeed's and torchrun's start-up paid once)."""
     out = tmp_path / "curves.json"
-    runs = ["torch", 'deepspeed:{"zero_stage": 2}', 'deepspeed:{"zero_stage": 3}', 'megatron:{"tp": 2}']
+    runs = ["torch", 'deepspeed:{"zero_stage": 2}', 'deepspeed:{"zero_stage": 3}', 'megatron:{"tp": 2}',
+            'megatron:{"tp": 1}']
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "curves", str(out), str(CHAR_GPT), str(STEPS), *runs]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=900)
@@ -80,6 +82,9 @@ def test_two_processes_torch_ddp_deepspeed_zero2_zero3_megatron_tp2(torch_curve,
     meg = got[("megatron", json.dumps({"tp": 2}))]
     assert meg["layout"]["tp"] == 2 and meg["layout"]["dp"] == 1
     assert_curves_agree(meg["losses"], torch_curve, 5e-3)
+    meg_dp = got[("megatron", json.dumps({"tp": 1}))]  # Megatron model, data parallel over its DP group
+    assert meg_dp["layout"]["tp"] == 1 and meg_dp["layout"]["dp"] == 2
+    assert_curves_agree(meg_dp["losses"], torch_curve, 5e-3)
 
 
 def test_bf16_paths_stay_close_to_torch_bf16():
