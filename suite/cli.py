@@ -186,7 +186,7 @@ def run(
         registry.backend_class(backend)
     except registry.RegistryError as e:
         raise fail_input(f"--backend: {e}") from None
-    _check_supported(backend, specs)
+    specs = _check_supported(backend, specs, skip=not workloads)
 
     is_main = distributed.from_env().is_main
     show = _progress_printer(is_main and not quiet)
@@ -388,8 +388,12 @@ def results_show(
 # ---- backends: support matrix ---------------------------------------------------------------------------
 
 
-def _check_supported(backend: str, specs: list[tuple[Path, Any]]) -> None:
-    """An unsupported workload x backend pair is bad input: refused before any process or model starts."""
+def _check_supported(backend: str, specs: list[tuple[Path, Any]], skip: bool = False) -> list[tuple[Path, Any]]:
+    """An unsupported workload x backend pair is bad input: refused before any process or model starts.
+
+    With `skip` (a whole tier was asked for), unsupported workloads are left out with a note instead, and
+    only a tier with nothing this backend can run is an error.
+    """
     from suite import devices, registry
     from suite.backends.support import unsupported_reason
 
@@ -397,11 +401,19 @@ def _check_supported(backend: str, specs: list[tuple[Path, Any]]) -> None:
     if not avail.ok:
         raise fail_input(f"--backend {backend} is not available here: {avail.reason}. `trainbench env` lists "
                          "the backends and why each is or is not available.")
+    kept = []
     for path, spec in specs:
         reason = unsupported_reason(backend, spec)
-        if reason:
+        if not reason:
+            kept.append((path, spec))
+        elif skip:
+            err.print(f"skipping {spec.name}: not supported by --backend {backend}: {reason}", highlight=False)
+        else:
             raise fail_input(f"{spec.name} ({path}) cannot run on --backend {backend}: {reason}. "
                              "`trainbench list --matrix` shows the supported pairs.")
+    if not kept:
+        raise fail_input(f"no workload of this tier runs on --backend {backend}; `trainbench list --matrix`")
+    return kept
 
 
 def _precheck_supported(names: list[str], tier: str | None, sets: list[str], variant: str | None,
@@ -415,7 +427,7 @@ def _precheck_supported(names: list[str], tier: str | None, sets: list[str], var
         specs = [(p, load_spec(p, overrides, variant)) for p in _resolve_workloads(names, tier)]
     except (SpecError, registry.RegistryError) as e:
         raise fail_input(str(e)) from None
-    _check_supported(backend, specs)
+    _check_supported(backend, specs, skip=not names)
 
 
 def _print_matrix(tier: str | None, json_: bool) -> int:
