@@ -25,9 +25,9 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def trainbench(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def trainbench(*args: str, timeout: int = 600, **extra_env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "suite.cli", *args], capture_output=True, text=True,
-                          env=env(), cwd=ROOT, timeout=timeout)
+                          env=env(**extra_env), cwd=ROOT, timeout=timeout)
 
 
 def json_rows(stdout: str) -> Any:

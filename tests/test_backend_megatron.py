@@ -81,12 +81,16 @@ def test_unsupported_pair_is_refused_before_anything_starts(tmp_path):
 
 
 def test_a_tier_skips_what_the_backend_cannot_run(tmp_path):
-    p = trainbench("run", "--tier", "smoke", "--backend", "megatron", "--results", str(tmp_path))
+    root = tmp_path / "workloads"  # a workloads folder holding only the CNN spec
+    (root / "cv").mkdir(parents=True)
+    (root / "cv" / "digits_cnn.yaml").write_text(DIGITS.read_text())
+    p = trainbench("run", "--tier", "smoke", "--backend", "megatron", "--results", str(tmp_path / "res"),
+                   TRAINBENCH_WORKLOADS=str(root))
     text = " ".join(p.stderr.split())
+    assert p.returncode == 2, text
     assert "skipping cv/digits_cnn: not supported by --backend megatron" in text
-    if p.returncode == 2:  # on this branch the smoke tier holds no GPT workload yet
-        assert "no workload of this tier runs on --backend megatron" in text
-        assert not list(tmp_path.rglob("*.json"))
+    assert "no workload of this tier runs on --backend megatron" in text
+    assert not (tmp_path / "res").exists()
 
 
 @pytest.mark.slow
