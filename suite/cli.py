@@ -175,6 +175,7 @@ def run(
     if executor != "inline" and nproc > 1:
         raise fail_input("--nproc is for one run across processes; with --executor local/ray give --jobs or a cluster")
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
+        _precheck_supported(workloads or [], tier, set_ or [], variant, backend, algo, precision)  # before torchrun
         raise typer.Exit(_torchrun(nproc))
     from suite import distributed, harness
     from suite.algorithms import bundles
@@ -203,6 +204,7 @@ def run(
         registry.backend_class(backend)
     except registry.RegistryError as e:
         raise fail_input(f"--backend: {e}") from None
+    specs = _check_supported(backend, specs, skip=not workloads)
     _refuse_algorithms(specs, backend)
 
     is_main = distributed.from_env().is_main
@@ -255,10 +257,14 @@ def run(
 def list_(
     tier: Annotated[str | None, typer.Option(help="only this tier")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
+    matrix: Annotated[bool, typer.Option("--matrix", help="which workload x backend pairs are supported")] = False,
 ) -> None:
     """The workloads under workloads/, with domain, tiers, target and budget."""
     from suite import registry
     from suite.spec import SpecError, load_spec
+
+    if matrix:
+        raise typer.Exit(_print_matrix(tier, json_))
 
     rows, problems = [], []
     for name, path in registry.workload_files().items():
@@ -824,6 +830,80 @@ def baseline_promote(
                       soft_wrap=True)
     except bl.PromoteError as e:
         raise fail_input(str(e)) from None
+
+
+# ---- backends: support matrix ---------------------------------------------------------------------------
+
+
+def _check_supported(backend: str, specs: list[tuple[Path, Any]], skip: bool = False) -> list[tuple[Path, Any]]:
+    """An unsupported workload x backend pair is bad input: refused before any process or model starts.
+
+    With `skip` (a whole tier was asked for), unsupported workloads are left out with a note instead, and
+    only a tier with nothing this backend can run is an error.
+    """
+    from suite import devices, registry
+    from suite.backends.support import unsupported_reason
+
+    avail = registry.backend_class(backend)(devices.current()).available()
+    if not avail.ok:
+        raise fail_input(f"--backend {backend} is not available here: {avail.reason}. `trainbench env` lists "
+                         "the backends and why each is or is not available.")
+    kept = []
+    for path, prepared in specs:
+        spec = prepared.spec  # a bundles.Prepared: the spec after --algo and --set
+        reason = unsupported_reason(backend, spec)
+        if not reason:
+            kept.append((path, prepared))
+        elif skip:
+            err.print(f"skipping {spec.name}: not supported by --backend {backend}: {reason}", highlight=False)
+        else:
+            raise fail_input(f"{spec.name} ({path}) cannot run on --backend {backend}: {reason}. "
+                             "`trainbench list --matrix` shows the supported pairs.")
+    if not kept:
+        raise fail_input(f"no workload of this tier runs on --backend {backend}; `trainbench list --matrix`")
+    return kept
+
+
+def _precheck_supported(names: list[str], tier: str | None, sets: list[str], variant: str | None,
+                        backend: str, algo: str | None, precision: str | None) -> None:
+    from suite import registry
+    from suite.algorithms import bundles
+    from suite.spec import SpecError, parse_override
+
+    try:
+        registry.backend_class(backend)
+        overrides = dict(parse_override(x) for x in sets)
+        specs = [(p, bundles.prepare(p, algo, overrides, variant, precision)) for p in _resolve_workloads(names, tier)]
+    except (SpecError, registry.RegistryError, bundles.AlgoError) as e:
+        raise fail_input(str(e)) from None
+    _check_supported(backend, specs, skip=not names)
+
+
+def _print_matrix(tier: str | None, json_: bool) -> int:
+    from suite import registry
+    from suite.backends.support import load_all, matrix
+
+    specs, problems = load_all(registry.workload_files())
+    if tier:
+        specs = {n: s for n, s in specs.items() if tier in s.tiers}
+    grid = matrix(specs)
+    if json_:
+        _emit_json({wl: {b: {"supported": r is None, "reason": r} for b, r in row.items()} for wl, row in grid.items()})
+    else:
+        table = Table(title="workload x backend (yes = supported; `trainbench env` says which are installed)")
+        table.add_column("workload")
+        for b in registry.BACKENDS:
+            table.add_column(b)
+        for wl, row in grid.items():
+            table.add_row(wl, *("[green]yes[/green]" if r is None else "[red]no[/red]" for r in row.values()))
+        out.print(table)
+        for wl, row in grid.items():
+            for b, r in row.items():
+                if r is not None:
+                    out.print(f"{wl} x {b}: {r}", highlight=False)
+    for p in problems:
+        err.print(f"[red]invalid spec[/red] {p}", highlight=False)
+    return EXIT_FAIL if problems else EXIT_OK
 
 
 def main() -> None:

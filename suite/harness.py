@@ -205,7 +205,10 @@ class Run:
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
         self.inst.run_start()
         t0 = time.perf_counter()
-        batches = iter(workload.train_batches(self.dist.rank, self.dist.world))
+        # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)
+        shard = getattr(backend, "data_shard", None)
+        data_rank, data_world = shard() if shard is not None else (self.dist.rank, self.dist.world)
+        batches = iter(workload.train_batches(data_rank, data_world))
         ev = spec.eval
         max_steps = spec.budget.max_steps
         check_loss_every = 1 if self.device.type == "cpu" else 10

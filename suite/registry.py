@@ -33,6 +33,9 @@ DATASETS: dict[str, str] = {
 # backend name -> class implementing suite.backends.base.Backend
 BACKENDS: dict[str, str] = {
     "torch": "suite.backends.torch:TorchBackend",
+    "deepspeed": "suite.backends.deepspeed:DeepSpeedBackend",
+    "megatron": "suite.backends.megatron:MegatronBackend",
+    "npu": "suite.backends.npu:NpuBackend",
 }
 
 
@@ -92,10 +95,29 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
     for backend in spec.backends:
         if backend not in BACKENDS:
             problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
+        else:
+            problems += _validate_backend_block(backend, spec.backends[backend])
     from suite.algorithms import plugins  # optimizer, schedule, loss, compression: user code is imported now
 
     problems += plugins.check_spec(spec)
     return problems
+
+
+def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:
+    """A spec's `backends.<name>` block against that backend's pydantic Options (its module imports no framework)."""
+    try:
+        options = getattr(resolve(name, BACKENDS, "backend"), "Options", None)
+    except RegistryError as e:
+        return [(f"backends.{name}", str(e))]
+    if options is None:
+        return []
+    try:
+        options.model_validate(block or {})
+    except ValidationError as e:
+        from suite.spec import format_validation
+
+        return format_validation(e, f"backends.{name}")
+    return []
 
 
 def model_component(arch: str) -> Any:
