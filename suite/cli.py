@@ -112,7 +112,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         tta = f"{r['time_to_target_s']:.2f} s" if r["time_to_target_s"] is not None else "-"
         sps = r["throughput"].get("samples_per_s")
-        final = " ".join(f"{k}={v:.4g}" for k, v in r["final_metrics"].items())
+        final = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["final_metrics"].items())
         colour = {"reached": "green", "budget": "yellow"}.get(r["status"], "red")
         table.add_row(
             r["workload"], r["backend"], str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
@@ -158,11 +158,15 @@ def run(
     json_: Annotated[bool, typer.Option("--json", help="print the results as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
     fail_fast: Annotated[bool, typer.Option(help="stop at the first run that ends in error or divergence")] = False,
+    isolate: Annotated[bool, typer.Option(
+        help="run each run in a child process of its own, so a crash, hang or kill ends that run, not the suite "
+        "(--no-isolate: in this process, e.g. under a debugger)")] = True,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
-    if nproc > 1 and "WORLD_SIZE" not in os.environ:
+    launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
+    if nproc > 1 and not launched and not isolate:
         raise typer.Exit(_torchrun(nproc))
-    from suite import distributed, harness
+    from suite import distributed, harness, isolation
     from suite.data.base import DataMissing
     from suite.spec import SpecError, load_spec, parse_override
 
@@ -188,6 +192,9 @@ def run(
 
     is_main = distributed.from_env().is_main
     show = _progress_printer(is_main and not quiet)
+    isolated = isolate and not launched
+    if is_main:
+        _check_results_dir(results)
     rows: list[dict[str, Any]] = []
     bad = False
     for path, spec in specs:
@@ -196,10 +203,17 @@ def run(
                 spec=spec, backend=backend, seed=s, precision=precision, compile=compile_, threads=threads,
                 results_dir=results, tier=tier, overrides=overrides, variant=variant, spec_source=str(path),
             )
-            try:
-                result, written = harness.run(req, show)
-            except DataMissing as e:
-                raise fail_input(str(e)) from None
+            if isolated:  # stop: the user asked the suite to stop (a signal to this process)
+                outcome = isolation.run_isolated(req, nproc=nproc, quiet=quiet)
+                if outcome.data_missing:
+                    raise fail_input(outcome.data_missing)
+                result, written, stop = outcome.result, outcome.path, outcome.signalled is not None
+            else:
+                try:
+                    result, written = isolation.execute_guarded(req, show)
+                except DataMissing as e:
+                    raise fail_input(str(e)) from None
+                stop = result.status == "interrupted"
             row = result.model_dump(mode="json", include={
                 "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
                 "final_metrics", "error", "run_id", "mfu"})
@@ -210,8 +224,10 @@ def run(
                 if is_main and result.error and not quiet:
                     err.print(f"[red]{result.workload} seed {s}: {result.status}[/red]: {result.error}",
                               highlight=False)
-                if fail_fast or result.status == "interrupted":
+                if fail_fast:
                     break
+            if stop:
+                break
         else:
             continue
         break
@@ -222,6 +238,18 @@ def run(
             out.print(_summary_table(rows))
             out.print(f"results written under {results}/")
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
+
+
+def _check_results_dir(results: Path) -> None:
+    """Fail before the first run, not after it, when results cannot be written (exit 2, nothing measured)."""
+    import tempfile
+
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=results, prefix=".probe-"):
+            pass
+    except OSError as e:
+        raise fail_input(f"--results {results}: cannot write result files there ({e.strerror or e})") from None
 
 
 # ---- list / env ------------------------------------------------------------------------------------------

@@ -101,6 +101,14 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+OOM_HINT = "try a smaller data.batch_size, or bf16"
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """A device or host allocation failed: torch's OutOfMemoryError, MemoryError, or the CPU allocator's error."""
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
+
+
 def short_traceback(exc: BaseException, limit: int = 12) -> str:
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     text = "".join(lines)
@@ -136,6 +144,7 @@ class Run:
         self.tokens_per_sample = 1
         self.memory: dict[str, Any] = {}
         self.backend: Any = None
+        self.t0: float | None = None  # perf_counter at run_start; read by suite/watchdog.py
 
     # ---- the flow --------------------------------------------------------------------------------------
 
@@ -151,6 +160,8 @@ class Run:
             except Exception as e:  # noqa: BLE001 - every failure is recorded as a result, never lost
                 self.status = "error"
                 self.error = f"{type(e).__name__}: {e}\n{short_traceback(e)}"
+                if out_of_memory(e):
+                    self.error = f"out of memory ({OOM_HINT}): {self.error}"
             finally:
                 if self.backend is not None:
                     try:
@@ -188,7 +199,7 @@ class Run:
             raise TimeoutError(f"init took {self.init_s:.1f} s, over budget.max_init_s={spec.budget.max_init_s}")
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
-        t0 = time.perf_counter()
+        t0 = self.t0 = time.perf_counter()
         batches = iter(workload.train_batches(self.dist.rank, self.dist.world))
         ev = spec.eval
         max_steps = spec.budget.max_steps

@@ -51,8 +51,8 @@ def resolve(ref: str, table: dict[str, str] | None = None, kind: str = "componen
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise RegistryError(f"{kind} {ref!r}: cannot import module {module_name!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - ImportError, and "" or "..x" (ValueError, TypeError), or a module that raises
+        raise RegistryError(f"{kind} {ref!r}: cannot import module {module_name!r}: {type(e).__name__}: {e}") from None
     try:
         obj = module
         for part in attr.split("."):
@@ -89,10 +89,29 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
     problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
     data_params = spec.data.params()
     problems += _validate_block(DATASETS, spec.data.name, data_params, "data", "data set")
-    for backend in spec.backends:
+    for backend, options in spec.backends.items():
         if backend not in BACKENDS:
             problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
+        else:
+            problems += _validate_backend_options(backend, options)
     return problems
+
+
+def _validate_backend_options(backend: str, options: dict[str, Any]) -> list[tuple[str, str]]:
+    """A typo in `backends.<name>` is a spec error now, not a failed run after init."""
+    try:
+        options_cls = getattr(backend_class(backend), "Options", None)
+    except RegistryError:
+        return []  # its module needs a package this machine lacks: `trainbench env` and the run say why
+    if not (isinstance(options_cls, type) and issubclass(options_cls, BaseModel)):
+        return []
+    try:
+        options_cls.model_validate(options)
+    except ValidationError as e:
+        from suite.spec import format_validation
+
+        return format_validation(e, f"backends.{backend}")
+    return []
 
 
 def model_component(arch: str) -> Any:
