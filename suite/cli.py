@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(
@@ -38,12 +39,26 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 
 def fail_input(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    # escape(): messages carry file names and run output, and `[/x]` in them would be read as rich markup
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False)
     return typer.Exit(EXIT_INPUT)
 
 
+def _strict_json(data: Any) -> Any:
+    """NaN/inf as the strings the result files use: a bare NaN token is not JSON (jq and browsers refuse it)."""
+    if isinstance(data, float) and data != data:
+        return "NaN"
+    if isinstance(data, float) and data in (float("inf"), float("-inf")):
+        return "Infinity" if data > 0 else "-Infinity"
+    if isinstance(data, dict):
+        return {k: _strict_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_strict_json(v) for v in data]
+    return data
+
+
 def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(_strict_json(data), indent=2, default=str, allow_nan=False) + "\n")
 
 
 # ---- run -------------------------------------------------------------------------------------------------
@@ -112,10 +127,11 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         tta = f"{r['time_to_target_s']:.2f} s" if r["time_to_target_s"] is not None else "-"
         sps = r["throughput"].get("samples_per_s")
-        final = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["final_metrics"].items())
+        final = escape(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                for k, v in r["final_metrics"].items()))
         colour = {"reached": "green", "budget": "yellow"}.get(r["status"], "red")
         table.add_row(
-            r["workload"], r["backend"], str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
+            escape(r["workload"]), escape(r["backend"]), str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
             str(r["steps"]), f"{sps:,.0f}" if sps else "-", final,
         )
     return table
@@ -222,7 +238,7 @@ def run(
             if result.status in ("error", "diverged", "interrupted"):
                 bad = True
                 if is_main and result.error and not quiet:
-                    err.print(f"[red]{result.workload} seed {s}: {result.status}[/red]: {result.error}",
+                    err.print(f"[red]{escape(result.workload)} seed {s}: {result.status}[/red]: {escape(result.error)}",
                               highlight=False)
                 if fail_fast:
                     break
@@ -291,7 +307,7 @@ def list_(
                           ",".join(r["backends"]))
         out.print(table)
     for p in problems:
-        err.print(f"[red]invalid spec[/red] {p}", highlight=False)
+        err.print(f"[red]invalid spec[/red] {escape(p)}", highlight=False)
     raise typer.Exit(EXIT_FAIL if problems else EXIT_OK)
 
 
@@ -372,7 +388,7 @@ def results_validate(path: Annotated[Path, typer.Argument(help="a results folder
         raise fail_input(f"{path}: no such file or folder")
     loaded = load_results(path)
     for e in loaded.errors:
-        err.print(f"[red]bad[/red] {e}", highlight=False)
+        err.print(f"[red]bad[/red] {escape(e)}", highlight=False)
     out.print(f"{len(loaded.results)} valid, {len(loaded.errors)} invalid result file(s) under {path}")
     raise typer.Exit(EXIT_FAIL if loaded.errors else EXIT_OK)
 
@@ -392,19 +408,19 @@ def results_show(
     if json_:
         _emit_json([{"path": str(p), **r.model_dump(mode="json", exclude={"config", "eval_curve"})} for p, r in items])
     else:
-        table = Table(title=f"results under {path}")
+        table = Table(title=f"results under {escape(str(path))}")
         for col in ("started", "hardware", "workload", "backend", "seed", "status", "TTA s", "steps", "samples/s"):
             table.add_column(col)
         for _, r in items:
             sps = r.throughput.get("samples_per_s")
             table.add_row(
-                r.started_at.strftime("%Y-%m-%d %H:%M"), r.hardware.slug, r.workload, r.backend, str(r.seed),
-                r.status, f"{r.time_to_target_s:.2f}" if r.time_to_target_s is not None else "-", str(r.steps),
+                r.started_at.strftime("%Y-%m-%d %H:%M"), escape(r.hardware.slug), escape(r.workload),
+                escape(r.backend), str(r.seed), r.status, f"{r.time_to_target_s:.2f}" if r.time_to_target_s is not None else "-", str(r.steps),
                 f"{sps:,.0f}" if sps else "-",
             )
         out.print(table)
     for e in loaded.errors:
-        err.print(f"[red]skipped bad file[/red] {e}", highlight=False)
+        err.print(f"[red]skipped bad file[/red] {escape(e)}", highlight=False)
 
 
 def main() -> None:

@@ -157,7 +157,7 @@ class Run:
                 raise  # bad input, not a failed run: the CLI says how to get the data, nothing is recorded
             except KeyboardInterrupt:
                 self.status, self.error = "interrupted", "interrupted by a second signal"
-            except Exception as e:  # noqa: BLE001 - every failure is recorded as a result, never lost
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure is recorded, never lost
                 self.status = "error"
                 self.error = f"{type(e).__name__}: {e}\n{short_traceback(e)}"
                 if out_of_memory(e):

@@ -44,6 +44,7 @@ from suite.watchdog import EXIT_TIMEOUT, Limits, Watchdog
 _early_signals: list[int] = []  # signals the child got before the harness installed its own handlers
 STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the child's own watchdog is armed
 TAIL_LINES = 30
+WEDGED_MARGIN_S = 15.0  # a watchdog silent this much longer than its own stall window is not coming back
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Job:
     run_id: str
     quiet: bool
     report: str  # where rank 0 writes the outcome (a JSON file in the parent's private folder)
+    heartbeat: str | None = None  # each rank's watchdog touches `<heartbeat>.<rank>` while it can run
 
 
 @dataclass
@@ -73,6 +75,7 @@ def execute_guarded(
     progress: ProgressFn | None = None,
     run_id: str | None = None,
     on_written: Callable[[Result, Path | None], Any] | None = None,
+    heartbeat: str | None = None,
 ) -> tuple[Result, Path | None]:
     """harness.run() with the watchdog armed: rank 0 writes the result, or the watchdog does if the run hangs."""
     runner = Run(req, progress)
@@ -88,7 +91,8 @@ def execute_guarded(
             on_written(result, path)
         return path
 
-    dog = Watchdog(runner, on_fire=record).start()
+    beat = f"{heartbeat}.{runner.dist.rank}" if heartbeat else None
+    dog = Watchdog(runner, on_fire=record, heartbeat=beat).start()
     try:
         result = runner.execute()
     finally:
@@ -121,7 +125,7 @@ def _child_main(job_path: str) -> int:
         _write_report(job.report, {"result": result.model_dump_json(), "path": str(path) if path else None})
 
     try:
-        execute_guarded(job.req, show, run_id=job.run_id, on_written=report)
+        execute_guarded(job.req, show, run_id=job.run_id, on_written=report, heartbeat=job.heartbeat)
     except DataMissing as e:
         if is_main:
             _write_report(job.report, {"data_missing": str(e)})
@@ -187,9 +191,25 @@ def _tee(stream: Any, tail: collections.deque[str]) -> None:
     stream.close()
 
 
-def _how_it_ended(rc: int, backstop_s: float | None, signalled: int | None) -> str:
+def _stale_heartbeat(tmp: Path, limit_s: float) -> float | None:
+    """Seconds since the quietest rank's watchdog last ran, if over limit_s (a C call holding the GIL)."""
+    now = time.time()
+    for beat in tmp.glob("heartbeat.*"):
+        try:
+            quiet = now - beat.stat().st_mtime
+        except OSError:
+            continue
+        if quiet > limit_s:
+            return quiet
+    return None
+
+
+def _how_it_ended(rc: int, backstop_s: float | None, signalled: int | None, wedged_s: float | None) -> str:
+    if wedged_s is not None:
+        return (f"timeout: the worker's watchdog could not run for {wedged_s:.0f} s (a call holding the GIL "
+                "never returned); killed by the parent")
     if backstop_s is not None:
-        why = "after the stop signal" if signalled else "and its watchdog did not end it (the GIL held by a C call?)"
+        why = "after the stop signal" if signalled else "and its watchdog did not end it"
         return f"timeout: the worker made no progress {why}; killed after {backstop_s:.0f} s"
     if rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
@@ -232,7 +252,8 @@ def run_isolated(
         job_path = Path(tmp) / "job.pkl"
         report = Path(tmp) / "report.json"
         with open(job_path, "wb") as f:
-            pickle.dump(Job(req=req, run_id=run_id, quiet=quiet, report=str(report)), f)
+            pickle.dump(Job(req=req, run_id=run_id, quiet=quiet, report=str(report),
+                            heartbeat=str(Path(tmp) / "heartbeat")), f)
         if nproc > 1:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                    "-m", "suite.isolation", str(job_path)]
@@ -263,14 +284,19 @@ def run_isolated(
         old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-        backstop_s = None
+        backstop_s = wedged_s = None
         try:
             while True:
                 try:
                     rc = proc.wait(timeout=0.2)
                     break
                 except subprocess.TimeoutExpired:
-                    if time.monotonic() > deadline[0]:
+                    if backstop_s is not None or wedged_s is not None:
+                        continue  # killed: reap it
+                    wedged_s = _stale_heartbeat(Path(tmp), limits.stall_s + WEDGED_MARGIN_S)
+                    if wedged_s is not None:
+                        kill_tree(proc.pid)
+                    elif time.monotonic() > deadline[0]:
                         backstop_s = time.monotonic() - started
                         kill_tree(proc.pid)
         finally:
@@ -288,7 +314,7 @@ def run_isolated(
     found = _find_written(req.results_dir, run_id)
     if found is not None:
         return Outcome(found[0], found[1], signalled, None, rc)
-    how = _how_it_ended(rc, backstop_s, signalled)
+    how = _how_it_ended(rc, backstop_s, signalled, wedged_s)
     last = "".join(tail).strip()[-3000:]
     error = f"{how}\nlast output of the worker:\n{last}" if last else how
     result = _fallback(req, run_id, nproc, "interrupted" if signalled else "error", error)

@@ -73,6 +73,7 @@ class Watchdog:
         poll_s: float | None = None,
         hard_exit: bool = True,
         exit_code: int = EXIT_TIMEOUT,
+        heartbeat: str | None = None,
     ):
         self.run = run
         self.on_fire = on_fire
@@ -80,6 +81,7 @@ class Watchdog:
         self.poll_s = poll_s if poll_s is not None else min(0.5, self.limits.stall_s / 10)
         self.hard_exit = hard_exit
         self.exit_code = exit_code
+        self.heartbeat = heartbeat  # touched every poll: a parent that sees it go stale knows this thread cannot run
         self.fired_reason: str | None = None
         self._lock = threading.Lock()
         self._disarmed = False
@@ -97,6 +99,13 @@ class Watchdog:
     def disarm(self) -> bool:
         """Stop watching. True if the run ended first; False if the watchdog fired (it owns the ending)."""
         self._stop.set()
+        if self._thread.is_alive():  # let a poll in progress finish, so no heartbeat is written after this
+            self._thread.join(timeout=self.poll_s + 1.0)
+        if self.heartbeat is not None:  # a rank that ended well is not a wedged one
+            try:
+                os.unlink(self.heartbeat)
+            except OSError:
+                pass
         if not self._lock.acquire(blocking=not self.hard_exit):
             return False  # the watchdog is recording the result and will end the process
         try:
@@ -109,8 +118,18 @@ class Watchdog:
 
     # ---- the thread ----------------------------------------------------------------------------------
 
+    def _beat(self) -> None:
+        if self.heartbeat is not None:
+            try:
+                with open(self.heartbeat, "a"):
+                    os.utime(self.heartbeat)
+            except OSError:
+                pass
+
     def _loop(self) -> None:
+        self._beat()
         while not self._stop.wait(self.poll_s):
+            self._beat()
             reason = self.check(time.perf_counter())
             if reason is not None:
                 self._fire(reason)
