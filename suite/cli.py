@@ -33,7 +33,7 @@ app.add_typer(spec_app, name="spec")
 app.add_typer(results_app, name="results")
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # never wrap an error message mid-field
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 

@@ -117,6 +117,7 @@ def env(**extra: str) -> dict[str, str]:
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), e.get("PYTHONPATH", "")])
     e.setdefault("OMP_NUM_THREADS", "1")
+    e["COLUMNS"] = "200"  # rich wraps tables to the terminal; a wide one keeps cells whole for the asserts
     e.update(extra)
     return e
 
@@ -160,3 +161,24 @@ def json_rows(stdout: str) -> list[dict[str, Any]]:
     import json
 
     return json.loads(stdout[stdout.index("["):])
+
+
+def make_result(**fields: Any) -> Any:
+    """A complete, valid Result, as the harness writes one (fields override)."""
+    from datetime import UTC, datetime
+
+    from suite.results import EvalPoint, HardwareInfo, Result
+
+    base: dict[str, Any] = dict(
+        run_id="0123abcd", started_at=datetime(2026, 12, 3, 7, 0, 0, tzinfo=UTC), workload="cv/digits_cnn",
+        workload_version=1, spec_hash="f" * 16, backend="torch", config={"spec": {"name": "cv/digits_cnn"}},
+        status="reached", time_to_target_s=4.2, train_s=4.0, eval_s=0.2, init_s=1.0, total_s=4.2, steps=120,
+        samples=7680, steps_to_target=120,
+        eval_curve=[EvalPoint(step=20 * i, samples=1280 * i, elapsed_s=0.7 * i, train_s=0.68 * i,
+                              metrics={"accuracy": 0.1 * i}) for i in range(1, 7)],
+        hardware=HardwareInfo(slug="cpu-test-2c", device_type="cpu", device_name="test cpu", device_count=1,
+                              cpu_model="test cpu", cpu_cores=2),
+        seed=0,
+    )
+    base.update(fields)
+    return Result(**base)
