@@ -83,7 +83,9 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
     """Validate the blocks whose fields belong to a component (model arch, data set), and the task name."""
     problems: list[tuple[str, str]] = []
     try:
-        resolve(spec.task, TASKS, "task")
+        task = resolve(spec.task, TASKS, "task")
+        if not isinstance(task, type):  # `os:system` resolves too: only a class can be a workload
+            problems.append(("task", f"task {spec.task!r} is a {type(task).__name__}, not a Workload class"))
     except RegistryError as e:
         problems.append(("task", str(e)))
     problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
