@@ -44,6 +44,7 @@ from suite.watchdog import EXIT_TIMEOUT, Limits, Watchdog
 _early_signals: list[int] = []  # signals the child got before the harness installed its own handlers
 STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the child's own watchdog is armed
 TAIL_LINES = 30
+EXIT_GRACE_S = 30.0  # a child that reported but does not exit (a stray thread, a hung peer) is ended after this
 WEDGED_MARGIN_S = 15.0  # a watchdog silent this much longer than its own stall window is not coming back
 
 
@@ -211,6 +212,8 @@ def _how_it_ended(rc: int, backstop_s: float | None, signalled: int | None, wedg
     if backstop_s is not None:
         why = "after the stop signal" if signalled else "and its watchdog did not end it"
         return f"timeout: the worker made no progress {why}; killed after {backstop_s:.0f} s"
+    if signalled and rc == -signal.SIGKILL:
+        return "interrupted: stopped by a third signal; the worker was killed before it wrote a result"
     if rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         hint = " (the kernel's out-of-memory killer sends SIGKILL: check `dmesg`)" if -rc == signal.SIGKILL else ""
@@ -228,6 +231,17 @@ def _fallback(req: RunRequest, run_id: str, nproc: int, status: str, error: str)
     runner.dist = distributed.DistInfo(rank=0, world=nproc, local_rank=0, local_world=nproc)
     runner.status, runner.error = status, error
     return runner.result()
+
+
+def _read_report(report: Path) -> dict[str, Any] | None:
+    """The child's report, or None if there is none (it is written atomically: whole or absent)."""
+    try:
+        payload = json.loads(report.read_text(encoding="utf-8"))
+        if "data_missing" not in payload:
+            parse_result(payload["result"], "worker report")
+        return payload
+    except (OSError, ValueError, KeyError, TypeError, ResultError):
+        return None
 
 
 def _find_written(results_dir: Path | None, run_id: str) -> tuple[Result, Path] | None:
@@ -284,7 +298,7 @@ def run_isolated(
         old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-        backstop_s = wedged_s = None
+        backstop_s = wedged_s = reported_at = None
         try:
             while True:
                 try:
@@ -293,6 +307,13 @@ def run_isolated(
                 except subprocess.TimeoutExpired:
                     if backstop_s is not None or wedged_s is not None:
                         continue  # killed: reap it
+                    if reported_at is None and report.exists():
+                        reported_at = time.monotonic()
+                    if reported_at is not None:  # the result is safe: only the exit is left
+                        if time.monotonic() - reported_at > EXIT_GRACE_S:
+                            kill_tree(proc.pid)
+                            reported_at = float("inf")
+                        continue
                     wedged_s = _stale_heartbeat(Path(tmp), limits.stall_s + WEDGED_MARGIN_S)
                     if wedged_s is not None:
                         kill_tree(proc.pid)
@@ -304,11 +325,11 @@ def run_isolated(
                 signal.signal(s, h)
         reader.join(timeout=10)
         signalled = signals[0] if signals else None
-        if report.exists():
-            payload = json.loads(report.read_text(encoding="utf-8"))
-            if "data_missing" in payload:
-                return Outcome(_fallback(req, run_id, nproc, "error", payload["data_missing"]), None,
-                               signalled, payload["data_missing"], rc)
+        payload = _read_report(report)
+        if payload is not None and "data_missing" in payload:
+            return Outcome(_fallback(req, run_id, nproc, "error", payload["data_missing"]), None,
+                           signalled, payload["data_missing"], rc)
+        if payload is not None:
             result = parse_result(payload["result"], "worker report")
             return Outcome(result, Path(payload["path"]) if payload["path"] else None, signalled, None, rc)
     found = _find_written(req.results_dir, run_id)

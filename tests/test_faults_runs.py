@@ -175,6 +175,7 @@ def _slow_specs(tmp_path: Path) -> tuple[list[str], Path]:
     return [str(slow), str(write_spec(tmp_path, "next", "none"))], ready
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_the_cli_ends_the_run_as_interrupted_and_stops_the_suite(tmp_path, sig):
     specs, ready = _slow_specs(tmp_path)
@@ -196,6 +197,7 @@ def test_signal_to_the_cli_ends_the_run_as_interrupted_and_stops_the_suite(tmp_p
     assert len(list(res.rglob("*.json"))) == 1 and _no_temp_files(res)
 
 
+@pytest.mark.slow
 def test_sigterm_to_a_worker_only_is_recorded_and_the_suite_goes_on(tmp_path):
     specs, ready = _slow_specs(tmp_path)
     p = subprocess.Popen(cli("run", *specs, "--results", str(tmp_path / "res"), "--json", "--threads", "1"),
