@@ -128,6 +128,7 @@ class Run:
         self.run_id = new_run_id()
         self.started_at = now_utc()
         self.flag = _StopFlag()
+        self.t0: float | None = None  # perf_counter at run_start; suite/watchdog.py measures stalls from it
         # measurements, filled as the run goes so that any ending (error included) reports them
         self.init_s = self.train_s = self.eval_s = self.total_s = self.data_wait_s = 0.0
         self.steps = self.samples = 0
@@ -144,7 +145,6 @@ class Run:
         self.tokens_per_sample = 1
         self.memory: dict[str, Any] = {}
         self.backend: Any = None
-        self.t0: float | None = None  # perf_counter at run_start; read by suite/watchdog.py
 
     # ---- the flow --------------------------------------------------------------------------------------
 
@@ -199,9 +199,10 @@ class Run:
             raise TimeoutError(f"init took {self.init_s:.1f} s, over budget.max_init_s={spec.budget.max_init_s}")
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
-        t0 = self.t0 = time.perf_counter()
+        t0 = time.perf_counter()
         batches = iter(workload.train_batches(self.dist.rank, self.dist.world))
         ev = spec.eval
+        self.t0 = t0
         max_steps = spec.budget.max_steps
         check_loss_every = 1 if self.device.type == "cpu" else 10
         next_progress = t0 + 1.0
