@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(
@@ -38,12 +39,26 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 
 def fail_input(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    # escape(): messages carry file names and run output, and `[/x]` in them would be read as rich markup
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False)
     return typer.Exit(EXIT_INPUT)
 
 
+def _strict_json(data: Any) -> Any:
+    """NaN/inf as the strings the result files use: a bare NaN token is not JSON (jq and browsers refuse it)."""
+    if isinstance(data, float) and data != data:
+        return "NaN"
+    if isinstance(data, float) and data in (float("inf"), float("-inf")):
+        return "Infinity" if data > 0 else "-Infinity"
+    if isinstance(data, dict):
+        return {k: _strict_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_strict_json(v) for v in data]
+    return data
+
+
 def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(_strict_json(data), indent=2, default=str, allow_nan=False) + "\n")
 
 
 # ---- run -------------------------------------------------------------------------------------------------
@@ -112,10 +127,11 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         tta = f"{r['time_to_target_s']:.2f} s" if r["time_to_target_s"] is not None else "-"
         sps = r["throughput"].get("samples_per_s")
-        final = " ".join(f"{k}={v:.4g}" for k, v in r["final_metrics"].items())
+        final = escape(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                for k, v in r["final_metrics"].items()))
         colour = {"reached": "green", "budget": "yellow"}.get(r["status"], "red")
         table.add_row(
-            r["workload"], r["backend"], str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
+            escape(r["workload"]), escape(r["backend"]), str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
             str(r["steps"]), f"{sps:,.0f}" if sps else "-", final,
         )
     return table
@@ -170,14 +186,18 @@ def run(
     algo: Annotated[str | None, typer.Option(
         help="swap the algorithm: a bundle (adamw, sgd, lion, muon, ...), a bundle .yaml, an optimizer "
              "import path pkg.mod:Class; see docs/algorithms.md")] = None,
+    isolate: Annotated[bool, typer.Option(
+        help="run each run in a child process of its own, so a crash, hang or kill ends that run, not the suite "
+        "(--no-isolate: in this process, e.g. under a debugger)")] = True,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     if executor != "inline" and nproc > 1:
         raise fail_input("--nproc is for one run across processes; with --executor local/ray give --jobs or a cluster")
-    if nproc > 1 and "WORLD_SIZE" not in os.environ:
+    launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
+    if nproc > 1 and not launched and not isolate:
         _precheck_supported(workloads or [], tier, set_ or [], variant, backend, algo, precision)  # before torchrun
         raise typer.Exit(_torchrun(nproc))
-    from suite import distributed, harness
+    from suite import distributed, harness, isolation
     from suite.algorithms import bundles
     from suite.algorithms import precision as precision_mod
     from suite.data.base import DataMissing
@@ -209,6 +229,9 @@ def run(
 
     is_main = distributed.from_env().is_main
     show = _progress_printer(is_main and not quiet)
+    isolated = isolate and not launched
+    if is_main:
+        _check_results_dir(results)
     rows: list[dict[str, Any]] = []
     bad = False
     requests = [
@@ -225,10 +248,18 @@ def run(
         bad = _run_on_executor(requests, executor, jobs, address, rows, quiet, results)
         requests = []  # done: fall through to the summary
     for req in requests:
-        try:
-            result, written = harness.run(req, show)
-        except DataMissing as e:
-            raise fail_input(str(e)) from None
+        if isolated:
+            outcome = isolation.run_isolated(req, nproc=nproc, quiet=quiet)
+            if outcome.data_missing:
+                raise fail_input(outcome.data_missing)
+            # stop only when the user asked the suite to stop (a signal to this process)
+            result, written, stop = outcome.result, outcome.path, outcome.signalled is not None
+        else:
+            try:
+                result, written = isolation.execute_guarded(req, show)
+            except DataMissing as e:
+                raise fail_input(str(e)) from None
+            stop = result.status == "interrupted"
         row = result.model_dump(mode="json", include={
             "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
             "final_metrics", "error", "run_id", "mfu"})
@@ -237,10 +268,12 @@ def run(
         if result.status in ("error", "diverged", "interrupted"):
             bad = True
             if is_main and result.error and not quiet:
-                err.print(f"[red]{result.workload} seed {req.seed}: {result.status}[/red]: {result.error}",
-                          highlight=False)
-            if fail_fast or result.status == "interrupted":
+                err.print(f"[red]{escape(result.workload)} seed {req.seed}: {result.status}[/red]: "
+                          f"{escape(result.error)}", highlight=False)
+            if fail_fast:
                 break
+        if stop:
+            break
     if is_main:
         if json_:
             _emit_json(rows)
@@ -248,6 +281,18 @@ def run(
             out.print(_summary_table(rows))
             out.print(f"results written under {results}/")
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
+
+
+def _check_results_dir(results: Path) -> None:
+    """Fail before the first run, not after it, when results cannot be written (exit 2, nothing measured)."""
+    import tempfile
+
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=results, prefix=".probe-"):
+            pass
+    except OSError as e:
+        raise fail_input(f"--results {results}: cannot write result files there ({e.strerror or e})") from None
 
 
 # ---- list / env ------------------------------------------------------------------------------------------
@@ -293,7 +338,7 @@ def list_(
                           ",".join(r["backends"]))
         out.print(table)
     for p in problems:
-        err.print(f"[red]invalid spec[/red] {p}", highlight=False)
+        err.print(f"[red]invalid spec[/red] {escape(p)}", highlight=False)
     raise typer.Exit(EXIT_FAIL if problems else EXIT_OK)
 
 
@@ -416,7 +461,7 @@ def results_validate(path: Annotated[Path, typer.Argument(help="a results folder
         raise fail_input(f"{path}: no such file or folder")
     loaded = load_results(path)
     for e in loaded.errors:
-        err.print(f"[red]bad[/red] {e}", highlight=False)
+        err.print(f"[red]bad[/red] {escape(e)}", highlight=False)
     out.print(f"{len(loaded.results)} valid, {len(loaded.errors)} invalid result file(s) under {path}")
     raise typer.Exit(EXIT_FAIL if loaded.errors else EXIT_OK)
 
@@ -436,19 +481,19 @@ def results_show(
     if json_:
         _emit_json([{"path": str(p), **r.model_dump(mode="json", exclude={"config", "eval_curve"})} for p, r in items])
     else:
-        table = Table(title=f"results under {path}")
+        table = Table(title=f"results under {escape(str(path))}")
         for col in ("started", "hardware", "workload", "backend", "seed", "status", "TTA s", "steps", "samples/s"):
             table.add_column(col)
         for _, r in items:
             sps = r.throughput.get("samples_per_s")
             table.add_row(
-                r.started_at.strftime("%Y-%m-%d %H:%M"), r.hardware.slug, r.workload, r.backend, str(r.seed),
-                r.status, f"{r.time_to_target_s:.2f}" if r.time_to_target_s is not None else "-", str(r.steps),
+                r.started_at.strftime("%Y-%m-%d %H:%M"), escape(r.hardware.slug), escape(r.workload),
+                escape(r.backend), str(r.seed), r.status, f"{r.time_to_target_s:.2f}" if r.time_to_target_s is not None else "-", str(r.steps),
                 f"{sps:,.0f}" if sps else "-",
             )
         out.print(table)
     for e in loaded.errors:
-        err.print(f"[red]skipped bad file[/red] {e}", highlight=False)
+        err.print(f"[red]skipped bad file[/red] {escape(e)}", highlight=False)
 
 # ---- executors (run --executor local | ray) --------------------------------------------------------------
 
@@ -460,7 +505,7 @@ def _run_on_executor(requests: list[Any], executor: str, jobs: int, address: str
 
     from suite.executors import EXECUTORS
     from suite.executors import execute as run_all
-    from suite.results import write_result
+    from suite.executors import write as write_from_worker
 
     if executor not in EXECUTORS:
         raise _bad_input(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
@@ -469,7 +514,7 @@ def _run_on_executor(requests: list[Any], executor: str, jobs: int, address: str
     requests = [dataclasses.replace(r, results_dir=None) for r in requests]  # the driver writes, below
     bad = False
     for result in run_all(requests, executor, jobs=jobs, address=address):
-        written = write_result(results_dir, result)
+        written = write_from_worker(results_dir, result)
         row = result.model_dump(mode="json", include={
             "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
             "final_metrics", "error", "run_id", "mfu"})

@@ -108,6 +108,14 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+OOM_HINT = "try a smaller data.batch_size, or bf16"
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """A device or host allocation failed: torch's OutOfMemoryError, MemoryError, or the CPU allocator's error."""
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
+
+
 def short_traceback(exc: BaseException, limit: int = 12) -> str:
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     text = "".join(lines)
@@ -127,6 +135,7 @@ class Run:
         self.run_id = new_run_id()
         self.started_at = now_utc()
         self.flag = _StopFlag()
+        self.t0: float | None = None  # perf_counter at run_start; suite/watchdog.py measures stalls from it
         # measurements, filled as the run goes so that any ending (error included) reports them
         self.init_s = self.train_s = self.eval_s = self.total_s = self.data_wait_s = 0.0
         self.steps = self.samples = 0
@@ -159,9 +168,11 @@ class Run:
                 raise  # bad input, not a failed run: the CLI says how to get the data, nothing is recorded
             except KeyboardInterrupt:
                 self.status, self.error = "interrupted", "interrupted by a second signal"
-            except Exception as e:  # noqa: BLE001 - every failure is recorded as a result, never lost
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure is recorded, never lost
                 self.status = "error"
                 self.error = f"{type(e).__name__}: {e}\n{short_traceback(e)}"
+                if out_of_memory(e):
+                    self.error = f"out of memory ({OOM_HINT}): {self.error}"
             finally:
                 if self.backend is not None:
                     try:
@@ -210,6 +221,7 @@ class Run:
         data_rank, data_world = shard() if shard is not None else (self.dist.rank, self.dist.world)
         batches = iter(workload.train_batches(data_rank, data_world))
         ev = spec.eval
+        self.t0 = t0
         max_steps = spec.budget.max_steps
         check_loss_every = 1 if self.device.type == "cpu" else 10
         next_progress = t0 + 1.0
@@ -360,13 +372,19 @@ def _data_root() -> Path:
     return data_root()
 
 
+def record(the_run: Run, result: Result) -> Path | None:
+    """Rank 0 writes the result (atomically, append-only) and its :::MLLOG log beside it; returns the path."""
+    results_dir = the_run.req.results_dir
+    if results_dir is None or not the_run.dist.is_main:
+        return None
+    result.mllog = Instruments.mllog_name(result)
+    path = write_result(results_dir, result)
+    the_run.inst.write_mllog(path.parent, result.mllog)
+    return path
+
+
 def run(req: RunRequest, progress: ProgressFn | None = None) -> tuple[Result, Path | None]:
-    """Run one seed; rank 0 writes the result (atomically) and returns its path."""
+    """Run one seed in this process; rank 0 writes the result and returns its path."""
     the_run = Run(req, progress)
     result = the_run.execute()
-    path = None
-    if req.results_dir is not None and distributed.from_env().is_main:
-        result.mllog = Instruments.mllog_name(result)
-        path = write_result(req.results_dir, result)
-        the_run.inst.write_mllog(path.parent, result.mllog)
-    return result, path
+    return result, record(the_run, result)

@@ -54,8 +54,8 @@ def resolve(ref: str, table: dict[str, str] | None = None, kind: str = "componen
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise RegistryError(f"{kind} {ref!r}: cannot import module {module_name!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - ImportError, and "" or "..x" (ValueError, TypeError), or a module that raises
+        raise RegistryError(f"{kind} {ref!r}: cannot import module {module_name!r}: {type(e).__name__}: {e}") from None
     try:
         obj = module
         for part in attr.split("."):
@@ -86,17 +86,19 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
     """Validate the blocks whose fields belong to a component (model arch, data set), and the task name."""
     problems: list[tuple[str, str]] = []
     try:
-        resolve(spec.task, TASKS, "task")
+        task = resolve(spec.task, TASKS, "task")
+        if not isinstance(task, type):  # `os:system` resolves too: only a class can be a workload
+            problems.append(("task", f"task {spec.task!r} is a {type(task).__name__}, not a Workload class"))
     except RegistryError as e:
         problems.append(("task", str(e)))
     problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
     data_params = spec.data.params()
     problems += _validate_block(DATASETS, spec.data.name, data_params, "data", "data set")
-    for backend in spec.backends:
+    for backend, options in spec.backends.items():
         if backend not in BACKENDS:
             problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
         else:
-            problems += _validate_backend_block(backend, spec.backends[backend])
+            problems += _validate_backend_block(backend, options)
     from suite.algorithms import plugins  # optimizer, schedule, loss, compression: user code is imported now
 
     problems += plugins.check_spec(spec)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 SCHEMA_VERSION = 1
 Status = Literal["reached", "budget", "diverged", "error", "interrupted"]
@@ -27,7 +27,9 @@ MAX_RESULT_BYTES = 64 * 1024 * 1024
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN/inf (a diverged run's eval loss) as "NaN"/"Infinity" strings, which read back as floats: the default
+    # writes null, which the reader then rejects, and a written result would be unreadable
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class EvalPoint(_Model):
@@ -109,6 +111,8 @@ class Result(_Model):
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
     mllog: str | None = Field(default=None, description="file name of the :::MLLOG log beside this result")
+    # the log's text while a result travels from a worker (local/ray executors) to the driver that writes it
+    _mllog_text: str | None = PrivateAttr(default=None)
 
 
 class ResultError(ValueError):
@@ -122,7 +126,7 @@ MIGRATIONS: dict[int, Any] = {}
 
 def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
     version = data.get("schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise ResultError(f"{source}: schema_version: missing or not an integer")
     if version > SCHEMA_VERSION:
         raise ResultError(
@@ -132,7 +136,12 @@ def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
     while version < SCHEMA_VERSION:
         if version not in MIGRATIONS:
             raise ResultError(f"{source}: no migration from schema_version {version}")
-        data = MIGRATIONS[version](data)
+        try:
+            data = MIGRATIONS[version](data)
+        except Exception as e:  # noqa: BLE001 - a file the migration cannot handle is a bad file, named
+            raise ResultError(f"{source}: migration from schema_version {version} failed: {type(e).__name__}: {e}") from None
+        if not isinstance(data, dict):
+            raise ResultError(f"{source}: migration from schema_version {version} did not return an object")
         version += 1
         data["schema_version"] = version
     return data
@@ -141,8 +150,10 @@ def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
 def parse_result(text: str, source: str) -> Result:
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # JSONDecodeError, and numbers too long to convert
         raise ResultError(f"{source}: not valid JSON (truncated or corrupt?): {e}") from None
+    except RecursionError:
+        raise ResultError(f"{source}: not a result: nested too deeply") from None
     if not isinstance(data, dict):
         raise ResultError(f"{source}: top level must be a JSON object")
     data = migrate(data, source)

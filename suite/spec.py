@@ -21,6 +21,7 @@ Domain = Literal["cv", "nlp", "gnn", "rl"]
 Tier = Literal["smoke", "standard", "full"]
 TIERS: tuple[Tier, ...] = ("smoke", "standard", "full")
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a page of YAML; anything larger is a mistake or an attack
+MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of `&a [*b, *b]` can mean billions
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
@@ -38,13 +39,14 @@ class SpecError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # no NaN or infinity anywhere: `.inf` seconds is no budget, and a NaN compares false against every limit
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
 
 
 class _Open(BaseModel):
     """A block whose extra keys belong to a component (model arch, data set, optimizer) that validates them."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -162,7 +164,9 @@ class WorkloadSpec(_Strict):
     @field_validator("tiers", mode="before")
     @classmethod
     def _tiers_list(cls, v: Any) -> Any:
-        return set(v) if isinstance(v, list) else v
+        if isinstance(v, list) and all(isinstance(t, str) for t in v):
+            return set(v)
+        return v  # anything else: pydantic names the problem (a TypeError here would escape as a crash)
 
     def canonical(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
@@ -204,6 +208,12 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
     seen = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a mapping key must be a plain value, not a {type(key).__name__}", key_node.start_mark
+            ) from None
         if key in seen:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
@@ -213,18 +223,46 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
 _SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _check_values(data: Any, source: str) -> None:
+    """Bound what a reader will walk: values counted as expanded (a shared alias counts each time), and
+    integers that fit 64 bits (a 5,000-digit one validates, then breaks str() and the spec hash)."""
+    n, todo = 0, [data]
+    while todo:
+        item = todo.pop()
+        n += 1
+        if n > MAX_SPEC_VALUES:
+            raise SpecError(source, [("", f"more than {MAX_SPEC_VALUES} values once YAML aliases are expanded")])
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple, set)):
+            todo.extend(item)
+        elif isinstance(item, int) and not -(2**63) <= item < 2**63:
+            raise SpecError(source, [("", "an integer does not fit in 64 bits")])
+
+
 def parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader derives from SafeLoader
+        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader derives from SafeLoader
     except yaml.YAMLError as e:
         raise SpecError(source, [("", f"not valid YAML (only plain YAML, no tags): {e}")]) from None
+    except RecursionError:
+        raise SpecError(source, [("", "nested too deeply to be a spec")]) from None
+    except Exception as e:  # noqa: BLE001 - a constructor choking on a value (`!!timestamp x`, 5,000 digits)
+        raise SpecError(source, [("", f"not valid YAML: {type(e).__name__}: {e}")]) from None
+    _check_values(data, source)
+    return data
 
 
 def read_spec_file(path: Path) -> dict[str, Any]:
     source = str(path)
-    if not path.exists():
+    try:
+        exists, is_file = path.exists(), path.is_file()
+    except (OSError, ValueError) as e:  # a NUL byte in the name, a name too long
+        raise SpecError(source, [("", f"cannot read: {e}")]) from None
+    if not exists:
         raise SpecError(source, [("", "no such file (use `trainbench list` to see the workloads)")])
-    if not path.is_file():
+    if not is_file:  # a folder, /dev/zero, a FIFO (which would block a reader forever)
         raise SpecError(source, [("", "not a file")])
     size = path.stat().st_size
     if size > MAX_SPEC_BYTES:
@@ -233,6 +271,8 @@ def read_spec_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise SpecError(source, [("", "not UTF-8 text")]) from None
+    except OSError as e:  # no permission, gone since the check
+        raise SpecError(source, [("", f"cannot read: {e.strerror or e}")]) from None
     data = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
@@ -272,10 +312,15 @@ def validate_spec(
     data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None, variant: str | None = None
 ) -> WorkloadSpec:
     """Validate raw spec data (plus a variant and --set overrides) and the component blocks it names."""
+    if not isinstance(data, dict):
+        raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
+    _check_values(data, source)
     if variant:
         variants = data.get("variants") or {}
+        if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
+            raise SpecError(source, [("variants", "must map each variant name to a mapping of `field.path: value`")])
         if variant not in variants:
-            known = ", ".join(sorted(variants)) or "none"
+            known = ", ".join(sorted(map(str, variants))) or "none"
             raise SpecError(source, [("variants", f"no variant {variant!r} (this spec has: {known})")])
         data = apply_overrides(data, dict(variants[variant]), f"{source} (variant {variant})")
     if overrides:

@@ -8,9 +8,11 @@ a Result with status `error`: nothing is lost.
 
 from __future__ import annotations
 
+import json
 import traceback
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,11 +37,38 @@ def describe(exc: BaseException) -> str:
 
 
 def run_worker(req: RunRequest) -> str:
-    """What a worker does for one request: run it without writing; the driver writes. Returns Result JSON."""
+    """What a worker does for one request: run it without writing; the driver writes (see `write`).
+
+    Returns JSON holding the Result's JSON and the text of its :::MLLOG log."""
     from suite import harness
 
-    result, _ = harness.run(replace(req, results_dir=None))
-    return result.model_dump_json()
+    the_run = harness.Run(replace(req, results_dir=None))
+    result = the_run.execute()
+    log = the_run.inst.mllog.text() if the_run.inst.mllog is not None else None
+    return json.dumps({"result": result.model_dump_json(), "mllog": log})
+
+
+def from_worker(payload: str) -> Result:
+    """The Result a worker sent back, with its log's text kept for the driver to write beside it."""
+    from suite.results import Result
+
+    data = json.loads(payload)
+    result = Result.model_validate_json(data["result"])
+    result._mllog_text = data.get("mllog")
+    return result
+
+
+def write(results_dir: Path, result: Result) -> Path:
+    """The driver's write: the result (atomic, append-only) and, when the worker sent one, its MLLOG log."""
+    from suite.instruments import Instruments
+    from suite.results import write_atomic, write_result
+
+    text = result._mllog_text
+    result.mllog = Instruments.mllog_name(result) if text else None
+    path = write_result(results_dir, result)
+    if text and result.mllog:
+        write_atomic(path.parent / result.mllog, text)
+    return path
 
 
 def execute(requests: list[RunRequest], executor: str, jobs: int = 1, address: str | None = None,

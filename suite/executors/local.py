@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from suite.executors import error_result, run_worker
+from suite.executors import error_result, from_worker, run_worker
 from suite.harness import RunRequest
 from suite.results import Result
 
@@ -89,5 +89,5 @@ def _outcome(slot: _Slot) -> Result:
                                       "reporting a result (killed, out of memory, or a crash in native code)")
     kind, payload = slot.reply
     if kind == "ok":
-        return Result.model_validate_json(payload)
+        return from_worker(payload)
     return error_result(slot.req, f"worker failed: {payload}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from suite.executors import describe, error_result, run_worker
+from suite.executors import describe, error_result, from_worker, run_worker
 from suite.harness import RunRequest
 from suite.results import Result
 
@@ -48,7 +48,7 @@ def execute(requests: list[RunRequest], address: str | None = None) -> Iterator[
             for ref in done:
                 req = pending.pop(ref)
                 try:
-                    yield Result.model_validate_json(ray.get(ref))
+                    yield from_worker(ray.get(ref))
                 except Exception as e:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...: recorded
                     yield error_result(req, f"ray task failed: {describe(e)}")
     finally:
