@@ -1,0 +1,359 @@
+"""results/ (+ baselines/, + compare JSON) -> a static leaderboard site in site/_build: a pure function of its inputs.
+
+The output is plain files with relative links (works from file:// and any static host), no CDN and no
+server; the same inputs give byte-identical output. Every string from a result goes through jinja2
+autoescape and is placed only in text or double-quoted attributes; every link is built here from hashes
+and slugs, never taken from a result. Corrupt result files are named and skipped (or fail under strict).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from suite import site_charts as charts
+from suite.results import Result, load_results
+from suite.site_data import (
+    CompareView,
+    RunRow,
+    Submission,
+    Workload,
+    build_workloads,
+    cell_text,
+    compare_view,
+    flatten,
+    load_baselines,
+    precision_of,
+    short_hash,
+    target_metric,
+    target_value,
+)
+
+SITE_DIR = Path(__file__).resolve().parents[1] / "site"
+MARKER = ".trainbench-site"  # a folder holding this file is ours to replace
+MAX_CURVES = 12  # convergence curves drawn per workload page (the newest)
+
+
+class SiteError(Exception):
+    """The site cannot be built; the message says which input or folder and what to do."""
+
+
+@dataclass
+class BuildReport:
+    out: Path
+    index: Path
+    results: int
+    workloads: int
+    pages: int
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    index_bytes: int = 0
+
+
+# ---- formatting (jinja filters) -------------------------------------------------------------------------
+
+
+def fmt_s(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if math.isinf(v):
+        return "∞"
+    if v < 1:
+        return f"{v:.3f}"
+    if v < 100:
+        return f"{v:.2f}"
+    if v < 10000:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
+def fmt_pct(v: float | None) -> str:
+    return "—" if v is None or math.isnan(v) else f"{100 * v:.1f}%"
+
+
+def fmt_num(v: Any, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return cell_text(v)
+    return charts.fmt_num(float(v)) + (f" {unit}" if unit else "")
+
+
+def fmt_date(d: datetime) -> str:
+    return d.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def sort_value(v: float | None) -> str:
+    """data-sort for numeric cells: the JS sorts on this, 'Infinity' after every number, blank last."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return "Infinity" if math.isinf(v) else repr(float(v))
+
+
+def _env() -> jinja2.Environment:
+    templates = SITE_DIR / "templates"
+    if not (templates / "base.html").is_file():
+        raise SiteError(f"{templates}: site templates are missing (is this a full checkout of the repository?)")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        autoescape=True,  # every template, whatever its name: results are untrusted text
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["inf"] = math.inf
+    env.filters.update(s=fmt_s, pct=fmt_pct, num=fmt_num, date=fmt_date, sortv=sort_value, text=cell_text)
+    return env
+
+
+# ---- charts for the pages -------------------------------------------------------------------------------
+
+
+def history_charts(w: Workload) -> list:
+    by_series: dict[str, list[Submission]] = {}
+    for s in w.submissions:
+        by_series.setdefault(s.series, []).append(s)
+    tta = [charts.Series(name, [charts.Point(s.timestamp, s.agg.tta_olympic_s,
+                                             f"{name} @ {s.sha[:10]}: {fmt_s(s.agg.tta_olympic_s)} s "
+                                             f"({s.agg.reached}/{s.agg.runs} reached)") for s in subs])
+           for name, subs in sorted(by_series.items())]
+    finite = [p.y for s in tta for p in s.points if math.isfinite(p.y) and p.y > 0]
+    log = bool(finite) and max(finite) / min(finite) > 30
+    out = [charts.line_chart(tta, x_label="date (UTC)", y_label="time to target, olympic mean (s)", x_kind="time",
+                             y_kind="log" if log else "linear", title="Time to target over time",
+                             chart_id="chart-tta-history")]
+    mfu = [charts.Series(name, [charts.Point(s.timestamp, 100 * s.agg.mfu_median,
+                                             f"{name} @ {s.sha[:10]}: MFU {fmt_pct(s.agg.mfu_median)}")
+                                for s in subs if s.agg.mfu_median is not None])
+           for name, subs in sorted(by_series.items())]
+    mfu = [s for s in mfu if s.points]
+    if mfu:
+        out.append(charts.line_chart(mfu, x_label="date (UTC)", y_label="MFU, median over seeds (%)", x_kind="time",
+                                     title="MFU over time", chart_id="chart-mfu-history"))
+    return out
+
+
+def convergence_chart(w: Workload) -> Any:
+    latest: dict[str, Submission] = {}
+    for s in w.submissions:
+        if s.series not in latest or s.timestamp > latest[s.series].timestamp:
+            latest[s.series] = s
+    metric = target_metric(w.latest)
+    runs = sorted((rr for s in latest.values() for rr in s.runs), key=lambda rr: rr.result.started_at)[-MAX_CURVES:]
+    series = [charts.Series(f"{rr.result.hardware.slug} · {rr.result.backend} · seed {rr.result.seed}",
+                            _curve_points(rr.result, metric),
+                            group=f"{rr.result.hardware.slug} · {rr.result.backend} · {precision_of(rr.result)}")
+              for rr in runs]
+    series.sort(key=lambda s: s.group)
+    target = target_value(w.latest)
+    refs = [charts.RefLine(target, f"target {metric} {charts.fmt_num(target)}")] if target is not None else []
+    ends = [s.points[-1].x for s in series if s.points and s.points[-1].x > 0]
+    log_x = bool(ends) and max(ends) / min(ends) > 20  # one slow device would squash every other curve
+    label = "time since run start, on the TTA clock (s" + (", log scale)" if log_x else ")")
+    return charts.line_chart(series, x_label=label, y_label=f"eval {metric}", x_kind="log" if log_x else "linear",
+                             ref_lines=refs, title="Convergence (latest submission per hardware × backend)",
+                             chart_id="chart-convergence"), len(runs)
+
+
+def _curve_points(r: Result, metric: str | None) -> list[charts.Point]:
+    return [charts.Point(p.elapsed_s, p.metrics[metric], f"step {p.step}, {p.elapsed_s:.3g} s: {metric} "
+                         f"{p.metrics[metric]:.4g}") for p in r.eval_curve if metric in p.metrics]
+
+
+def eval_names(r: Result) -> list[str]:
+    metric = target_metric(r)
+    return sorted({k for p in r.eval_curve for k in p.metrics}, key=lambda k: (k != metric, k))
+
+
+def run_charts(r: Result) -> list:
+    metric = target_metric(r)
+    out = []
+    for name in eval_names(r):
+        refs = []
+        if name == metric and target_value(r) is not None:
+            refs = [charts.RefLine(target_value(r), f"target {charts.fmt_num(target_value(r))}")]  # type: ignore[arg-type]
+        out.append(charts.line_chart([charts.Series(f"seed {r.seed}", _curve_points(r, name))],
+                                     x_label="time since run start, on the TTA clock (s)", y_label=f"eval {name}",
+                                     ref_lines=refs, width=620, height=260, title=f"eval {name}",
+                                     chart_id=f"chart-{short_hash(name)}"))
+    return out
+
+
+# ---- the build ------------------------------------------------------------------------------------------
+
+
+def _safe_log_name(name: str) -> bool:
+    return bool(name) and name == Path(name).name and name not in (".", "..") and "\\" not in name \
+        and not name.startswith(".") and "\x00" not in name
+
+
+def _attach_mllog(rr: RunRow, stage: Path) -> None:
+    """Copy the :::MLLOG file a result names, only when it is a plain file right beside the result."""
+    name = rr.result.mllog
+    if not name:
+        return
+    if not _safe_log_name(name):
+        rr.mllog_note = "the log name in this result is not a plain file name; not linked"
+        return
+    src = rr.path.parent / name
+    try:
+        ok = src.is_file() and src.resolve().parent == rr.path.parent.resolve()
+    except OSError:
+        ok = False
+    if not ok:
+        rr.mllog_note = "the MLPerf log this result names is not beside it"
+        return
+    rr.mllog_copy = rr.page.removesuffix(".html") + ".mllog.txt"
+    shutil.copyfile(src, stage / rr.mllog_copy)
+
+
+def _config_rows(r: Result) -> list[tuple[str, str]]:
+    return [(k, cell_text(v, 2000)) for k, v in flatten(r.config).items()]
+
+
+def _record(r: Result) -> dict[str, Any]:
+    """Every field of the result: scalars in one table, each dict in its own, lists and config apart."""
+    data = r.model_dump(mode="json", exclude={"config", "eval_curve", "warnings"})
+    scalars = {k: v for k, v in data.items() if not isinstance(v, dict | list)}
+    dicts = {k: flatten(v) for k, v in data.items() if isinstance(v, dict)}
+    return {"scalars": scalars, "dicts": dicts}
+
+
+def _prepare_out(out: Path) -> Path:
+    if out.exists() and not out.is_dir():
+        raise SiteError(f"--out {out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise SiteError(f"--out {out}: folder is not empty and was not built by `trainbench site build` "
+                        f"(no {MARKER}); choose another --out or empty it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.parent / f".{out.name}.building-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    for sub in ("w", "r", "compare", "static"):
+        (stage / sub).mkdir(parents=True)
+    return stage
+
+
+def _swap(stage: Path, out: Path) -> None:
+    """Replace the old build in two renames so a reader sees the old site or the new one, never half."""
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build_site(
+    results: Path,
+    out: Path,
+    baselines: Path | None = None,
+    compare: Sequence[Path] = (),
+    strict: bool = False,
+) -> BuildReport:
+    """Render the whole site into `out`; return what was built and which input files were skipped."""
+    t0 = time.perf_counter()
+    if not results.exists():
+        raise SiteError(f"--results {results}: no such folder (run `trainbench run ...` first, or point at one)")
+    for c in compare:
+        if not c.is_file():
+            raise SiteError(f"--compare {c}: no such file")
+    loaded = load_results(results, strict=strict)  # strict: ResultError naming the file propagates
+    base, base_errors = load_baselines(baselines)
+    if strict and base_errors:
+        raise SiteError(base_errors[0])
+    root = results if results.is_dir() else results.parent
+    rows = []
+    for path, r in loaded.results:
+        rel = path.relative_to(root).as_posix()
+        rid = short_hash(rel, 16)
+        rows.append(RunRow(path, rel, r, f"r/{rid}.html", f"r/{rid}.json"))
+    workloads = build_workloads(rows)
+    for w in workloads:
+        w.baselines = [b for b in base if b.workload == w.name]
+    views: list[CompareView] = [compare_view(p, i) for i, p in enumerate(compare)]
+    if strict and any(v.error for v in views):
+        raise SiteError(next(v.error for v in views if v.error))
+
+    env = _env()
+    stage = _prepare_out(out)
+    try:
+        skipped = [_relative_error(e, root) for e in loaded.errors + base_errors]
+        common = {"compares": views, "n_results": len(rows)}
+        pages = 0
+
+        def write(rel: str, template: str, **ctx: Any) -> None:
+            nonlocal pages
+            depth = rel.count("/")
+            html = env.get_template(template).render(root="../" * depth, page=rel, **common, **ctx)
+            (stage / rel).write_text(html, encoding="utf-8")
+            pages += 1
+
+        hardware = sorted({rr.result.hardware.slug for rr in rows})
+        backends = sorted({rr.result.backend for rr in rows})
+        domains: dict[str, list[Workload]] = {}
+        for w in workloads:
+            domains.setdefault(w.domain, []).append(w)
+        latest = max((rr.result.started_at for rr in rows), default=None)
+        write("index.html", "index.html", domains=domains, hardware=hardware, backends=backends,
+              skipped=skipped, latest=latest, n_workloads=len(workloads))
+        for w in workloads:
+            curve, n_curves = convergence_chart(w)
+            write(w.page, "workload.html", w=w, history=history_charts(w), convergence=curve, n_curves=n_curves,
+                  max_curves=MAX_CURVES)
+            for rr in w.runs:
+                _attach_mllog(rr, stage)
+                shutil.copyfile(rr.path, stage / rr.json_copy)
+                write(rr.page, "run.html", rr=rr, r=rr.result, w=w, charts=run_charts(rr.result),
+                      record=_record(rr.result), config_rows=_config_rows(rr.result),
+                      precision=precision_of(rr.result), eval_names=eval_names(rr.result))
+        for v in views:
+            write(v.page, "compare.html", view=v)
+        for asset in sorted((SITE_DIR / "static").iterdir()):
+            if asset.is_file():
+                shutil.copyfile(asset, stage / "static" / asset.name)
+        (stage / MARKER).write_text(json.dumps({"built_by": "trainbench site build"}) + "\n", encoding="utf-8")
+        _swap(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    index = out / "index.html"
+    return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads), pages=pages,
+                       skipped=skipped, seconds=time.perf_counter() - t0, index_bytes=index.stat().st_size)
+
+
+def _relative_error(message: str, root: Path) -> str:
+    """Errors name files relative to the results folder, so a published site does not leak build paths."""
+    for prefix in (str(root.resolve()) + os.sep, str(root) + os.sep):
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
+
+
+def serve(folder: Path, port: int = 8000, announce=print) -> None:
+    """Serve a built site on 127.0.0.1 only (a preview, never a public server) until interrupted."""
+    if not (folder / "index.html").is_file():
+        raise SiteError(f"{folder}: no index.html; run `trainbench site build --out {folder}` first")
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+        host, real_port = httpd.server_address[:2]
+        announce(f"serving {folder} at http://{host}:{real_port}/ (Ctrl-C to stop)")
+        try:
+            httpd.serve_forever()
+        except KeyboardInterrupt:
+            pass
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+        pass
