@@ -134,7 +134,7 @@ def line_chart(
     for s in series:
         groups.setdefault(s.group or s.name, len(groups))
     legend = [(f"s{i % N_COLOURS}", name, False) for name, i in groups.items()]
-    legend += [("ref", r.label, True) for r in ref_lines if math.isfinite(r.y)]
+    legend += [("ref-key", r.label, True) for r in ref_lines if math.isfinite(r.y)]
     legend = [(c, n if len(n) <= 48 else n[:47] + "…", ref) for c, n, ref in legend]
     left, right, bottom = 64, 16, 44
     # legend columns sized to the longest entry (6.3 px a character at 11 px is a safe over-estimate)

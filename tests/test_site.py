@@ -169,7 +169,7 @@ class _Tags(HTMLParser):
         self.handlers += [(tag, k) for k in a if k.startswith("on")]
         if tag == "script":
             self.scripts.append((a.get("src") or "INLINE").removeprefix("../"))
-        if tag == "link" and a.get("rel") == "stylesheet" and (a.get("href") or "").endswith("static/site.css"):
+        if tag == "link" and (a.get("href") or "").removeprefix("../") in ("static/site.css", "static/favicon.svg"):
             return
         if tag == "meta" and (a.get("http-equiv") or "").lower() == "refresh":
             self.foreign.append("meta refresh")
