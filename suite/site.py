@@ -9,6 +9,7 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import http.server
 import json
@@ -46,7 +47,8 @@ from suite.site_data import (
 
 SITE_DIR = Path(__file__).resolve().parents[1] / "site"
 MARKER = ".trainbench-site"  # a folder holding this file is ours to replace
-MAX_CURVES = 12  # convergence curves drawn per workload page (the newest)
+MAX_CURVES = 24  # convergence curves drawn per workload page, shared between configurations
+CHART_W = 660  # two history charts side by side on a 1440 px screen
 
 
 class SiteError(Exception):
@@ -125,42 +127,51 @@ def _env() -> jinja2.Environment:
 # ---- charts for the pages -------------------------------------------------------------------------------
 
 
+def palette(w: Workload) -> dict[str, int]:
+    """One colour per hardware × backend × precision across every chart of a workload page."""
+    return {name: i for i, name in enumerate(sorted({s.series for s in w.submissions}))}
+
+
 def history_charts(w: Workload) -> list:
+    colours = palette(w)
     by_series: dict[str, list[Submission]] = {}
     for s in w.submissions:
         by_series.setdefault(s.series, []).append(s)
     tta = [charts.Series(name, [charts.Point(s.timestamp, s.agg.tta_olympic_s,
                                              f"{name} @ {s.sha[:10]}: {fmt_s(s.agg.tta_olympic_s)} s "
-                                             f"({s.agg.reached}/{s.agg.runs} reached)") for s in subs])
+                                             f"({s.agg.reached}/{s.agg.runs} reached)") for s in subs],
+                         colour=colours[name])
            for name, subs in sorted(by_series.items())]
     finite = [p.y for s in tta for p in s.points if math.isfinite(p.y) and p.y > 0]
     log = bool(finite) and max(finite) / min(finite) > 30
     out = [charts.line_chart(tta, x_label="date (UTC)", y_label="time to target, olympic mean (s)", x_kind="time",
                              y_kind="log" if log else "linear", title="Time to target over time",
-                             chart_id="chart-tta-history")]
+                             width=CHART_W, chart_id="chart-tta-history")]
     mfu = [charts.Series(name, [charts.Point(s.timestamp, 100 * s.agg.mfu_median,
                                              f"{name} @ {s.sha[:10]}: MFU {fmt_pct(s.agg.mfu_median)}")
-                                for s in subs if s.agg.mfu_median is not None])
+                                for s in subs if s.agg.mfu_median is not None], colour=colours[name])
            for name, subs in sorted(by_series.items())]
     mfu = [s for s in mfu if s.points]
     if mfu:
         out.append(charts.line_chart(mfu, x_label="date (UTC)", y_label="MFU, median over seeds (%)", x_kind="time",
-                                     title="MFU over time", chart_id="chart-mfu-history"))
+                                     title="MFU over time", width=CHART_W, chart_id="chart-mfu-history"))
     return out
 
 
-def convergence_chart(w: Workload) -> Any:
+def convergence_chart(w: Workload) -> tuple[Any, int]:
+    """Seeds of the newest submission per configuration: MAX_CURVES curves shared out, at least one each."""
+    colours = palette(w)
     latest: dict[str, Submission] = {}
     for s in w.submissions:
         if s.series not in latest or s.timestamp > latest[s.series].timestamp:
             latest[s.series] = s
     metric = target_metric(w.latest)
-    runs = sorted((rr for s in latest.values() for rr in s.runs), key=lambda rr: rr.result.started_at)[-MAX_CURVES:]
-    series = [charts.Series(f"{rr.result.hardware.slug} · {rr.result.backend} · seed {rr.result.seed}",
-                            _curve_points(rr.result, metric),
-                            group=f"{rr.result.hardware.slug} · {rr.result.backend} · {precision_of(rr.result)}")
-              for rr in runs]
-    series.sort(key=lambda s: s.group)
+    per_series = max(1, MAX_CURVES // max(1, len(latest)))
+    series = []
+    for name, sub in sorted(latest.items()):
+        for rr in sub.runs[:per_series]:
+            series.append(charts.Series(f"{name} · seed {rr.result.seed}", _curve_points(rr.result, metric),
+                                        group=name, colour=colours[name]))
     target = target_value(w.latest)
     refs = [charts.RefLine(target, f"target {metric} {charts.fmt_num(target)}")] if target is not None else []
     ends = [s.points[-1].x for s in series if s.points and s.points[-1].x > 0]
@@ -168,7 +179,7 @@ def convergence_chart(w: Workload) -> Any:
     label = "time since run start, on the TTA clock (s" + (", log scale)" if log_x else ")")
     return charts.line_chart(series, x_label=label, y_label=f"eval {metric}", x_kind="log" if log_x else "linear",
                              ref_lines=refs, title="Convergence (latest submission per hardware × backend)",
-                             chart_id="chart-convergence"), len(runs)
+                             width=2 * CHART_W, chart_id="chart-convergence"), len(series)
 
 
 def _curve_points(r: Result, metric: str | None) -> list[charts.Point]:
@@ -231,6 +242,20 @@ def kv_rows(items: Iterable[tuple[Any, Any]], mono: bool = False) -> Markup:
                           for k, v in items))
 
 
+def eval_rows(r: Result, names: list[str]) -> Markup:
+    """The evaluations table body (numbers only, built here for speed like kv_rows)."""
+    out = []
+    for p in r.eval_curve:
+        cells = [f'<td class="num">{p.step}</td><td class="num">{p.samples}</td>',
+                 f'<td class="num" data-sort="{sort_value(p.elapsed_s)}">{fmt_s(p.elapsed_s)}</td>',
+                 f'<td class="num" data-sort="{sort_value(p.train_s)}">{fmt_s(p.train_s)}</td>']
+        for n in names:
+            v = p.metrics.get(n)
+            cells.append(f'<td class="num" data-sort="{sort_value(v)}">{"—" if v is None else f"{v:.4g}"}</td>')
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return Markup("".join(out))
+
+
 def _record(r: Result) -> dict[str, Any]:
     """Every field of the result: scalars in one table, each dict in its own, lists and config apart."""
     data = r.model_dump(mode="json", exclude={"config", "eval_curve", "warnings"})
@@ -266,6 +291,7 @@ class _Job:
     out: Path
     common: dict[str, Any]
     runs: list[tuple[RunRow, Workload]]
+    cache: dict[str, Any] = field(default_factory=dict)  # the previous build's manifest, by run page
 
 
 _JOB: _Job | None = None
@@ -302,21 +328,64 @@ def _render(job: _Job, rel: str, template: str, common: bool = True, **ctx: Any)
     return rel
 
 
-def _render_runs(lo: int, hi: int) -> list[str]:
+def _signature(rr: RunRow) -> list[Any]:
+    """What a run page's bytes depend on besides the site code: its result file and the log beside it."""
+    st = rr.path.stat()
+    sig: list[Any] = [rr.rel, st.st_size, st.st_mtime_ns]
+    if rr.result.mllog and _safe_log_name(rr.result.mllog):
+        try:
+            lst = (rr.path.parent / rr.result.mllog).stat()
+            sig += [lst.st_size, lst.st_mtime_ns]
+        except OSError:
+            sig.append(None)
+    return sig
+
+
+def _render_runs(lo: int, hi: int) -> tuple[list[str], dict[str, Any]]:
+    """Run pages lo..hi: (files written or kept, manifest entries). A page whose inputs and site code are
+    unchanged since the last build (per the manifest) is kept as it is, unrendered."""
     job = _JOB
     assert job is not None
-    written = []
+    written: list[str] = []
+    manifest: dict[str, Any] = {}
     for rr, w in job.runs[lo:hi]:
+        sig = _signature(rr)
+        old = job.cache.get(rr.page)
+        if old is not None and old["sig"] == sig and all((job.out / f).is_file() for f in old["files"]):
+            written += old["files"]
+            manifest[rr.page] = old
+            continue
         _attach_mllog(rr, job.out)
         _copy_if_changed(rr.path, job.out / rr.json_copy)
-        written.append(rr.json_copy)
-        if rr.mllog_copy:
-            written.append(rr.mllog_copy)
+        files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
         r = rr.result
-        written.append(_render(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
-                               record=_record(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
-                               precision=precision_of(r), eval_names=eval_names(r)))
-    return written
+        names = eval_names(r)
+        files.append(_render(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
+                             record=_record(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
+                             precision=precision_of(r), eval_names=names, eval_rows=eval_rows(r, names)))
+        written += files
+        manifest[rr.page] = {"sig": sig, "files": files}
+    return written, manifest
+
+
+def code_version() -> str:
+    """A hash of everything that shapes the pages: a changed template or module re-renders every page."""
+    h = hashlib.sha1()
+    for f in sorted([*SITE_DIR.glob("templates/*"), *SITE_DIR.glob("static/*"),
+                     *Path(__file__).parent.glob("site*.py"), Path(__file__).parent / "results.py"]):
+        if f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _read_manifest(out: Path, version: str) -> dict[str, Any]:
+    try:
+        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("code") != version or not isinstance(data.get("runs"), dict):
+        return {}
+    return data["runs"]
 
 
 def _jobs(requested: int | None, n_runs: int) -> int:
@@ -331,7 +400,7 @@ def _jobs(requested: int | None, n_runs: int) -> int:
     return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
-def _run_pages(job: _Job, jobs: int) -> list[str]:
+def _run_pages(job: _Job, jobs: int) -> tuple[list[str], dict[str, Any]]:
     global _JOB
     _JOB = job
     try:
@@ -343,9 +412,13 @@ def _run_pages(job: _Job, jobs: int) -> list[str]:
 
         chunk = max(1, -(-n // (jobs * 4)))
         bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+        written: list[str] = []
+        manifest: dict[str, Any] = {}
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            parts = pool.map(_render_runs, *zip(*bounds, strict=True))
-            return [rel for part in parts for rel in part]
+            for files, entries in pool.map(_render_runs, *zip(*bounds, strict=True)):
+                written += files
+                manifest.update(entries)
+        return written, manifest
     finally:
         _JOB = None
 
@@ -388,8 +461,11 @@ def build_site(
 
     _prepare_out(out)
     skipped = [_relative_error(e, root) for e in loaded.errors + base_errors]
-    job = _Job(_env(), out, {"compares": views, "n_results": len(rows)}, [(rr, w) for w in workloads for rr in w.runs])
-    written = set(_run_pages(job, _jobs(jobs, len(rows))))
+    version = code_version()
+    job = _Job(_env(), out, {"compares": views, "n_results": len(rows)}, [(rr, w) for w in workloads for rr in w.runs],
+               _read_manifest(out, version))
+    run_files, manifest = _run_pages(job, _jobs(jobs, len(rows)))
+    written = set(run_files)
     domains: dict[str, list[Workload]] = {}
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)
@@ -408,7 +484,9 @@ def build_site(
     written.add(_render(job, "index.html", "index.html", domains=domains, skipped=skipped, latest=latest,
                         hardware=sorted({rr.result.hardware.slug for rr in rows}),
                         backends=sorted({rr.result.backend for rr in rows}), n_workloads=len(workloads)))
-    (out / MARKER).write_text(json.dumps({"built_by": "trainbench site build"}) + "\n", encoding="utf-8")
+    # the marker doubles as the manifest that lets the next build keep unchanged run pages
+    (out / MARKER).write_text(json.dumps({"built_by": "trainbench site build", "code": version,
+                                          "runs": dict(sorted(manifest.items()))}) + "\n", encoding="utf-8")
     _prune(out, written)
     index = out / "index.html"
     return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),

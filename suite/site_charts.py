@@ -32,6 +32,7 @@ class Series:
     points: list[Point] = field(default_factory=list)
     line: bool = True  # join the points; history charts join, scatter does not
     group: str = ""  # series of one group share a colour and one legend entry (e.g. the seeds of a config)
+    colour: int | None = None  # fixed palette slot, so one configuration has one colour on every chart of a page
 
 
 @dataclass
@@ -132,7 +133,7 @@ def line_chart(
         ys = [y for y in ys if y > 0]
     groups: dict[str, int] = {}
     for s in series:
-        groups.setdefault(s.group or s.name, len(groups))
+        groups.setdefault(s.group or s.name, s.colour if s.colour is not None else len(groups))
     legend = [(f"s{i % N_COLOURS}", name, False) for name, i in groups.items()]
     legend += [("ref-key", r.label, True) for r in ref_lines if math.isfinite(r.y)]
     legend = [(c, n if len(n) <= 48 else n[:47] + "…", ref) for c, n, ref in legend]
@@ -214,7 +215,7 @@ def line_chart(
     out.append(f'<text class="label" transform="translate(14 {top + ph / 2}) rotate(-90)" '
                f'text-anchor="middle">{escape(y_label)}</text>')
     if has_inf:
-        out.append(f'<text class="inf-label" x="{left - 6}" y="{top - 6}" text-anchor="end">not reached</text>')
+        out.append(f'<text class="inf-label" x="{left + 4}" y="{top - 14}">not reached ↓</text>')
         out.append(f'<line class="inf-band" x1="{left}" x2="{left + pw}" y1="{top - 10}" y2="{top - 10}"/>')
     out.append("</g>")
     for r in ref_lines:

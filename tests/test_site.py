@@ -291,3 +291,24 @@ def test_site_scale_benchmark_small(tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(repo)})
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert figures["results"] == 300 and figures["index_bytes"] < 1_000_000, proc.stderr
+
+
+def test_rebuild_rerenders_a_page_when_its_log_appears_or_the_site_code_changes(tmp_path: Path, monkeypatch) -> None:
+    import suite.site as site_mod
+
+    root, out = tmp_path / "results", tmp_path / "out"
+    p = write_result(root, make_result(seed=0, mllog="run.mllog"))
+    write_result(root, make_result(seed=1))
+    build_site(root, out)
+    page = next(f for f in (out / "r").glob("*.html") if "run.mllog" in f.read_text())
+    assert 'id="mllog"' not in page.read_text() and "not beside it" in page.read_text()
+    (p.parent / "run.mllog").write_text(':::MLLOG {"key": "run_stop"}\n')
+    build_site(root, out)
+    assert 'id="mllog"' in page.read_text()
+    other = next(f for f in (out / "r").glob("*.html") if f != page)
+    other.write_text("stale")  # a hand-edited page survives only while nothing that shapes it changes
+    build_site(root, out)
+    assert other.read_text() == "stale"
+    monkeypatch.setattr(site_mod, "code_version", lambda: "a different site version")
+    build_site(root, out)
+    assert other.read_text().startswith("<!doctype html>")
