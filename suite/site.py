@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -502,14 +502,14 @@ def _relative_error(message: str, root: Path) -> str:
     return message
 
 
-def serve(folder: Path, port: int = 8000, announce=print) -> None:
+def serve(folder: Path, port: int = 8000, announce: Callable[[str], Any] = print) -> None:
     """Serve a built site on 127.0.0.1 only (a preview, never a public server) until interrupted."""
     if not (folder / "index.html").is_file():
         raise SiteError(f"{folder}: no index.html; run `trainbench site build --out {folder}` first")
     handler = functools.partial(_QuietHandler, directory=str(folder))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
-        host, real_port = httpd.server_address[:2]
-        announce(f"serving {folder} at http://{host}:{real_port}/ (Ctrl-C to stop)")
+        real_port = httpd.server_address[1]
+        announce(f"serving {folder} at http://127.0.0.1:{real_port}/ (Ctrl-C to stop)")
         try:
             httpd.serve_forever()
         except KeyboardInterrupt:

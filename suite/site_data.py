@@ -260,7 +260,8 @@ def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
             errors.append(f"{path}: a baseline must be a JSON object")
             continue
         parts = rel.with_suffix("").parts
-        key = data.get("key") if isinstance(data.get("key"), dict) else {}
+        raw_key = data.get("key")
+        key: dict[str, Any] = raw_key if isinstance(raw_key, dict) else {}
         hardware = _str(data.get("hardware") or key.get("hardware"), parts[0] if parts else "")
         backend = _str(data.get("backend") or key.get("backend"), parts[-1] if parts else "")
         workload = _str(data.get("workload") or key.get("workload"), "/".join(parts[1:-1]))
