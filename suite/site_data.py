@@ -313,6 +313,12 @@ class Table:
     columns: list[str]
     rows: list[list[tuple[str, str]]]  # (text, css class) per cell
 
+    @property
+    def numeric(self) -> list[bool]:
+        """Columns whose every filled cell is a number sort numerically."""
+        return [all(row[i][1] == "num" for row in self.rows if row[i][0]) and any(row[i][0] for row in self.rows)
+                for i in range(len(self.columns))]
+
 
 def _table(title: str, items: list[Any]) -> Table:
     flat = [flatten(x) if isinstance(x, dict) else {"value": x} for x in items]

@@ -70,7 +70,10 @@ def standard_site(tmp_path_factory) -> Path:
     compare.write_text(json.dumps({"verdict": "regression", "rows": [
         {"workload": "cv/digits_cnn", "hardware": "nvidia-h200-x8", "backend": "torch", "verdict": "regression",
          "tta": {"candidate_s": 12.0, "baseline_s": 10.0}},
-        {"workload": "cv/digits_cnn", "hardware": "nvidia-a100-x8", "backend": "torch", "verdict": "ok"}]}))
+        {"workload": "cv/digits_cnn", "hardware": "nvidia-a100-x8", "backend": "torch", "verdict": "ok",
+         "tta": {"candidate_s": 100.0}},
+        {"workload": "cv/digits_cnn", "hardware": "cpu-amd-epyc-2c", "backend": "torch", "verdict": "improvement",
+         "tta": {"candidate_s": 9.0, "baseline_s": 11.0}}]}))
     build_site(tmp / "results", tmp / "out", compare=[compare])
     return tmp / "out"
 
@@ -247,3 +250,16 @@ def test_served_over_loopback_http(tab: Page, standard_site: Path, tmp_path: Pat
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_compare_page_lists_verdicts_and_sorts_numbers_as_numbers(tab: Page, standard_site: Path) -> None:
+    tab.open(sorted((standard_site / "compare").glob("*.html"))[0])
+    table = tab.page.locator("table.compare")
+    assert table.locator("tbody tr").count() == 3
+    assert [v.inner_text() for v in table.locator(".verdict").all()] == ["regression", "ok", "improvement"]
+    table.locator("th", has_text="tta.candidate_s").locator("button").click()
+    col = table.locator("th", has_text="tta.candidate_s")
+    index = [h.inner_text() for h in table.locator("thead th").all()].index(col.inner_text())
+    cells = [r.locator("td").nth(index).inner_text() for r in table.locator("tbody tr").all()]
+    assert cells == ["9", "12", "100"]  # lexicographic order would be 100, 12, 9
+    assert tab.console == []
