@@ -85,7 +85,7 @@ def main() -> int:
         figures = {
             "results": report.results, "workloads": report.workloads, "pages": report.pages,
             "populate_s": round(populate_s, 2), "build_s": round(report.seconds, 2), "build_cpu_s": round(cpu, 2),
-            "rebuild_s": round(again.seconds, 2), "cpus": len(os.sched_getaffinity(0)),
+            "phases_s": report.phases_s, "rebuild_s": round(again.seconds, 2), "cpus": len(os.sched_getaffinity(0)),
             "load_avg_1m": round(os.getloadavg()[0], 2),
             "index_bytes": report.index_bytes, "largest_page_bytes": max(p.stat().st_size for p in pages),
             "site_bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file()),

@@ -9,6 +9,7 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import html
 import http.server
@@ -65,6 +66,7 @@ class BuildReport:
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     index_bytes: int = 0
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, run_pages, other_pages
 
 
 # ---- formatting (jinja filters) -------------------------------------------------------------------------
@@ -406,7 +408,11 @@ def _run_pages(job: _Job, jobs: int) -> tuple[list[str], dict[str, Any]]:
     try:
         n = len(job.runs)
         if jobs <= 1 or n < 2:
-            return _render_runs(0, n)
+            gc.freeze()  # the loaded results live until the end: spare them the collector's repeated walks
+            try:
+                return _render_runs(0, n)
+            finally:
+                gc.unfreeze()
         import concurrent.futures
         import multiprocessing
 
@@ -414,10 +420,17 @@ def _run_pages(job: _Job, jobs: int) -> tuple[list[str], dict[str, Any]]:
         bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
         written: list[str] = []
         manifest: dict[str, Any] = {}
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            for files, entries in pool.map(_render_runs, *zip(*bounds, strict=True)):
-                written += files
-                manifest.update(entries)
+        # freeze the parent's heap out of the collector: otherwise each forked worker's gc walks (and so
+        # copies, page by page) every Result the parent holds, which made 2 workers slower than 1
+        gc.freeze()
+        try:
+            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                                                        initializer=gc.disable) as pool:
+                for files, entries in pool.map(_render_runs, *zip(*bounds, strict=True)):
+                    written += files
+                    manifest.update(entries)
+        finally:
+            gc.unfreeze()
         return written, manifest
     finally:
         _JOB = None
@@ -443,6 +456,7 @@ def build_site(
         if not c.is_file():
             raise SiteError(f"--compare {c}: no such file")
     loaded = load_results(results, strict=strict)  # strict: ResultError naming the file propagates
+    phases = {"load": time.perf_counter() - t0}
     base, base_errors = load_baselines(baselines)
     if strict and base_errors:
         raise SiteError(base_errors[0])
@@ -464,7 +478,10 @@ def build_site(
     version = code_version()
     job = _Job(_env(), out, {"compares": views, "n_results": len(rows)}, [(rr, w) for w in workloads for rr in w.runs],
                _read_manifest(out, version))
+    t1 = time.perf_counter()
     run_files, manifest = _run_pages(job, _jobs(jobs, len(rows)))
+    phases["run_pages"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
     written = set(run_files)
     domains: dict[str, list[Workload]] = {}
     for w in workloads:
@@ -488,10 +505,12 @@ def build_site(
     (out / MARKER).write_text(json.dumps({"built_by": "trainbench site build", "code": version,
                                           "runs": dict(sorted(manifest.items()))}) + "\n", encoding="utf-8")
     _prune(out, written)
+    phases["other_pages"] = time.perf_counter() - t1
     index = out / "index.html"
     return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
                        pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
-                       seconds=time.perf_counter() - t0, index_bytes=index.stat().st_size)
+                       seconds=time.perf_counter() - t0, index_bytes=index.stat().st_size,
+                       phases_s={k: round(v, 3) for k, v in phases.items()})
 
 
 def _relative_error(message: str, root: Path) -> str:
