@@ -14,7 +14,7 @@ RESULTS ?= results
 SITE ?= site/_build
 PYTEST_ARGS ?=
 
-.PHONY: help install data tools demo test lint lint-workflows clean
+.PHONY: help install data tools browser demo test lint lint-workflows clean
 
 help:
 	@echo "make demo   install, run the smoke tier on real data (CPU), build the site, say where to look"
@@ -55,11 +55,17 @@ demo: install data
 	$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS)
 	@echo
 	@echo "Results: $(RESULTS)/   (trainbench results show $(RESULTS))"
+	$(VENV)/bin/trainbench site build --results $(RESULTS) --out $(SITE)
+	@echo "Site: open file://$(abspath $(SITE))/index.html   (or: trainbench site serve --out $(SITE))"
 
 lint: install
 	$(VENV)/bin/ruff check suite tests benchmarks
 
-test: install data tools lint
+# headless Chromium for the site's browser tests (Debian `chromium`); skips itself when /usr/bin/chromium exists
+browser:
+	bash scripts/install_browser.sh
+
+test: install data tools browser lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 clean:

@@ -1,0 +1,254 @@
+"""Server-side inline SVG charts for the static site: line/scatter charts with axes, units, legend, ref lines.
+
+Every piece of text that reaches the SVG goes through markupsafe.escape, and every attribute is double
+quoted, so a series name taken from a result renders as text. Colours are CSS classes (s0..s9), never
+inline styles, so the pages work under a strict Content-Security-Policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from markupsafe import Markup, escape
+
+AxisKind = Literal["linear", "log", "time"]
+N_COLOURS = 10
+
+
+@dataclass
+class Point:
+    x: float
+    y: float  # math.inf draws the point in the "not reached" band above the plot
+    label: str = ""
+
+
+@dataclass
+class Series:
+    name: str
+    points: list[Point] = field(default_factory=list)
+    line: bool = True  # join the points; history charts join, scatter does not
+    group: str = ""  # series of one group share a colour and one legend entry (e.g. the seeds of a config)
+    colour: int | None = None  # fixed palette slot, so one configuration has one colour on every chart of a page
+
+
+@dataclass
+class RefLine:
+    y: float
+    label: str
+
+
+def _nice_step(span: float, max_ticks: int) -> float:
+    raw = span / max(max_ticks, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * mag >= raw:
+            return m * mag
+    return 10 * mag
+
+
+def linear_ticks(lo: float, hi: float, max_ticks: int = 6) -> list[float]:
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    step = _nice_step(hi - lo, max_ticks)
+    start = math.ceil(lo / step - 1e-9) * step
+    ticks, t = [], start
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 12))
+        t += step
+    return ticks
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    ticks = []
+    for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        for m in (1, 2, 5):
+            v = m * 10.0**e
+            if lo <= v <= hi:
+                ticks.append(v)
+    if len(ticks) > 8:
+        ticks = [t for t in ticks if math.isclose(math.log10(t) % 1, 0, abs_tol=1e-9)] or ticks[::3]
+    return ticks
+
+
+_TIME_STEPS_S = (1, 5, 15, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400,
+                 14 * 86400, 30 * 86400, 91 * 86400, 182 * 86400, 365 * 86400)
+
+
+def time_ticks(lo: float, hi: float, max_ticks: int = 6) -> tuple[list[float], str]:
+    """Ticks on a UTC time axis (epoch seconds) and the strftime format that suits their spacing."""
+    span = max(hi - lo, 1.0)
+    step = next((s for s in _TIME_STEPS_S if span / s <= max_ticks), _TIME_STEPS_S[-1])
+    fmt = "%H:%M:%S" if step < 60 else "%m-%d %H:%M" if step < 86400 else "%Y-%m-%d"
+    start = math.ceil(lo / step) * step
+    ticks = [float(t) for t in range(int(start), int(hi) + 1, int(step))]
+    return ticks, fmt
+
+
+def fmt_num(v: float) -> str:
+    """Compact number for axes and tooltips: 3 significant figures, SI suffixes above 10^4."""
+    if v == 0:
+        return "0"
+    if not math.isfinite(v):
+        return "∞" if v > 0 else "-∞"
+    a = abs(v)
+    for div, suf in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if a >= div:
+            return f"{v / (div if div != 1e4 else 1e3):.3g}{suf}"
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a < 1e-3:
+        return f"{v:.2e}"
+    return f"{v:.3g}"
+
+
+def _fmt_tick(v: float, kind: AxisKind, time_fmt: str) -> str:
+    if kind == "time":
+        return datetime.fromtimestamp(v, UTC).strftime(time_fmt)
+    return fmt_num(v)
+
+
+def line_chart(
+    series: Sequence[Series],
+    *,
+    x_label: str,
+    y_label: str,
+    x_kind: AxisKind = "linear",
+    y_kind: AxisKind = "linear",
+    ref_lines: Sequence[RefLine] = (),
+    width: int = 760,
+    height: int = 300,
+    title: str = "",
+    chart_id: str = "",
+) -> Markup:
+    """An inline SVG line/scatter chart. Points at y=inf go into a labelled band above the plot."""
+    finite = [p for s in series for p in s.points if math.isfinite(p.y) and math.isfinite(p.x)]
+    has_inf = any(math.isinf(p.y) for s in series for p in s.points)
+    xs = [p.x for s in series for p in s.points if math.isfinite(p.x) and (x_kind != "log" or p.x > 0)]
+    ys = [p.y for p in finite] + [r.y for r in ref_lines if math.isfinite(r.y)]
+    if y_kind == "log":
+        ys = [y for y in ys if y > 0]
+    groups: dict[str, int] = {}
+    for s in series:
+        groups.setdefault(s.group or s.name, s.colour if s.colour is not None else len(groups))
+    legend = [(f"s{i % N_COLOURS}", name, False) for name, i in groups.items()]
+    legend += [("ref-key", r.label, True) for r in ref_lines if math.isfinite(r.y)]
+    legend = [(c, n if len(n) <= 48 else n[:47] + "…", ref) for c, n, ref in legend]
+    left, right, bottom = 64, 16, 44
+    # legend columns sized to the longest entry (6.3 px a character at 11 px is a safe over-estimate)
+    col_w = max((len(n) for _, n, _ in legend), default=0) * 6.3 + 26
+    per_row = max(1, int((width - left - right) // col_w)) if legend else 1
+    legend_rows = math.ceil(len(legend) / per_row)
+    top = 14 + 16 * legend_rows + (18 if has_inf else 0)
+    pw, ph = width - left - right, height - top - bottom
+    out: list[str] = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="{escape(title or y_label)}"'
+        + (f' id="{escape(chart_id)}"' if chart_id else "") + ">"
+    ]
+    if title:
+        out.append(f"<title>{escape(title)}</title>")
+    if not xs or (not ys and not has_inf):
+        out.append(f'<text class="empty" x="{width / 2}" y="{height / 2}" text-anchor="middle">no data</text></svg>')
+        return Markup("".join(out))
+
+    x_lo, x_hi = min(xs), max(xs)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    time_fmt = ""
+    if x_kind == "time":
+        xt, time_fmt = time_ticks(x_lo, x_hi)
+    elif x_kind == "log":
+        x_lo, x_hi = 10 ** math.floor(math.log10(x_lo)), 10 ** math.ceil(math.log10(x_hi) + 1e-12)
+        xt = log_ticks(x_lo, x_hi)
+    else:
+        x_lo = min(x_lo, 0.0) if x_lo >= 0 and x_lo < (x_hi - x_lo) else x_lo
+        xt = linear_ticks(x_lo, x_hi)
+        x_lo, x_hi = min(x_lo, xt[0]), max(x_hi, xt[-1])
+    if ys:
+        y_lo, y_hi = min(ys), max(ys)
+    else:
+        y_lo, y_hi = 0.0, 1.0
+    if y_kind == "log":
+        y_lo, y_hi = 10 ** math.floor(math.log10(y_lo)), 10 ** math.ceil(math.log10(y_hi) + 1e-12)
+        if y_hi <= y_lo:
+            y_hi = y_lo * 10
+        yt = log_ticks(y_lo, y_hi)
+    else:
+        pad = (y_hi - y_lo) * 0.05 or abs(y_hi) * 0.05 or 1.0
+        y_lo, y_hi = (0.0 if y_lo >= 0 and y_lo - pad < 0 else y_lo - pad), y_hi + pad
+        yt = linear_ticks(y_lo, y_hi)
+        y_lo, y_hi = min(y_lo, yt[0]), max(y_hi, yt[-1])
+
+    def sx(x: float) -> float:
+        if x_kind == "log":
+            return left + (math.log10(max(x, x_lo)) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * pw
+        return left + (x - x_lo) / (x_hi - x_lo) * pw
+
+    def sy(y: float) -> float:
+        if math.isinf(y):
+            return top - 10
+        if y_kind == "log":
+            return top + ph - (math.log10(y) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * ph
+        return top + ph - (y - y_lo) / (y_hi - y_lo) * ph
+
+    # grid, ticks, axes
+    out.append('<g class="grid">')
+    for t in yt:
+        y = sy(t)
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
+    out.append("</g><g class=\"axis\">")
+    for t in yt:
+        out.append(f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{escape(fmt_num(t))}</text>')
+    for t in xt:
+        if x_lo <= t <= x_hi:
+            x = sx(t)
+            out.append(f'<line class="tick" x1="{x:.1f}" x2="{x:.1f}" y1="{top + ph}" y2="{top + ph + 4}"/>')
+            out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">'
+                       f"{escape(_fmt_tick(t, x_kind, time_fmt))}</text>")
+    out.append(f'<line class="frame" x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}"/>')
+    out.append(f'<line class="frame" x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}"/>')
+    out.append(f'<text class="label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text class="label" transform="translate(14 {top + ph / 2}) rotate(-90)" '
+               f'text-anchor="middle">{escape(y_label)}</text>')
+    if has_inf:
+        out.append(f'<text class="inf-label" x="{left + 4}" y="{top - 14}">not reached ↓</text>')
+        out.append(f'<line class="inf-band" x1="{left}" x2="{left + pw}" y1="{top - 10}" y2="{top - 10}"/>')
+    out.append("</g>")
+    for r in ref_lines:
+        if not math.isfinite(r.y) or (y_kind == "log" and r.y <= 0):
+            continue
+        y = sy(r.y)
+        out.append(f'<g class="ref"><line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}"/>'
+                   f'<text x="{left + pw - 4}" y="{y - 4:.1f}" text-anchor="end">{escape(r.label)}</text></g>')
+    # series
+    for s in series:
+        cls = f"s{groups[s.group or s.name] % N_COLOURS}"
+        out.append(f'<g class="series {cls}" data-series="{escape(s.name)}">')
+        pts = [p for p in s.points if math.isfinite(p.x) and (x_kind != "log" or p.x > 0)]
+        if s.line:
+            run = [f"{sx(p.x):.1f},{sy(p.y):.1f}" for p in pts if math.isfinite(p.y)]
+            if len(run) > 1:
+                out.append(f'<polyline points="{" ".join(run)}"/>')
+        for p in pts:
+            tip = escape(p.label or f"{s.name}: {fmt_num(p.y)}")
+            x, y = sx(p.x), sy(p.y)
+            if math.isinf(p.y):
+                out.append(f'<path class="pt inf" d="M{x - 4:.1f},{y - 4:.1f}l8,8m0,-8l-8,8"><title>{tip}</title></path>')
+            else:
+                out.append(f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3"><title>{tip}</title></circle>')
+        out.append("</g>")
+    # legend above the plot, as many entries a row as fit
+    if legend:
+        out.append('<g class="legend">')
+        for i, (cls, name, is_ref) in enumerate(legend):
+            lx, ly = left + (i % per_row) * col_w, 12 + 16 * (i // per_row)
+            mark = (f'<line x1="{lx:.1f}" x2="{lx + 10:.1f}" y1="{ly - 3}" y2="{ly - 3}"/>' if is_ref
+                    else f'<rect x="{lx:.1f}" y="{ly - 8}" width="10" height="10"/>')
+            out.append(f'<g class="{cls}">{mark}<text x="{lx + 14:.1f}" y="{ly + 1}">{escape(name)}</text></g>')
+        out.append("</g>")
+    out.append("</svg>")
+    return Markup("".join(out))

@@ -1,0 +1,381 @@
+"""The site's view of the data: results grouped into submissions and leaderboards, baselines and compare files.
+
+A *submission* is the seeds of one (workload, spec hash, hardware, backend, precision, commit): one
+leaderboard row, aggregated with suite.stats (olympic mean; a run that never reached the target is
+infinite, never missing). The leaderboard of a workload shows, per spec hash, the latest submission of
+each (hardware, backend, precision); the workload page keeps the whole history. Baseline and compare
+files belong to other modules, so they are read defensively: any JSON shape renders, none crashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from suite.results import Result, slug
+from suite.stats import Aggregate, GroupKey, aggregate, tta_or_inf
+
+MAX_SIDE_FILE_BYTES = 16 * 1024 * 1024  # compare / baseline JSON larger than this is refused, not parsed
+
+
+def short_hash(text: str, n: int = 8) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:n]
+
+
+def workload_page(workload: str) -> str:
+    """`w/<slug>-<hash>.html`: readable, and unique even when two names slug alike."""
+    return f"w/{slug(workload.replace('/', '-'))}-{short_hash(workload, 6)}.html"
+
+
+def _str(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default if value is None else str(value)
+
+
+def spec_of(r: Result) -> dict[str, Any]:
+    spec = r.config.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def precision_of(r: Result) -> str:
+    return _str(r.config.get("precision"), "fp32")
+
+
+def target_of(r: Result) -> dict[str, Any]:
+    t = spec_of(r).get("target")
+    return t if isinstance(t, dict) else {}
+
+
+def target_metric(r: Result) -> str | None:
+    m = target_of(r).get("metric")
+    return m if isinstance(m, str) else None
+
+
+def target_value(r: Result) -> float | None:
+    v = target_of(r).get("value")
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def domain_of(r: Result) -> str:
+    d = spec_of(r).get("domain")
+    return d if isinstance(d, str) and d else (r.workload.partition("/")[0] if "/" in r.workload else "other")
+
+
+@dataclass
+class RunRow:
+    path: Path  # the result file
+    rel: str  # its path under the results folder, shown and hashed into the page name
+    result: Result
+    page: str  # r/<id>.html, relative to the site root
+    json_copy: str  # r/<id>.json
+    mllog_copy: str | None = None  # r/<id>.mllog.txt when the named log exists beside the result
+    mllog_note: str = ""  # why there is no log link, when Result.mllog names one
+
+    @property
+    def tta(self) -> float:
+        return tta_or_inf(self.result)
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+@dataclass
+class Submission:
+    workload: str
+    spec_hash: str
+    hardware: str
+    backend: str
+    precision: str
+    sha: str
+    runs: list[RunRow]
+    agg: Aggregate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runs.sort(key=lambda rr: (rr.result.seed, rr.result.started_at))
+        self.agg = aggregate(GroupKey(self.hardware, self.workload, self.backend, self.spec_hash),
+                             [rr.result for rr in self.runs])
+
+    @property
+    def series(self) -> str:
+        return f"{self.hardware} · {self.backend} · {self.precision}"
+
+    @property
+    def latest(self) -> Result:
+        return max((rr.result for rr in self.runs), key=lambda r: r.started_at)
+
+    @property
+    def timestamp(self) -> float:
+        return self.latest.started_at.timestamp()
+
+    @property
+    def dirty(self) -> bool:
+        return any(rr.result.git.dirty for rr in self.runs)
+
+    @property
+    def backend_version(self) -> str:
+        return _str(self.latest.backend_version)
+
+    @property
+    def device(self) -> str:
+        hw = self.latest.hardware
+        return f"{hw.device_name} ×{hw.device_count}"
+
+    @property
+    def energy_to_target_j(self) -> float | None:
+        return _median([r.result.energy_to_target_j for r in self.runs if r.result.energy_to_target_j is not None])
+
+    @property
+    def energy_j(self) -> float | None:
+        return _median([r.result.energy_j for r in self.runs if r.result.energy_j is not None])
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return _median([r.result.throughput["tokens_per_s"] for r in self.runs if "tokens_per_s" in r.result.throughput])
+
+
+@dataclass
+class Baseline:
+    path: str
+    workload: str
+    hardware: str
+    backend: str
+    tta_s: float | None
+    data: dict[str, Any]
+
+
+@dataclass
+class Workload:
+    name: str
+    domain: str
+    page: str
+    runs: list[RunRow] = field(default_factory=list)
+    submissions: list[Submission] = field(default_factory=list)
+    baselines: list[Baseline] = field(default_factory=list)
+
+    @property
+    def latest(self) -> Result:
+        return max((rr.result for rr in self.runs), key=lambda r: r.started_at)
+
+    @property
+    def description(self) -> str:
+        return _str(spec_of(self.latest).get("description"))
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return target_of(self.latest)
+
+    def leaderboards(self) -> list[tuple[str, list[Submission]]]:
+        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
+        by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
+        for s in self.submissions:
+            k = (s.hardware, s.backend, s.precision)
+            cur = by_hash[s.spec_hash].get(k)
+            if cur is None or s.timestamp > cur.timestamp:
+                by_hash[s.spec_hash][k] = s
+        boards = [(h, rank(list(rows.values()))) for h, rows in by_hash.items()]
+        boards.sort(key=lambda hb: -max(s.timestamp for s in hb[1]))
+        return boards
+
+    def baseline_for(self, s: Submission) -> Baseline | None:
+        return next((b for b in self.baselines if b.hardware == s.hardware and b.backend == s.backend), None)
+
+
+def rank_key(s: Submission) -> tuple[float, float, str]:
+    tta = s.agg.tta_olympic_s
+    return (tta if not math.isnan(tta) else math.inf, -s.agg.success_rate, s.series)
+
+
+def rank(subs: list[Submission]) -> list[Submission]:
+    return sorted(subs, key=rank_key)
+
+
+def build_workloads(rows: list[RunRow]) -> list[Workload]:
+    workloads: dict[str, Workload] = {}
+    groups: dict[tuple[str, ...], list[RunRow]] = defaultdict(list)
+    for rr in rows:
+        r = rr.result
+        w = workloads.get(r.workload)
+        if w is None:
+            w = workloads[r.workload] = Workload(r.workload, domain_of(r), workload_page(r.workload))
+        w.runs.append(rr)
+        groups[(r.workload, r.spec_hash, r.hardware.slug, r.backend, precision_of(r), r.git.sha or "unknown")].append(rr)
+    for (wl, spec_hash, hw, backend, precision, sha), runs in groups.items():
+        workloads[wl].submissions.append(Submission(wl, spec_hash, hw, backend, precision, sha, runs))
+    for w in workloads.values():
+        w.runs.sort(key=lambda rr: rr.result.started_at)
+        w.submissions.sort(key=lambda s: s.timestamp)
+    return sorted(workloads.values(), key=lambda w: (w.domain, w.name))
+
+
+# ---- side files: baselines and compare reports ----------------------------------------------------------
+
+
+def read_json_file(path: Path) -> Any:
+    """Parsed JSON, or ValueError naming the file."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_SIDE_FILE_BYTES:
+            raise ValueError(f"{path}: {size} bytes is too large to render")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read as JSON: {e}") from None
+
+
+def _find_number(data: Any, names: tuple[str, ...], depth: int = 0) -> float | None:
+    if not isinstance(data, dict) or depth > 3:
+        return None
+    for n in names:
+        v = data.get(n)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+    for v in data.values():
+        found = _find_number(v, names, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+TTA_KEYS = ("tta_olympic_s", "time_to_target_s", "tta_s", "olympic_mean_s")
+
+
+def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
+    """baselines/<hardware>/<domain>/<workload>/<backend>.json; fields inside the file win over the path."""
+    if root is None or not root.exists():
+        return [], []
+    found, errors = [], []
+    for path in sorted(p for p in root.rglob("*.json") if p.is_file() and not p.name.startswith(".")):
+        rel = path.relative_to(root)
+        try:
+            data = read_json_file(path)
+        except ValueError as e:
+            errors.append(str(e))
+            continue
+        if not isinstance(data, dict):
+            errors.append(f"{path}: a baseline must be a JSON object")
+            continue
+        parts = rel.with_suffix("").parts
+        raw_key = data.get("key")
+        key: dict[str, Any] = raw_key if isinstance(raw_key, dict) else {}
+        hardware = _str(data.get("hardware") or key.get("hardware"), parts[0] if parts else "")
+        backend = _str(data.get("backend") or key.get("backend"), parts[-1] if parts else "")
+        workload = _str(data.get("workload") or key.get("workload"), "/".join(parts[1:-1]))
+        found.append(Baseline(str(rel), workload, hardware, backend, _find_number(data, TTA_KEYS), data))
+    return found, errors
+
+
+VERDICT_CLASS = {
+    "regression": "bad", "regressed": "bad", "fail": "bad", "failed": "bad", "worse": "bad", "slower": "bad",
+    "error": "bad", "missing": "warn", "noisy": "warn", "inconclusive": "warn", "unknown": "warn",
+    "new": "warn", "improvement": "good", "improved": "good", "better": "good", "faster": "good",
+    "ok": "ok", "pass": "ok", "passed": "ok", "same": "ok", "neutral": "ok", "noise": "ok",
+    "unchanged": "ok", "within_noise": "ok", "within-noise": "ok", "no_change": "ok",
+}
+VERDICT_COLUMNS = ("verdict", "status", "result", "outcome")
+
+
+def verdict_class(value: Any) -> str:
+    """A CSS class from a fixed set: the value itself never reaches the class attribute."""
+    return VERDICT_CLASS.get(_str(value).strip().lower().replace(" ", "_"), "plain")
+
+
+def cell_text(value: Any, limit: int = 400) -> str:
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, float):
+        text = f"{value:.6g}"
+    elif value is None or isinstance(value, bool | int):
+        text = json.dumps(value)
+    else:
+        text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def flatten(data: Any, prefix: str = "", depth: int = 0, out: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values (they are shown as JSON)."""
+    out = {} if out is None else out
+    if isinstance(data, dict) and depth < 6 and data:
+        for k, v in data.items():
+            flatten(v, f"{prefix}.{k}" if prefix else str(k), depth + 1, out)
+    else:
+        out[prefix or "value"] = data
+    return out
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[tuple[str, str]]]  # (text, css class) per cell
+
+    @property
+    def numeric(self) -> list[bool]:
+        """Columns whose every filled cell is a number sort numerically."""
+        return [all(row[i][1] == "num" for row in self.rows if row[i][0]) and any(row[i][0] for row in self.rows)
+                for i in range(len(self.columns))]
+
+
+def _table(title: str, items: list[Any]) -> Table:
+    flat = [flatten(x) if isinstance(x, dict) else {"value": x} for x in items]
+    columns: list[str] = []
+    for f in flat:
+        for k in f:
+            if k not in columns:
+                columns.append(k)
+    first = [c for c in columns if c.split(".")[-1] in VERDICT_COLUMNS]
+    columns = first + [c for c in columns if c not in first]
+    rows = []
+    for f in flat:
+        row = []
+        for c in columns:
+            v = f.get(c, "")
+            cls = verdict_class(v) if c.split(".")[-1] in VERDICT_COLUMNS else ("num" if isinstance(v, int | float) else "")
+            row.append((cell_text(v) if c in f else "", cls))
+        rows.append(row)
+    return Table(title, columns, rows)
+
+
+@dataclass
+class CompareView:
+    name: str
+    page: str
+    source: str
+    summary: list[tuple[str, str, str]] = field(default_factory=list)  # (key, text, css class)
+    tables: list[Table] = field(default_factory=list)
+    texts: list[tuple[str, str]] = field(default_factory=list)  # long strings (markdown report, notes)
+    error: str = ""
+
+
+def compare_view(path: Path, index: int) -> CompareView:
+    """Whatever compare wrote: top-level scalars as a summary, lists of objects as tables, long text verbatim."""
+    view = CompareView(name=path.stem, page=f"compare/{index:02d}-{slug(path.stem)}.html", source=str(path))
+    try:
+        data = read_json_file(path)
+    except ValueError as e:
+        view.error = str(e)
+        return view
+    if isinstance(data, list):
+        data = {"rows": data}
+    if not isinstance(data, dict):
+        view.summary.append(("value", cell_text(data), ""))
+        return view
+    for key, value in data.items():
+        k = str(key)
+        if isinstance(value, list) and value:
+            view.tables.append(_table(k, value))
+        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            view.tables.append(_table(k, [{"name": n, **v} for n, v in value.items()]))
+        elif isinstance(value, dict):
+            for fk, fv in flatten(value, k).items():
+                view.summary.append((fk, cell_text(fv), verdict_class(fv) if fk.split(".")[-1] in VERDICT_COLUMNS else ""))
+        elif isinstance(value, str) and (len(value) > 120 or "\n" in value):
+            view.texts.append((k, value))
+        else:
+            cls = verdict_class(value) if k in VERDICT_COLUMNS else ""
+            view.summary.append((k, cell_text(value), cls))
+    return view

@@ -1,0 +1,186 @@
+"""Page content for the static site: number formatting (the jinja filters), the SVG charts of each page,
+and the escaped table bodies that are built in Python because a run page has hundreds of rows.
+
+Everything that takes text from a result escapes it here (html.escape / markupsafe) or leaves it to
+jinja2's autoescape; nothing returns unescaped result text as Markup.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from markupsafe import Markup
+
+from suite import site_charts as charts
+from suite.results import Result
+from suite.site_data import (
+    Submission,
+    Workload,
+    cell_text,
+    flatten,
+    short_hash,
+    target_metric,
+    target_value,
+)
+
+MAX_CURVES = 24  # convergence curves drawn per workload page, shared between configurations
+CHART_W = 660  # two history charts side by side on a 1440 px screen
+
+
+# ---- formatting (jinja filters) -------------------------------------------------------------------------
+
+
+def fmt_s(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if math.isinf(v):
+        return "∞"
+    if v < 1:
+        return f"{v:.3f}"
+    if v < 100:
+        return f"{v:.2f}"
+    if v < 10000:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
+def fmt_pct(v: float | None) -> str:
+    return "—" if v is None or math.isnan(v) else f"{100 * v:.1f}%"
+
+
+def fmt_num(v: Any, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return cell_text(v)
+    return charts.fmt_num(float(v)) + (f" {unit}" if unit else "")
+
+
+def fmt_date(d: datetime) -> str:
+    return d.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def sort_value(v: float | None) -> str:
+    """data-sort for numeric cells: the JS sorts on this, 'Infinity' after every number, blank last."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return "Infinity" if math.isinf(v) else repr(float(v))
+
+
+# ---- charts for the pages -------------------------------------------------------------------------------
+
+
+def palette(w: Workload) -> dict[str, int]:
+    """One colour per hardware × backend × precision across every chart of a workload page."""
+    return {name: i for i, name in enumerate(sorted({s.series for s in w.submissions}))}
+
+
+def history_charts(w: Workload) -> list:
+    colours = palette(w)
+    by_series: dict[str, list[Submission]] = {}
+    for s in w.submissions:
+        by_series.setdefault(s.series, []).append(s)
+    tta = [charts.Series(name, [charts.Point(s.timestamp, s.agg.tta_olympic_s,
+                                             f"{name} @ {s.sha[:10]}: {fmt_s(s.agg.tta_olympic_s)} s "
+                                             f"({s.agg.reached}/{s.agg.runs} reached)") for s in subs],
+                         colour=colours[name])
+           for name, subs in sorted(by_series.items())]
+    finite = [p.y for s in tta for p in s.points if math.isfinite(p.y) and p.y > 0]
+    log = bool(finite) and max(finite) / min(finite) > 30
+    out = [charts.line_chart(tta, x_label="date (UTC)", y_label="time to target, olympic mean (s)", x_kind="time",
+                             y_kind="log" if log else "linear", title="Time to target over time",
+                             width=CHART_W, chart_id="chart-tta-history")]
+    mfu = [charts.Series(name, [charts.Point(s.timestamp, 100 * s.agg.mfu_median,
+                                             f"{name} @ {s.sha[:10]}: MFU {fmt_pct(s.agg.mfu_median)}")
+                                for s in subs if s.agg.mfu_median is not None], colour=colours[name])
+           for name, subs in sorted(by_series.items())]
+    mfu = [s for s in mfu if s.points]
+    if mfu:
+        out.append(charts.line_chart(mfu, x_label="date (UTC)", y_label="MFU, median over seeds (%)", x_kind="time",
+                                     title="MFU over time", width=CHART_W, chart_id="chart-mfu-history"))
+    return out
+
+
+def convergence_chart(w: Workload) -> tuple[Any, int]:
+    """Seeds of the newest submission per configuration: MAX_CURVES curves shared out, at least one each."""
+    colours = palette(w)
+    latest: dict[str, Submission] = {}
+    for s in w.submissions:
+        if s.series not in latest or s.timestamp > latest[s.series].timestamp:
+            latest[s.series] = s
+    metric = target_metric(w.latest)
+    per_series = max(1, MAX_CURVES // max(1, len(latest)))
+    series = []
+    for name, sub in sorted(latest.items()):
+        for rr in sub.runs[:per_series]:
+            series.append(charts.Series(f"{name} · seed {rr.result.seed}", _curve_points(rr.result, metric),
+                                        group=name, colour=colours[name]))
+    target = target_value(w.latest)
+    refs = [charts.RefLine(target, f"target {metric} {charts.fmt_num(target)}")] if target is not None else []
+    ends = [s.points[-1].x for s in series if s.points and s.points[-1].x > 0]
+    log_x = bool(ends) and max(ends) / min(ends) > 20  # one slow device would squash every other curve
+    label = "time since run start, on the TTA clock (s" + (", log scale)" if log_x else ")")
+    return charts.line_chart(series, x_label=label, y_label=f"eval {metric}", x_kind="log" if log_x else "linear",
+                             ref_lines=refs, title="Convergence (latest submission per hardware × backend)",
+                             width=2 * CHART_W, chart_id="chart-convergence"), len(series)
+
+
+def _curve_points(r: Result, metric: str | None) -> list[charts.Point]:
+    return [charts.Point(p.elapsed_s, p.metrics[metric], f"step {p.step}, {p.elapsed_s:.3g} s: {metric} "
+                         f"{p.metrics[metric]:.4g}") for p in r.eval_curve if metric in p.metrics]
+
+
+def eval_names(r: Result) -> list[str]:
+    metric = target_metric(r)
+    return sorted({k for p in r.eval_curve for k in p.metrics}, key=lambda k: (k != metric, k))
+
+
+def run_charts(r: Result) -> list:
+    metric = target_metric(r)
+    out = []
+    for name in eval_names(r):
+        refs = []
+        if name == metric and target_value(r) is not None:
+            refs = [charts.RefLine(target_value(r), f"target {charts.fmt_num(target_value(r))}")]  # type: ignore[arg-type]
+        out.append(charts.line_chart([charts.Series(f"seed {r.seed}", _curve_points(r, name))],
+                                     x_label="time since run start, on the TTA clock (s)", y_label=f"eval {name}",
+                                     ref_lines=refs, width=620, height=260, title=f"eval {name}",
+                                     chart_id=f"chart-{short_hash(name)}"))
+    return out
+
+
+# ---- table bodies -------------------------------------------------------------------------------------
+
+
+def kv_rows(items: Iterable[tuple[Any, Any]], mono: bool = False) -> Markup:
+    """<tr><th>key</th><td>value</td></tr> rows, escaped here in one pass: a run page has hundreds of them
+    and a jinja macro call per row made 10,000 run pages take several times longer."""
+    cls = ' class="mono"' if mono else ""
+    return Markup("".join(f"<tr><th{cls}>{html.escape(str(k))}</th><td{cls}>{html.escape(cell_text(v, 2000))}</td></tr>"
+                          for k, v in items))
+
+
+def eval_rows(r: Result, names: list[str]) -> Markup:
+    """The evaluations table body (numbers only, built here for speed like kv_rows)."""
+    out = []
+    for p in r.eval_curve:
+        cells = [f'<td class="num">{p.step}</td><td class="num">{p.samples}</td>',
+                 f'<td class="num" data-sort="{sort_value(p.elapsed_s)}">{fmt_s(p.elapsed_s)}</td>',
+                 f'<td class="num" data-sort="{sort_value(p.train_s)}">{fmt_s(p.train_s)}</td>']
+        for n in names:
+            v = p.metrics.get(n)
+            cells.append(f'<td class="num" data-sort="{sort_value(v)}">{"—" if v is None else f"{v:.4g}"}</td>')
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return Markup("".join(out))
+
+
+def record_tables(r: Result) -> dict[str, Any]:
+    """Every field of the result: scalars in one table, each dict in its own, lists and config apart."""
+    data = r.model_dump(mode="json", exclude={"config", "eval_curve", "warnings"})
+    scalars = kv_rows((k, v) for k, v in data.items() if not isinstance(v, dict | list))
+    dicts = {k: kv_rows(flatten(v).items()) for k, v in data.items() if isinstance(v, dict) and v}
+    return {"scalars": scalars, "dicts": dicts}
