@@ -167,7 +167,7 @@ def find_workload(ref: str) -> Path:
     if len(by_stem) == 1:
         return by_stem[0]
     path = Path(ref)
-    if path.suffix in (".yaml", ".yml") or os.sep in ref and path.exists():
+    if path.suffix in (".yaml", ".yml"):  # a spec file a user wrote; anything else must be a workload name
         return path
     close = [n for n in files if ref.split("/")[-1][:4] in n]
     hint = f" Did you mean: {', '.join(close[:5])}?" if close else ""
