@@ -192,7 +192,7 @@ def test_validate_spec_refuses_non_mappings():
 
 
 @pytest.mark.parametrize("args,words", [
-    (["run", "/etc/passwd"], "top level must be a mapping"),
+    (["run", "/etc/passwd"], "no workload '/etc/passwd'"),  # only .yaml/.yml paths are read as specs
     (["run", "../../etc/passwd"], "no workload '../../etc/passwd'"),
     (["run", "../../etc"], "no workload '../../etc'"),
     (["run", "cv/digits_cnn", "--set", "name=../../etc"], "name: Value error"),
