@@ -81,7 +81,14 @@ def read_r_lazyload(folder: Path, names: tuple[str, ...]) -> dict[str, Any]:
         import rdata
     except ImportError:
         raise DataMissing("reading the Austen texts needs the `rdata` package: pip install 'trainbench[nlp]'") from None
-    index = rdata.conversion.convert(rdata.parser.parse_data(gzip.decompress((folder / "Rdata.rdx").read_bytes())))
+    import warnings
+
+    def parse(body: bytes) -> Any:
+        with warnings.catch_warnings():  # lazy-load bodies carry no RDS magic; rdata warns, then parses them as RDS
+            warnings.simplefilter("ignore", UserWarning)
+            return rdata.conversion.convert(rdata.parser.parse_data(body))
+
+    index = parse(gzip.decompress((folder / "Rdata.rdx").read_bytes()))
     variables = {str(k): v for k, v in index["variables"].items()}
     blob = (folder / "Rdata.rdb").read_bytes()
     out = {}
@@ -94,11 +101,7 @@ def read_r_lazyload(folder: Path, names: tuple[str, ...]) -> dict[str, Any]:
         body = zlib.decompress(raw[4:])
         if len(body) != size:
             raise DataMissing(f"{folder}: object {name!r} is {len(body)} bytes, index says {size}")
-        import warnings
-
-        with warnings.catch_warnings():  # a lazy-load body has no RDS magic; rdata warns and parses it as RDS
-            warnings.simplefilter("ignore", UserWarning)
-            out[name] = rdata.conversion.convert(rdata.parser.parse_data(body))
+        out[name] = parse(body)
     return out
 
 
