@@ -11,8 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from datafiles import (
+    write_cifar10,
+    write_fashion,
+    write_imagefolder,
+    write_modded_shard,
+    write_ogbg,
+    write_shards,
+)
 
-from datafiles import write_cifar10, write_fashion, write_imagefolder, write_modded_shard, write_ogbg, write_shards
 from suite.data import cifar10, fashion_mnist, imagenet, ogbg, text
 from suite.data.base import DataMissing
 

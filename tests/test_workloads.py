@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from datafiles import write_cifar10, write_imagefolder, write_ogbg, write_shards
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from datafiles import write_cifar10, write_imagefolder, write_ogbg, write_shards
 from suite import harness, registry
 from suite.spec import load_spec
 from suite.workloads.base import Context

@@ -3,7 +3,7 @@
 In an RL spec the `data` block describes where the samples come from (environment, parallel envs, rollout
 length, discounting) and `data.batch_size` is the PPO minibatch; `load` probes the spaces only, the
 environments themselves are made by the workload. CartPole ships with gymnasium; MuJoCo tasks need the
-`mujoco` package (which ships its own assets): pip install 'trainbench[rl]'.
+`mujoco` package (which ships its own assets): pip install 'trainbench[mujoco]'.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def make_vec(cfg: Config, n: int) -> Any:
                            **cfg.env_kwargs)
     except (ImportError, ModuleNotFoundError, gym.error.DependencyNotInstalled) as e:
         raise DataMissing(f"environment {cfg.env_id!r} needs a package that is missing ({e}): "
-                          "pip install 'trainbench[rl]'") from None
+                          "pip install 'trainbench[rl]' (MuJoCo tasks: 'trainbench[mujoco]')") from None
     except gym.error.Error as e:
         raise DataMissing(f"environment {cfg.env_id!r}: {e}") from None
     mode = env.metadata.get("autoreset_mode")
