@@ -39,8 +39,9 @@ def make_vec(cfg: Config, n: int) -> Any:
     except ImportError:
         raise DataMissing("RL workloads need gymnasium: pip install 'trainbench[rl]'") from None
     try:
-        env = gym.make_vec(cfg.env_id, num_envs=n, **({"vectorization_mode": "sync"} if cfg.env_kwargs else {}),
-                           **cfg.env_kwargs)
+        # env kwargs rule out the native vector envs (CartPole's): step copies of the env in one process
+        extra: dict[str, Any] = {"vectorization_mode": "sync", **cfg.env_kwargs} if cfg.env_kwargs else {}
+        env = gym.make_vec(cfg.env_id, num_envs=n, **extra)
     except (ImportError, ModuleNotFoundError, gym.error.DependencyNotInstalled) as e:
         raise DataMissing(f"environment {cfg.env_id!r} needs a package that is missing ({e}): "
                           "pip install 'trainbench[rl]' (MuJoCo tasks: 'trainbench[mujoco]')") from None

@@ -138,9 +138,9 @@ def random_resized_crop(img: Any, size: int, min_scale: float) -> Any:
     else:
         cw = ch = min(w, h)
         x0, y0 = (w - cw) // 2, (h - ch) // 2
-    out = img.resize((size, size), Image.BILINEAR, box=(x0, y0, x0 + cw, y0 + ch))
+    out = img.resize((size, size), Image.Resampling.BILINEAR, box=(x0, y0, x0 + cw, y0 + ch))
     if float(torch.rand(1)) < 0.5:
-        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+        out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     return out
 
 
@@ -149,7 +149,7 @@ def center_crop(img: Any, size: int, resize: int) -> Any:
 
     w, h = img.size
     scale = resize / min(w, h)
-    img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
+    img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.Resampling.BILINEAR)
     w, h = img.size
     x0, y0 = (w - size) // 2, (h - size) // 2
     return img.crop((x0, y0, x0 + size, y0 + size))

@@ -135,10 +135,10 @@ def prepare(source: Path | None) -> str:
         link_local("ogbg_molpcba", folder)
     target = _index_path(folder)
     try:
-        np.savez(target, **arrays)
+        np.savez(target, **arrays)  # type: ignore[arg-type]
     except OSError:  # a read-only copy: keep the index in the data root instead
         target = named_dir("ogbg_molpcba") / INDEX
-        np.savez(target, **arrays)
+        np.savez(target, **arrays)  # type: ignore[arg-type]
     g = arrays["node_ptr"].shape[0] - 1
     return f"ogbg_molpcba: {folder} ({g} graphs, {arrays['y'].shape[1]} tasks), index {target}"
 

@@ -23,6 +23,10 @@ class Config(BaseModel):
 class ObsNorm(nn.Module):
     """Running mean/variance (Chan et al. parallel update); identity until `update` is first called."""
 
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
     def __init__(self, dim: int):
         super().__init__()
         self.register_buffer("mean", torch.zeros(dim))

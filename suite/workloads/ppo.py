@@ -17,7 +17,7 @@ from suite.data.gym_env import make_vec
 from suite.workloads.base import Batch, Context, WorkloadBase
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
+def _unwrap(model: nn.Module) -> Any:
     return getattr(model, "_orig_mod", model)  # torch.compile keeps the real module here
 
 
@@ -60,7 +60,7 @@ class PPO(WorkloadBase):
         super().__init__(spec, ctx)
         self.env_cfg: EnvConfig = self.data_cfg
         self.meta: dict[str, Any] = self.data_component.load(self.data_cfg)
-        self.policy: nn.Module | None = None
+        self.policy: Any = None
         cfg = self.env_cfg
         if spec.data.batch_size > cfg.n_envs * cfg.n_steps:
             raise ValueError(f"data.batch_size {spec.data.batch_size} is larger than a rollout "
@@ -96,7 +96,14 @@ class PPO(WorkloadBase):
     def _rollout(self, env: Any, state: dict[str, Any]) -> dict[str, np.ndarray]:
         cfg, net = self.env_cfg, _unwrap(self.policy)  # type: ignore[arg-type]
         T, E = cfg.n_steps, cfg.n_envs
-        obs_l, act_l, logp_l, val_l, nval_l, rew_l, term_l, done_l, valid_l = ([] for _ in range(9))
+        obs_l: list[np.ndarray] = []
+        act_l: list[np.ndarray] = []
+        logp_l: list[np.ndarray] = []
+        val_l: list[np.ndarray] = []
+        rew_l: list[np.ndarray] = []
+        term_l: list[np.ndarray] = []
+        done_l: list[np.ndarray] = []
+        valid_l: list[np.ndarray] = []
         obs, prev_done = state["obs"], state["prev_done"]
         for _ in range(T):
             if cfg.normalize_obs:
