@@ -14,6 +14,10 @@ echo "data: into $REG (scikit-learn digits and pydoc topics need nothing)"
 deb() {  # deb PACKAGE FILE-INSIDE: unpack a Debian package unless FILE-INSIDE is already there
   local pkg=$1 probe=$2 dest="$REG/$1"
   if [ -e "$dest/$probe" ]; then echo "data: $pkg already unpacked"; return; fi
+  if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
+    echo "data: WARNING no apt-get/dpkg-deb here: $pkg skipped (its workloads will say how to get the data)"
+    return
+  fi
   local tmp; tmp=$(mktemp -d)
   # apt needs its lists once on a fresh machine; refresh only when the package is not known yet
   if ! (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>&1); then
