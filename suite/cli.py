@@ -997,6 +997,49 @@ def site_serve(
     except OSError as e:
         raise fail_input(f"--port {port}: cannot listen on 127.0.0.1: {e}") from None
 
+# ---- data: list / prepare ------------------------------------------------------------------------------
+
+data_app = typer.Typer(help="Data sets: which are here, and getting or indexing one.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("list")
+def data_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Every data set the workloads use, where it comes from, and whether this machine has it."""
+    from suite.data.prepare import listing
+
+    rows = listing()
+    if json_:
+        _emit_json(rows)
+        return
+    table = Table(title="Data sets ($TRAINBENCH_DATA)")
+    for col in ("name", "source", "origin", "here", "where / how to get it"):
+        table.add_column(col)
+    for r in rows:
+        how = f"trainbench data prepare {r['name']}" + (" --from PATH" if r["source"] == "local" else "")
+        table.add_row(r["name"], r["source"], r["origin"], "yes" if r["present"] else "no",
+                      r["where"] if r["present"] else how)
+    out.print(table)
+
+
+@data_app.command("prepare")
+def data_prepare(
+    name: Annotated[str, typer.Argument(help="a data set name from `trainbench data list`")],
+    from_: Annotated[Path | None, typer.Option("--from", help="a local copy to check, index and link")] = None,
+) -> None:
+    """Install a registry data set, or check and index a local copy (--from), or download where possible."""
+    from suite.data.base import DataMissing
+    from suite.data.prepare import prepare
+
+    if from_ is not None and not from_.exists():
+        raise fail_input(f"--from {from_}: no such file or folder")
+    try:
+        out.print(prepare(name, from_), highlight=False)
+    except KeyError as e:
+        raise fail_input(str(e.args[0])) from None
+    except (DataMissing, FileExistsError) as e:
+        raise fail_input(str(e)) from None
+
 
 def main() -> None:
     app()

