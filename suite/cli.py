@@ -962,6 +962,8 @@ def site_build(
     results: Annotated[Path, typer.Option(help="results folder (or one result file)")] = Path("results"),
     baselines: Annotated[Path | None, typer.Option(help="baselines folder (read if it exists)")] = Path("baselines"),
     compare: Annotated[list[Path] | None, typer.Option(help="a compare JSON report to render (repeatable)")] = None,
+    study: Annotated[list[Path] | None, typer.Option(
+        help="a study report (study.json, or the folder `trainbench study --out` wrote) to render (repeatable)")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="output folder")] = Path("site/_build"),
     strict: Annotated[bool, typer.Option(help="fail on the first corrupt input file instead of skipping it")] = False,
 ) -> None:
@@ -970,7 +972,8 @@ def site_build(
     from suite.site import SiteError, build_site
 
     try:
-        report = build_site(results, out_dir, baselines=baselines, compare=compare or [], strict=strict)
+        report = build_site(results, out_dir, baselines=baselines, compare=compare or [], strict=strict,
+                            studies=study or [])
     except (SiteError, ResultError) as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(EXIT_FAIL if isinstance(e, ResultError) else EXIT_INPUT) from None

@@ -29,6 +29,7 @@ from suite.results import load_results
 from suite.site_data import (
     CompareView,
     RunRow,
+    StudyView,
     Workload,
     build_workloads,
     cell_text,
@@ -37,6 +38,7 @@ from suite.site_data import (
     load_baselines,
     precision_of,
     short_hash,
+    study_view,
 )
 from suite.site_render import (  # noqa: F401 - fmt_* and sort_value are re-exported for callers and tests
     MAX_CURVES,
@@ -126,7 +128,7 @@ def _prepare_out(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise SiteError(f"--out {out}: folder is not empty and was not built by `trainbench site build` "
                         f"(no {MARKER}); choose another --out or empty it")
-    for sub in ("w", "r", "compare", "static"):
+    for sub in ("w", "r", "compare", "study", "static"):
         (out / sub).mkdir(parents=True, exist_ok=True)
 
 
@@ -297,6 +299,7 @@ def build_site(
     compare: Sequence[Path] = (),
     strict: bool = False,
     jobs: int | None = None,
+    studies: Sequence[Path] = (),
 ) -> BuildReport:
     """Render the whole site into `out`; return what was built and which input files were skipped.
 
@@ -309,6 +312,9 @@ def build_site(
     for c in compare:
         if not c.is_file():
             raise SiteError(f"--compare {c}: no such file")
+    for st in studies:
+        if not (st.is_file() or (st / "study.json").is_file()):
+            raise SiteError(f"--study {st}: no such file (give a study.json or the folder `trainbench study` wrote)")
     loaded = load_results(results, strict=strict)  # strict: ResultError naming the file propagates
     phases = {"load": time.perf_counter() - t0}
     base, base_errors = load_baselines(baselines)
@@ -324,13 +330,14 @@ def build_site(
     for w in workloads:
         w.baselines = [b for b in base if b.workload == w.name]
     views: list[CompareView] = [compare_view(p, i) for i, p in enumerate(compare)]
-    if strict and any(v.error for v in views):
-        raise SiteError(next(v.error for v in views if v.error))
+    study_views: list[StudyView] = [study_view(p, i) for i, p in enumerate(studies)]
+    if strict and any(v.error for v in [*views, *study_views]):
+        raise SiteError(next(v.error for v in [*views, *study_views] if v.error))
 
     _prepare_out(out)
     skipped = [_relative_error(e, root) for e in loaded.errors + base_errors]
     version = code_version()
-    job = _Job(_env(), out, {"compares": views, "n_results": len(rows)}, [(rr, w) for w in workloads for rr in w.runs],
+    job = _Job(_env(), out, {"compares": views, "studies": study_views, "n_results": len(rows)}, [(rr, w) for w in workloads for rr in w.runs],
                _read_manifest(out, version))
     t1 = time.perf_counter()
     run_files, manifest = _run_pages(job, _jobs(jobs, len(rows)))
@@ -347,6 +354,8 @@ def build_site(
                             n_curves=n_curves, max_curves=MAX_CURVES))
     for v in views:
         written.add(_render(job, v.page, "compare.html", view=v))
+    for sv in study_views:
+        written.add(_render(job, sv.page, "study_page.html", view=sv))
     for asset in sorted((SITE_DIR / "static").iterdir()):
         if asset.is_file():
             _copy_if_changed(asset, out / "static" / asset.name)

@@ -379,3 +379,55 @@ def compare_view(path: Path, index: int) -> CompareView:
             cls = verdict_class(value) if k in VERDICT_COLUMNS else ""
             view.summary.append((k, cell_text(value), cls))
     return view
+
+
+@dataclass
+class StudyView:
+    """A study (`trainbench study`) on the site: its score table, per-workload times and profile plot."""
+
+    name: str
+    page: str
+    source: str
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    workloads: list[dict[str, Any]] = field(default_factory=list)  # {workload, cells: [(time text, ratio text)]}
+    algorithms: list[str] = field(default_factory=list)
+    tau_max: float = 0.0
+    svg: str = ""  # rendered here by suite.study.profile_svg from the numbers, never copied from the input
+    error: str = ""
+
+
+def study_view(path: Path, index: int) -> StudyView:
+    """study.json (or the folder holding it) -> a StudyView; a malformed file becomes an error on the page."""
+    import math
+
+    from suite import study
+
+    file = path / "study.json" if path.is_dir() else path
+    view = StudyView(name=path.stem if path.is_file() else path.name, page=f"study/{index:02d}-{slug(path.stem)}.html",
+                     source=str(file))
+    try:
+        data = read_json_file(file)
+        view.name = str(data["study"]["name"])
+        view.algorithms = [str(a) for a in data["algorithms"]]
+        view.tau_max = float(data["tau_max"])
+
+        def seconds(v: Any) -> float:  # the JSON writes a missed target (infinitely slow) as null
+            return math.inf if v is None else float(v)
+
+        times = {str(w): {a: seconds(per.get(a)) for a in view.algorithms} for w, per in data["times_s"].items()}
+        ratios = {a: {w: seconds(data["ratios"][a].get(w)) for w in times} for a in view.algorithms}
+        profiles = {a: [(float(t), float(f)) for t, f in data["profiles"][a]] for a in view.algorithms}
+        scores = [{"algorithm": str(r["algorithm"]), "score": float(r["score"]),
+                   "reached": int(r["workloads_reached"]), "workloads": int(r["workloads"])} for r in data["scores"]]
+        report = {"tau_max": view.tau_max, "study": {"name": view.name}, "algorithms": view.algorithms,
+                  "scores": scores, "profiles": profiles}
+        view.svg = study.profile_svg(report)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        view.error = f"{file}: not a study report ({type(e).__name__}: {e})"
+        return view
+    view.scores = scores
+    for w, per in times.items():
+        view.workloads.append({"workload": w, "cells": [
+            (f"{per[a]:.2f} s" if math.isfinite(per[a]) else "missed",
+             f"{ratios[a][w]:.2f}" if math.isfinite(ratios[a][w]) else "inf") for a in view.algorithms]})
+    return view
