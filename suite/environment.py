@@ -42,13 +42,20 @@ def hardware(device: devices.Device, devices_used: int = 1) -> HardwareInfo:
     )
 
 
+def package_version(dist: str) -> str | None:
+    """The installed version of a distribution (`megatron-core`), or None when it is not installed."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def software() -> dict[str, str]:
     out = {"python": platform.python_version(), "trainbench": __version__, "platform": platform.platform()}
     for pkg in SOFTWARE_PACKAGES:
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            pass
+        v = package_version(pkg)
+        if v is not None:
+            out[pkg] = v
     try:
         import torch
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -30,6 +29,7 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends.base import Availability, RunOptions, StepOut, TrainState
 from suite.backends.torch import to_device
+from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
 
 
@@ -60,10 +60,7 @@ def supports(spec: Any) -> str | None:
 
 
 def version() -> str | None:
-    try:
-        return importlib.metadata.version("deepspeed")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return package_version("deepspeed")
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

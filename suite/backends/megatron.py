@@ -13,7 +13,6 @@ averaged by torch DDP over Megatron's data-parallel group.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import socket
 from contextlib import nullcontext
@@ -30,6 +29,7 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends.base import Availability, RunOptions, StepOut, TrainState
 from suite.backends.torch import to_device
+from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
 
 SUPPORTED_ARCHS = ("gpt",)
@@ -76,10 +76,7 @@ def supports(spec: Any) -> str | None:
 
 
 def version() -> str | None:
-    try:
-        return importlib.metadata.version("megatron-core")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return package_version("megatron-core")
 
 
 # ---- the CPU shim -------------------------------------------------------------------------------------

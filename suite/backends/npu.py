@@ -7,13 +7,13 @@ synchronize, memory statistics and the process-group backend (hccl) all come fro
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import Any, ClassVar
 
 from suite import devices
 from suite.backends.base import Availability, RunOptions, TrainState
 from suite.backends.torch import Options as TorchOptions
 from suite.backends.torch import TorchBackend
+from suite.environment import package_version
 from suite.workloads.base import Workload
 
 
@@ -31,10 +31,7 @@ def supports(spec: Any) -> str | None:
 
 
 def version() -> str | None:
-    try:
-        return importlib.metadata.version("torch-npu")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return package_version("torch-npu")
 
 
 class NpuBackend(TorchBackend):
