@@ -10,7 +10,9 @@ it appears only in hardware FLOPs (HFU, `hardware_flops_per_sample`).
 The counted figure runs one real forward + backward of `workload.loss` under
 `torch.utils.flop_counter.FlopCounterMode`. Two things it does not count by itself are added here:
 fused SDPA kernels (the CPU flash kernel counts zero, FACTS.md), so attention runs under the math kernel;
-and scatter/index-add aggregation (graph message passing), registered as 2 FLOPs per scattered element.
+scatter/index-add aggregation (graph message passing), registered as 2 FLOPs per scattered element; and
+sparse matmuls (torch.sparse.mm with an adjacency), 2 FLOPs per stored non-zero per column, where the
+counter's shape-only formula would charge a dense N x N matmul (and it does not see the forward at all).
 """
 
 from __future__ import annotations
@@ -103,9 +105,32 @@ def _scatter_formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
     return 2 * math.prod(src_shape) if src_shape is not None else 0
 
 
+def _nnz(t: Any) -> int:
+    return int(t._nnz()) if isinstance(t, torch.Tensor) and t.is_sparse else 0
+
+
+def _mm_raw(a: Any, b: Any, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """aten.mm on raw tensors: a sparse operand costs 2 FLOPs per stored non-zero per output column (the
+    counter's own formula, from shapes only, would charge a sparse N x N adjacency as a dense matmul)."""
+    if a.is_sparse:
+        return 2 * _nnz(a) * int(b.shape[-1])
+    if b.is_sparse:
+        return 2 * _nnz(b) * int(a.shape[0])
+    return 2 * int(a.shape[0]) * int(a.shape[1]) * int(b.shape[1])
+
+
+def _sparse_addmm_raw(inp: Any, sparse: Any, dense: Any, *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """torch.sparse.mm's forward (aten._sparse_addmm), which the counter does not know at all."""
+    return 2 * _nnz(sparse) * int(dense.shape[-1])
+
+
+_mm_raw._get_raw = True  # type: ignore[attr-defined]  # FlopCounterMode: pass tensors, not shapes
+_sparse_addmm_raw._get_raw = True  # type: ignore[attr-defined]
+
+
 def _aggregation_ops() -> dict[Any, Callable[..., int]]:
     aten = torch.ops.aten
-    ops = {}
+    ops: dict[Any, Callable[..., int]] = {aten.mm: _mm_raw, aten._sparse_addmm: _sparse_addmm_raw}
     for name in ("scatter_add", "scatter_add_", "index_add", "index_add_", "scatter_reduce", "scatter_reduce_"):
         op = getattr(aten, name, None)
         if op is not None:

@@ -52,12 +52,14 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
 
 
 def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
-    """One sample = one full-graph pass. Per layer: dense 2*N*fin*fout plus sparse 2*(E+N)*fout (the
-    propagation is a real matmul with E+N nonzeros); backward = 2x forward, hence 3x."""
+    """One sample = one full-graph pass. Per layer (suite.flops.gcn_layer_train_flops): the dense transform
+    2*N*fin*fout, 3x for forward + backward; the propagation, a sparse matmul with E+N non-zeros (self-loops),
+    2*(E+N)*fout forward and as much backward (the adjacency itself has no gradient), so 2x."""
+    from suite.flops import gcn_layer_train_flops
+
     n, e = int(meta["num_nodes"]), int(meta["num_edges"])
     dims = _dims(cfg, meta)
-    fwd = sum(2 * n * a * b + 2 * (e + n) * b for a, b in zip(dims[:-1], dims[1:], strict=True))
-    return 3.0 * fwd
+    return sum(gcn_layer_train_flops(n, e + n, a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
 
 
 class _Component:
