@@ -199,3 +199,15 @@ def find_workload(ref: str) -> Path:
 
 def root_hint() -> str:
     return str(workloads_root())
+
+
+class Component:
+    """A model or data set component: its pydantic `Config` and its functions (`build`, `flops_per_sample`,
+    `load`, `prepare`, ...), looked up by attribute like a module. `COMPONENT = Component(Config, build=build)`."""
+
+    def __init__(self, config: type[BaseModel], **functions: Any):
+        self.Config = config
+        self.__dict__.update(functions)
+
+    def __repr__(self) -> str:
+        return f"Component({self.Config.__module__}: {', '.join(k for k in vars(self) if k != 'Config')})"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing, TensorSplits
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
+from suite.registry import Component
 
 TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
 TEST = "test_batch"
@@ -94,10 +95,4 @@ def prepare(source: Path | None) -> str:
     return f"cifar10: {folder} ({n_train} train, {n_test} test images)"
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-    prepare = staticmethod(prepare)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load, prepare=prepare)

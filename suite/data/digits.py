@@ -7,6 +7,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import TensorSplits, fixed_split
+from suite.registry import Component
 
 
 class Config(BaseModel):
@@ -27,9 +28,4 @@ def load(cfg: Config) -> TensorSplits:
     )
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from suite.data.base import DataMissing
 from suite.data.graphs import NodeGraph
 from suite.data.locate import find_dir, install_hint, link_local, named_dir, registry_dir
+from suite.registry import Component
 
 FILES = ("left_adjacency.csv", "left_cell_labels.csv")
 CLASSES = ("K", "P", "O", "I")
@@ -85,10 +86,4 @@ def prepare(source: Path | None) -> str:
     return f"drosophila: {folder} ({g.meta['num_nodes']} neurons, {g.meta['num_edges']} edges)"
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-    prepare = staticmethod(prepare)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load, prepare=prepare)

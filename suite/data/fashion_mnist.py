@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing, TensorSplits
 from suite.data.locate import find_dir, install_hint, link_local, named_dir, registry_dir
+from suite.registry import Component
 
 FILES = {
     "train_x": "train-images-idx3-ubyte.gz", "train_y": "train-labels-idx1-ubyte.gz",
@@ -85,10 +86,4 @@ def prepare(source: Path | None) -> str:
     return f"fashion_mnist: {folder} ({n['train_x']} train, {n['val_x']} test images)"
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-    prepare = staticmethod(prepare)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load, prepare=prepare)

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
+from suite.registry import Component
 
 
 class Config(BaseModel):
@@ -71,9 +72,4 @@ def load(cfg: Config) -> dict[str, Any]:
     return meta
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load)

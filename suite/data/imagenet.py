@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
+from suite.registry import Component
 
 EXTENSIONS = (".jpeg", ".jpg", ".png")
 MEAN = (0.485, 0.456, 0.406)
@@ -179,10 +180,4 @@ class ImageDataset(torch.utils.data.Dataset):
         return _to_tensor(img), label
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-    prepare = staticmethod(prepare)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load, prepare=prepare)

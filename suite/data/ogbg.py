@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from suite.data.base import DataMissing
 from suite.data.graphs import GraphSplits, PackedGraphs
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
+from suite.registry import Component
 
 RAW = ("num-node-list.csv.gz", "num-edge-list.csv.gz", "node-feat.csv.gz", "edge.csv.gz", "edge-feat.csv.gz",
        "graph-label.csv.gz")
@@ -143,10 +144,4 @@ def prepare(source: Path | None) -> str:
     return f"ogbg_molpcba: {folder} ({g} graphs, {arrays['y'].shape[1]} tasks), index {target}"
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-    prepare = staticmethod(prepare)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load, prepare=prepare)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from suite.data.base import DataMissing
 from suite.data.graphs import GraphSplits, PackedGraphs
 from suite.data.locate import find_dir, install_hint, link_local, named_dir, registry_dir
+from suite.registry import Component
 
 FILES = ("solubility.train.sdf", "solubility.test.sdf")
 ELEMENTS = ("C", "N", "O", "S", "F", "Cl", "Br", "I", "P", "B", "Si", "Se")  # the rest share one "other" id
@@ -139,10 +140,4 @@ def prepare(source: Path | None) -> str:
     return f"solubility: {folder} ({len(s.train)} train, {len(s.val)} test molecules)"
 
 
-class _Component:
-    Config = Config
-    load = staticmethod(load)
-    prepare = staticmethod(prepare)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, load=load, prepare=prepare)

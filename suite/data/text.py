@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, install_hint, link_local, local_hint, named_dir, registry_dir
+from suite.registry import Component
 
 
 @dataclass
@@ -209,13 +210,6 @@ def prepare_shards(source: Path | None) -> str:
     return f"fineweb10B: {folder} ({len(train)} train shards, {n} tokens; {len(val)} val shards)"
 
 
-class _Component:
-    def __init__(self, config: type[BaseModel], load: Any, prepare: Any = None):
-        self.Config = config
-        self.load = load
-        self.prepare = prepare
-
-
-PYDOC_TOPICS = _Component(CharConfig, load_pydoc_topics)
-AUSTEN = _Component(AustenConfig, load_austen, prepare_austen)
-SHARDS = _Component(ShardConfig, load_shards, prepare_shards)
+PYDOC_TOPICS = Component(CharConfig, load=load_pydoc_topics)
+AUSTEN = Component(AustenConfig, load=load_austen, prepare=prepare_austen)
+SHARDS = Component(ShardConfig, load=load_shards, prepare=prepare_shards)

@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from suite.registry import Component
+
 
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -66,10 +68,4 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     return 3 * fwd
 
 
-class _Component:
-    Config = Config
-    build = staticmethod(build)
-    flops_per_sample = staticmethod(flops_per_sample)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample)

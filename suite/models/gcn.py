@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from suite.registry import Component
+
 
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -62,10 +64,4 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     return sum(gcn_layer_train_flops(n, e + n, a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
 
 
-class _Component:
-    Config = Config
-    build = staticmethod(build)
-    flops_per_sample = staticmethod(flops_per_sample)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample)

@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
+from suite.registry import Component
+
 
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -137,12 +139,4 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     return flops_per_token(cfg, meta) * cfg.seq_len
 
 
-class _Component:
-    Config = Config
-    build = staticmethod(build)
-    flops_per_sample = staticmethod(flops_per_sample)
-    flops_per_token = staticmethod(flops_per_token)
-    param_count = staticmethod(param_count)
-
-
-COMPONENT = _Component()
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_per_token=flops_per_token, param_count=param_count)
