@@ -114,6 +114,12 @@ class Submission:
         return self.latest.started_at.timestamp()
 
     @property
+    def algorithm(self) -> str:
+        """The `--algo` label the runs were made with ('' for the spec's own optimizer)."""
+        algo = self.latest.config.get("algorithm")
+        return str(algo.get("label", "")) if isinstance(algo, dict) else ""
+
+    @property
     def dirty(self) -> bool:
         return any(rr.result.git.dirty for rr in self.runs)
 

@@ -312,3 +312,16 @@ def test_rebuild_rerenders_a_page_when_its_log_appears_or_the_site_code_changes(
     monkeypatch.setattr(site_mod, "code_version", lambda: "a different site version")
     build_site(root, out)
     assert other.read_text().startswith("<!doctype html>")
+
+
+def test_leaderboards_of_an_algorithm_study_name_the_algorithm(tmp_path: Path) -> None:
+    """`--algo` runs differ in spec hash; each board says which algorithm made it."""
+    for label, tta in (("muon", 5.0), ("adamw", 7.0)):
+        for seed in range(3):
+            r = make_result(seed=seed, tta_s=tta + seed / 10)
+            r.spec_hash = f"{label:x<16}"[:16]
+            r.config = {**r.config, "algorithm": {"label": label}}
+            write_result(tmp_path / "results", r)
+    build_site(tmp_path / "results", tmp_path / "out")
+    index = (tmp_path / "out" / "index.html").read_text()
+    assert re.search(r"spec muonx+ · algorithm muon", index) and re.search(r"spec adamwx+ · algorithm adamw", index)
