@@ -115,3 +115,14 @@ def write_ogbg(root: Path, graphs: int = 40, tasks: int = 4, seed: int = 0) -> P
     for part, idx in (("train", perm[:cut1]), ("valid", perm[cut1:cut2]), ("test", perm[cut2:])):
         _csv_gz(folder / "split" / "scaffold" / f"{part}.csv.gz", [[int(i)] for i in idx])
     return folder
+
+
+def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
+    """Small files in each full-tier data set's on-disk format, and the --set that points each spec at them."""
+    return {
+        "cv/cifar10_resnet": {"data.path": str(write_cifar10(base / "cifar", per_batch=16))},
+        "cv/imagenet_resnet50": {"data.path": str(write_imagefolder(base / "inet", classes=2, per_class=4))},
+        "nlp/gpt2_124m": {"data.path": str(write_shards(base / "fw", vocab=512))},
+        "gnn/ogbg_molpcba": {"data.path": str(write_ogbg(base, graphs=40))},
+        "rl/halfcheetah_ppo": {},
+    }

@@ -33,15 +33,9 @@ WORKLOADS = sorted(registry.workload_files().items())
 @pytest.fixture(scope="module")
 def full_tier_data(tmp_path_factory) -> dict[str, dict[str, str]]:
     """The full tier's data sets are not on this machine: small files in their real on-disk formats."""
-    from datafiles import write_cifar10, write_imagefolder, write_ogbg, write_shards
+    from datafiles import full_tier_overrides
 
-    base = tmp_path_factory.mktemp("flops-data")
-    return {
-        "cv/cifar10_resnet": {"data.path": str(write_cifar10(base / "cifar", per_batch=16))},
-        "cv/imagenet_resnet50": {"data.path": str(write_imagefolder(base / "inet", classes=2, per_class=4))},
-        "nlp/gpt2_124m": {"data.path": str(write_shards(base / "fw", vocab=512))},
-        "gnn/ogbg_molpcba": {"data.path": str(write_ogbg(base, graphs=40))},
-    }
+    return full_tier_overrides(tmp_path_factory.mktemp("flops-data"))
 
 
 def _inputs_require_grad(workload) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from datafiles import write_cifar10, write_imagefolder, write_ogbg, write_shards
+from datafiles import full_tier_overrides
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -40,14 +40,7 @@ def env_for_cli(**extra: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def full_data(tmp_path_factory) -> dict[str, dict[str, str]]:
     """Small files in each full-tier data set's on-disk format, and the --set that points the spec at them."""
-    base = tmp_path_factory.mktemp("fulldata")
-    return {
-        "cv/cifar10_resnet": {"data.path": str(write_cifar10(base / "cifar", per_batch=16))},
-        "cv/imagenet_resnet50": {"data.path": str(write_imagefolder(base / "inet", classes=2, per_class=4))},
-        "nlp/gpt2_124m": {"data.path": str(write_shards(base / "fw", vocab=512))},
-        "gnn/ogbg_molpcba": {"data.path": str(write_ogbg(base, graphs=40))},
-        "rl/halfcheetah_ppo": {},
-    }
+    return full_tier_overrides(tmp_path_factory.mktemp("fulldata"))
 
 
 def tiny(name: str, overrides: dict | None = None):
