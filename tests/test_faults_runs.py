@@ -238,9 +238,12 @@ def test_a_rank_killed_or_hung_in_a_two_process_run(tmp_path):
     # rank 0 (the writer) died: torchrun ends rank 1, the parent records how the job ended
     k0 = by["kill_rank0"]
     assert k0["status"] == "error" and "without writing a result" in k0["error"] and "SIGKILL" in k0["error"]
-    # rank 1 hung: rank 0 waits in the collective, its watchdog ends the job and records what it measured
+    # rank 1 hung: both ranks' watchdogs have the same window. Either rank 0's fires first (it records the
+    # timeout), or rank 1's does, exits, and rank 0's collective fails on the closed connection: both end the
+    # job within seconds and rank 0 records what it measured; which one wins is a race
     h1 = by["hang_rank1"]
-    assert h1["status"] == "error" and h1["error"].startswith("timeout: no training step") and h1["steps"] == 4
+    assert h1["status"] == "error" and h1["steps"] == 4, h1["error"]
+    assert h1["error"].startswith("timeout: no training step") or "Connection closed by peer" in h1["error"]
     loaded = load_results(res)
     assert loaded.errors == [] and len(loaded.results) == 3
     assert all(r.world_size == 2 for _, r in loaded.results)
