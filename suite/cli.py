@@ -120,15 +120,30 @@ def _progress_printer(enabled: bool):
     return show
 
 
+def _row(result: Any, written: Path | None) -> dict[str, Any]:
+    """One run as `run --json` prints it (and the summary table shows it)."""
+    row = result.model_dump(mode="json", include={
+        "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
+        "final_metrics", "error", "run_id", "mfu"})
+    target = result.config.get("spec", {}).get("target", {})
+    row["target"] = {k: target.get(k) for k in ("metric", "value", "mode")} if target else None
+    row["path"] = str(written) if written else None
+    return row
+
+
 def _summary_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="TrainBench runs")
-    for col in ("workload", "backend", "seed", "status", "time to target", "steps", "samples/s", "final"):
+    for col in ("workload", "backend", "seed", "status", "time to target", "steps", "samples/s", "last eval"):
         table.add_column(col, overflow="fold", no_wrap=col in ("workload", "status"))
     for r in rows:
         tta = f"{r['time_to_target_s']:.2f} s" if r["time_to_target_s"] is not None else "-"
         sps = r["throughput"].get("samples_per_s")
-        final = escape(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                for k, v in r["final_metrics"].items()))
+        metric = (r.get("target") or {}).get("metric")
+        shown = {metric: r["final_metrics"][metric]} if metric in r["final_metrics"] else r["final_metrics"]
+        final = escape(" ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items()))
+        if metric in r["final_metrics"]:
+            t = r["target"]
+            final += f" (target {'>=' if t['mode'] == 'max' else '<='} {t['value']:g})"
         colour = {"reached": "green", "budget": "yellow"}.get(r["status"], "red")
         table.add_row(
             escape(r["workload"]), escape(r["backend"]), str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
@@ -260,11 +275,7 @@ def run(
             except DataMissing as e:
                 raise fail_input(str(e)) from None
             stop = result.status == "interrupted"
-        row = result.model_dump(mode="json", include={
-            "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
-            "final_metrics", "error", "run_id", "mfu"})
-        row["path"] = str(written) if written else None
-        rows.append(row)
+        rows.append(_row(result, written))
         if result.status in ("error", "diverged", "interrupted"):
             bad = True
             if is_main and result.error and not quiet:
@@ -515,11 +526,7 @@ def _run_on_executor(requests: list[Any], executor: str, jobs: int, address: str
     bad = False
     for result in run_all(requests, executor, jobs=jobs, address=address):
         written = write_from_worker(results_dir, result)
-        row = result.model_dump(mode="json", include={
-            "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
-            "final_metrics", "error", "run_id", "mfu"})
-        row["path"] = str(written)
-        rows.append(row)
+        rows.append(_row(result, written))
         if not quiet:
             err.print(f"[{result.workload} seed {result.seed}] {result.status} -> {written}", highlight=False,
                       markup=False)
