@@ -79,14 +79,15 @@ def test_error_during_init_is_recorded(digits_path, tmp_path):
 
 def test_interrupted_by_sigterm_in_process(digits_path, tmp_path, monkeypatch):
     monkeypatch.setenv("FAULT_SLEEP_S", "0.02")
-    timer = threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGTERM))
+    timer = threading.Timer(1.5, lambda: signal.raise_signal(signal.SIGTERM))
     timer.start()
     try:
         result, path = run(digits_path, tmp_path, {"task": "faulty:Slow", "target.value": 0.9999})
     finally:
         timer.cancel()
     assert result.status == "interrupted" and result.error == "stopped by signal SIGTERM"
-    assert result.steps > 0 and result.total_s > 0.5 and path.exists()
+    # it stopped at the signal (whenever init let the clock start), long before its 60 s budget
+    assert result.steps > 0 and 0 < result.total_s < 30 and path.exists()
 
 
 def test_unresolvable_optimizer_is_a_spec_error_before_anything_runs(digits_path):
