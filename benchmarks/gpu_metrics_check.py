@@ -13,9 +13,10 @@ import time
 
 import torch
 
-from suite import devices, metrics, peaks
-from suite.energy import EnergyMeter
-from suite.profiling import Nvtx
+from suite import devices
+from suite.measure import metrics, peaks
+from suite.measure.energy import EnergyMeter
+from suite.measure.profiling import Nvtx
 
 
 def main() -> None:

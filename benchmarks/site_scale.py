@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from suite.results import write_result  # noqa: E402
-from suite.site import build_site  # noqa: E402
+from suite.site.build import build_site  # noqa: E402
 from tests.site_factory import T0, make_result  # noqa: E402
 
 BUILD_BUDGET_S = 10.0

@@ -27,8 +27,8 @@ import torch
 from suite import devices, distributed, environment, registry
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
-from suite.instruments import Instruments
-from suite.profiling import ProfileWindow
+from suite.measure.instruments import Instruments
+from suite.measure.profiling import ProfileWindow
 from suite.results import EvalPoint, Result, new_run_id, now_utc, write_result
 from suite.spec import WorkloadSpec
 from suite.workloads.base import Context
@@ -135,7 +135,7 @@ class Run:
         self.run_id = new_run_id()
         self.started_at = now_utc()
         self.flag = _StopFlag()
-        self.t0: float | None = None  # perf_counter at run_start; suite/watchdog.py measures stalls from it
+        self.t0: float | None = None  # perf_counter at run_start; suite/execution/watchdog.py measures stalls from it
         # measurements, filled as the run goes so that any ending (error included) reports them
         self.init_s = self.train_s = self.eval_s = self.total_s = self.data_wait_s = 0.0
         self.steps = self.samples = 0

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from suite import registry
-from suite.executors import execute
-from suite.executors.local import threads_per_job
+from suite.execution.launch import execute
+from suite.execution.pool import threads_per_job
 from suite.harness import RunRequest
 from suite.results import load_results, write_result
 from suite.spec import load_spec
@@ -84,7 +84,7 @@ def test_local_worker_crash_and_raise_are_recorded_not_lost(tmp_path):
 
 
 def test_ray_resource_requests():
-    from suite.executors.ray import resources_for
+    from suite.execution.ray import resources_for
 
     spec = load_spec(ROOT / "workloads/cv/digits_cnn.yaml")
     assert resources_for(RunRequest(spec=spec, backend="npu"), {"CPU": 8, "NPU": 8}) == {

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from test_faults_lib import cli, env, json_rows, sh, wait_for, write_spec
 
-from suite import harness, isolation
+from suite import harness
+from suite.execution import isolated as isolation
+from suite.execution.watchdog import MIN_STALL_S, Limits, Watchdog
 from suite.results import load_results, read_result
 from suite.spec import load_spec
-from suite.watchdog import MIN_STALL_S, Limits, Watchdog
 
 
 def _in_process(spec_path: Path, results: Path) -> tuple:

@@ -9,8 +9,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
 
-from suite import flops, registry
+from suite import registry
 from suite.data.base import DataMissing
+from suite.measure import flops
 from suite.models import cnn, gpt
 from suite.spec import load_spec
 from suite.workloads.base import Context, data_root

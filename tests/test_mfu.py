@@ -15,9 +15,9 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 
-from suite import flops, metrics, peaks
 from suite.data.base import TensorSplits
 from suite.harness import RunRequest, run
+from suite.measure import flops, metrics, peaks
 from suite.results import read_result
 from suite.spec import load_spec
 

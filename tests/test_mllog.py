@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.mllog import MLLogRecorder, parse
+from suite.measure.mllog import MLLogRecorder, parse
 from suite.results import load_results
 
 ROOT = Path(__file__).resolve().parents[1]

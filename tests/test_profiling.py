@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from suite.profiling import Nvtx
+from suite.measure.profiling import Nvtx
 from suite.results import read_result
 
 ROOT = Path(__file__).resolve().parents[1]

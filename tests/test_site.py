@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from suite import site_charts
 from suite.results import ResultError, write_result
-from suite.site import SiteError, build_site, fmt_s
-from suite.site_data import compare_view, verdict_class
+from suite.site import charts as site_charts
+from suite.site.build import SiteError, build_site, fmt_s
+from suite.site.data import compare_view, verdict_class
 from tests.site_factory import (
     EXPECTED_ORDER,
     EXPECTED_TTA,
@@ -294,7 +294,7 @@ def test_site_scale_benchmark_small(tmp_path: Path) -> None:
 
 
 def test_rebuild_rerenders_a_page_when_its_log_appears_or_the_site_code_changes(tmp_path: Path, monkeypatch) -> None:
-    import suite.site as site_mod
+    import suite.site.build as site_mod
 
     root, out = tmp_path / "results", tmp_path / "out"
     p = write_result(root, make_result(seed=0, mllog="run.mllog"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.site import build_site
+from suite.site.build import build_site
 from tests.site_factory import EXPECTED_ORDER, XSS, write_hostile, write_standard
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -8,7 +8,7 @@ import pytest
 from test_site_browser import Page, browser, tab  # noqa: F401 - the shared Chromium fixtures
 
 from suite import study
-from suite.site import build_site
+from suite.site.build import build_site
 from tests.site_factory import write_standard
 
 XSS = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'

@@ -54,10 +54,10 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
 
 
 def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
-    """One sample = one full-graph pass. Per layer (suite.flops.gcn_layer_train_flops): the dense transform
+    """One sample = one full-graph pass. Per layer (suite.measure.flops.gcn_layer_train_flops): the dense transform
     2*N*fin*fout, 3x for forward + backward; the propagation, a sparse matmul with E+N non-zeros (self-loops),
     2*(E+N)*fout forward and as much backward (the adjacency itself has no gradient), so 2x."""
-    from suite.flops import gcn_layer_train_flops
+    from suite.measure.flops import gcn_layer_train_flops
 
     n, e = int(meta["num_nodes"]), int(meta["num_edges"])
     dims = _dims(cfg, meta)

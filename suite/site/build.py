@@ -26,7 +26,7 @@ from typing import Any
 import jinja2
 
 from suite.results import load_results
-from suite.site_data import (
+from suite.site.data import (
     CompareView,
     RunRow,
     StudyView,
@@ -40,7 +40,7 @@ from suite.site_data import (
     short_hash,
     study_view,
 )
-from suite.site_render import (  # noqa: F401 - fmt_* and sort_value are re-exported for callers and tests
+from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-exported for callers and tests
     MAX_CURVES,
     convergence_chart,
     eval_names,
@@ -56,7 +56,7 @@ from suite.site_render import (  # noqa: F401 - fmt_* and sort_value are re-expo
     sort_value,
 )
 
-SITE_DIR = Path(__file__).resolve().parents[1] / "site"
+SITE_DIR = Path(__file__).resolve().parents[2] / "site"
 MARKER = ".trainbench-site"  # a folder holding this file is ours to replace
 
 
@@ -230,7 +230,7 @@ def code_version() -> str:
     """A hash of everything that shapes the pages: a changed template or module re-renders every page."""
     h = hashlib.sha1()
     for f in sorted([*SITE_DIR.glob("templates/*"), *SITE_DIR.glob("static/*"),
-                     *Path(__file__).parent.glob("site*.py"), Path(__file__).parent / "results.py"]):
+                     *Path(__file__).parent.glob("*.py"), Path(__file__).parents[1] / "results.py"]):
         if f.is_file():
             h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from suite.executors import error_result, from_worker, run_worker
+from suite.execution.launch import error_result, from_worker, run_worker
 from suite.harness import RunRequest
 from suite.results import Result
 

@@ -237,7 +237,7 @@ def resolve(device_type: str, device_name: str, precision: str, override_tflops:
         return peak, []
     peak = lookup(device_name, dtype)
     if peak is None:
-        return None, [f"no dense {dtype} peak for device {device_name!r} in suite/peaks.py: mfu and hfu are null "
+        return None, [f"no dense {dtype} peak for device {device_name!r} in suite/measure/peaks.py: mfu and hfu are null "
                       "(pass --peak-tflops with the vendor's dense figure, or add a cited entry to the table)"]
     warnings = []
     if peak.provenance != "vendor":

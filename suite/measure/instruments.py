@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite import flops, metrics, peaks
-from suite.energy import EnergyMeter
-from suite.mllog import MLLogRecorder
-from suite.profiling import Nvtx, Profiler, ProfileWindow
+from suite.measure import flops, metrics, peaks
+from suite.measure.energy import EnergyMeter
+from suite.measure.mllog import MLLogRecorder
+from suite.measure.profiling import Nvtx, Profiler, ProfileWindow
 from suite.results import PeakInfo, Result, result_path
 
 

@@ -3,7 +3,7 @@
 A hung step cannot be interrupted from Python (a C call that never returns, a collective waiting for a
 peer that is stuck), so the watchdog does not try to unwind it. Its thread builds the Result from what the
 run has measured so far, hands it to `on_fire` (which writes it), and hard-exits the process. That is why
-the CLI runs each run in a child process of its own (suite/isolation.py): the suite goes on with the next.
+the CLI runs each run in a child process of its own (suite/execution/isolated.py): the suite goes on with the next.
 
 Limits, all from the spec's budget:
 - init: `budget.max_init_s` (init is untimed but bounded);

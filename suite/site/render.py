@@ -15,9 +15,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from suite import site_charts as charts
 from suite.results import Result
-from suite.site_data import (
+from suite.site import charts
+from suite.site.data import (
     Submission,
     Workload,
     cell_text,

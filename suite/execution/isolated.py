@@ -2,13 +2,13 @@
 
 The parent (the `trainbench run` process) hands the child a pickled RunRequest in a private temporary
 folder, streams the child's output to its own stderr (keeping the tail), forwards SIGINT/SIGTERM to it,
-and waits. The child runs the harness with the watchdog armed (suite/watchdog.py); rank 0 writes the
+and waits. The child runs the harness with the watchdog armed (suite/execution/watchdog.py); rank 0 writes the
 result into the results folder itself, so it survives even the parent's death, then a small report that
 tells the parent where it is. If the child ends without a report (killed, crashed in C, wedged with the
 GIL held past the watchdog), the parent writes an `error` result (`interrupted` if the user stopped it)
 that says how the child ended: a run is never silently lost.
 
-Run as a module, this file is the child: `python -m suite.isolation JOB.pkl`.
+Run as a module, this file is the child: `python -m suite.execution.isolated JOB.pkl`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 
 import suite
 from suite import harness
+from suite.execution.watchdog import EXIT_TIMEOUT, Limits, Watchdog
 from suite.harness import ProgressFn, Run, RunRequest
 from suite.results import (
     Result,
@@ -40,7 +41,6 @@ from suite.results import (
     write_atomic,
     write_result,
 )
-from suite.watchdog import EXIT_TIMEOUT, Limits, Watchdog
 
 _early_signals: list[int] = []  # signals the child got before the harness installed its own handlers
 STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the child's own watchdog is armed
@@ -109,8 +109,8 @@ def _write_report(report: str, payload: dict[str, Any]) -> None:
 
 def _child_main(job_path: str) -> int:
     from suite import distributed
-    from suite.cli import _progress_printer
     from suite.data.base import DataMissing
+    from suite.execution.progress import printer as _progress_printer
 
     # A late SIGTERM (torchrun tearing down after a peer died, the parent forwarding a second Ctrl-C) must not
     # kill this process between the end of the run and the end of its write: outside the harness's own
@@ -271,9 +271,9 @@ def run_isolated(
                             heartbeat=str(Path(tmp) / "heartbeat")), f)
         if nproc > 1:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                   "-m", "suite.isolation", str(job_path)]
+                   "-m", "suite.execution.isolated", str(job_path)]
         else:
-            cmd = [sys.executable, "-m", "suite.isolation", str(job_path)]
+            cmd = [sys.executable, "-m", "suite.execution.isolated", str(job_path)]
         # a session of its own: a terminal's Ctrl-C reaches only us, and we forward exactly one signal
         proc = subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)

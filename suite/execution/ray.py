@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from suite.executors import describe, error_result, from_worker, run_worker
+from suite.execution.launch import describe, error_result, from_worker, run_worker
 from suite.harness import RunRequest
 from suite.results import Result
 

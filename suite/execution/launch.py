@@ -60,7 +60,7 @@ def from_worker(payload: str) -> Result:
 
 def write(results_dir: Path, result: Result) -> Path:
     """The driver's write: the result (atomic, append-only) and, when the worker sent one, its MLLOG log."""
-    from suite.instruments import Instruments
+    from suite.measure.instruments import Instruments
     from suite.results import write_atomic, write_result
 
     text = result._mllog_text
@@ -75,11 +75,11 @@ def execute(requests: list[RunRequest], executor: str, jobs: int = 1, address: s
             ) -> Iterator[Result]:
     """Run every request on `executor`, yielding each Result as it completes."""
     if executor == "local":
-        from suite.executors import local
+        from suite.execution.launch import local
 
         yield from local.execute(requests, jobs)
     elif executor == "ray":
-        from suite.executors import ray as ray_executor
+        from suite.execution.launch import ray as ray_executor
 
         yield from ray_executor.execute(requests, address)
     else:

@@ -1,0 +1,54 @@
+"""What every command shares: the consoles, the exit codes and the ONE error style.
+
+Exit codes: 0 success; 1 a run ended badly (error, diverged, interrupted) or a check found a problem;
+2 bad input (unknown workload, invalid spec or flag, missing data). Errors go to stderr as one line
+`error: <what> <what to do>` naming the file, field or flag; paths and run output are never read as markup.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)  # never wrap an error message mid-field
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+
+def fail_input(message: str) -> typer.Exit:
+    """Print `error: message` on stderr and return the exit (code 2) to raise: bad input, nothing recorded."""
+    # escape(): messages carry file names and run output, and `[/x]` in them would be read as rich markup
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False)
+    return typer.Exit(EXIT_INPUT)
+
+
+def say(text: str) -> None:
+    """Plain stdout, never re-wrapped (rich would break a printed command line at the terminal width)."""
+    sys.stdout.write(text + "\n")
+
+
+def say_err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def strict_json(data: Any) -> Any:
+    """NaN/inf as the strings the result files use: a bare NaN token is not JSON (jq and browsers refuse it)."""
+    if isinstance(data, float) and data != data:
+        return "NaN"
+    if isinstance(data, float) and data in (float("inf"), float("-inf")):
+        return "Infinity" if data > 0 else "-Infinity"
+    if isinstance(data, dict):
+        return {k: strict_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [strict_json(v) for v in data]
+    return data
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(strict_json(data), indent=2, default=str, allow_nan=False) + "\n")

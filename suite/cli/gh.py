@@ -1,0 +1,209 @@
+"""`trainbench gh ...` and `trainbench runner register`: the GitHub API helpers the workflows call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from suite.cli.common import EXIT_FAIL, fail_input, say, say_err
+
+gh_app = typer.Typer(help="GitHub API helpers for the workflows (token from $GITHUB_TOKEN).", no_args_is_help=True)
+runner_app = typer.Typer(help="Self-hosted GitHub Actions runners.", no_args_is_help=True)
+
+RepoOpt = Annotated[str | None, typer.Option(help="OWNER/NAME (default: $GITHUB_REPOSITORY)")]
+
+
+
+def _gh_call(fn):
+    """Run a GitHub call; turn its errors into a clear message and exit code (1 API failure, 2 bad input)."""
+    from suite.github import GitHubError, redact
+
+    try:
+        return fn()
+    except GitHubError as e:
+        say_err(f"github: {redact(str(e))}")
+        raise typer.Exit(EXIT_FAIL) from None
+    except (ValueError, OSError) as e:
+        raise fail_input(redact(str(e))) from None
+
+
+def _repo(repo: str | None) -> str:
+    value = repo or os.environ.get("GITHUB_REPOSITORY")
+    if not value:
+        raise fail_input("--repo OWNER/NAME is required (or set $GITHUB_REPOSITORY)")
+    return value
+
+
+def _read_bodies(files: list[Path]) -> str:
+    parts = []
+    for f in files:
+        try:
+            parts.append(f.read_text(encoding="utf-8", errors="replace"))
+        except OSError as e:
+            raise fail_input(f"--body-file {f}: {e.strerror}") from None
+    return "\n\n".join(p.strip() for p in parts) + "\n"
+
+
+@gh_app.command("comment")
+def gh_comment(
+    body_file: Annotated[list[Path], typer.Option("--body-file", help="markdown file(s), joined in order")],
+    repo: RepoOpt = None,
+    pr: Annotated[int | None, typer.Option(help="pull request number")] = None,
+    head_sha: Annotated[str | None, typer.Option(help="find the open PR with this head commit instead")] = None,
+    head_label: Annotated[str | None, typer.Option(help="OWNER:BRANCH of the PR head, to find fork PRs")] = None,
+    marker: Annotated[str, typer.Option(help="key of the hidden marker that makes the comment sticky")] = "bench",
+    author: Annotated[str | None, typer.Option(help="only update a marked comment by this login")] = None,
+) -> None:
+    """Post the report as one sticky PR comment: updated in place if it exists, created otherwise."""
+    from suite.github import GitHub
+
+    name = _repo(repo)
+    if (pr is None) == (head_sha is None):
+        raise fail_input("give exactly one of --pr or --head-sha")
+    body = _read_bodies(body_file)
+
+    def call():
+        gh = GitHub()
+        number = pr if pr is not None else gh.find_pull_request(name, head_sha or "", head_label)
+        return gh.sticky_comment(name, number, body, key=marker, author=author)
+
+    done = _gh_call(call)
+    say(f"{done['action']} comment {done['id']} {done.get('url') or ''}")
+
+
+@gh_app.command("status")
+def gh_status(
+    sha: Annotated[str, typer.Option(help="the commit (full SHA)")],
+    repo: RepoOpt = None,
+    state: Annotated[str | None, typer.Option(help="success | failure | error | pending")] = None,
+    exit_code_file: Annotated[Path | None, typer.Option(help="a file holding compare's exit code (0/1/2)")] = None,
+    context: Annotated[str, typer.Option(help="the status name shown on the PR")] = "trainbench",
+    description: Annotated[str, typer.Option(help="one line, at most 140 characters")] = "",
+    target_url: Annotated[str | None, typer.Option(help="link from the status (e.g. the workflow run)")] = None,
+    check_run: Annotated[bool, typer.Option("--check-run", help="create a check run instead (checks: write)")] = False,
+    summary_file: Annotated[Path | None, typer.Option(help="--check-run: markdown for the check's summary")] = None,
+) -> None:
+    """Set a commit status (or check run) carrying compare's verdict."""
+    from suite.github import STATES, GitHub, state_from_exit_code
+
+    name = _repo(repo)
+    if (state is None) == (exit_code_file is None):
+        raise fail_input("give exactly one of --state or --exit-code-file")
+    if exit_code_file is not None:
+        try:
+            state = state_from_exit_code(exit_code_file.read_text(encoding="utf-8", errors="replace")[:20])
+        except OSError:
+            state = "error"  # no verdict file: the benchmark job did not get as far as compare
+    if state not in STATES:
+        raise fail_input(f"--state {state!r}: expected one of {', '.join(STATES)}")
+    words = {"success": "no regression", "failure": "regression found", "error": "benchmark or compare failed",
+             "pending": "running"}
+    desc = description or words[state]
+
+    def call():
+        gh = GitHub()
+        if check_run:
+            conclusion = {"success": "success", "failure": "failure", "error": "failure", "pending": "neutral"}[state]
+            summary = _read_bodies([summary_file]) if summary_file else desc
+            return gh.check_run(name, sha, context, conclusion, desc, summary, target_url)
+        return gh.commit_status(name, sha, state, context, desc, target_url)
+
+    _gh_call(call)
+    say(f"{'check run' if check_run else 'status'} {context}: {state} on {sha[:12]}")
+
+
+@gh_app.command("summary")
+def gh_summary(
+    body_file: Annotated[list[Path], typer.Option("--body-file", help="markdown file(s), joined in order")],
+    out_file: Annotated[Path | None, typer.Option("--out", help="default: $GITHUB_STEP_SUMMARY")] = None,
+) -> None:
+    """Append markdown to the job summary ($GITHUB_STEP_SUMMARY)."""
+    from suite.github import write_step_summary
+
+    path = _gh_call(lambda: write_step_summary(_read_bodies(body_file), out_file))
+    say_err(f"appended to {path}")
+
+
+@gh_app.command("download-artifact")
+def gh_download_artifact(
+    run_id: Annotated[int, typer.Option(help="the workflow run that uploaded the artifacts")],
+    dest: Annotated[Path, typer.Option(help="folder; each artifact goes to DEST/<artifact name>/")],
+    repo: RepoOpt = None,
+    name: Annotated[str | None, typer.Option(help="exactly this artifact")] = None,
+    prefix: Annotated[str | None, typer.Option(help="every artifact whose name starts with this")] = None,
+    max_mb: Annotated[int, typer.Option(help="refuse artifacts larger than this (packed or unpacked)")] = 512,
+) -> None:
+    """Download and safely extract a run's artifacts (untrusted data: no links, no path escapes, bounded)."""
+    from suite.github import GitHub, GitHubError
+
+    full = _repo(repo)
+    if (name is None) == (prefix is None):
+        raise fail_input("give exactly one of --name or --prefix")
+
+    def call():
+        gh = GitHub()
+        arts = [a for a in gh.list_artifacts(full, run_id)
+                if (a.get("name") == name if name is not None else str(a.get("name", "")).startswith(prefix or ""))]
+        if not arts:
+            raise GitHubError(f"run {run_id} has no artifact {'named ' + repr(name) if name else 'starting ' + repr(prefix)}")
+        got = {}
+        for a in arts:
+            safe = str(a["name"])
+            if not safe or "/" in safe or "\\" in safe or safe in (".", ".."):
+                raise GitHubError(f"artifact name {safe!r} is not a plain name; refusing")
+            got[safe] = gh.download_artifact(full, a, dest / safe, max_bytes=max_mb * 1024 * 1024)
+        return got
+
+    got = _gh_call(call)
+    for art, files in got.items():
+        say(f"{art}: {len(files)} file(s) -> {dest / art}")
+
+
+@runner_app.command("register")
+def runner_register(
+    labels: Annotated[str, typer.Option(help="comma-separated labels, e.g. gpu,h200 (self-hosted is implicit)")],
+    repo: RepoOpt = None,
+    org: Annotated[str | None, typer.Option(help="register at organisation level instead")] = None,
+    name: Annotated[str | None, typer.Option(help="runner name (default: host name)")] = None,
+    ephemeral: Annotated[bool, typer.Option(help="one job per registration (recommended)")] = True,
+    runner_dir: Annotated[Path, typer.Option(help="the unpacked actions-runner folder")] = Path("actions-runner"),
+    run_config: Annotated[bool, typer.Option("--run", help="run config.sh now instead of printing it")] = False,
+    show_token: Annotated[bool, typer.Option(help="print the registration token in the command")] = False,
+) -> None:
+    """Get a runner registration token (needs an admin token in $GITHUB_TOKEN) and print or run config.sh."""
+    import shlex
+
+    from suite.github import GitHub, runner_config_command
+
+    if org is None:
+        target = _repo(repo)
+        url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com').rstrip('/')}/{target}"
+    else:
+        target = None
+        url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com').rstrip('/')}/{org}"
+    label_list = [x.strip() for x in labels.split(",") if x.strip()]
+    if not label_list:
+        raise fail_input("--labels: give at least one label, e.g. --labels gpu,h200")
+    data = _gh_call(lambda: GitHub().runner_registration_token(repo=target, org=org))
+    cmd = _gh_call(lambda: runner_config_command(url, data["token"], label_list, name, ephemeral))
+    shown = [("***" if (a == data["token"] and not show_token) else a) for a in cmd]
+    if not run_config:
+        say(f"cd {shlex.quote(str(runner_dir))} && {shlex.join(shown)}")
+        say_err(f"token expires at {data.get('expires_at', '?')}")
+        return
+    if not (runner_dir / "config.sh").exists():
+        raise fail_input(f"--runner-dir {runner_dir}: no config.sh there (unpack the actions-runner release first)")
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+    say_err(f"running in {runner_dir}: {shlex.join(shown)}")
+    raise typer.Exit(subprocess.call(cmd, cwd=runner_dir, env=env))
+
+
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(gh_app, name="gh")
+    app.add_typer(runner_app, name="runner")

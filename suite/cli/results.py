@@ -1,0 +1,155 @@
+"""The results folder and what reads it: `results validate|show`, `compare`, `baseline promote`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out
+
+results_app = typer.Typer(help="The results folder: validate and show result files.", no_args_is_help=True)
+baseline_app = typer.Typer(help="Blessed baselines that pull requests are compared against.", no_args_is_help=True)
+
+
+# ---- results ---------------------------------------------------------------------------------------------
+
+
+@results_app.command("validate")
+def results_validate(path: Annotated[Path, typer.Argument(help="a results folder or file")] = Path("results")):
+    """Check every result file; names each bad one and exits 1 if any is bad."""
+    from suite.results import load_results
+
+    if not path.exists():
+        raise fail_input(f"{path}: no such file or folder")
+    loaded = load_results(path)
+    for e in loaded.errors:
+        err.print(f"[red]bad[/red] {escape(e)}", highlight=False)
+    out.print(f"{len(loaded.results)} valid, {len(loaded.errors)} invalid result file(s) under {path}")
+    raise typer.Exit(EXIT_FAIL if loaded.errors else EXIT_OK)
+
+
+@results_app.command("show")
+def results_show(
+    path: Annotated[Path, typer.Argument(help="a results folder or file")] = Path("results"),
+    json_: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """A table of the results under PATH (newest last)."""
+    from suite.results import load_results
+
+    if not path.exists():
+        raise fail_input(f"{path}: no such file or folder")
+    loaded = load_results(path)
+    items = sorted(loaded.results, key=lambda pr: pr[1].started_at)
+    if json_:
+        emit_json([{"path": str(p), **r.model_dump(mode="json", exclude={"config", "eval_curve"})} for p, r in items])
+    else:
+        table = Table(title=f"results under {escape(str(path))}")
+        for col in ("started", "hardware", "workload", "backend", "seed", "status", "TTA s", "steps", "samples/s"):
+            table.add_column(col)
+        for _, r in items:
+            sps = r.throughput.get("samples_per_s")
+            table.add_row(
+                r.started_at.strftime("%Y-%m-%d %H:%M"), escape(r.hardware.slug), escape(r.workload),
+                escape(r.backend), str(r.seed), r.status, f"{r.time_to_target_s:.2f}" if r.time_to_target_s is not None else "-", str(r.steps),
+                f"{sps:,.0f}" if sps else "-",
+            )
+        out.print(table)
+    for e in loaded.errors:
+        err.print(f"[red]skipped bad file[/red] {escape(e)}", highlight=False)
+
+
+
+
+def compare(
+    baseline: Annotated[list[Path], typer.Option("--baseline", "-b", help="baseline files/folder, or a results folder")],
+    candidate: Annotated[list[Path], typer.Option("--candidate", "-c", help="the candidate's results folder")],
+    format_: Annotated[str, typer.Option("--format", help="md (for a PR comment) or json")] = "md",
+    out_file: Annotated[Path | None, typer.Option("--out", help="write the report here instead of stdout")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json-out", help="also write the JSON report here")] = None,
+    alpha: Annotated[float, typer.Option(help="level of the two-sided test, per metric")] = 0.05,
+    noise_floor: Annotated[float, typer.Option(help="relative change ignored where the spec sets none")] = 0.05,
+    min_seeds: Annotated[int, typer.Option(help="fewest runs per side to compare at all")] = 3,
+    gate: Annotated[str | None, typer.Option(help="comma-separated metrics whose regression fails (exit 1)")] = None,
+    strict: Annotated[bool, typer.Option(help="a bad result file is an error (exit 2), not skipped")] = False,
+    validate: Annotated[bool, typer.Option(help="validate every file against the full Result schema (slower)")] = False,
+) -> None:
+    """Compare candidate runs against baselines. Exit 0: no regression; 1: a regression; 2: bad input or
+    nothing comparable."""
+    from suite import compare as cmp
+
+    if format_ not in ("md", "json"):
+        raise fail_input(f"--format {format_!r}: expected md or json")
+    try:
+        settings = cmp.Settings(alpha=alpha, default_noise_floor=noise_floor, min_seeds=min_seeds,
+                                gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else cmp.DEFAULT_GATE)
+        report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate)
+    except ValueError as e:  # ResultError is a ValueError: a missing path, or a bad file under --strict
+        raise fail_input(str(e)) from None
+    as_json = json.dumps(cmp.to_json(report), indent=2) + "\n" if format_ == "json" or json_out else ""
+    text = as_json if format_ == "json" else cmp.to_markdown(report)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(as_json, encoding="utf-8")
+    if out_file is None:
+        sys.stdout.write(text)
+    else:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(text, encoding="utf-8")
+    for problem in report.errors:  # no markup: messages quote JSON paths such as `$.runs[0]`
+        err.print(f"skipped bad file {problem}", markup=False, highlight=False, soft_wrap=True)
+    err.print(cmp.summary_line(report).replace("**", ""), markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(report.exit_code)
+
+
+@baseline_app.command("promote")
+def baseline_promote(
+    results: Annotated[list[Path], typer.Argument(help="result files or folders to bless")],
+    to: Annotated[Path, typer.Option("--to", help="baselines folder")] = Path("baselines"),
+    hardware: Annotated[str | None, typer.Option(help="only results of this hardware slug")] = None,
+    spec_hash: Annotated[str | None, typer.Option(help="only results of this spec hash")] = None,
+    min_seeds: Annotated[int, typer.Option(help="fewest seeds a baseline may have")] = 3,
+    replace: Annotated[bool, typer.Option(help="replace existing baseline files")] = False,
+) -> None:
+    """Aggregate results (several seeds of one spec on one hardware) into baseline files."""
+    from suite import baselines as bl
+
+    try:
+        loaded = bl.load_paths(results, strict=False, validate=True)
+    except ValueError as e:
+        raise fail_input(str(e)) from None
+    problems = list(loaded.errors) + [f"{src}: is a baseline file, not a result" for src, _ in loaded.baselines]
+    if problems:
+        raise fail_input("refusing to promote; fix or leave out these files:\n  " + "\n  ".join(problems))
+    records = [r for r in loaded.records if (hardware is None or r.key.hardware == hardware)
+               and (spec_hash is None or r.spec_hash == spec_hash)]
+    if not records:
+        raise fail_input(f"no result files under {', '.join(map(str, results))} match"
+                         + (f" --hardware {hardware}" if hardware else "") + (f" --spec-hash {spec_hash}" if spec_hash else ""))
+    try:
+        built = bl.build_baselines(records, min_seeds=min_seeds, promoted_by_git_sha=bl.checkout_sha())
+        existing = [bl.baseline_path(to, b) for b in built if bl.baseline_path(to, b).exists()]
+        if existing and not replace:
+            raise bl.PromoteError(f"{', '.join(map(str, existing))} exist(s); pass --replace to bless the new runs "
+                                  "(git keeps the old baseline)")
+        for b in built:
+            path = bl.write_baseline(to, b, replace=replace)
+            tta = b.aggregate.tta_olympic_s
+            out.print(f"wrote {path}: {b.aggregate.runs} seeds, {b.aggregate.reached} reached, time to target "
+                      f"{'inf' if tta is None else f'{tta:.3f} s'} (olympic mean), spec {b.spec_hash}", highlight=False,
+                      soft_wrap=True)
+    except bl.PromoteError as e:
+        raise fail_input(str(e)) from None
+
+
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(results_app, name="results")
+    app.command()(compare)
+    app.add_typer(baseline_app, name="baseline")

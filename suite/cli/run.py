@@ -1,0 +1,266 @@
+"""`trainbench run` and `trainbench study`: plan the runs, hand them to a launcher, print the summary."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out
+
+
+def _row(result: Any, written: Path | None) -> dict[str, Any]:
+    """One run as `run --json` prints it (and the summary table shows it)."""
+    row = result.model_dump(mode="json", include={
+        "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
+        "final_metrics", "error", "run_id", "mfu"})
+    target = result.config.get("spec", {}).get("target", {})
+    row["target"] = {k: target.get(k) for k in ("metric", "value", "mode")} if target else None
+    row["path"] = str(written) if written else None
+    return row
+
+
+def _summary_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="TrainBench runs")
+    for col in ("workload", "backend", "seed", "status", "time to target", "steps", "samples/s", "last eval"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("workload", "status"))
+    for r in rows:
+        tta = f"{r['time_to_target_s']:.2f} s" if r["time_to_target_s"] is not None else "-"
+        sps = r["throughput"].get("samples_per_s")
+        metric = (r.get("target") or {}).get("metric")
+        shown = {metric: r["final_metrics"][metric]} if metric in r["final_metrics"] else r["final_metrics"]
+        final = escape(" ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items()))
+        if metric in r["final_metrics"]:
+            t = r["target"]
+            final += f" (target {'>=' if t['mode'] == 'max' else '<='} {t['value']:g})"
+        colour = {"reached": "green", "budget": "yellow"}.get(r["status"], "red")
+        table.add_row(
+            escape(r["workload"]), escape(r["backend"]), str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
+            str(r["steps"]), f"{sps:,.0f}" if sps else "-", final,
+        )
+    return table
+
+
+def _torchrun(nproc: int) -> int:
+    """Re-run this very command under torchrun with `nproc` processes (the workers see WORLD_SIZE)."""
+    argv = [a for a in sys.argv[1:]]
+    cleaned: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--nproc":
+            skip = True
+            continue
+        if a.startswith("--nproc="):
+            continue
+        cleaned.append(a)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "suite.cli", *cleaned]
+    return subprocess.call(cmd, env={**os.environ, "TRAINBENCH_LAUNCHED": "1"})
+
+
+def run(
+    workloads: Annotated[list[str] | None, typer.Argument(help="names (cv/digits_cnn) or spec paths")] = None,
+    tier: Annotated[str | None, typer.Option(help="run every workload of a tier: smoke | standard | full")] = None,
+    backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
+    seeds: Annotated[int, typer.Option(min=1, help="number of seeds, run one after another")] = 1,
+    seed: Annotated[int, typer.Option(help="first seed")] = 0,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a spec field: --set optimizer.lr=0.01")] = None,
+    variant: Annotated[str | None, typer.Option(help="a named override set from the spec, e.g. tiny")] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32 | bf16 | fp16 | bf16_master (default: the --algo bundle's, else fp32)")
+    ] = None,
+    compile_: Annotated[bool, typer.Option("--compile", help="torch.compile the model")] = False,
+    threads: Annotated[int | None, typer.Option(help="torch threads per process (default: cores / processes)")] = None,
+    nproc: Annotated[int, typer.Option(min=1, help="processes on this machine (torchrun, data parallel)")] = 1,
+    results: Annotated[Path, typer.Option(help="results folder")] = Path("results"),
+    json_: Annotated[bool, typer.Option("--json", help="print the results as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+    fail_fast: Annotated[bool, typer.Option(help="stop at the first run that ends in error or divergence")] = False,
+    executor: Annotated[str, typer.Option(help="inline (one after another) | local (--jobs processes) | ray")] = "inline",
+    jobs: Annotated[int, typer.Option(min=1, help="--executor local: parallel processes (threads = cores / jobs)")] = 1,
+    address: Annotated[str | None, typer.Option(help="--executor ray: cluster address (default: a local instance)")] = None,
+    profile: Annotated[bool, typer.Option(help="write a torch.profiler trace of steps 8-12 (after warm-up)")] = False,
+    profile_dir: Annotated[Path, typer.Option(help="where --profile writes its Chrome/Perfetto traces")] = Path("profiles"),
+    nvtx: Annotated[bool, typer.Option(help="NVTX ranges (step/forward/backward/optimizer/eval) for nsys, CUDA")] = False,
+    peak_tflops: Annotated[float | None, typer.Option(help="override the per-device dense peak (TFLOP/s) for MFU")] = None,
+    algo: Annotated[str | None, typer.Option(
+        help="swap the algorithm: a bundle (adamw, sgd, lion, muon, ...), a bundle .yaml, an optimizer "
+             "import path pkg.mod:Class; see docs/algorithms.md")] = None,
+    isolate: Annotated[bool, typer.Option(
+        help="run each run in a child process of its own, so a crash, hang or kill ends that run, not the suite "
+        "(--no-isolate: in this process, e.g. under a debugger)")] = True,
+) -> None:
+    """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
+    from suite.execution import plan as planner
+
+    if executor != "inline" and nproc > 1:
+        raise fail_input("--nproc is for one run across processes; with --executor local/ray give --jobs or a cluster")
+    launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
+    if nproc > 1 and not launched and not isolate:
+        _plan(planner, workloads, tier, backend, set_, variant, precision, algo)  # refuse before torchrun starts
+        raise typer.Exit(_torchrun(nproc))
+    from suite import distributed
+    from suite.algorithms import precision as precision_mod
+    from suite.data.base import DataMissing
+    from suite.execution import isolated as isolation
+    from suite.execution.progress import printer
+
+    if precision is not None and precision not in precision_mod.RECIPES:
+        raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
+    if peak_tflops is not None and not peak_tflops > 0:
+        raise fail_input(f"--peak-tflops {peak_tflops}: must be a positive number of TFLOP/s per device")
+    specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo)
+
+    is_main = distributed.from_env().is_main
+    show = printer(is_main and not quiet)
+    isolated = isolate and not launched
+    if is_main:
+        _check_results_dir(results)
+    rows: list[dict[str, Any]] = []
+    bad = False
+    requests = planner.requests(
+        specs, backend, range(seed, seed + seeds), compile=compile_, threads=threads, results_dir=results,
+        tier=tier, variant=variant, peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx)
+    if executor != "inline":
+        bad = _run_on_executor(requests, executor, jobs, address, rows, quiet, results)
+        requests = []  # done: fall through to the summary
+    for req in requests:
+        if isolated:
+            outcome = isolation.run_isolated(req, nproc=nproc, quiet=quiet)
+            if outcome.data_missing:
+                raise fail_input(outcome.data_missing)
+            # stop only when the user asked the suite to stop (a signal to this process)
+            result, written, stop = outcome.result, outcome.path, outcome.signalled is not None
+        else:
+            try:
+                result, written = isolation.execute_guarded(req, show)
+            except DataMissing as e:
+                raise fail_input(str(e)) from None
+            stop = result.status == "interrupted"
+        rows.append(_row(result, written))
+        if result.status in ("error", "diverged", "interrupted"):
+            bad = True
+            if is_main and result.error and not quiet:
+                err.print(f"[red]{escape(result.workload)} seed {req.seed}: {result.status}[/red]: "
+                          f"{escape(result.error)}", highlight=False)
+            if fail_fast:
+                break
+        if stop:
+            break
+    if is_main:
+        if json_:
+            emit_json(rows)
+        else:
+            out.print(_summary_table(rows))
+            out.print(f"results written under {results}/")
+    raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
+
+
+def _check_results_dir(results: Path) -> None:
+    """Fail before the first run, not after it, when results cannot be written (exit 2, nothing measured)."""
+    import tempfile
+
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=results, prefix=".probe-"):
+            pass
+    except OSError as e:
+        raise fail_input(f"--results {results}: cannot write result files there ({e.strerror or e})") from None
+
+
+
+# ---- executors (run --executor local | ray) --------------------------------------------------------------
+
+
+def _run_on_executor(requests: list[Any], executor: str, jobs: int, address: str | None,
+                     rows: list[dict[str, Any]], quiet: bool, results_dir: Path) -> bool:
+    """Fan every (workload x seed) out to an executor; write each result as it streams back. True if any is bad."""
+    import dataclasses
+
+    from suite.execution.launch import EXECUTORS
+    from suite.execution.launch import execute as run_all
+    from suite.execution.launch import write as write_from_worker
+
+    if executor not in EXECUTORS:
+        raise fail_input(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if address and executor != "ray":
+        raise fail_input("--address is for --executor ray")
+    requests = [dataclasses.replace(r, results_dir=None) for r in requests]  # the driver writes, below
+    bad = False
+    for result in run_all(requests, executor, jobs=jobs, address=address):
+        written = write_from_worker(results_dir, result)
+        rows.append(_row(result, written))
+        if not quiet:
+            err.print(f"[{result.workload} seed {result.seed}] {result.status} -> {written}", highlight=False,
+                      markup=False)
+        if result.status in ("error", "diverged", "interrupted"):
+            bad = True
+            if result.error and not quiet:
+                err.print(f"[red]{result.workload} seed {result.seed}: {result.status}[/red]: {result.error}",
+                          highlight=False)
+    return bad
+
+
+
+def _plan(planner, workloads, tier, backend, sets, variant, precision, algo):
+    try:
+        return planner.plan(workloads or [], tier, backend, sets=sets or [], variant=variant, precision=precision,
+                            algo=algo, note=lambda line: err.print(line, highlight=False, markup=False))
+    except planner.PlanError as e:
+        raise fail_input(str(e)) from None
+
+
+def study(
+    study_file: Annotated[Path, typer.Argument(help="a study YAML (studies/*.yaml): workloads x algorithms x seeds")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="where study.json/.md/.svg/.html go")] = None,
+    results: Annotated[Path, typer.Option(help="results folder for the runs' result files")] = Path("results"),
+    threads: Annotated[int | None, typer.Option(help="torch threads per run")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="print the scores as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+) -> None:
+    """Run a study and score each algorithm with AlgoPerf performance profiles (JSON, Markdown, SVG, HTML)."""
+    from suite import study as study_mod
+    from suite.data.base import DataMissing
+    from suite.execution.progress import printer
+    from suite.spec import SpecError
+
+    try:
+        st = study_mod.load_study(study_file)
+        plan = study_mod.plan(st, study_file.parent)
+    except (SpecError, study_mod.StudyError) as e:
+        raise fail_input(str(e)) from None
+    from suite.execution import plan as planner
+
+    try:
+        planner.refuse_algorithms([cell.prepared for cell in plan], st.backend)
+    except planner.PlanError as e:
+        raise fail_input(str(e)) from None
+    out_dir = out_dir or Path("studies") / "_out" / st.name
+    try:
+        report = study_mod.run_study(st, plan, results_dir=results, threads=threads,
+                                     progress=printer(not quiet))
+    except DataMissing as e:
+        raise fail_input(str(e)) from None
+    paths = study_mod.write_outputs(report, out_dir)
+    if json_:
+        emit_json(report["scores"])
+    else:
+        sys.stdout.write(study_mod.markdown(report) + "\n")
+        out.print(f"study outputs: {', '.join(str(p) for p in paths)}", highlight=False)
+    raise typer.Exit(EXIT_FAIL if report["errors"] else EXIT_OK)
+
+
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
+    app.command()(study)
