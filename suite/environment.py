@@ -42,6 +42,11 @@ def hardware(device: devices.Device, devices_used: int = 1) -> HardwareInfo:
     )
 
 
+def fingerprint(devices_used: int = 1) -> tuple[HardwareInfo, dict[str, str], GitInfo]:
+    """Where a run happens (this machine's current device): hardware, software, git."""
+    return hardware(devices.current(), devices_used), software(), git_info()
+
+
 def package_version(dist: str) -> str | None:
     """The installed version of a distribution (`megatron-core`), or None when it is not installed."""
     try:

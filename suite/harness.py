@@ -29,7 +29,7 @@ from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
-from suite.results import EvalPoint, Result, new_run_id, now_utc, write_result
+from suite.results import EvalPoint, Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
 from suite.workloads.base import Context
 
@@ -80,6 +80,7 @@ ProgressFn = Callable[[Progress], None]
 class _StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.reason: str | None = None  # why, when it was not a signal the user sent (the launcher died)
 
 
 @contextmanager
@@ -295,7 +296,7 @@ class Run:
         if code == DIVERGED:
             self.error = f"non-finite loss {self.last_loss} at step {self.steps}"
         if code == INTERRUPTED:
-            self.error = f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
+            self.error = self.flag.reason or f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
 
     # ---- the record ----------------------------------------------------------------------------------
 
@@ -377,10 +378,7 @@ def record(the_run: Run, result: Result) -> Path | None:
     results_dir = the_run.req.results_dir
     if results_dir is None or not the_run.dist.is_main:
         return None
-    result.mllog = Instruments.mllog_name(result)
-    path = write_result(results_dir, result)
-    the_run.inst.write_mllog(path.parent, result.mllog)
-    return path
+    return write_run(results_dir, result, the_run.inst.mllog_text())
 
 
 def run(req: RunRequest, progress: ProgressFn | None = None) -> tuple[Result, Path | None]:

@@ -12,13 +12,14 @@ import os
 import re
 import secrets
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
 Status = Literal["reached", "budget", "diverged", "error", "interrupted"]
@@ -111,8 +112,6 @@ class Result(_Model):
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
     mllog: str | None = Field(default=None, description="file name of the :::MLLOG log beside this result")
-    # the log's text while a result travels from a worker (local/ray executors) to the driver that writes it
-    _mllog_text: str | None = PrivateAttr(default=None)
 
 
 class ResultError(ValueError):
@@ -258,6 +257,104 @@ def write_result(root: Path, result: Result) -> Path:
             result.run_id = new_run_id()
             path = result_path(root, result)
             text = result.model_dump_json(indent=1)
+
+
+def mllog_path(result_file: Path) -> Path:
+    """Where the :::MLLOG side-car of a result file lives: beside it, same stem."""
+    return result_file.with_suffix(".mllog")
+
+
+class ResultWriteError(OSError):
+    """The results folder cannot take the record (full, read-only, gone). `str()` names the path and the reason."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"cannot write result: {path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+def write_run(root: Path, result: Result, mllog_text: str | None = None) -> Path:
+    """The one write of a run's record: the MLLOG side-car first, then the result naming it (append-only).
+
+    A result never names a side-car that does not exist: when the log cannot be written the result says so
+    in its warnings and names none. When the result itself cannot be written, `ResultWriteError` names
+    the path and the reason (the caller prints the measurements so nothing is lost).
+    """
+    path = result_path(root, result)
+    try:
+        clean_stale_temporaries(path.parent)
+    except OSError:
+        pass
+    result.mllog = None
+    if mllog_text:
+        side = mllog_path(path)
+        try:
+            write_atomic(side, mllog_text)
+            result.mllog = side.name
+        except FileExistsError:
+            pass  # a run id collision: the loop below picks a fresh id and the log is left out
+        except OSError as e:
+            result.warnings.append(f"the MLLOG log could not be written ({side}: {e.strerror or e}); none is kept")
+    while True:
+        try:
+            return write_atomic(path, result.model_dump_json(indent=1))
+        except FileExistsError:
+            # same second, same run id (practically impossible) -> a fresh id, never an overwrite
+            result.run_id, result.mllog = new_run_id(), None
+            path = result_path(root, result)
+        except OSError as e:
+            if result.mllog:  # ours, seconds old, named by no result: leave no orphan behind
+                try:
+                    mllog_path(path).unlink()
+                except OSError:
+                    pass
+            raise ResultWriteError(path, e.strerror or str(e)) from e
+
+
+def clean_stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> int:
+    """Remove `.tmp-*.part` files a killed writer left in folder. Only old ones: a live writer's file is fresh
+    (a write takes milliseconds; an hour covers any fsync on a stalled disk)."""
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    now = time.time()
+    for tmp in folder.glob(".tmp-*.part"):
+        try:
+            if now - tmp.stat().st_mtime > older_than_s:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def find_by_run_id(root: Path | None, run_id: str) -> tuple[Path, Result] | None:
+    """A run's result file by its id (a child may have written it and died before reporting)."""
+    if root is None or not root.exists():
+        return None
+    for path in root.rglob(f"*-{run_id}.json"):
+        try:
+            return path, read_result(path)
+        except ResultError:
+            continue
+    return None
+
+
+def error_result(req: Any, status: Status, error: str, fingerprint: tuple[HardwareInfo, dict[str, str], GitInfo],
+                 run_id: str | None = None, world_size: int = 1) -> Result:
+    """The one constructor of a run that measured nothing (its worker died, its node was lost, no data):
+    the run's identity and configuration (a RunRequest), the status and why, where it ran
+    (`environment.fingerprint()`)."""
+    spec = req.spec
+    hardware, software, git = fingerprint
+    return Result(
+        run_id=run_id or new_run_id(), started_at=now_utc(), workload=spec.name, workload_version=spec.version,
+        spec_hash=spec.spec_hash(), backend=req.backend, tier=req.tier,
+        config={"spec": spec.canonical(), "spec_source": req.spec_source, "overrides": req.overrides,
+                "variant": req.variant, "precision": req.precision, "compile": req.compile, "threads": req.threads,
+                **req.extra_config},
+        parallel={"dp": world_size}, status=status, train_s=0.0, eval_s=0.0, init_s=0.0, total_s=0.0, steps=0,
+        samples=0, hardware=hardware, software=software, git=git, seed=req.seed, world_size=world_size, error=error[-8000:],
+    )
 
 
 def now_utc() -> datetime:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -46,7 +45,9 @@ class StudySpec(BaseModel):
     backend: str = "torch"
     precision: str | None = Field(default=None, description="overrides every bundle's precision")
     tau_max: float = Field(default=profiles.DEFAULT_TAU_MAX, gt=1)
-    executor: Literal["local"] = Field(default="local", description="local: one run after another, in-process")
+    executor: Literal["inline", "local", "ray"] = Field(
+        default="inline", description="where the runs execute, as `trainbench run --executor` (each run isolated)")
+    jobs: int = Field(default=1, ge=1, description="with executor local: runs at once on this machine")
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
@@ -113,27 +114,6 @@ def plan(st: StudySpec, base_dir: Path) -> list[Cell]:
     return cells
 
 
-# ---- executors: the seam where a subprocess / Ray executor plugs in -------------------------------------
-
-
-class Executor(Protocol):
-    def run(self, requests: Sequence[Any], progress: Callable[[Any], None] | None) -> Iterator[tuple[Result, Path | None]]:
-        ...
-
-
-class LocalExecutor:
-    """One run after another in this process (the harness seeds, threads and times each run itself)."""
-
-    def run(self, requests: Sequence[Any], progress: Callable[[Any], None] | None = None):
-        from suite import harness
-
-        for req in requests:
-            yield harness.run(req, progress)
-
-
-EXECUTORS: dict[str, Callable[[], Executor]] = {"local": LocalExecutor}
-
-
 def requests_for(st: StudySpec, cells: list[Cell], results_dir: Path | None, threads: int | None) -> list[Any]:
     from suite.harness import RunRequest
 
@@ -184,10 +164,19 @@ def score(records: list[dict[str, Any]], algorithms: list[str], tau_max: float) 
 
 
 def run_study(st: StudySpec, cells: list[Cell], results_dir: Path | None = Path("results"),
-              threads: int | None = None, progress: Callable[[Any], None] | None = None) -> dict[str, Any]:
+              threads: int | None = None, options: Any = None, control: Any = None) -> dict[str, Any]:
+    """Run every cell's seeds through the launcher (suite/execution/launch.py) and score what came back."""
+    from suite.execution import launch
+
     labels = list(dict.fromkeys(c.label for c in cells))
-    executor = EXECUTORS[st.executor]()
-    records = [record(res, path) for res, path in executor.run(requests_for(st, cells, results_dir, threads), progress)]
+    options = options or launch.Options(executor=st.executor, jobs=st.jobs)
+    records = []
+    for o in launch.launch(requests_for(st, cells, results_dir, threads), options, control):
+        if o.data_missing and options.executor == "inline":
+            from suite.data.base import DataMissing
+
+            raise DataMissing(o.data_missing)  # this machine lacks the data: bad input, nothing scored
+        records.append(record(o.result, o.path))
     scored = score(records, labels, st.tau_max)
     return {
         "study": st.model_dump(mode="json"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from suite import registry
-from suite.execution.launch import execute
+from suite.execution import launch
 from suite.execution.pool import threads_per_job
 from suite.harness import RunRequest
 from suite.results import load_results, write_result
@@ -30,6 +30,10 @@ def _fault_spec(tmp_path: Path, name: str, task: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def execute(reqs: list[RunRequest], executor: str, jobs: int = 1) -> list:
+    return [o.result for o in launch.launch(reqs, launch.Options(executor=executor, jobs=jobs, quiet=True))]
 
 
 def _req(path: Path, seed: int, variant: str | None = "tiny", threads: int | None = None) -> RunRequest:
@@ -92,6 +96,9 @@ def test_ray_resource_requests():
     assert resources_for(RunRequest(spec=spec), {"CPU": 32, "GPU": 8}) == {"num_cpus": 1, "num_gpus": 1}
     assert resources_for(RunRequest(spec=spec, threads=4), {"CPU": 2}) == {"num_cpus": 2}
     assert resources_for(RunRequest(spec=spec, threads=1), {"CPU": 2}) == {"num_cpus": 1}
+    # a run of several processes is one task: all its ranks land on one node
+    assert resources_for(RunRequest(spec=spec, threads=1), {"CPU": 8}, nproc=2) == {"num_cpus": 2}
+    assert resources_for(RunRequest(spec=spec), {"CPU": 32, "GPU": 8}, nproc=4) == {"num_cpus": 1, "num_gpus": 4}
 
 
 # ---- Ray: one local 2-CPU cluster for the whole session ----------------------------------------------------

@@ -39,6 +39,7 @@ Fault = Literal[
     "hang_gil",  # libc sleep called with the GIL held: not even the watchdog thread runs
     "exit",  # sys.exit(3) inside model code (SystemExit is not an Exception)
     "sigkill",  # the process is SIGKILLed (what the kernel's OOM killer does)
+    "segv",  # a crash in native code: a read of address 0 (SIGSEGV)
 ]
 
 
@@ -47,7 +48,8 @@ class Config(cnn.Config):
     at_step: int = Field(default=3, ge=1, description="training forward call that faults (1 = first)")
     rank: int | None = Field(default=None, description="only this rank faults (None: every rank)")
     sleep_s: float = Field(default=0.0, ge=0, description="sleep in every training step")
-    ready_file: str | None = Field(default=None, description="written (with the pid) when step at_step starts")
+    ready_file: str | None = Field(default=None, description="written (with the pid) when step at_step starts; "
+                                   "`{rank}` in it is replaced by the rank")
 
 
 class FaultyModel(nn.Module):
@@ -70,7 +72,7 @@ class FaultyModel(nn.Module):
         if cfg.sleep_s:
             time.sleep(cfg.sleep_s)
         if cfg.ready_file and self.calls == cfg.at_step:
-            Path(cfg.ready_file).write_text(str(os.getpid()))
+            Path(cfg.ready_file.replace("{rank}", os.environ.get("RANK", "0"))).write_text(str(os.getpid()))
         if self._armed():
             if cfg.fault == "raise":
                 raise RuntimeError(f"injected fault in model code at step {self.calls}")
@@ -86,6 +88,8 @@ class FaultyModel(nn.Module):
                 sys.exit(3)
             if cfg.fault == "sigkill":
                 os.kill(os.getpid(), signal.SIGKILL)
+            if cfg.fault == "segv":
+                ctypes.string_at(0)
         out = self.inner(x)
         return out * math.nan if cfg.fault == "nan" and self._armed() else out
 

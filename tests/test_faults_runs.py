@@ -14,6 +14,7 @@ import pytest
 from test_faults_lib import cli, env, json_rows, sh, wait_for, write_spec
 
 from suite import harness
+from suite.execution import child
 from suite.execution import isolated as isolation
 from suite.execution.watchdog import MIN_STALL_S, Limits, Watchdog
 from suite.results import load_results, read_result
@@ -22,7 +23,7 @@ from suite.spec import load_spec
 
 def _in_process(spec_path: Path, results: Path) -> tuple:
     req = harness.RunRequest(spec=load_spec(spec_path), results_dir=results, threads=1)
-    return isolation.execute_guarded(req)
+    return child.execute_guarded(req)
 
 
 def _no_temp_files(root: Path) -> bool:

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out
+from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out, say_err
 
 
 def _row(result: Any, written: Path | None) -> dict[str, Any]:
@@ -48,11 +48,12 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def _torchrun(nproc: int) -> int:
-    """Re-run this very command under torchrun with `nproc` processes (the workers see WORLD_SIZE)."""
-    argv = [a for a in sys.argv[1:]]
+    """Re-run this very command under torchrun with `nproc` processes, each rank in-process (--no-isolate)."""
+    from suite.execution.processes import torchrun_command
+
     cleaned: list[str] = []
     skip = False
-    for a in argv:
+    for a in sys.argv[1:]:
         if skip:
             skip = False
             continue
@@ -62,9 +63,7 @@ def _torchrun(nproc: int) -> int:
         if a.startswith("--nproc="):
             continue
         cleaned.append(a)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "suite.cli", *cleaned]
-    return subprocess.call(cmd, env={**os.environ, "TRAINBENCH_LAUNCHED": "1"})
+    return subprocess.call(torchrun_command(nproc, "suite.cli", cleaned), env={**os.environ, "TRAINBENCH_LAUNCHED": "1"})
 
 
 def run(
@@ -102,17 +101,13 @@ def run(
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     from suite.execution import plan as planner
 
-    if executor != "inline" and nproc > 1:
-        raise fail_input("--nproc is for one run across processes; with --executor local/ray give --jobs or a cluster")
     launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
     if nproc > 1 and not launched and not isolate:
         _plan(planner, workloads, tier, backend, set_, variant, precision, algo)  # refuse before torchrun starts
         raise typer.Exit(_torchrun(nproc))
     from suite import distributed
     from suite.algorithms import precision as precision_mod
-    from suite.data.base import DataMissing
-    from suite.execution import isolated as isolation
-    from suite.execution.progress import printer
+    from suite.execution import launch
 
     if precision is not None and precision not in precision_mod.RECIPES:
         raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
@@ -121,48 +116,53 @@ def run(
     specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo)
 
     is_main = distributed.from_env().is_main
-    show = printer(is_main and not quiet)
-    isolated = isolate and not launched
     if is_main:
         _check_results_dir(results)
-    rows: list[dict[str, Any]] = []
-    bad = False
     requests = planner.requests(
         specs, backend, range(seed, seed + seeds), compile=compile_, threads=threads, results_dir=results,
         tier=tier, variant=variant, peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx)
-    if executor != "inline":
-        bad = _run_on_executor(requests, executor, jobs, address, rows, quiet, results)
-        requests = []  # done: fall through to the summary
-    for req in requests:
-        if isolated:
-            outcome = isolation.run_isolated(req, nproc=nproc, quiet=quiet)
-            if outcome.data_missing:
+    options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
+                             quiet=quiet, isolate=isolate and not launched)
+    try:
+        launch.launcher_for(options)
+    except ValueError as e:
+        raise fail_input(str(e)) from None
+    rows: list[dict[str, Any]] = []
+    bad = False
+    for outcome in launch.launch(requests, options, launch.Control(fail_fast=fail_fast)):
+        result = outcome.result
+        if outcome.data_missing:
+            if executor == "inline":  # this machine lacks the data: bad input, nothing recorded
                 raise fail_input(outcome.data_missing)
-            # stop only when the user asked the suite to stop (a signal to this process)
-            result, written, stop = outcome.result, outcome.path, outcome.signalled is not None
-        else:
-            try:
-                result, written = isolation.execute_guarded(req, show)
-            except DataMissing as e:
-                raise fail_input(str(e)) from None
-            stop = result.status == "interrupted"
-        rows.append(_row(result, written))
-        if result.status in ("error", "diverged", "interrupted"):
+            outcome.path = write_or_report(results, result)  # a worker node lacks it: that run failed there
+        if outcome.write_error:
+            bad = True
+            say_err(outcome.write_error)
+            sys.stdout.write(result.model_dump_json() + "\n")  # the measurements, so nothing is lost
+        rows.append(_row(result, outcome.path))
+        if result.status in launch.BAD:
             bad = True
             if is_main and result.error and not quiet:
-                err.print(f"[red]{escape(result.workload)} seed {req.seed}: {result.status}[/red]: "
+                err.print(f"[red]{escape(result.workload)} seed {result.seed}: {result.status}[/red]: "
                           f"{escape(result.error)}", highlight=False)
-            if fail_fast:
-                break
-        if stop:
-            break
     if is_main:
         if json_:
             emit_json(rows)
         else:
             out.print(_summary_table(rows))
-            out.print(f"results written under {results}/")
+            out.print(f"results written under {results}/", markup=False, highlight=False)
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
+
+
+def write_or_report(root: Path, result: Any) -> Path | None:
+    """Write a record the driver holds; when the folder cannot take it, say so (stderr) and return None."""
+    from suite.results import ResultWriteError, write_run
+
+    try:
+        return write_run(root, result)
+    except ResultWriteError as e:
+        say_err(str(e))
+        return None
 
 
 def _check_results_dir(results: Path) -> None:
@@ -175,39 +175,6 @@ def _check_results_dir(results: Path) -> None:
             pass
     except OSError as e:
         raise fail_input(f"--results {results}: cannot write result files there ({e.strerror or e})") from None
-
-
-
-# ---- executors (run --executor local | ray) --------------------------------------------------------------
-
-
-def _run_on_executor(requests: list[Any], executor: str, jobs: int, address: str | None,
-                     rows: list[dict[str, Any]], quiet: bool, results_dir: Path) -> bool:
-    """Fan every (workload x seed) out to an executor; write each result as it streams back. True if any is bad."""
-    import dataclasses
-
-    from suite.execution.launch import EXECUTORS
-    from suite.execution.launch import execute as run_all
-    from suite.execution.launch import write as write_from_worker
-
-    if executor not in EXECUTORS:
-        raise fail_input(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
-    if address and executor != "ray":
-        raise fail_input("--address is for --executor ray")
-    requests = [dataclasses.replace(r, results_dir=None) for r in requests]  # the driver writes, below
-    bad = False
-    for result in run_all(requests, executor, jobs=jobs, address=address):
-        written = write_from_worker(results_dir, result)
-        rows.append(_row(result, written))
-        if not quiet:
-            err.print(f"[{result.workload} seed {result.seed}] {result.status} -> {written}", highlight=False,
-                      markup=False)
-        if result.status in ("error", "diverged", "interrupted"):
-            bad = True
-            if result.error and not quiet:
-                err.print(f"[red]{result.workload} seed {result.seed}: {result.status}[/red]: {result.error}",
-                          highlight=False)
-    return bad
 
 
 
@@ -226,11 +193,17 @@ def study(
     threads: Annotated[int | None, typer.Option(help="torch threads per run")] = None,
     json_: Annotated[bool, typer.Option("--json", help="print the scores as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+    executor: Annotated[str | None, typer.Option(
+        help="inline | local | ray, as for `run` (default: the study file's, else inline)")] = None,
+    jobs: Annotated[int | None, typer.Option(min=1, help="--executor local: runs at once")] = None,
+    address: Annotated[str | None, typer.Option(help="--executor ray: cluster address")] = None,
+    fail_fast: Annotated[bool, typer.Option(help="stop at the first run that ends in error or divergence")] = False,
+    nproc: Annotated[int, typer.Option(min=1, help="processes per run (torchrun, data parallel)")] = 1,
 ) -> None:
     """Run a study and score each algorithm with AlgoPerf performance profiles (JSON, Markdown, SVG, HTML)."""
     from suite import study as study_mod
     from suite.data.base import DataMissing
-    from suite.execution.progress import printer
+    from suite.execution import launch
     from suite.spec import SpecError
 
     try:
@@ -245,9 +218,15 @@ def study(
     except planner.PlanError as e:
         raise fail_input(str(e)) from None
     out_dir = out_dir or Path("studies") / "_out" / st.name
+    options = launch.Options(executor=executor or st.executor, jobs=jobs or st.jobs, address=address, quiet=quiet,
+                             nproc=nproc)
     try:
-        report = study_mod.run_study(st, plan, results_dir=results, threads=threads,
-                                     progress=printer(not quiet))
+        launch.launcher_for(options)
+    except ValueError as e:
+        raise fail_input(str(e)) from None
+    try:
+        report = study_mod.run_study(st, plan, results_dir=results, threads=threads, options=options,
+                                     control=launch.Control(fail_fast=fail_fast))
     except DataMissing as e:
         raise fail_input(str(e)) from None
     paths = study_mod.write_outputs(report, out_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+from sklearn.datasets import load_digits  # bundled with scikit-learn: no download
 
 from suite.data.base import TensorSplits, fixed_split
 from suite.registry import Component
@@ -16,8 +17,6 @@ class Config(BaseModel):
 
 
 def load(cfg: Config) -> TensorSplits:
-    from sklearn.datasets import load_digits  # bundled with scikit-learn: no download
-
     bunch = load_digits()
     x = torch.from_numpy((bunch.images / 16.0).astype(np.float32)).unsqueeze(1)  # N,1,8,8 in [0,1]
     y = torch.from_numpy(bunch.target.astype(np.int64))

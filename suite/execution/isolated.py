@@ -1,14 +1,22 @@
 """Each run in a child process of its own (torchrun for several ranks): a crash, hang or kill ends that run, not the suite.
 
-The parent (the `trainbench run` process) hands the child a pickled RunRequest in a private temporary
-folder, streams the child's output to its own stderr (keeping the tail), forwards SIGINT/SIGTERM to it,
-and waits. The child runs the harness with the watchdog armed (suite/execution/watchdog.py); rank 0 writes the
-result into the results folder itself, so it survives even the parent's death, then a small report that
-tells the parent where it is. If the child ends without a report (killed, crashed in C, wedged with the
-GIL held past the watchdog), the parent writes an `error` result (`interrupted` if the user stopped it)
-that says how the child ended: a run is never silently lost.
+Every launcher (suite/execution/launch.py) runs each run through `IsolatedRun`. The parent hands the child a
+pickled `Job` in a private folder, copies the child's output (a file there, never a pipe, so the child can
+not die of a closed pipe) to its own stderr, keeps the tail, and watches: the child's heartbeat (a wedged
+child whose watchdog thread cannot run), a backstop deadline, and an exit grace after it reported. The child
+runs the harness with the watchdog armed (suite/execution/watchdog.py); rank 0 writes the result into the
+results folder itself, so it survives even the parent's death, then a small report that tells the parent
+where it is. If the child ends without a report, the parent writes an `error` result (`interrupted` if the
+user stopped it) that says how the child ended: a run is never silently lost.
 
-Run as a module, this file is the child: `python -m suite.execution.isolated JOB.pkl`.
+Warm start: a single-process child is forked from a fork server that has already imported torch and the
+suite (`multiprocessing`'s forkserver), so a run pays ~0.1 s to start instead of a Python + torch import.
+Several ranks start under torchrun, fresh processes as torchrun makes them.
+
+The parent's death: every rank watches the process that launched it; when it is gone, the run stops at the
+next step as `interrupted` ("the launching process died"), rank 0 records it, and nothing is left running.
+
+The child's side is suite/execution/child.py; process helpers (/proc) are suite/execution/processes.py.
 """
 
 from __future__ import annotations
@@ -17,125 +25,38 @@ import collections
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import suite
-from suite import harness
-from suite.execution.watchdog import EXIT_TIMEOUT, Limits, Watchdog
-from suite.harness import ProgressFn, Run, RunRequest
-from suite.results import (
-    Result,
-    ResultError,
-    new_run_id,
-    parse_result,
-    read_result,
-    write_atomic,
-    write_result,
+from suite import results
+from suite.environment import fingerprint
+from suite.execution.child import Job, Outcome, forked_main
+from suite.execution.processes import (
+    JOB_PREFIX,
+    alive,
+    kill_tree,
+    process_start_time,
+    sweep_stale_jobs,
+    torchrun_command,
 )
+from suite.execution.watchdog import EXIT_TIMEOUT, Limits
+from suite.harness import RunRequest
 
-_early_signals: list[int] = []  # signals the child got before the harness installed its own handlers
+__all__ = ["IsolatedRun", "Job", "Outcome", "alive", "kill_tree", "run_isolated", "sweep_stale_jobs"]
+
 STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the child's own watchdog is armed
 TAIL_LINES = 30
 EXIT_GRACE_S = 30.0  # a child that reported but does not exit (a stray thread, a hung peer) is ended after this
 WEDGED_MARGIN_S = 15.0  # a watchdog silent this much longer than its own stall window is not coming back
-
-
-@dataclass
-class Job:
-    """What the parent hands the child."""
-
-    req: RunRequest
-    run_id: str
-    quiet: bool
-    report: str  # where rank 0 writes the outcome (a JSON file in the parent's private folder)
-    heartbeat: str | None = None  # each rank's watchdog touches `<heartbeat>.<rank>` while it can run
-
-
-@dataclass
-class Outcome:
-    result: Result
-    path: Path | None
-    signalled: int | None = None  # the parent itself got this signal during the run: the user wants to stop
-    data_missing: str | None = None  # the data set is not installed (bad input, nothing recorded)
-    returncode: int = 0
-
-
-# ---- in the child (and in-process under --no-isolate / a user's own torchrun) -------------------------
-
-
-def execute_guarded(
-    req: RunRequest,
-    progress: ProgressFn | None = None,
-    run_id: str | None = None,
-    on_written: Callable[[Result, Path | None], Any] | None = None,
-    heartbeat: str | None = None,
-) -> tuple[Result, Path | None]:
-    """harness.run() with the watchdog armed: rank 0 writes the result, or the watchdog does if the run hangs."""
-    runner = Run(req, progress)
-    if run_id:
-        runner.run_id = run_id
-    if _early_signals:  # stopped while starting up: the run ends as `interrupted` after its first step
-        runner.flag.signum = _early_signals[0]
-    is_main = runner.dist.is_main
-
-    def record(result: Result) -> Path | None:
-        path = harness.record(runner, result)
-        if on_written is not None and is_main:
-            on_written(result, path)
-        return path
-
-    beat = f"{heartbeat}.{runner.dist.rank}" if heartbeat else None
-    dog = Watchdog(runner, on_fire=record, heartbeat=beat).start()
-    try:
-        result = runner.execute()
-    finally:
-        if not dog.disarm():
-            threading.Event().wait()  # the watchdog is recording this run and ends the process; never write twice
-    return result, record(result)
-
-
-def _write_report(report: str, payload: dict[str, Any]) -> None:
-    write_atomic(Path(report), json.dumps(payload))
-
-
-def _child_main(job_path: str) -> int:
-    from suite import distributed
-    from suite.data.base import DataMissing
-    from suite.execution.progress import printer as _progress_printer
-
-    # A late SIGTERM (torchrun tearing down after a peer died, the parent forwarding a second Ctrl-C) must not
-    # kill this process between the end of the run and the end of its write: outside the harness's own
-    # handlers a signal is only noted (one that came early still stops the run). The parent's backstop ends
-    # a child that will not stop.
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, lambda signum, _frame: _early_signals.append(signum))
-    with open(job_path, "rb") as f:
-        job: Job = pickle.load(f)  # noqa: S301 - written by our parent, in its private 0700 folder
-    is_main = distributed.from_env().is_main
-    show = _progress_printer(is_main and not job.quiet)
-
-    def report(result: Result, path: Path | None) -> None:
-        _write_report(job.report, {"result": result.model_dump_json(), "path": str(path) if path else None})
-
-    try:
-        execute_guarded(job.req, show, run_id=job.run_id, on_written=report, heartbeat=job.heartbeat)
-    except DataMissing as e:
-        if is_main:
-            _write_report(job.report, {"data_missing": str(e)})
-        return 2
-    return 0
-
-
-# ---- in the parent ------------------------------------------------------------------------------------
+PRELOAD = ["torch", "torch._dynamo", "suite.harness", "suite.execution.child"]  # imported once, by the fork server
 
 
 def _child_env() -> dict[str, str]:
@@ -147,63 +68,58 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below pid (Linux /proc). torchrun starts each worker in a session of its own, so
-    killing torchrun's process group would leave the workers running."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
+_forkserver: Any = None
 
 
-def kill_tree(pid: int) -> None:
-    for p in [pid, *_descendants(pid)]:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
+def warm_modules(requests: list[RunRequest]) -> list[str]:
+    """What the fork server should import before the first fork: torch, the harness, and each request's task,
+    model, data and backend modules (what a run would otherwise import during its untimed init)."""
+    from suite import registry
+
+    mods = list(PRELOAD)
+    for req in requests:
+        spec = req.spec
+        refs = [(registry.TASKS, spec.task), (registry.MODELS, spec.model.arch), (registry.DATASETS, spec.data.name),
+                (registry.BACKENDS, req.backend)]
+        for table, name in refs:
+            ref = table.get(name, name) if isinstance(name, str) else None
+            mod = ref.partition(":")[0] if ref and ":" in ref else None
+            if mod and mod not in mods:
+                mods.append(mod)
+    return mods
 
 
-def _tee(stream: Any, tail: collections.deque[str]) -> None:
-    """Child output -> our stderr, line by line (live progress), keeping the last lines for the record."""
-    sink = getattr(sys.stderr, "buffer", None)
-    for line in iter(stream.readline, b""):
-        tail.append(line.decode("utf-8", "replace"))
-        try:
-            if sink is not None:
-                sink.write(line)
-                sink.flush()
-            else:
-                sys.stderr.write(line.decode("utf-8", "replace"))
-                sys.stderr.flush()
-        except (OSError, ValueError):
-            pass  # our stderr went away: keep draining so the child never blocks on a full pipe
-    stream.close()
+def prepare_fork_server(modules: list[str]) -> None:
+    """Name what the fork server imports; only before its first fork (later calls change nothing)."""
+    global _forkserver
+    if _forkserver is None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(modules)
+        _forkserver = ctx
 
 
-def _stale_heartbeat(tmp: Path, limit_s: float) -> float | None:
-    """Seconds since the quietest rank's watchdog last ran, if over limit_s (a C call holding the GIL)."""
-    now = time.time()
-    for beat in tmp.glob("heartbeat.*"):
-        try:
-            quiet = now - beat.stat().st_mtime
-        except OSError:
-            continue
-        if quiet > limit_s:
-            return quiet
-    return None
+def _fork_context() -> Any:
+    """The invocation's fork server, started on first use with torch and the suite already imported."""
+    prepare_fork_server(PRELOAD)
+    return _forkserver
+
+
+class _Child:
+    """A started child, whichever way it started: pid, exit code (negative: killed by that signal)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes] | None = None, process: Any = None):
+        self.popen, self.process = popen, process
+        self.pid: int = popen.pid if popen is not None else process.pid
+
+    def poll(self) -> int | None:
+        if self.popen is not None:
+            return self.popen.poll()
+        if self.process.is_alive():
+            return None
+        self.process.join()
+        return self.process.exitcode
 
 
 def _how_it_ended(rc: int, backstop_s: float | None, signalled: int | None, wedged_s: float | None) -> str:
@@ -224,125 +140,211 @@ def _how_it_ended(rc: int, backstop_s: float | None, signalled: int | None, wedg
     return f"the worker process exited with code {rc} without writing a result"
 
 
-def _fallback(req: RunRequest, run_id: str, nproc: int, status: str, error: str) -> Result:
-    from suite import distributed
-
-    runner = Run(req)
-    runner.run_id = run_id
-    runner.dist = distributed.DistInfo(rank=0, world=nproc, local_rank=0, local_world=nproc)
-    runner.status, runner.error = status, error
-    return runner.result()
-
-
 def _read_report(report: Path) -> dict[str, Any] | None:
     """The child's report, or None if there is none (it is written atomically: whole or absent)."""
     try:
         payload = json.loads(report.read_text(encoding="utf-8"))
         if "data_missing" not in payload:
-            parse_result(payload["result"], "worker report")
+            results.parse_result(payload["result"], "worker report")
         return payload
-    except (OSError, ValueError, KeyError, TypeError, ResultError):
+    except (OSError, ValueError, KeyError, TypeError, results.ResultError):
         return None
 
 
-def _find_written(results_dir: Path | None, run_id: str) -> tuple[Result, Path] | None:
-    """The child may have written its result and died before its report: find it by run id, never write twice."""
-    if results_dir is None or not results_dir.exists():
-        return None
-    for path in results_dir.rglob(f"*-{run_id}.json"):
+class IsolatedRun:
+    """One run in a child process, driven by `start`, `poll` (until True), `stop`, then `outcome`.
+
+    A launcher drives many at once from one thread; nothing here installs signal handlers.
+    """
+
+    def __init__(self, req: RunRequest, nproc: int = 1, quiet: bool = False, startup_s: float = STARTUP_S,
+                 warm: bool = True, peak_cache: str | None = None, echo: Callable[[bytes], None] | None = None,
+                 torchrun_args: list[str] | None = None):
+        self.req, self.nproc, self.quiet, self.startup_s = req, nproc, quiet, startup_s
+        self.warm, self.peak_cache = warm and nproc == 1, peak_cache
+        self.echo = echo if echo is not None else _echo_stderr
+        self.torchrun_args = torchrun_args or ["--standalone"]
+        self.limits = Limits.for_budget(req.spec.budget)
+        self.run_id = results.new_run_id()
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.signals: list[int] = []
+        self.child: _Child | None = None
+        self.rc: int | None = None
+        self.backstop_s: float | None = None
+        self.wedged_s: float | None = None
+        self._reported_at: float | None = None
+        self._log_pos = 0
+        self._partial = b""
+
+    # ---- lifecycle --------------------------------------------------------------------------------------
+
+    def start(self) -> IsolatedRun:
+        self.tmp = Path(tempfile.mkdtemp(prefix=JOB_PREFIX))
+        self.report, self.log = self.tmp / "report.json", self.tmp / "output.log"
+        me = (os.getpid(), process_start_time(os.getpid()) or "")
+        job = Job(req=self.req, run_id=self.run_id, quiet=self.quiet, report=str(self.report),
+                  heartbeat=str(self.tmp / "heartbeat"), parent=me, peak_cache=self.peak_cache,
+                  env={"TRAINBENCH_PEAK_CACHE": self.peak_cache} if self.peak_cache else {})
+        job_path = self.tmp / "job.pkl"
+        with open(job_path, "wb") as f:
+            pickle.dump(job, f)
+        self.log.touch()
+        if self.warm:
+            proc = _fork_context().Process(target=forked_main, args=(str(job_path), str(self.log)), daemon=False)
+            proc.start()
+            self.child = _Child(process=proc)
+        else:
+            if self.nproc > 1:
+                cmd = torchrun_command(self.nproc, "suite.execution.child", [str(job_path)], self.torchrun_args)
+            else:
+                cmd = [sys.executable, "-m", "suite.execution.child", str(job_path)]
+            with open(self.log, "ab") as out:
+                # a session of its own: a terminal's Ctrl-C reaches only us, and we forward exactly one signal
+                popen = subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.child = _Child(popen=popen)
+        results.write_atomic(self.tmp / "owner.json", json.dumps({
+            "parent": me[0], "parent_start": me[1], "child": self.child.pid,
+            "child_start": process_start_time(self.child.pid)}))
+        self.started = time.monotonic()
+        self.deadline = self.started + self.startup_s + self.limits.worst_case_s()
+        return self
+
+    def stop(self, signum: int) -> None:
+        """The launcher was asked to stop: pass the signal on (a third one kills at once)."""
+        self.signals.append(signum)
+        if self.child is None or self.rc is not None:
+            return
+        if len(self.signals) >= 3:
+            kill_tree(self.child.pid)
+            return
         try:
-            return read_result(path), path
-        except ResultError:
+            os.kill(self.child.pid, signum)  # torchrun passes it on to every rank
+        except OSError:
+            pass
+        # the run stops after the step in progress; one stall window (plus torchrun's teardown) is plenty
+        self.deadline = min(self.deadline, time.monotonic() + self.limits.stall_s + 40)
+
+    def poll(self) -> bool:
+        """Copy new output, enforce the backstops; True once the child has exited."""
+        assert self.child is not None, "start() first"
+        self._pump()
+        if self.rc is not None:
+            return True
+        rc = self.child.poll()
+        if rc is not None:
+            self.rc = rc
+            self._pump(final=True)
+            return True
+        if self.backstop_s is not None or self.wedged_s is not None:
+            return False  # killed: wait to reap it
+        now = time.monotonic()
+        if self._reported_at is None and self.report.exists():
+            self._reported_at = now
+        if self._reported_at is not None:  # the result is safe: only the exit is left
+            if now - self._reported_at > EXIT_GRACE_S:
+                kill_tree(self.child.pid)
+                self._reported_at = float("inf")
+            return False
+        self.wedged_s = _stale_heartbeat(self.tmp, self.limits.stall_s + WEDGED_MARGIN_S)
+        if self.wedged_s is not None:
+            kill_tree(self.child.pid)
+        elif now > self.deadline:
+            self.backstop_s = now - self.started
+            kill_tree(self.child.pid)
+        return False
+
+    def kill(self) -> None:
+        if self.child is not None and self.rc is None:
+            kill_tree(self.child.pid)
+
+    def outcome(self) -> Outcome:
+        """The run's Outcome (after poll() said True); writes the fallback record when the child wrote none."""
+        rc = self.rc if self.rc is not None else -signal.SIGKILL
+        signalled = self.signals[0] if self.signals else None
+        try:
+            payload = _read_report(self.report)
+            if payload is not None and "data_missing" in payload:
+                result = results.error_result(self.req, "error", f"DataMissing: {payload['data_missing']}",
+                                              fingerprint(self.nproc), run_id=self.run_id, world_size=self.nproc)
+                return Outcome(result, None, signalled, payload["data_missing"], rc)
+            if payload is not None:
+                result = results.parse_result(payload["result"], "worker report")
+                return Outcome(result, Path(payload["path"]) if payload["path"] else None, signalled, None, rc,
+                               payload.get("write_error"))
+            found = results.find_by_run_id(self.req.results_dir, self.run_id)
+            if found is not None:
+                return Outcome(found[1], found[0], signalled, None, rc)
+            how = _how_it_ended(rc, self.backstop_s, signalled, self.wedged_s)
+            last = "".join(self.tail).strip()[-3000:]
+            error = f"{how}\nlast output of the worker:\n{last}" if last else how
+            result = results.error_result(self.req, "interrupted" if signalled else "error", error,
+                                          fingerprint(self.nproc), run_id=self.run_id, world_size=self.nproc)
+            try:
+                path = results.write_run(self.req.results_dir, result) if self.req.results_dir else None
+            except results.ResultWriteError as e:
+                return Outcome(result, None, signalled, None, rc, str(e))
+            return Outcome(result, path, signalled, None, rc)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- output -----------------------------------------------------------------------------------------
+
+    def _pump(self, final: bool = False) -> None:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self._log_pos)
+                data = f.read()
+        except OSError:
+            return
+        self._log_pos += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = b"" if final else lines.pop()
+        for line in lines:
+            if final and not line:
+                continue
+            self.tail.append(line.decode("utf-8", "replace") + "\n")
+            self.echo(line + b"\n")
+
+
+def _echo_stderr(line: bytes) -> None:
+    """Child output -> our stderr (live progress); a closed stderr is ignored, never fatal."""
+    try:
+        sink = getattr(sys.stderr, "buffer", None)
+        if sink is not None:
+            sink.write(line)
+            sink.flush()
+        else:
+            sys.stderr.write(line.decode("utf-8", "replace"))
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _stale_heartbeat(tmp: Path, limit_s: float) -> float | None:
+    """Seconds since the quietest rank's watchdog last ran, if over limit_s (a C call holding the GIL)."""
+    now = time.time()
+    for beat in tmp.glob("heartbeat.*"):
+        try:
+            quiet = now - beat.stat().st_mtime
+        except OSError:
             continue
+        if quiet > limit_s:
+            return quiet
     return None
 
 
-def run_isolated(
-    req: RunRequest, nproc: int = 1, quiet: bool = False, startup_s: float = STARTUP_S
-) -> Outcome:
-    """Run one seed in a child process (torchrun with `nproc` ranks when nproc > 1) and return its outcome."""
-    limits = Limits.for_budget(req.spec.budget)
-    run_id = new_run_id()
-    with tempfile.TemporaryDirectory(prefix="trainbench-run-") as tmp:
-        job_path = Path(tmp) / "job.pkl"
-        report = Path(tmp) / "report.json"
-        with open(job_path, "wb") as f:
-            pickle.dump(Job(req=req, run_id=run_id, quiet=quiet, report=str(report),
-                            heartbeat=str(Path(tmp) / "heartbeat")), f)
-        if nproc > 1:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                   "-m", "suite.execution.isolated", str(job_path)]
-        else:
-            cmd = [sys.executable, "-m", "suite.execution.isolated", str(job_path)]
-        # a session of its own: a terminal's Ctrl-C reaches only us, and we forward exactly one signal
-        proc = subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-        reader = threading.Thread(target=_tee, args=(proc.stdout, tail), daemon=True)
-        reader.start()
-        started = time.monotonic()
-        deadline = [started + startup_s + limits.worst_case_s()]
-        signals: list[int] = []
+def run_isolated(req: RunRequest, nproc: int = 1, quiet: bool = False, startup_s: float = STARTUP_S,
+                 warm: bool = True) -> Outcome:
+    """One run in a child process, start to finish, from the main thread (SIGINT/SIGTERM are forwarded)."""
+    from suite.execution.launch import Control
 
-        def forward(signum: int, _frame: Any) -> None:
-            signals.append(signum)
-            if len(signals) >= 3:  # a third signal: stop now, whatever the run was doing
-                kill_tree(proc.pid)
-                return
-            try:
-                os.kill(proc.pid, signum)  # torchrun passes it on to every rank
-            except OSError:
-                pass
-            # the run stops after the step in progress; one stall window (plus torchrun's teardown) is plenty
-            deadline[0] = min(deadline[0], time.monotonic() + limits.stall_s + 40)
-
-        old: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-        backstop_s = wedged_s = reported_at = None
-        try:
-            while True:
-                try:
-                    rc = proc.wait(timeout=0.2)
-                    break
-                except subprocess.TimeoutExpired:
-                    if backstop_s is not None or wedged_s is not None:
-                        continue  # killed: reap it
-                    if reported_at is None and report.exists():
-                        reported_at = time.monotonic()
-                    if reported_at is not None:  # the result is safe: only the exit is left
-                        if time.monotonic() - reported_at > EXIT_GRACE_S:
-                            kill_tree(proc.pid)
-                            reported_at = float("inf")
-                        continue
-                    wedged_s = _stale_heartbeat(Path(tmp), limits.stall_s + WEDGED_MARGIN_S)
-                    if wedged_s is not None:
-                        kill_tree(proc.pid)
-                    elif time.monotonic() > deadline[0]:
-                        backstop_s = time.monotonic() - started
-                        kill_tree(proc.pid)
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-        reader.join(timeout=10)
-        signalled = signals[0] if signals else None
-        payload = _read_report(report)
-        if payload is not None and "data_missing" in payload:
-            return Outcome(_fallback(req, run_id, nproc, "error", payload["data_missing"]), None,
-                           signalled, payload["data_missing"], rc)
-        if payload is not None:
-            result = parse_result(payload["result"], "worker report")
-            return Outcome(result, Path(payload["path"]) if payload["path"] else None, signalled, None, rc)
-    found = _find_written(req.results_dir, run_id)
-    if found is not None:
-        return Outcome(found[0], found[1], signalled, None, rc)
-    how = _how_it_ended(rc, backstop_s, signalled, wedged_s)
-    last = "".join(tail).strip()[-3000:]
-    error = f"{how}\nlast output of the worker:\n{last}" if last else how
-    result = _fallback(req, run_id, nproc, "interrupted" if signalled else "error", error)
-    path = write_result(req.results_dir, result) if req.results_dir is not None else None
-    return Outcome(result, path, signalled, None, rc)
-
-
-if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1]))
+    run = IsolatedRun(req, nproc=nproc, quiet=quiet, startup_s=startup_s, warm=warm).start()
+    control = Control()
+    with control.catch_signals():
+        while not run.poll():
+            while len(run.signals) < control.count:
+                run.stop(control.signum or signal.SIGTERM)
+            time.sleep(0.1)
+    return run.outcome()

@@ -1,86 +1,140 @@
-"""Executors: where the (workload x backend x seed) runs of one `trainbench run` execute.
+"""The ONE seam where runs execute: a `Launcher` takes RunRequests and yields an `Outcome` per run.
 
-`inline` (the default) runs them one after another in this process; `local` fans seeds out to processes on
-this machine; `ray` sends each run to a Ray cluster as a task. Every executor yields one Result per request,
-in completion order, and a run that fails outside the harness (a crashed worker, a lost node) still yields
-a Result with status `error`: nothing is lost.
+| launcher   | `--executor`                | where each run executes                                           |
+|------------|-----------------------------|-------------------------------------------------------------------|
+| inprocess  | `inline --no-isolate`       | this process (a debugger); the watchdog is armed, a hang ends all |
+| pool       | `inline` (1 job), `local`   | an isolated child process per run (suite/execution/isolated.py), |
+|            |  (`--jobs N`)               | up to N at once on this machine                                   |
+| ray        | `ray [--address A]`         | a Ray task per run, which runs the same isolated child on its node |
+
+Every launcher but `inprocess` runs each run through the same isolated child, with heartbeat and watchdog,
+so a hang, crash, OOM, NaN, SIGTERM/SIGINT or the driver's death is handled identically. The driver's
+SIGINT/SIGTERM (`Control.catch_signals`): no new run starts, in-flight runs are stopped and recorded
+`interrupted`, finished ones are kept, and the launcher returns so that the summary is printed. A third
+signal kills in-flight runs at once (their parent records them). `fail_fast`: after the first run that ends
+in error or divergence, no new run starts and in-flight runs are stopped the same way.
+
+Adding a launcher (Slurm, say) is one new module here with a class that has `name` and `run()`, and one
+line in `LAUNCHERS`.
 """
 
 from __future__ import annotations
 
-import json
-import traceback
+import importlib
+import os
+import signal
+import tempfile
+import threading
 from collections.abc import Iterator
-from dataclasses import replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from suite.execution.isolated import Outcome
     from suite.harness import RunRequest
-    from suite.results import Result
 
-EXECUTORS = ("inline", "local", "ray")
-
-
-def error_result(req: RunRequest, message: str) -> Result:
-    """The record of a run that never reported back: status error, the reason, nothing measured."""
-    from suite.harness import Run
-
-    run = Run(replace(req, results_dir=None))
-    run.status, run.error = "error", message[-4000:]
-    return run.result()
+EXECUTORS = ("inline", "local", "ray")  # what `trainbench run --executor` accepts
+LAUNCHERS = {"inprocess": "suite.execution.inprocess:InProcess", "pool": "suite.execution.pool:Pool",
+             "ray": "suite.execution.ray:RayLauncher"}
+BAD = ("error", "diverged", "interrupted")
 
 
-def describe(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return text[-4000:]
+@dataclass
+class Control:
+    """What the driver asks of every run in flight: stop (a signal, --fail-fast), and how insistently."""
+
+    fail_fast: bool = False
+    count: int = 0  # stop requests so far; a launcher passes each one on to its runs
+    signum: int | None = None  # the first signal the driver got (None: stopping for --fail-fast)
+    failed: bool = False  # a run ended badly (under fail_fast: stop)
+
+    @property
+    def stopping(self) -> bool:
+        return self.count > 0
+
+    def request_stop(self, signum: int | None = None) -> None:
+        if self.signum is None and signum is not None:
+            self.signum = signum
+        self.count += 1
+
+    def note(self, outcome: Outcome) -> None:
+        """A run finished: under fail_fast, a bad one stops the rest."""
+        if outcome.result.status in ("error", "diverged"):
+            self.failed = True
+            if self.fail_fast and not self.stopping:
+                self.request_stop()
+
+    @contextmanager
+    def catch_signals(self) -> Iterator[Control]:
+        """SIGINT/SIGTERM to the driver become stop requests (main thread only; elsewhere nothing changes)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+
+        def handler(signum: int, _frame: Any) -> None:
+            self.request_stop(signum)
+
+        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
 
 
-def run_worker(req: RunRequest) -> str:
-    """What a worker does for one request: run it without writing; the driver writes (see `write`).
+@dataclass
+class Options:
+    """How to launch: the CLI's --executor, --jobs, --address, --nproc, --quiet, --isolate."""
 
-    Returns JSON holding the Result's JSON and the text of its :::MLLOG log."""
-    from suite import harness
-
-    the_run = harness.Run(replace(req, results_dir=None))
-    result = the_run.execute()
-    log = the_run.inst.mllog.text() if the_run.inst.mllog is not None else None
-    return json.dumps({"result": result.model_dump_json(), "mllog": log})
-
-
-def from_worker(payload: str) -> Result:
-    """The Result a worker sent back, with its log's text kept for the driver to write beside it."""
-    from suite.results import Result
-
-    data = json.loads(payload)
-    result = Result.model_validate_json(data["result"])
-    result._mllog_text = data.get("mllog")
-    return result
+    executor: str = "inline"
+    jobs: int = 1
+    address: str | None = None
+    nproc: int = 1
+    quiet: bool = False
+    isolate: bool = True
+    # fork single-process children from a warm fork server ($TRAINBENCH_COLD_START=1: a fresh interpreter each,
+    # as before the fork server; benchmarks/smoke_startup.py compares the two)
+    warm: bool = field(default_factory=lambda: os.environ.get("TRAINBENCH_COLD_START", "") != "1")
+    torchrun_args: list[str] = field(default_factory=lambda: ["--standalone"])
 
 
-def write(results_dir: Path, result: Result) -> Path:
-    """The driver's write: the result (atomic, append-only) and, when the worker sent one, its MLLOG log."""
-    from suite.measure.instruments import Instruments
-    from suite.results import write_atomic, write_result
+class Launcher(Protocol):
+    name: str
 
-    text = result._mllog_text
-    result.mllog = Instruments.mllog_name(result) if text else None
-    path = write_result(results_dir, result)
-    if text and result.mllog:
-        write_atomic(path.parent / result.mllog, text)
+    def run(self, requests: list[RunRequest], control: Control) -> Iterator[Outcome]:
+        """Execute every request (or stop early when control says so), yielding each Outcome as it ends."""
+        ...
+
+
+def launcher_for(options: Options) -> Launcher:
+    """The launcher `--executor` names (inline: a pool of one; inline --no-isolate: this process)."""
+    if options.executor not in EXECUTORS:
+        raise ValueError(f"--executor {options.executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if options.address and options.executor != "ray":
+        raise ValueError("--address is for --executor ray")
+    if not options.isolate and options.executor != "inline":
+        raise ValueError("--no-isolate runs in this process: it is for --executor inline only")
+    name = {"inline": "pool" if options.isolate else "inprocess", "local": "pool", "ray": "ray"}[options.executor]
+    module, _, attr = LAUNCHERS[name].partition(":")
+    jobs = options.jobs if options.executor == "local" else 1
+    return getattr(importlib.import_module(module), attr)(options, jobs=jobs)
+
+
+def launch(requests: list[RunRequest], options: Options, control: Control | None = None) -> Iterator[Outcome]:
+    """Run every request on the launcher the options name, with the driver's signals as stop requests."""
+    control = control or Control()
+    launcher = launcher_for(options)
+    with control.catch_signals():
+        for outcome in launcher.run(requests, control):
+            control.note(outcome)
+            yield outcome
+
+
+def peak_cache_file() -> str:
+    """A per-invocation file the runs share their measured GEMM peaks through (host, dtype, threads)."""
+    fd, path = tempfile.mkstemp(prefix="trainbench-peaks-", suffix=".json")
+    os.close(fd)
+    Path(path).write_text("{}")
     return path
-
-
-def execute(requests: list[RunRequest], executor: str, jobs: int = 1, address: str | None = None,
-            ) -> Iterator[Result]:
-    """Run every request on `executor`, yielding each Result as it completes."""
-    if executor == "local":
-        from suite.execution.launch import local
-
-        yield from local.execute(requests, jobs)
-    elif executor == "ray":
-        from suite.execution.launch import ray as ray_executor
-
-        yield from ray_executor.execute(requests, address)
-    else:
-        raise ValueError(f"executor {executor!r}: expected one of {', '.join(EXECUTORS)}")

@@ -1,93 +1,78 @@
-"""`--executor local --jobs N`: runs in up to N parallel processes on this machine, torch threads = cores / N.
+"""`--executor inline` (one job) and `--executor local --jobs N`: isolated child processes on this machine.
 
-One fresh (spawned) process per run: a run's memory and thread pools never leak into the next, and a run
-whose process dies (segfault, OOM kill, os._exit) is recorded as `error` without disturbing the others.
+Up to N runs at once, each in a child of its own (suite/execution/isolated.py), all driven from the driver's
+main thread: it copies their output, watches their heartbeats and backstops, passes stop requests on, and
+yields each Outcome as its child ends. Torch threads per run default to cores / (jobs x processes per run).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import traceback
+import os
+import signal
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from multiprocessing.connection import Connection, wait
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from suite.execution.launch import error_result, from_worker, run_worker
-from suite.harness import RunRequest
-from suite.results import Result
+from suite.execution.isolated import IsolatedRun, Outcome, prepare_fork_server, sweep_stale_jobs, warm_modules
+from suite.execution.launch import Control, Options, peak_cache_file
+
+if TYPE_CHECKING:
+    from suite.harness import RunRequest
+
+POLL_S = 0.1
 
 
-def threads_per_job(jobs: int, cores: int | None = None) -> int:
+def threads_per_job(jobs: int, cores: int | None = None, nproc: int = 1) -> int:
     from suite.devices import cpu_cores
 
-    return max(1, (cores or cpu_cores()) // max(1, jobs))
+    return max(1, (cores or cpu_cores()) // max(1, jobs * nproc))
 
 
-def _child(req: RunRequest, conn: Connection) -> None:
-    try:
-        conn.send(("ok", run_worker(req)))
-    except BaseException as e:  # noqa: BLE001 - report anything, even SystemExit, to the driver
-        conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}"))
-    finally:
-        conn.close()
+class Pool:
+    name = "pool"
 
+    def __init__(self, options: Options, jobs: int = 1):
+        if jobs < 1:
+            raise ValueError(f"--jobs {jobs}: must be at least 1")
+        self.options, self.jobs = options, jobs
 
-@dataclass
-class _Slot:
-    req: RunRequest
-    proc: Any
-    conn: Connection
-    reply: tuple[str, str] | None = None
-
-
-def execute(requests: list[RunRequest], jobs: int) -> Iterator[Result]:
-    if jobs < 1:
-        raise ValueError(f"--jobs {jobs}: must be at least 1")
-    todo = [r if r.threads else replace(r, threads=threads_per_job(jobs)) for r in requests]
-    todo.reverse()
-    # spawn, not fork: a forked torch process inherits the parent's thread pools and locks
-    ctx = mp.get_context("spawn")
-    running: list[_Slot] = []
-    try:
-        while todo or running:
-            while todo and len(running) < jobs:
-                req = todo.pop()
-                parent, child = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_child, args=(req, child), daemon=True)
-                proc.start()
-                child.close()
-                running.append(_Slot(req, proc, parent))
-            ready = set(wait([s.conn for s in running] + [s.proc.sentinel for s in running]))
-            for slot in list(running):
-                if slot.conn in ready and slot.reply is None:
-                    try:
-                        slot.reply = slot.conn.recv()
-                    except (EOFError, OSError):
-                        slot.reply = None  # the process died before replying; its exit code says how
-                if slot.proc.sentinel in ready or slot.reply is not None:
-                    slot.proc.join()
-                    running.remove(slot)
-                    result = _outcome(slot)
-                    slot.conn.close()
-                    yield result
-    finally:
-        for slot in running:  # the driver was interrupted: stop the children, they would write nothing
-            slot.proc.terminate()
-            slot.proc.join(5)
-
-
-def _outcome(slot: _Slot) -> Result:
-    if slot.reply is None:
+    def run(self, requests: list[RunRequest], control: Control) -> Iterator[Outcome]:
+        opts = self.options
+        todo = list(requests)
+        if self.jobs > 1:  # a lone run keeps the machine's default (its spec or --threads may say otherwise)
+            todo = [r if r.threads else replace(r, threads=threads_per_job(self.jobs, nproc=opts.nproc))
+                    for r in todo]
+        todo.reverse()
+        sweep_stale_jobs()
+        if opts.warm:
+            prepare_fork_server(warm_modules(todo))
+        cache = peak_cache_file()
+        running: list[IsolatedRun] = []
         try:
-            if slot.conn.poll():
-                slot.reply = slot.conn.recv()
-        except (EOFError, OSError):
-            pass
-    if slot.reply is None:
-        return error_result(slot.req, f"worker process died with exit code {slot.proc.exitcode} before "
-                                      "reporting a result (killed, out of memory, or a crash in native code)")
-    kind, payload = slot.reply
-    if kind == "ok":
-        return from_worker(payload)
-    return error_result(slot.req, f"worker failed: {payload}")
+            while todo or running:
+                while todo and len(running) < self.jobs and not control.stopping:
+                    req = todo.pop()
+                    running.append(IsolatedRun(req, nproc=opts.nproc, quiet=opts.quiet, warm=opts.warm,
+                                               peak_cache=cache, torchrun_args=opts.torchrun_args).start())
+                if control.stopping:
+                    todo.clear()
+                for run in running:  # pass each new stop request on (a third one kills)
+                    while len(run.signals) < control.count:
+                        run.stop(control.signum or signal.SIGTERM)
+                finished = [run for run in running if run.poll()]
+                for run in finished:
+                    running.remove(run)
+                    yield run.outcome()
+                if not finished:
+                    time.sleep(POLL_S)
+        finally:
+            for run in running:  # the driver itself is going away (an exception): leave nothing behind
+                run.kill()
+                while not run.poll():
+                    time.sleep(POLL_S)
+                run.outcome()
+            try:
+                os.unlink(cache)
+            except OSError:
+                pass

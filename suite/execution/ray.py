@@ -1,56 +1,173 @@
-"""`--executor ray [--address ADDR]`: each (workload x backend x seed) run is a Ray task with resource requests.
+"""`--executor ray [--address ADDR]`: each run is a Ray task that runs the isolated child on its node.
 
-Results stream back as tasks finish (ray.wait); the driver writes them. A task that raises, or whose worker
-dies, is recorded as an `error` result. Tasks are not retried (max_retries=0): a silently repeated run would
-hide a flaky node, so the failure is recorded instead and the user re-runs.
+The task is a thin shell around `IsolatedRun` (the same child, heartbeat and watchdog as on this machine),
+so a hang, crash or OOM on a node is recorded exactly as it is locally. A run of several processes
+(`--nproc N`) is one task that asks for N processes' resources, so all its ranks land on one node. Stop
+requests (the driver's SIGINT/SIGTERM, --fail-fast) reach the tasks through a small actor they poll; each
+stops its child, which records `interrupted`. Results: a task on the driver's own machine (same kernel boot
+id) lets the child write into the results folder itself, as locally; a task elsewhere returns the result and
+its MLLOG text and the driver writes them. Tasks are not retried (max_retries=0): a silently repeated run
+would hide a flaky node, so the failure is recorded and the user re-runs.
 """
 
 from __future__ import annotations
 
+import signal
+import socket
+import time
+import traceback
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from suite.execution.launch import describe, error_result, from_worker, run_worker
-from suite.harness import RunRequest
-from suite.results import Result
+from suite.execution.isolated import Outcome
+from suite.execution.launch import Control, Options
+
+if TYPE_CHECKING:
+    from suite.harness import RunRequest
 
 
-def resources_for(req: RunRequest, cluster: dict[str, float]) -> dict[str, Any]:
+def machine_id() -> str:
+    """One machine: the host name and the kernel's boot id (two containers may share a host name)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def resources_for(req: RunRequest, cluster: dict[str, float], nproc: int = 1) -> dict[str, Any]:
     """Ray options for one run: an NPU run asks for the custom `NPU` resource, a GPU cluster for `num_gpus`,
-    otherwise CPUs equal to the run's torch threads (so Ray never packs more threads than cores)."""
+    otherwise CPUs equal to the run's torch threads x processes (so Ray never packs more threads than cores)."""
     threads = req.threads or 1
     if req.backend == "npu":
-        return {"num_cpus": 1, "resources": {"NPU": 1}}
+        return {"num_cpus": 1, "resources": {"NPU": nproc}}
     if cluster.get("GPU", 0) > 0:
-        return {"num_cpus": 1, "num_gpus": 1}
-    return {"num_cpus": min(threads, max(1, int(cluster.get("CPU", 1))))}
+        return {"num_cpus": 1, "num_gpus": nproc}
+    return {"num_cpus": min(threads * nproc, max(1, int(cluster.get("CPU", 1))))}
 
 
-def execute(requests: list[RunRequest], address: str | None = None) -> Iterator[Result]:
+def describe(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return text[-4000:]
+
+
+def run_on_node(req: RunRequest, nproc: int, driver: str, stopper: Any) -> dict[str, Any]:
+    """The Ray task: one isolated run on this node; returns what the driver needs to record it."""
+    import tempfile
+
     import ray
 
-    started_here = False
-    if not ray.is_initialized():
-        # address None: start a local instance; "auto" or ray://host:port: join a cluster
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        started_here = True
-    try:
-        cluster = ray.cluster_resources()
-        remote = ray.remote(max_retries=0)(run_worker)
-        pending: dict[Any, RunRequest] = {}
-        for req in requests:
-            if req.threads is None:
-                req.threads = 1  # Ray reserves num_cpus=threads, so runs packed on a node never oversubscribe
-            ref = remote.options(**resources_for(req, cluster)).remote(req)
-            pending[ref] = req
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                req = pending.pop(ref)
-                try:
-                    yield from_worker(ray.get(ref))
-                except Exception as e:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...: recorded
-                    yield error_result(req, f"ray task failed: {describe(e)}")
-    finally:
-        if started_here:
-            ray.shutdown()
+    from suite.execution.isolated import IsolatedRun
+
+    here = machine_id() == driver and req.results_dir is not None
+    scratch = None
+    if req.results_dir is not None and not here:
+        scratch = Path(tempfile.mkdtemp(prefix="trainbench-ray-"))
+    run = IsolatedRun(replace(req, results_dir=req.results_dir if here else scratch), nproc=nproc, quiet=True,
+                      warm=False).start()
+    seen, signum = 0, signal.SIGTERM
+    while not run.poll():
+        try:
+            seen, signum = ray.get(stopper.count.remote(), timeout=5)
+        except Exception:  # noqa: BLE001 - the driver is gone: our own parent watch ends the child
+            pass
+        while len(run.signals) < seen:
+            run.stop(signum or signal.SIGTERM)
+        time.sleep(0.2)
+    out = run.outcome()
+    mllog = None
+    if scratch is not None and out.path is not None and out.result.mllog:
+        try:
+            mllog = (out.path.parent / out.result.mllog).read_text(encoding="utf-8")
+        except OSError:
+            mllog = None
+    if scratch is not None:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"result": out.result.model_dump_json(), "path": str(out.path) if here and out.path else None,
+            "mllog": mllog, "data_missing": out.data_missing, "signalled": out.signalled, "rc": out.returncode}
+
+
+class RayLauncher:
+    name = "ray"
+
+    def __init__(self, options: Options, jobs: int = 1):
+        self.options = options
+
+    def run(self, requests: list[RunRequest], control: Control) -> Iterator[Outcome]:
+        import ray
+
+        from suite import results
+        from suite.environment import fingerprint
+
+        started_here = False
+        if not ray.is_initialized():
+            # address None: start a local instance; "auto" or ray://host:port: join a cluster
+            ray.init(address=self.options.address, include_dashboard=False, log_to_driver=False)
+            started_here = True
+        try:
+            cluster = ray.cluster_resources()
+
+            @ray.remote(num_cpus=0)
+            class Stopper:
+                def __init__(self) -> None:
+                    self.n, self.signum = 0, None
+
+                def stop(self, signum: int | None) -> None:
+                    self.n += 1
+                    self.signum = self.signum or signum
+
+                def count(self) -> tuple[int, int | None]:
+                    return self.n, self.signum
+
+            stopper = Stopper.remote()  # type: ignore[attr-defined]
+            remote = ray.remote(max_retries=0)(run_on_node)
+            pending: dict[Any, RunRequest] = {}
+            driver = machine_id()
+            todo = list(reversed(requests))
+            sent = 0
+            while todo or pending:
+                while todo and not control.stopping:
+                    req = todo.pop()
+                    if req.threads is None:  # Ray reserves num_cpus=threads: runs packed on a node never oversubscribe
+                        req = replace(req, threads=1)
+                    opts = resources_for(req, cluster, self.options.nproc)
+                    pending[remote.options(**opts).remote(req, self.options.nproc, driver, stopper)] = req
+                if control.stopping:
+                    todo.clear()
+                while sent < control.count:
+                    stopper.stop.remote(control.signum)
+                    sent += 1
+                if not pending:
+                    break
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+                for ref in done:
+                    req = pending.pop(ref)
+                    try:
+                        reply = ray.get(ref)
+                    except Exception as e:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...: recorded
+                        result = results.error_result(req, "error", f"ray task failed: {describe(e)}",
+                                                      fingerprint(), world_size=self.options.nproc)
+                        path = results.write_run(req.results_dir, result) if req.results_dir else None
+                        yield Outcome(result, path, None)
+                        continue
+                    yield self._record(req, reply)
+        finally:
+            if started_here:
+                ray.shutdown()
+
+    @staticmethod
+    def _record(req: RunRequest, reply: dict[str, Any]) -> Outcome:
+        """The driver's side of a finished task: write what a remote node could not write here."""
+        from suite import results
+
+        result = results.parse_result(reply["result"], "ray task")
+        missing = reply.get("data_missing")
+        path = Path(reply["path"]) if reply.get("path") else None
+        if path is None and req.results_dir is not None and not missing:
+            path = results.write_run(req.results_dir, result, reply.get("mllog"))
+        return Outcome(result, path, reply.get("signalled"), missing, reply.get("rc") or 0)

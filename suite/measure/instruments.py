@@ -12,7 +12,7 @@ from suite.measure import flops, metrics, peaks
 from suite.measure.energy import EnergyMeter
 from suite.measure.mllog import MLLogRecorder
 from suite.measure.profiling import Nvtx, Profiler, ProfileWindow
-from suite.results import PeakInfo, Result, result_path
+from suite.results import PeakInfo
 
 
 def recompute_fraction(layout: dict[str, Any]) -> float | None:
@@ -75,7 +75,7 @@ class Instruments:
             self.warnings.append(str(e))
         if self.measure_peak:
             budget = 0.3 if self.device.type == "cpu" else 1.0
-            self.gemm = peaks.measure_gemm(self.device.torch, self.precision, budget_s=budget)
+            self.gemm = peaks.measure_gemm_cached(self.device.torch, self.precision, budget_s=budget)
             if self.peak is not None and self.gemm.flops_per_s > 1.05 * self.peak.flops_per_s:
                 self.warnings.append(
                     f"measured GEMM {self.gemm.flops_per_s / 1e12:.3g} TFLOP/s exceeds the {self.peak.provenance} "
@@ -226,11 +226,6 @@ class Instruments:
 
     # ---- the MLLOG file ------------------------------------------------------------------------------------
 
-    @staticmethod
-    def mllog_name(result: Result) -> str:
-        return result_path(Path("."), result).with_suffix(".mllog").name
-
-    def write_mllog(self, folder: Path, name: str) -> Path | None:
-        if self.mllog is None:
-            return None
-        return self.mllog.write(folder / name)
+    def mllog_text(self) -> str | None:
+        """The run's whole :::MLLOG log (None when MLLOG is off); the results module writes it."""
+        return self.mllog.text() if self.mllog is not None else None

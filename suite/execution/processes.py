@@ -1,0 +1,88 @@
+"""Processes on Linux, through /proc: is this very process alive, its descendants, kill a tree, stale job folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+JOB_PREFIX = "trainbench-run-"
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of pid (field 22 of /proc/pid/stat): with the pid, it names one process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int, start: str | None) -> bool:
+    """Is this very process (not a later one that reused its pid) still running, and not a zombie?"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] not in ("Z", "X") and (start is None or fields[19] == start)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below pid (Linux /proc). torchrun starts each worker in a session of its own, so
+    killing torchrun's process group would leave the workers running."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    for p in [pid, *descendants(pid)]:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def sweep_stale_jobs(tmp_root: str | None = None) -> int:
+    """Remove private job folders whose launcher and child are both gone (a SIGKILL left them): returns how many."""
+    removed = 0
+    root = Path(tmp_root or tempfile.gettempdir())
+    for folder in root.glob(f"{JOB_PREFIX}*"):
+        try:
+            owner = json.loads((folder / "owner.json").read_text())
+            live = alive(owner["parent"], owner["parent_start"]) or (
+                owner.get("child") is not None and alive(owner["child"], owner.get("child_start")))
+        except (OSError, ValueError, KeyError, TypeError):
+            try:  # no owner file: only a folder older than a day is certainly stale
+                live = time.time() - folder.stat().st_mtime < 86400
+            except OSError:
+                continue
+        if not live:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def torchrun_command(nproc: int, module: str, args: list[str], torchrun_args: list[str] | None = None) -> list[str]:
+    """`python -m torch.distributed.run ... --nproc_per_node N -m MODULE ARGS`: the one way ranks are started."""
+    return [sys.executable, "-m", "torch.distributed.run", *(torchrun_args or ["--standalone"]),
+            f"--nproc_per_node={nproc}", "-m", module, *args]
