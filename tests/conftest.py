@@ -14,6 +14,9 @@ TESTS = Path(__file__).resolve().parent
 DIGITS = ROOT / "workloads" / "cv" / "digits_cnn.yaml"
 
 torch.set_num_threads(1)  # tests may run beside other processes: never oversubscribe (FACTS.md)
+# Ray in tests stays on loopback: without this it advertises this machine's outbound address to its own
+# processes (the only network tests may use is 127.0.0.0/8). Read by ray when it is first imported.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 @pytest.fixture

@@ -78,7 +78,7 @@ def test_local_worker_crash_and_raise_are_recorded_not_lost(tmp_path):
     by_name = {r.workload: r for r in results}
     assert len(results) == 3 and set(by_name) == {"cv/fault_crash", "cv/digits_cnn", "cv/fault_raise"}
     assert by_name["cv/fault_crash"].status == "error"
-    assert "exit code 3" in by_name["cv/fault_crash"].error
+    assert "exited with code 3" in by_name["cv/fault_crash"].error
     assert by_name["cv/fault_raise"].status == "error"
     assert "DataMissing" in by_name["cv/fault_raise"].error
     assert by_name["cv/digits_cnn"].status in ("reached", "budget")  # the crash next to it did not hurt it

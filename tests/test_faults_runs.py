@@ -177,26 +177,7 @@ def _slow_specs(tmp_path: Path) -> tuple[list[str], Path]:
     return [str(slow), str(write_spec(tmp_path, "next", "none"))], ready
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_to_the_cli_ends_the_run_as_interrupted_and_stops_the_suite(tmp_path, sig):
-    specs, ready = _slow_specs(tmp_path)
-    res = tmp_path / "res"
-    p = subprocess.Popen(cli("run", *specs, "--results", str(res), "--json", "--threads", "1"), env=env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(ready.exists, 120, "the run to reach step 6")
-        p.send_signal(sig)
-        stdout, stderr = p.communicate(timeout=120)
-    finally:
-        p.kill()
-    assert p.returncode == 1, stderr[-2000:]
-    (row,) = json_rows(stdout)  # the next workload did not start: the user asked to stop
-    assert row["status"] == "interrupted" and row["error"] == f"stopped by signal {sig.name}"
-    assert row["steps"] >= 6
-    r = read_result(Path(row["path"]))
-    assert r.status == "interrupted" and r.total_s > 0.25 and r.steps == row["steps"]
-    assert len(list(res.rglob("*.json"))) == 1 and _no_temp_files(res)
+# SIGTERM / SIGINT to the CLI under every launcher: tests/test_launchers_faults.py (L8, L9)
 
 
 @pytest.mark.slow

@@ -47,6 +47,12 @@ IN_RUN: dict[str, tuple[dict[str, Any], str, str, float]] = {
 }
 DRIVER = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT, "parent_sigkill": signal.SIGKILL}
 CASES = [*IN_RUN, "dead_rank", *DRIVER]
+# Ray on loopback only (it would otherwise publish this machine's outbound address), with a token of its own
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return env(**RAY_ENV, **extra)
 
 
 # ---- a local Ray instance (2 CPUs) for the whole module -------------------------------------------------
@@ -60,7 +66,7 @@ def ray_address(tmp_path_factory) -> Any:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp = tmp_path_factory.mktemp("ray")
-    e = env()
+    e = _env()
     start = subprocess.run([str(ray_bin), "start", "--head", "--num-cpus=2", f"--port={port}",
                             "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={temp}",
                             "--disable-usage-stats"], env=e, capture_output=True, text=True, timeout=300)
@@ -143,7 +149,7 @@ def _in_run_batch(launcher: str, tmp_root: Path, address: str | None) -> dict[st
         specs.append(write_spec(folder, case, fault, at_step=3, ready_file=str(folder / f"{case}.{{rank}}.ready"),
                                 **kw))
     tag = uuid.uuid4().hex
-    proc = subprocess.run(_command(launcher, specs, folder / "res", folder, address), env=env(TB_FAULT_TAG=tag),
+    proc = subprocess.run(_command(launcher, specs, folder / "res", folder, address), env=_env(TB_FAULT_TAG=tag),
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     _batches[launcher] = {"proc": proc, "folder": folder, "tag": tag, "records": _records(folder / "res")}
     return _batches[launcher]
@@ -183,7 +189,7 @@ def _dead_rank_case(launcher: str, folder: Path, address: str | None) -> None:
     spec = write_spec(folder, "dead_rank", "sigkill", at_step=5, rank=1, ready_file=str(folder / "r.{rank}.ready"))
     tag = uuid.uuid4().hex
     proc = subprocess.run(_command(launcher, [spec], folder / "res", folder, address, nproc=2),
-                          env=env(TB_FAULT_TAG=tag), capture_output=True, text=True, timeout=600, cwd=ROOT)
+                          env=_env(TB_FAULT_TAG=tag), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 1, proc.stderr[-3000:]
     (path, result), = _records(folder / "res").values()
     assert result.status == "error" and result.world_size == 2, result.error
@@ -200,10 +206,13 @@ def _driver_case(launcher: str, case: str, folder: Path, address: str | None) ->
     ready = folder / "slow.0.ready"
     slow = write_spec(folder, "slow", "none", steps=100_000, sleep_s=0.05, at_step=6,
                       ready_file=str(folder / "slow.{rank}.ready"), **{"budget.max_train_s": 300, "target.value": 1.5})
-    after = write_spec(folder, "after", "none")  # must not start: the user asked to stop
+    # a serial launcher must never start `after` (the user asked to stop); a pool of 2 or Ray starts both at
+    # once, so `after` is slow too and both must be stopped and recorded
+    after = write_spec(folder, "after", "none", steps=100_000, sleep_s=0.05, **{"budget.max_train_s": 300,
+                                                                               "target.value": 1.5})
     tag = uuid.uuid4().hex
     results = folder / "res"
-    proc = subprocess.Popen(_command(launcher, [slow, after], results, folder, address), env=env(TB_FAULT_TAG=tag),
+    proc = subprocess.Popen(_command(launcher, [slow, after], results, folder, address), env=_env(TB_FAULT_TAG=tag),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         wait_for(lambda: ready.exists() and ready.read_text(), 300, "the run to reach step 6")
@@ -214,22 +223,25 @@ def _driver_case(launcher: str, case: str, folder: Path, address: str | None) ->
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    serial = launcher in ("inline", "study")  # one run at a time; a pool of 2 and Ray run both at once
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
         wait_for(lambda: results.exists() and list(results.rglob("*.json")), MARGIN_S, "the orphaned run's record")
         want = "the launching process"
     else:
         assert proc.returncode == 1, stderr[-3000:]
-        rows = json.loads(stdout[stdout.index("["):]) if launcher != "study" else None
-        if rows is not None:
-            assert [r["status"] for r in rows] == ["interrupted"], stderr[-3000:]  # a summary, and nothing after
+        if launcher != "study":  # a summary is printed, one row per run that started
+            rows = json.loads(stdout[stdout.index("["):])
+            assert {r["status"] for r in rows} == {"interrupted"} and len(rows) == (1 if serial else 2), rows
         want = f"stopped by signal {sig.name}"
+    if not serial:  # the second run was in flight too: wait for its record as well
+        wait_for(lambda: len(list(results.rglob("*.json"))) == 2, MARGIN_S, "both in-flight runs' records")
     records = _records(results)
-    assert set(records) == {"slow"}, records.keys()
-    path, result = records["slow"]
-    assert result.status == "interrupted" and want in (result.error or ""), result.error
-    assert result.steps >= 6
-    assert path.stat().st_mtime - fired <= MARGIN_S
+    assert set(records) == ({"slow"} if serial else {"slow", "after"}), records.keys()  # nothing started after
+    for path, result in records.values():
+        assert result.status == "interrupted" and want in (result.error or ""), result.error
+        assert path.stat().st_mtime - fired <= MARGIN_S
+    assert records["slow"][1].steps >= 6
     _assert_nothing_left(tag, [ready])
 
 

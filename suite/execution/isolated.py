@@ -84,7 +84,8 @@ def warm_modules(requests: list[RunRequest]) -> list[str]:
         for table, name in refs:
             ref = table.get(name, name) if isinstance(name, str) else None
             mod = ref.partition(":")[0] if ref and ":" in ref else None
-            if mod and mod not in mods:
+            # only the suite's own modules: a user's module that fails on import would take the fork server down
+            if mod and mod.startswith("suite.") and mod not in mods:
                 mods.append(mod)
     return mods
 
