@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from suite.baselines import Baseline, Provenance, aggregate_figures
 from suite.results import ResultError, write_result
 from suite.site import charts as site_charts
 from suite.site.build import SiteError, build_site, fmt_s
 from suite.site.data import compare_view, verdict_class
+from suite.stats import RunFigures
 from tests.site_factory import (
     EXPECTED_ORDER,
     EXPECTED_TTA,
@@ -252,12 +254,19 @@ def test_compare_view_of_odd_shapes_never_raises(tmp_path: Path) -> None:
 def test_baseline_delta_on_the_leaderboard(standard: Path, tmp_path: Path) -> None:
     base = tmp_path / "baselines" / "nvidia-h200-x8" / "cv" / "digits_cnn"
     base.mkdir(parents=True)
-    (base / "torch.json").write_text(json.dumps({"aggregate": {"tta_olympic_s": 10.0}, "runs": 5}))
+    runs = [RunFigures(run_id=f"b{i}", seed=i, status="reached", time_to_target_s=t) for i, t in enumerate((9.0, 10.0, 11.0))]
+    b = Baseline(hardware="nvidia-h200-x8", workload="cv/digits_cnn", workload_version=1, backend="torch",
+                 spec_hash="x", noise_floor=None, aggregate=aggregate_figures(runs), runs=runs,
+                 provenance=Provenance(run_ids=["b0", "b1", "b2"], result_files=[], result_git_shas=[],
+                                       result_git_dirty=False, promoted_at="2026-12-03T00:00:00+00:00"))
+    (base / "torch.json").write_text(b.model_dump_json())  # olympic mean 10.0 s
     (tmp_path / "baselines" / "broken.json").write_text("nope")
+    (tmp_path / "baselines" / "not-a-baseline.json").write_text(json.dumps({"aggregate": {"tta_olympic_s": 10.0}}))
     report = build_site(standard, tmp_path / "out", baselines=tmp_path / "baselines")
     html = (tmp_path / "out" / "index.html").read_text()
     assert "+20.0%" in html  # 12.0 s against a 10.0 s baseline
     assert any("broken.json" in s for s in report.skipped)
+    assert any("not-a-baseline.json" in s and "not a baseline file" in s for s in report.skipped)
 
 
 def test_empty_results_folder_builds_a_page_that_says_so(tmp_path: Path) -> None:

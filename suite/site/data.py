@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite.results import Result, slug
-from suite.stats import Aggregate, GroupKey, aggregate, tta_or_inf
+from suite import baselines as bl
+from suite.results import Result, ResultError, slug
+from suite.stats import Aggregate, aggregate_results, tta_or_inf
 
 MAX_SIDE_FILE_BYTES = 16 * 1024 * 1024  # compare / baseline JSON larger than this is refused, not parsed
 
@@ -98,8 +99,7 @@ class Submission:
 
     def __post_init__(self) -> None:
         self.runs.sort(key=lambda rr: (rr.result.seed, rr.result.started_at))
-        self.agg = aggregate(GroupKey(self.hardware, self.workload, self.backend, self.spec_hash),
-                             [rr.result for rr in self.runs])
+        self.agg = aggregate_results([rr.result for rr in self.runs])  # the one aggregation (suite.stats)
 
     @property
     def series(self) -> str:
@@ -147,12 +147,32 @@ class Submission:
 
 @dataclass
 class Baseline:
-    path: str
-    workload: str
-    hardware: str
-    backend: str
-    tta_s: float | None
-    data: dict[str, Any]
+    """A blessed baseline on the site: the file (read by suite.baselines' typed reader) and its aggregate,
+    recomputed from the stored seeds by suite.stats, so it is the figure a leaderboard row of the same runs shows."""
+
+    path: str  # relative to the baselines folder
+    baseline: bl.Baseline
+    agg: Aggregate
+
+    @property
+    def workload(self) -> str:
+        return self.baseline.workload
+
+    @property
+    def hardware(self) -> str:
+        return self.baseline.hardware
+
+    @property
+    def backend(self) -> str:
+        return self.baseline.backend
+
+    @property
+    def spec_hash(self) -> str:
+        return self.baseline.spec_hash
+
+    @property
+    def tta_s(self) -> float:
+        return self.agg.tta_olympic_s
 
 
 @dataclass
@@ -189,7 +209,9 @@ class Workload:
         return boards
 
     def baseline_for(self, s: Submission) -> Baseline | None:
-        return next((b for b in self.baselines if b.hardware == s.hardware and b.backend == s.backend), None)
+        """The baseline of the same hardware and backend, preferring one of the same spec hash."""
+        same = [b for b in self.baselines if b.hardware == s.hardware and b.backend == s.backend]
+        return next((b for b in same if b.spec_hash == s.spec_hash), same[0] if same else None)
 
 
 def rank_key(s: Submission) -> tuple[float, float, str]:
@@ -233,46 +255,17 @@ def read_json_file(path: Path) -> Any:
         raise ValueError(f"{path}: cannot read as JSON: {e}") from None
 
 
-def _find_number(data: Any, names: tuple[str, ...], depth: int = 0) -> float | None:
-    if not isinstance(data, dict) or depth > 3:
-        return None
-    for n in names:
-        v = data.get(n)
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return float(v)
-    for v in data.values():
-        found = _find_number(v, names, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-TTA_KEYS = ("tta_olympic_s", "time_to_target_s", "tta_s", "olympic_mean_s")
-
-
 def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
-    """baselines/<hardware>/<domain>/<workload>/<backend>.json; fields inside the file win over the path."""
+    """baselines/<hardware>/<domain>/<workload>/<backend>.json through suite.baselines' typed reader;
+    a file that is not a valid baseline is named in the errors and skipped."""
     if root is None or not root.exists():
         return [], []
-    found, errors = [], []
-    for path in sorted(p for p in root.rglob("*.json") if p.is_file() and not p.name.startswith(".")):
-        rel = path.relative_to(root)
-        try:
-            data = read_json_file(path)
-        except ValueError as e:
-            errors.append(str(e))
-            continue
-        if not isinstance(data, dict):
-            errors.append(f"{path}: a baseline must be a JSON object")
-            continue
-        parts = rel.with_suffix("").parts
-        raw_key = data.get("key")
-        key: dict[str, Any] = raw_key if isinstance(raw_key, dict) else {}
-        hardware = _str(data.get("hardware") or key.get("hardware"), parts[0] if parts else "")
-        backend = _str(data.get("backend") or key.get("backend"), parts[-1] if parts else "")
-        workload = _str(data.get("workload") or key.get("workload"), "/".join(parts[1:-1]))
-        found.append(Baseline(str(rel), workload, hardware, backend, _find_number(data, TTA_KEYS), data))
-    return found, errors
+    try:
+        found, errors = bl.load_baselines(root)
+    except ResultError as e:
+        return [], [str(e)]
+    base = root if root.is_dir() else root.parent
+    return [Baseline(p.relative_to(base).as_posix(), b, b.figures()) for p, b in found], errors
 
 
 VERDICT_CLASS = {
