@@ -218,8 +218,8 @@ class Run:
         self.inst.run_start()
         t0 = time.perf_counter()
         # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)
-        shard = getattr(backend, "data_shard", None)
-        data_rank, data_world = shard() if shard is not None else (self.dist.rank, self.dist.world)
+        shard = backend.data_shard()
+        data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)
         batches = iter(workload.train_batches(data_rank, data_world))
         ev = spec.eval
         self.t0 = t0
@@ -244,8 +244,7 @@ class Run:
             self.progress(Progress("eval", spec.name, req.seed, self.steps, elapsed, self.last_loss,
                                    scores.get(spec.target.metric), spec.target.value))
             # a compression method still converging (pruning short of its sparsity) cannot reach the target yet
-            may_count = getattr(backend, "target_may_count", None)
-            met = spec.target.met(scores) and (may_count is None or bool(may_count()))
+            met = spec.target.met(scores) and bool(backend.target_may_count())
             self.inst.eval_end(self.steps, self.samples, spec.target.metric, scores, met)
             return met
 
@@ -314,10 +313,10 @@ class Run:
             **req.extra_config,
             **self.inst.config_fields(),
         }
-        report = getattr(self.backend, "algorithm_report", None)
-        if report is not None:
+        if self.backend is not None:
             try:
-                config["algorithm_report"] = report()
+                if report := self.backend.algorithm_report():
+                    config["algorithm_report"] = report
             except Exception as e:  # noqa: BLE001 - a broken report must not lose the result
                 self.warnings.append(f"algorithm_report failed: {type(e).__name__}: {e}")
         final = self.curve[-1].metrics if self.curve else {}

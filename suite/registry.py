@@ -11,9 +11,12 @@ import importlib
 import os
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from suite.backends.base import Backend
 
 # task (the Python behind a spec) -> class implementing suite.workloads.base.Workload
 TASKS: dict[str, str] = {
@@ -130,7 +133,7 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
 def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:
     """A spec's `backends.<name>` block against that backend's pydantic Options (its module imports no framework)."""
     try:
-        options = getattr(resolve(name, BACKENDS, "backend"), "Options", None)
+        options = backend_class(name).Options
     except RegistryError as e:
         return [(f"backends.{name}", str(e))]
     if options is None:
@@ -152,8 +155,15 @@ def data_component(name: str) -> Any:
     return resolve(name, DATASETS, "data set")
 
 
-def backend_class(name: str) -> Any:
-    return resolve(name, BACKENDS, "backend")
+def backend_class(name: str) -> type[Backend]:
+    """The Backend subclass registered (or imported) as `name`; anything else is refused with what to do."""
+    from suite.backends.base import Backend  # late: it imports torch, which spec validation may not need
+
+    cls = resolve(name, BACKENDS, "backend")
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise RegistryError(f"backend {name!r} resolves to {cls!r}, which does not subclass "
+                            "suite.backends.base.Backend (docs/writing-a-backend.md lists the contract)")
+    return cls
 
 
 def task_class(name: str) -> Any:

@@ -80,7 +80,7 @@ class Instruments:
                 self.warnings.append(
                     f"measured GEMM {self.gemm.flops_per_s / 1e12:.3g} TFLOP/s exceeds the {self.peak.provenance} "
                     f"peak {self.peak.flops_per_s / 1e12:.3g} TFLOP/s: the peak is too low ({self.peak.source})")
-        layout = backend.parallel_layout() if hasattr(backend, "parallel_layout") else {}
+        layout = backend.parallel_layout()
         self.recompute = recompute_fraction(layout)
         if self.recompute is None:
             self.warnings.append(f"activation_checkpointing={layout.get('activation_checkpointing')!r} has no "
