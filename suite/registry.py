@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from suite.spec import format_validation
+
 if TYPE_CHECKING:
     from suite.backends.base import Backend
 
@@ -101,14 +103,13 @@ def _validate_block(table: dict[str, str], name: str, params: dict[str, Any], lo
     try:
         config_cls.model_validate(params)
     except ValidationError as e:
-        from suite.spec import format_validation
-
         return format_validation(e, loc)
     return []
 
 
 def validate_components(spec: Any) -> list[tuple[str, str]]:
-    """Validate the blocks whose fields belong to a component (model arch, data set), and the task name."""
+    """Validate the blocks whose fields belong to a component (model arch, data set, backend options), and the
+    task name. The plug-ins (optimizer, schedule, loss, compression) are checked by suite.specload."""
     problems: list[tuple[str, str]] = []
     try:
         task = resolve(spec.task, TASKS, "task")
@@ -124,9 +125,6 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
             problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
         else:
             problems += _validate_backend_block(backend, options)
-    from suite.algorithms import plugins  # optimizer, schedule, loss, compression: user code is imported now
-
-    problems += plugins.check_spec(spec)
     return problems
 
 
@@ -137,12 +135,10 @@ def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str,
     except RegistryError as e:
         return [(f"backends.{name}", str(e))]
     if options is None:
-        return []
+        return [(f"backends.{name}", "this backend takes no options; remove the block")] if block else []
     try:
         options.model_validate(block or {})
     except ValidationError as e:
-        from suite.spec import format_validation
-
         return format_validation(e, f"backends.{name}")
     return []
 

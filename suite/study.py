@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from suite import profiles, registry, stats
 from suite.algorithms import bundles
 from suite.results import Result, now_utc
-from suite.spec import TIERS, SpecError, format_validation, load_spec, parse_yaml, read_spec_file
+from suite.spec import TIERS, SpecError, format_validation, parse_yaml, read_spec_file
+from suite.specload import load_spec
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 TEMPLATES = Path(__file__).resolve().parent.parent / "site" / "templates"

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from pydantic import BaseModel
 from torch import nn
 
-from suite.workloads.base import Batch, Workload
+if TYPE_CHECKING:  # annotations only: the workload module imports the registry, which imports this lazily
+    from suite.workloads.base import Batch, Workload
 
 
 @dataclass

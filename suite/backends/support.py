@@ -25,7 +25,8 @@ def matrix(specs: dict[str, Any], backends: list[str] | None = None) -> dict[str
 
 
 def load_all(paths: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
-    from suite.spec import SpecError, load_spec
+    from suite.spec import SpecError
+    from suite.specload import load_spec
 
     specs, problems = {}, []
     for name, path in paths.items():
