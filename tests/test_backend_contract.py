@@ -68,6 +68,6 @@ def test_defaults_of_the_optional_hooks() -> None:
         def parallel_layout(self): return {"dp": 1}  # noqa: E704
         def close(self): pass  # noqa: E704
 
-    b = Minimal()
+    b = Minimal(None)  # type: ignore[arg-type]
     assert (Minimal.Options, Minimal.supports(object()), b.data_shard(), b.target_may_count(), b.algorithm_report()) == \
         (None, None, None, True, {})

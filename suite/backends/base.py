@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from torch import nn
 
 if TYPE_CHECKING:  # annotations only: the workload module imports the registry, which imports this lazily
+    from suite.devices import Device
     from suite.workloads.base import Batch, Workload
 
 
@@ -57,6 +58,10 @@ class Backend(ABC):
     name: ClassVar[str]
     # the pydantic model of the spec's `backends.<name>` block (extra="forbid"); None: the block must be empty
     Options: ClassVar[type[BaseModel] | None] = None
+
+    def __init__(self, device: Device) -> None:
+        """Constructed by the harness with the device this rank runs on; the process group already exists."""
+        self.device = device
 
     @staticmethod
     def supports(spec: Any) -> str | None:

@@ -147,8 +147,9 @@ def build_site(
         w.baselines = [b for b in base if b.workload == w.name]
     views: list[CompareView] = [compare_view(p, i) for i, p in enumerate(compare)]
     study_views: list[StudyView] = [study_view(p, i) for i, p in enumerate(studies)]
-    if strict and any(v.error for v in [*views, *study_views]):
-        raise SiteError(next(v.error for v in [*views, *study_views] if v.error))
+    view_errors = [v.error for v in views if v.error] + [v.error for v in study_views if v.error]
+    if strict and view_errors:
+        raise SiteError(view_errors[0])
 
     _prepare_out(out)
     skipped = [_relative_error(e, root) for e in loaded.errors + base_errors]
