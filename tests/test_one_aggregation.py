@@ -78,3 +78,19 @@ def test_study_cells_use_the_same_aggregation() -> None:
              "steps_to_target": r.steps_to_target, "seed": r.seed, "run_id": r.run_id} for r in _runs(1)]
     scored = study.score(recs, ["a"], 4.0)
     assert scored["times_s"]["w"]["a"] == stats.aggregate_results(_runs(1)).tta_olympic_s
+
+
+@pytest.mark.parametrize("missed", [0, 1, 2])
+def test_compare_centres_are_the_same_aggregate(tmp_path: Path, missed: int) -> None:
+    from suite import compare as cmp
+
+    row, _, _ = _row_and_baseline(tmp_path, missed)
+    report = cmp.compare([tmp_path / "baselines"], [tmp_path / "res"])
+    (pair,) = report.pairs
+    expect = {"time_to_target_s": row.tta_olympic_s, "steps_to_target": row.steps_to_target_median,
+              "time_per_step_s": row.time_per_step_median_s, "samples_per_s": row.samples_per_s_median,
+              "mfu": row.mfu_median, "peak_memory_bytes": row.peak_memory_median_bytes}
+    for name, value in expect.items():
+        m = pair.metric(name)
+        assert m is not None and m.baseline is not None and m.candidate is not None, name
+        assert m.baseline.center == m.candidate.center == pytest.approx(value), name
