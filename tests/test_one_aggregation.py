@@ -94,3 +94,12 @@ def test_compare_centres_are_the_same_aggregate(tmp_path: Path, missed: int) -> 
         m = pair.metric(name)
         assert m is not None and m.baseline is not None and m.candidate is not None, name
         assert m.baseline.center == m.candidate.center == pytest.approx(value), name
+
+
+def test_the_fast_path_over_results_is_the_same_aggregation() -> None:
+    runs = _runs(1) + _runs(2)
+    runs[0].step_time_s = {}  # time per step falls back to train time / steps
+    runs[1].throughput, runs[1].mfu, runs[1].memory = {}, None, {}
+    runs[2].status = "diverged"  # a time without "reached" does not count
+    assert stats.aggregate_results(runs) == stats.aggregate([stats.figures_of(r) for r in runs])
+    assert stats.aggregate_results(runs).time_per_step_median_s is not None
