@@ -57,6 +57,9 @@ class RunRequest:
     profile_window: ProfileWindow | None = None
     nvtx: bool = False  # NVTX ranges on CUDA (implied by profile_dir)
     measure_peak: bool = True  # the GEMM benchmark at run start
+    attention_flops: str = "full"  # MFU's attention convention: full (PaLM) | causal (half); the other beside
+    mlperf_org: str | None = None  # MLLOG submission_org
+    mlperf_division: str = "open"  # MLLOG submission_division; sets MLPerf's init limit (closed 30, open 240 min)
 
 
 @dataclass
@@ -156,7 +159,10 @@ class Run:
         self.inst = Instruments(workload=req.spec.name, seed=req.seed, device=self.device, dist=self.dist,
                                 precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
                                 profile_window=req.profile_window, nvtx=req.nvtx, run_id=self.run_id,
-                                measure_peak=req.measure_peak)
+                                measure_peak=req.measure_peak, attention_flops=req.attention_flops,
+                                mlperf_org=req.mlperf_org, mlperf_division=req.mlperf_division,
+                                config_filename=Path(req.spec_source).name if req.spec_source else "")
+        self.clock: dict[str, Any] = {}
 
     # ---- the flow --------------------------------------------------------------------------------------
 
@@ -195,7 +201,9 @@ class Run:
         distributed.init(self.dist, self.device)
         seed_everything(req.seed)
         task_cls = registry.task_class(spec.task)
+        t_data = time.perf_counter()  # constructing the workload reads, normalises and moves its data set
         workload = task_cls(spec, Context(data_root=_data_root(), seed=req.seed, device=self.device.torch))
+        self.inst.data_staging_s = time.perf_counter() - t_data
         backend_cls = registry.backend_class(req.backend)
         self.backend = backend = backend_cls(self.device)
         avail = backend.available()
@@ -204,15 +212,17 @@ class Run:
         opts = RunOptions(precision=req.precision, compile=req.compile, options=spec.backends.get(req.backend, {}))
         state = backend.setup(workload, opts)
         workload.attach(backend.eval_model(state))
-        self.flops_per_sample = float(workload.flops_per_sample())
+        self.flops_per_sample = self.inst.model_flops_per_sample(workload, float(workload.flops_per_sample()))
         self.tokens_per_sample = int(workload.tokens_per_sample())
-        self.inst.setup(spec=spec, backend=backend, state=state,
+        self.inst.setup(spec=spec, backend=backend, state=state, workload=workload,
                         platform=environment.hardware(self.device, self.dist.world).slug)
         self.device.reset_peak_memory()
         backend.synchronize()
         self.init_s = time.perf_counter() - t_init
-        if self.init_s > spec.budget.max_init_s:
-            raise TimeoutError(f"init took {self.init_s:.1f} s, over budget.max_init_s={spec.budget.max_init_s}")
+        self.clock = clock_record(self.init_s, self.inst.data_staging_s, req.mlperf_division)
+        if not self.clock["init_within_limit"]:
+            self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
+                                 f"limit for the {req.mlperf_division} division: not a compliant run")
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
         self.inst.run_start()
@@ -357,7 +367,8 @@ class Run:
             flops_per_sample=self.flops_per_sample,
             memory=self.memory,
             eval_curve=self.curve,
-            hardware=environment.hardware(self.device, world),
+            hardware=environment.hardware(self.device, world, load_start=self.inst.load_start),
+            clock=self.clock,
             software=environment.software(),
             git=environment.git_info(),
             seed=req.seed,
@@ -365,6 +376,21 @@ class Run:
             error=self.error,
             **{**measured, "warnings": self.warnings + measured["warnings"]},
         )
+
+
+MLPERF_INIT_LIMIT_S = {"closed": 30 * 60.0, "open": 240 * 60.0}  # training rules (the checker's compile_time_mins)
+
+
+def clock_record(init_s: float, staging_s: float | None, division: str) -> dict[str, Any]:
+    """What the result says about MLPerf's clock rules: the data staging (declared, off the clock) and init."""
+    limit = MLPERF_INIT_LIMIT_S.get(division, MLPERF_INIT_LIMIT_S["closed"])
+    return {
+        "data_staging_s": staging_s, "data_on_clock": False, "cache_clear": False,
+        "data_staging": "declared: the workload's data set is read, normalised and moved to the device during "
+                        "init, before run_start, once per run (seed); the MLLOG's cache_clear carries the time",
+        "init_s": init_s, "init_limit_s": limit, "init_within_limit": init_s < limit,
+        "init_limit_rule": f"MLPerf training: init_stop within {limit / 60:g} min of init_start ({division} division)",
+    }
 
 
 def _data_root() -> Path:

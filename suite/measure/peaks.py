@@ -101,19 +101,17 @@ def lookup(device_name: str, dtype: str) -> Peak | None:
 
 def tf32_enabled() -> bool:
     """Whether fp32 matmuls on CUDA run on TF32 tensor cores (then the TF32 peak is the right ceiling)."""
-    new_api = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
-    if new_api in ("tf32",):
-        return True
-    return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+    from suite.measure.op_dtypes import read_flags
+
+    return read_flags().cuda_matmul_tf32
 
 
 def matmul_dtype(device_type: str, precision: str) -> str:
-    """The dtype whose peak bounds this run's matmuls: bf16/fp16 as asked; fp32 is TF32 where CUDA allows it."""
-    if precision in ("bf16", "fp16", "fp8"):
-        return precision
-    if device_type == "cuda" and tf32_enabled():
-        return "tf32"
-    return "fp32"
+    """The dtype this run's matmuls run in (bf16_master: bf16; fp32: TF32/HF32 where the switch allows it).
+    Convolutions and attention may differ: suite/measure/op_dtypes.py decides each op class."""
+    from suite.measure.op_dtypes import op_dtypes
+
+    return op_dtypes(device_type, precision)["matmul"].dtype
 
 
 # ---- CPUs: cores x clock x FLOPs per cycle --------------------------------------------------------------
@@ -248,7 +246,8 @@ def resolve(device_type: str, device_name: str, precision: str, override_tflops:
 
 # ---- measured peak: a short GEMM benchmark in the run's precision ----------------------------------------
 
-_TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+_TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "hf32": torch.float32, "bf16": torch.bfloat16,
+                 "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -273,7 +272,9 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
     size grows from 256 until one matmul takes >= 20 ms (capped at 4096), so small CPUs stay in budget.
     """
     dtype_name = matmul_dtype(device.type, precision)
-    dtype = _TORCH_DTYPES.get(dtype_name, torch.float32)
+    if dtype_name not in _TORCH_DTYPES:  # fp8: a plain mm has no fp8 path (scaled GEMMs need scales): bf16
+        dtype_name = "bf16"
+    dtype = _TORCH_DTYPES[dtype_name]
     accel = device.type not in ("cpu", "mps")
     if n is None:
         n = 8192 if accel and dtype is not torch.float32 else 4096 if accel else 256
