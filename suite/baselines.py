@@ -25,6 +25,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from suite import stats
+from suite.fingerprint import load_warning
 from suite.results import (
     MAX_RESULT_BYTES,
     Result,
@@ -59,6 +60,7 @@ class RunFigures(_Model):
     energy_j: float | None = None
     git_sha: str | None = None
     started_at: str | None = None
+    host_load: str | None = Field(default=None, description="a warning when the run's host was loaded")
 
     @property
     def reached(self) -> bool:
@@ -136,6 +138,9 @@ class _LeanConfig(msgspec.Struct, frozen=True):
 
 class _LeanHardware(msgspec.Struct, frozen=True):
     slug: str
+    cpu_cores: int = 1
+    load_avg_start: list[float] | None = None
+    load_avg_end: list[float] | None = None
 
 
 class _LeanGit(msgspec.Struct, frozen=True):
@@ -220,7 +225,7 @@ def figures_of(r: Result) -> RunFigures:
         run_id=r.run_id, seed=r.seed, status=r.status, time_to_target_s=r.time_to_target_s,
         steps_to_target=r.steps_to_target, time_per_step_s=tps, samples_per_s=r.throughput.get("samples_per_s"),
         mfu=r.mfu, peak_memory_bytes=_peak_memory(r.memory), energy_j=r.energy_j, git_sha=r.git.sha,
-        started_at=r.started_at.isoformat(),
+        started_at=r.started_at.isoformat(), host_load=load_warning(r.hardware),
     )
 
 
@@ -256,7 +261,7 @@ def _lean_record(d: _LeanResult, source: str) -> RunRecord:
         run_id=d.run_id, seed=d.seed, status=d.status, time_to_target_s=d.time_to_target_s,
         steps_to_target=d.steps_to_target, time_per_step_s=tps, samples_per_s=d.throughput.get("samples_per_s"),
         mfu=d.mfu, peak_memory_bytes=_peak_memory(d.memory), energy_j=d.energy_j, git_sha=d.git.sha,
-        started_at=started_at,
+        started_at=started_at, host_load=load_warning(d.hardware),
     )
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,
