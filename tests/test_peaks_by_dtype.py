@@ -236,3 +236,25 @@ def test_a_bf16_master_run_records_a_bf16_peak(tmp_path):
     assert sum(result.flops_by_class.values()) == pytest.approx(result.flops_per_sample)
     assert result.mfu is not None and result.mfu == pytest.approx(
         result.throughput["model_flops_per_s"] / result.peak.flops_per_s)
+
+
+def test_gemm_benchmark_runs_in_the_dtype_of_the_largest_flop_share(monkeypatch):
+    """An fp32 CNN on CUDA: convolutions (90%) on TF32, matmuls on FP32: the measured peak is a TF32 GEMM."""
+    asked = []
+
+    def fake_gemm(device, precision, budget_s=1.0, n=None, dtype=None):
+        asked.append(dtype)
+        return peaks.GemmResult(400 * T, 8192, dtype, 5, 0.1)
+
+    monkeypatch.setattr(peaks, "measure_gemm", fake_gemm)
+    monkeypatch.setattr(op_dtypes, "read_flags", lambda: BackendFlags(cuda_matmul_tf32=False, cudnn_conv_tf32=True))
+    dist = SimpleNamespace(is_main=False, world=1, local_world=1)
+    inst = Instruments(workload="x/y", seed=0, device=_Device(), dist=dist, precision="fp32")
+    fps = inst.model_flops_per_sample(_Workload({"convolution": 9e9, "matmul": 1e9}), 1e10)
+    inst.setup(spec=SimpleNamespace(optimizer=None, data=SimpleNamespace(batch_size=8), name="x/y"),
+               backend=_Backend(), state=SimpleNamespace(raw_model=torch.nn.Linear(1, 1), optimizer=None),
+               platform="p")
+    assert asked == ["tf32"]
+    f = _fields(inst, fps)
+    assert f["peak"].measured_dtype == "tf32" and f["peak"].dtype == "mixed"
+    assert f["peak"].flops_per_s == pytest.approx(1 / (0.9 / (494.5 * T) + 0.1 / (67 * T)))

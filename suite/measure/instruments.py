@@ -146,7 +146,10 @@ class Instruments:
             self.warnings.append(str(e))
         if self.measure_peak:
             budget = 0.3 if self.device.type == "cpu" else 1.0
-            self.gemm = peaks.measure_gemm_cached(self.device.torch, self.precision, budget_s=budget)
+            # in the dtype of the class with the largest FLOP share (an fp32 CNN on CUDA: TF32 convolutions)
+            main = max(self.by_class.values(), key=lambda cp: cp.share or 0.0, default=None)
+            self.gemm = peaks.measure_gemm_cached(self.device.torch, self.precision, budget_s=budget,
+                                                  dtype=main.dtype if main is not None and main.share else None)
             if self.peak is not None and self.gemm.flops_per_s > 1.05 * self.peak.flops_per_s:
                 self.warnings.append(
                     f"measured GEMM {self.gemm.flops_per_s / 1e12:.3g} TFLOP/s exceeds the {self.peak.provenance} "

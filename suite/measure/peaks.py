@@ -265,13 +265,25 @@ def _sync(device: torch.device) -> None:
         mod.synchronize()
 
 
-def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n: int | None = None) -> GemmResult:
+def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n: int | None = None,
+                 dtype: str | None = None) -> GemmResult:
     """Best achieved FLOP/s of square n x n matmuls in the run's dtype, within about `budget_s` seconds.
+
+    `dtype` (default: the dtype the run's matmuls run in) picks another op class's dtype, e.g. "tf32" for an
+    fp32 CNN whose convolutions run on TF32 while plain matmuls do not: the matmul TF32 switch is then turned
+    on for the benchmark only.
 
     On accelerators the timing uses device events (host timers would measure launch time only); on CPU the
     size grows from 256 until one matmul takes >= 20 ms (capped at 4096), so small CPUs stay in budget.
     """
-    dtype_name = matmul_dtype(device.type, precision)
+    dtype_name = dtype or matmul_dtype(device.type, precision)
+    if dtype_name == "tf32" and device.type == "cuda" and not tf32_enabled():
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return measure_gemm(device, precision, budget_s, n, dtype)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
     if dtype_name not in _TORCH_DTYPES:  # fp8: a plain mm has no fp8 path (scaled GEMMs need scales): bf16
         dtype_name = "bf16"
     dtype = _TORCH_DTYPES[dtype_name]
@@ -337,7 +349,8 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
     return GemmResult(best, n, dtype_name, repeats, total)
 
 
-def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 1.0) -> GemmResult:
+def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 1.0,
+                        dtype: str | None = None) -> GemmResult:
     """`measure_gemm`, measured once per host, device, dtype and thread count for one invocation.
 
     The launcher names a cache file in $TRAINBENCH_PEAK_CACHE that the runs of one `trainbench run` share, so
@@ -349,9 +362,9 @@ def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 
 
     cache = os.environ.get("TRAINBENCH_PEAK_CACHE")
     if not cache:
-        return measure_gemm(device, precision, budget_s)
+        return measure_gemm(device, precision, budget_s, dtype=dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-    key = f"{socket.gethostname()}|{name}|{matmul_dtype(device.type, precision)}|{torch.get_num_threads()}"
+    key = f"{socket.gethostname()}|{name}|{dtype or matmul_dtype(device.type, precision)}|{torch.get_num_threads()}"
     try:
         with open(cache, encoding="utf-8") as f:
             known = json.load(f)
@@ -359,7 +372,7 @@ def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 
             return GemmResult(**known[key])
     except (OSError, ValueError, TypeError):
         known = {}
-    gemm = measure_gemm(device, precision, budget_s)
+    gemm = measure_gemm(device, precision, budget_s, dtype=dtype)
     try:
         known[key] = dataclasses.asdict(gemm)
         tmp = f"{cache}.{os.getpid()}"
