@@ -27,6 +27,7 @@ import torch
 from suite import devices, distributed, environment, registry
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
+from suite.measure import mllog
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -219,7 +220,7 @@ class Run:
         self.device.reset_peak_memory()
         backend.synchronize()
         self.init_s = time.perf_counter() - t_init
-        self.clock = clock_record(self.init_s, self.inst.data_staging_s, req.mlperf_division)
+        self.clock = mllog.clock_record(self.init_s, self.inst.data_staging_s, req.mlperf_division)
         if not self.clock["init_within_limit"]:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
@@ -376,21 +377,6 @@ class Run:
             error=self.error,
             **{**measured, "warnings": self.warnings + measured["warnings"]},
         )
-
-
-MLPERF_INIT_LIMIT_S = {"closed": 30 * 60.0, "open": 240 * 60.0}  # training rules (the checker's compile_time_mins)
-
-
-def clock_record(init_s: float, staging_s: float | None, division: str) -> dict[str, Any]:
-    """What the result says about MLPerf's clock rules: the data staging (declared, off the clock) and init."""
-    limit = MLPERF_INIT_LIMIT_S.get(division, MLPERF_INIT_LIMIT_S["closed"])
-    return {
-        "data_staging_s": staging_s, "data_on_clock": False, "cache_clear": False,
-        "data_staging": "declared: the workload's data set is read, normalised and moved to the device during "
-                        "init, before run_start, once per run (seed); the MLLOG's cache_clear carries the time",
-        "init_s": init_s, "init_limit_s": limit, "init_within_limit": init_s < limit,
-        "init_limit_rule": f"MLPerf training: init_stop within {limit / 60:g} min of init_start ({division} division)",
-    }
 
 
 def _data_root() -> Path:
