@@ -174,14 +174,16 @@ class Instruments:
                 seed=self.seed, global_batch_size=spec.data.batch_size, optimizer=getattr(opt, "name", str(opt)),
                 learning_rate=getattr(opt, "lr", None), platform=platform,
                 extra={"precision": self.precision, "world_size": self.dist.world})
-            self._mllog_submission(spec, layout, workload)
+            self._mllog_submission(spec, layout, workload, backend)
 
-    def _mllog_submission(self, spec: Any, layout: dict[str, Any], workload: Any) -> None:
+    def _mllog_submission(self, spec: Any, layout: dict[str, Any], workload: Any, backend: Any) -> None:
         assert self.mllog is not None
         dtypes = op_dtypes.op_dtypes(self.device.type, self.precision)
         precision_by_class = {c: op_dtypes.MLPERF_DTYPE[d.dtype] for c, d in dtypes.items()}
-        # gradients are reduced in the weights' dtype: bf16 with bf16 weights, else fp32 (autocast keeps fp32 grads)
-        comm = "bfloat16" if self.precision == "bf16_master" else "fp32"
+        # gradients are reduced in the weights' dtype: bf16 with bf16 weights, else fp32 (autocast keeps fp32
+        # grads); a backend that reduces in another dtype says so with comm_dtype() (MLPerf's names)
+        comm_fn = getattr(backend, "comm_dtype", None)
+        comm = comm_fn() if comm_fn is not None else ("bfloat16" if self.precision == "bf16_master" else "fp32")
         dp = int(layout.get("dp") or self.dist.world or 1)
         global_bs = int(spec.data.batch_size)
         micro = int(getattr(spec.data, "micro_batch_size", None) or max(1, global_bs // max(1, dp)))
