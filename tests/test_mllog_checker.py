@@ -166,3 +166,11 @@ tiers: [smoke]
     keys = [e["key"] for e in events]
     assert keys.index("cache_clear") < keys.index("run_start")
     assert check_common(path.parent / result.mllog)[0]
+
+
+def test_submission_metadata_from_the_runner_environment(tmp_path):
+    """A runner sets its organisation once (TRAINBENCH_MLPERF_ORG/DIVISION) instead of on every command."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINBENCH_MLPERF_DIVISION": "sideways"}
+    out = subprocess.run([sys.executable, "-m", "suite.cli", "run", "cv/digits_cnn", "--results", str(tmp_path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--mlperf-division 'sideways'" in out.stderr, out.stderr

@@ -94,8 +94,10 @@ def run(
     attention_flops: Annotated[str, typer.Option(
         help="attention FLOPs convention of MFU: full (PaLM, no causal discount) | causal (half); the other "
              "figure is stored beside")] = "full",
-    mlperf_org: Annotated[str | None, typer.Option(help="MLLOG submission_org (default: unspecified)")] = None,
+    mlperf_org: Annotated[str | None, typer.Option(
+        envvar="TRAINBENCH_MLPERF_ORG", help="MLLOG submission_org (default: unspecified)")] = None,
     mlperf_division: Annotated[str, typer.Option(
+        envvar="TRAINBENCH_MLPERF_DIVISION",
         help="MLLOG submission_division: open | closed (sets MLPerf's init limit: 240 | 30 min)")] = "open",
     algo: Annotated[str | None, typer.Option(
         help="swap the algorithm: a bundle (adamw, sgd, lion, muon, ...), a bundle .yaml, an optimizer "
