@@ -8,6 +8,7 @@ that raises leaves its value null.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -70,10 +71,15 @@ def accelerator_software() -> dict[str, str | None]:
     return out
 
 
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def _cann_version(home: str) -> str | None:
     for name in ("version.cfg", "version.info"):
         path = os.path.join(home, name)
-        text = _try(lambda p=path: open(p, encoding="utf-8").read())
+        text = _try(functools.partial(_read_text, path))
         if text:
             for line in text.splitlines():
                 key, _, value = line.partition("=")
@@ -92,7 +98,7 @@ def cuda_devices(count: int) -> tuple[list[dict[str, Any]], str | None]:
     devices: list[dict[str, Any]] = []
     nvlinks: list[int] = []
     for index in range(count):
-        props = _try(lambda i=index: torch.cuda.get_device_properties(i))
+        props = _try(functools.partial(torch.cuda.get_device_properties, index))
         entry: dict[str, Any] = {
             "index": index, "name": getattr(props, "name", None),
             "memory_bytes": getattr(props, "total_memory", None),
@@ -131,7 +137,7 @@ def _nvml_device(nvml: Any, handle: Any) -> tuple[dict[str, Any], int]:
     out["mig"] = bool(mig[0]) if isinstance(mig, (tuple, list)) else None
     links = 0
     for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-        state = _try(lambda lk=link: nvml.nvmlDeviceGetNvLinkState(handle, lk))
+        state = _try(functools.partial(nvml.nvmlDeviceGetNvLinkState, handle, link))
         if state is None:  # no such link (or no NVLink at all)
             break
         links += int(bool(state))
@@ -142,7 +148,8 @@ def npu_devices(count: int) -> list[dict[str, Any]]:
     import torch
 
     npu = getattr(torch, "npu", None)
-    return [{"index": i, "name": _try(lambda i=i: npu.get_device_name(i)) if npu else None} for i in range(count)]
+    return [{"index": i, "name": _try(functools.partial(npu.get_device_name, i)) if npu else None}
+            for i in range(count)]
 
 
 def load_average() -> list[float] | None:
@@ -174,9 +181,10 @@ def high_load(load_avg: list[float] | None, cpu_cores: int) -> bool:
 def load_warning(hardware: Any) -> str | None:
     """A sentence for compare and the site when a run's host was loaded at its start or end, else None."""
     cores = getattr(hardware, "cpu_cores", 1) or 1
-    worst = [v for v in (getattr(hardware, "load_avg_start", None), getattr(hardware, "load_avg_end", None))
-             if high_load(v, cores)]
+    loads: list[list[float]] = [v for v in (getattr(hardware, "load_avg_start", None),
+                                            getattr(hardware, "load_avg_end", None)) if v]
+    worst = [v[0] for v in loads if high_load(v, cores)]
     if not worst:
         return None
-    peak = max(v[0] for v in worst)
+    peak = max(worst)
     return f"host load {peak:g} on {cores} cores during the run: timings may be slowed by other work"

@@ -362,7 +362,7 @@ def find_by_run_id(root: Path | None, run_id: str) -> tuple[Path, Result] | None
     return None
 
 
-def error_result(req: Any, status: Status, error: str, fingerprint: tuple[HardwareInfo, dict[str, str], GitInfo],
+def error_result(req: Any, status: Status, error: str, fingerprint: tuple[HardwareInfo, dict[str, str | None], GitInfo],
                  run_id: str | None = None, world_size: int = 1) -> Result:
     """The one constructor of a run that measured nothing (its worker died, its node was lost, no data):
     the run's identity and configuration (a RunRequest), the status and why, where it ran

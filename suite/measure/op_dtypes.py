@@ -122,10 +122,11 @@ def combine(peak_by_class: dict[str, float | None], class_shares: dict[str, floa
     """(peak FLOP/s, rule, why-null). Weighted by FLOP share (as time) when shares are known, else the
     fastest peak among the classes. A class that carries FLOPs and has no peak makes the whole peak null."""
     if class_shares:
-        missing = [c for c in class_shares if not peak_by_class.get(c)]
+        known_peaks = {c: p for c, p in peak_by_class.items() if p}
+        missing = [c for c in class_shares if c not in known_peaks]
         if missing:
             return None, "flop_share_weighted", f"no peak for the dtype of {', '.join(missing)}"
-        seconds_per_flop = sum(s / float(peak_by_class[c]) for c, s in class_shares.items())  # type: ignore[arg-type]
+        seconds_per_flop = sum(s / known_peaks[c] for c, s in class_shares.items())
         return 1.0 / seconds_per_flop, "flop_share_weighted", None
     known = [p for p in peak_by_class.values() if p]
     if not known:
@@ -187,7 +188,8 @@ def resolve_by_class(device_type: str, device_name: str, precision: str, flops_b
     dtype = used[0] if len(used) == 1 else "mixed"
     if override_tflops is not None:
         peak = peaks.resolve(device_type, device_name, "fp32", override_tflops, threads)[0]
-        return Resolved(dataclasses.replace(peak, dtype=dtype), by_class, "override",  # type: ignore[arg-type]
+        assert peak is not None  # an override always gives a peak (or raises ValueError)
+        return Resolved(dataclasses.replace(peak, dtype=dtype), by_class, "override",
                         [f"peak overridden with --peak-tflops {override_tflops:g}: MFU is relative to it, "
                          "not to the table"])
     value, rule, why_null = combine({c: cp.flops_per_s for c, cp in by_class.items()}, class_shares)

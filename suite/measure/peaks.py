@@ -286,10 +286,10 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
             torch.backends.cuda.matmul.allow_tf32 = saved
     if dtype_name not in _TORCH_DTYPES:  # fp8: a plain mm has no fp8 path (scaled GEMMs need scales): bf16
         dtype_name = "bf16"
-    dtype = _TORCH_DTYPES[dtype_name]
+    torch_dtype = _TORCH_DTYPES[dtype_name]
     accel = device.type not in ("cpu", "mps")
     if n is None:
-        n = 8192 if accel and dtype is not torch.float32 else 4096 if accel else 256
+        n = 8192 if accel and torch_dtype is not torch.float32 else 4096 if accel else 256
     # a private generator on the device: the run's global RNG streams stay exactly as seeded, and 8192^2
     # operands are not generated on the host
     try:
@@ -300,8 +300,8 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
     deadline = time.perf_counter() + budget_s
 
     def operands(size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        a = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=dtype)
-        b = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=dtype)
+        a = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=torch_dtype)
+        b = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=torch_dtype)
         return a, b
 
     a, b = operands(n)
