@@ -138,6 +138,7 @@ class PairReport:
     cause: str | None = None  # for a time-to-target change: convergence | throughput | both | ...
     cause_detail: str = ""
     metrics: list[MetricResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. a run made on a loaded host
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.name == name), None)
@@ -303,6 +304,7 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
         floor if floor is not None else s.default_noise_floor, source,
     )
     b_runs, c_runs = base.by_spec[spec_hash], cand.by_spec[spec_hash]
+    pair.warnings = host_load_warnings(b_runs, c_runs)
     pair.metrics = [compare_metric(m, b_runs, c_runs, pair.noise_floor, s) for m in METRICS]
     if (few := too_few_seeds(len(b_runs), len(c_runs), s)) is not None:
         pair.verdict, pair.reason = NOT_COMPARABLE, few
@@ -314,6 +316,16 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
         pair.verdict = IMPROVED  # good news only when time to target did not get worse, significant or not
     attribute(pair)
     return pair
+
+
+def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures]) -> list[str]:
+    """One line per side whose runs were made on a loaded host (their timings may be slowed by other work)."""
+    out = []
+    for side, runs in (("baseline", b_runs), ("candidate", c_runs)):
+        loaded = [r for r in runs if r.host_load]
+        if loaded:
+            out.append(f"{side}: {len(loaded)} of {len(runs)} run(s) on a busy host ({loaded[0].host_load})")
+    return out
 
 
 def _unpaired(key: SideKey, base: Side | None, cand: Side | None, spec: str | None, reason: str, s: Settings) -> PairReport:
@@ -424,6 +436,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "reason": p.reason, "cause": p.cause, "cause_detail": p.cause_detail, "noise_floor": _f(p.noise_floor),
         "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
         "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
+        "warnings": p.warnings,
     } for p in report.pairs]
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -552,6 +565,7 @@ def _pair_details(p: PairReport) -> list[str]:
            f"spec `{p.candidate.spec_hash or '-'}` · noise floor {p.noise_floor:.0%} ({p.noise_floor_source})", ""]
     if p.reason:
         out += [f"**not comparable:** {p.reason}", ""]
+    out += [f"**warning:** {w}" for w in p.warnings] + ([""] if p.warnings else [])
     if p.cause:
         out += [f"**cause of the time-to-target change:** {p.cause} — {p.cause_detail}", ""]
     if p.metrics:

@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from suite.fingerprint import load_warning
+
 from suite.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
 from suite.results import MAX_RESULT_BYTES, Result, ResultError, Status, parse_result
 from suite.results import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
@@ -46,6 +48,9 @@ class _LeanConfig(msgspec.Struct, frozen=True):
 
 class _LeanHardware(msgspec.Struct, frozen=True):
     slug: str
+    cpu_cores: int = 1
+    load_avg_start: list[float] | None = None
+    load_avg_end: list[float] | None = None
 
 
 class _LeanGit(msgspec.Struct, frozen=True):
@@ -143,7 +148,7 @@ def _lean_record(d: _LeanResult, source: str) -> RunRecord:
         steps_to_target=d.steps_to_target, time_per_step_s=time_per_step(d.step_time_s, d.train_s, d.steps),
         samples_per_s=d.throughput.get("samples_per_s"),
         mfu=d.mfu, peak_memory_bytes=peak_memory(d.memory), energy_j=d.energy_j, git_sha=d.git.sha,
-        started_at=started_at,
+        started_at=started_at, host_load=load_warning(d.hardware),
     )
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from suite.fingerprint import load_warning
+
 if TYPE_CHECKING:
     from suite.results import Result
 
@@ -83,6 +85,7 @@ class RunFigures(BaseModel):
     energy_j: float | None = None
     git_sha: str | None = None
     started_at: str | None = None
+    host_load: str | None = Field(default=None, description="a warning when the run's host was loaded")
 
     @property
     def reached(self) -> bool:
@@ -116,6 +119,7 @@ def figures_of(r: Result) -> RunFigures:
         steps_to_target=r.steps_to_target, time_per_step_s=time_per_step(r.step_time_s, r.train_s, r.steps),
         samples_per_s=r.throughput.get("samples_per_s"), mfu=r.mfu, peak_memory_bytes=peak_memory(r.memory),
         energy_j=r.energy_j, git_sha=r.git.sha, started_at=r.started_at.isoformat(),
+        host_load=load_warning(r.hardware),
     )
 
 

@@ -110,8 +110,18 @@ class Backend(ABC):
         """What the algorithms did (e.g. the sparsity reached), recorded as config.algorithm_report when non-empty."""
         return {}
 
+    def recompute_fraction(self) -> float | None:
+        """For HFU: the share of the forward this backend re-runs (activation checkpointing), in [0, 1]; None:
+        read `parallel_layout()["activation_checkpointing"]` instead."""
+        return None
+
+    def comm_dtype(self) -> str | None:
+        """The dtype gradients are reduced in, in MLPerf's names (`fp32`, `bfloat16`); None: the weights' dtype."""
+        return None
+
 
 CONTRACT: tuple[str, ...] = (
     "name", "Options", "supports", "available", "setup", "train_step", "eval_model", "synchronize",
-    "parallel_layout", "close", "data_shard", "target_may_count", "algorithm_report",
+    "parallel_layout", "close", "data_shard", "target_may_count", "algorithm_report", "recompute_fraction",
+    "comm_dtype",
 )

@@ -21,6 +21,7 @@ from typing import Any
 
 import jinja2
 
+from suite.fingerprint import load_warning
 from suite.results import load_results
 from suite.site.data import RunRow, Workload, build_workloads, cell_text, load_baselines, short_hash
 from suite.site.pages import (
@@ -82,6 +83,7 @@ def _env() -> jinja2.Environment:
         auto_reload=False,  # one build, templates do not change: skip a stat per page
     )
     env.globals["inf"] = math.inf
+    env.globals["load_warning"] = load_warning  # a run whose host was loaded says so on its page
     env.filters.update(s=fmt_s, pct=fmt_pct, num=fmt_num, date=fmt_date, sortv=sort_value, text=cell_text)
     return env
 
