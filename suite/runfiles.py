@@ -17,9 +17,8 @@ from typing import Any
 
 import msgspec
 
-from suite.fingerprint import load_warning
-
 from suite.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
+from suite.fingerprint import load_warning
 from suite.results import MAX_RESULT_BYTES, Result, ResultError, Status, parse_result
 from suite.results import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 from suite.stats import RunFigures, figures_of, peak_memory, time_per_step
