@@ -30,7 +30,7 @@ from suite.backends.support import unsupported_reason
 from suite.data.base import DataMissing
 from suite.harness import RunRequest, run
 from suite.measure import flops
-from suite.spec import load_spec
+from suite.specload import load_spec
 from suite.workloads.base import Context, data_root
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2

@@ -129,7 +129,7 @@ def test_load_warning_reaches_compare_figures(tmp_path):
 def test_a_real_result_carries_every_fingerprint_key(tmp_path):
     from suite import registry
     from suite.harness import RunRequest, run
-    from suite.spec import load_spec
+    from suite.specload import load_spec
 
     spec = load_spec(registry.find_workload("cv/digits_cnn"), variant="tiny")
     result, _ = run(RunRequest(spec=spec, threads=1, results_dir=None, measure_peak=False))

@@ -17,7 +17,7 @@ from suite.data.base import TensorSplits
 from suite.harness import RunRequest, run
 from suite.measure.mllog import MLLogRecorder, check_common, parse
 from suite.results import load_results
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = ("submission_org", "submission_division", "submission_platform", "submission_benchmark", "cache_clear",

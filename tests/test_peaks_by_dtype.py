@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from suite.measure import op_dtypes, peaks
+from suite.measure import class_peaks, op_dtypes, peaks
 from suite.measure.instruments import Instruments
 from suite.measure.op_dtypes import BackendFlags
 
@@ -48,7 +48,7 @@ def test_every_combination_on_cuda(precision, mm_tf32, cudnn_tf32):
     assert _dtypes("cuda", precision, flags) == expected
     # a CNN: 90% convolution, 10% matmul; the peak is the FLOP-share weighted (as time) one
     shares = {"convolution": 0.9e9, "matmul": 0.1e9}
-    res = op_dtypes.resolve_by_class("cuda", H100, precision, shares, flags=flags)
+    res = class_peaks.resolve_by_class("cuda", H100, precision, shares, flags=flags)
     mm, conv = H100_PEAK[expected[0]], H100_PEAK[expected[1]]
     assert res.peak.flops_per_s == pytest.approx(1 / (0.9 / conv + 0.1 / mm))
     assert res.rule == "flop_share_weighted"
@@ -67,7 +67,7 @@ def test_every_combination_on_npu(precision, mm_tf32, cudnn_tf32):
         assert _dtypes("npu", "fp32", BackendFlags(npu_matmul_hf32=True, npu_conv_hf32=False)) == ("hf32", "fp32", "hf32")
     else:
         assert got == CUDA_EXPECTED[(precision, mm_tf32, cudnn_tf32)]
-    res = op_dtypes.resolve_by_class("npu", ASCEND, precision, {"matmul": 1.0, "attention": 1.0}, flags=flags)
+    res = class_peaks.resolve_by_class("npu", ASCEND, precision, {"matmul": 1.0, "attention": 1.0}, flags=flags)
     if precision in ("bf16", "bf16_master", "fp16"):
         assert res.peak is not None and res.peak.flops_per_s == ASCEND_PEAK[got[0]]
         assert any("not from a vendor datasheet" in w for w in res.warnings)  # the 910B figure is "reported"
@@ -81,7 +81,7 @@ def test_every_combination_on_cpu(precision, mm_tf32, cudnn_tf32):
     got = _dtypes("cpu", precision, flags)
     expected = {"fp32": ("fp32",) * 3, "fp8": ("fp8", "bf16", "bf16")}.get(precision, CUDA_EXPECTED[(precision, 0, 0)])
     assert got == expected
-    res = op_dtypes.resolve_by_class("cpu", "cpu", precision, {"matmul": 1.0}, threads=1, flags=flags)
+    res = class_peaks.resolve_by_class("cpu", "cpu", precision, {"matmul": 1.0}, threads=1, flags=flags)
     if precision == "fp8":
         assert res.peak is None and "no peak for the dtype of matmul" in res.warnings[0]
     else:
@@ -92,7 +92,7 @@ def test_every_combination_on_cpu(precision, mm_tf32, cudnn_tf32):
 
 def test_bf16_master_is_a_bf16_peak_not_fp32():
     """The issue's case: bf16_master used to divide by the FP32 peak (67 instead of 989.5 TFLOP/s on an H100)."""
-    res = op_dtypes.resolve_by_class("cuda", H100, "bf16_master", {"matmul": 1.0})
+    res = class_peaks.resolve_by_class("cuda", H100, "bf16_master", {"matmul": 1.0})
     assert res.peak.dtype == "bf16" and res.peak.flops_per_s == 989.5 * T
     assert peaks.matmul_dtype("cuda", "bf16_master") == "bf16"
     assert peaks.resolve("cuda", H100, "bf16_master")[0].flops_per_s == 989.5 * T
@@ -101,7 +101,7 @@ def test_bf16_master_is_a_bf16_peak_not_fp32():
 def test_unknown_shares_use_the_fastest_allowed_peak():
     """Without a FLOP split the fastest dtype any class may run in bounds MFU from below (never inflated)."""
     flags = BackendFlags(cuda_matmul_tf32=False, cudnn_conv_tf32=True)
-    res = op_dtypes.resolve_by_class("cuda", H100, "fp32", None, flags=flags)
+    res = class_peaks.resolve_by_class("cuda", H100, "fp32", None, flags=flags)
     assert res.rule == "fastest_allowed" and res.peak.flops_per_s == 494.5 * T
     assert set(res.by_class) == {"matmul", "convolution", "attention"}
 
@@ -138,10 +138,16 @@ class _Device:
 
 
 class _Backend:
+    """The hooks Instruments calls (backends/base.py declares them; a real backend inherits the defaults)."""
+
     def __init__(self, recompute: float | None = None):
         self._recompute = recompute
-        if recompute is not None:
-            self.recompute_fraction = lambda: self._recompute
+
+    def recompute_fraction(self):
+        return self._recompute
+
+    def comm_dtype(self):
+        return None
 
     def parallel_layout(self):
         return {"dp": 1, "tp": 1, "pp": 1}
@@ -225,7 +231,7 @@ def test_components_split_their_flops_by_class():
 def test_a_bf16_master_run_records_a_bf16_peak(tmp_path):
     from suite import registry
     from suite.harness import RunRequest, run
-    from suite.spec import load_spec
+    from suite.specload import load_spec
 
     spec = load_spec(registry.find_workload("cv/digits_cnn"), variant="tiny")
     result, _ = run(RunRequest(spec=spec, threads=1, precision="bf16_master", results_dir=tmp_path,

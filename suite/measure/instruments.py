@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from suite import environment
-from suite.measure import flops, metrics, op_dtypes, peaks
+from suite.measure import class_peaks, flops, metrics, op_dtypes, peaks
 from suite.measure.energy import EnergyMeter
 from suite.measure.mllog import MLLogRecorder
 from suite.measure.profiling import Nvtx, Profiler, ProfileWindow
@@ -99,7 +99,7 @@ class Instruments:
         self.attention_flops = attention_flops
         self.mlperf_org, self.mlperf_division, self.config_filename = mlperf_org, mlperf_division, config_filename
         self.flops_by_class: dict[str, float] = {}  # per sample, the full attention convention
-        self.by_class: dict[str, op_dtypes.ClassPeak] = {}
+        self.by_class: dict[str, class_peaks.ClassPeak] = {}
         self.peak_rule: str | None = None
         self.data_staging_s: float | None = None  # the workload's construction: data read, normalised, moved
         self.load_start = environment.load_average()
@@ -135,7 +135,7 @@ class Instruments:
         try:
             by_class = (op_dtypes.causal_flops(self.flops_by_class) if self.attention_flops == "causal"
                         else self.flops_by_class)
-            resolved = op_dtypes.resolve_by_class(self.device.type, name, self.precision, by_class or None,
+            resolved = class_peaks.resolve_by_class(self.device.type, name, self.precision, by_class or None,
                                                   self.peak_tflops, torch.get_num_threads())
             self.peak, self.by_class, self.peak_rule = resolved.peak, resolved.by_class, resolved.rule  # type: ignore[assignment]
             self.warnings += resolved.warnings

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from suite.measure.op_dtypes import op_dtypes, read_flags
+
 T = 1e12
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -101,16 +103,12 @@ def lookup(device_name: str, dtype: str) -> Peak | None:
 
 def tf32_enabled() -> bool:
     """Whether fp32 matmuls on CUDA run on TF32 tensor cores (then the TF32 peak is the right ceiling)."""
-    from suite.measure.op_dtypes import read_flags
-
     return read_flags().cuda_matmul_tf32
 
 
 def matmul_dtype(device_type: str, precision: str) -> str:
     """The dtype this run's matmuls run in (bf16_master: bf16; fp32: TF32/HF32 where the switch allows it).
     Convolutions and attention may differ: suite/measure/op_dtypes.py decides each op class."""
-    from suite.measure.op_dtypes import op_dtypes
-
     return op_dtypes(device_type, precision)["matmul"].dtype
 
 
