@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 SCHEMA_VERSION = 1
 Status = Literal["reached", "budget", "diverged", "error", "interrupted"]
@@ -136,6 +136,25 @@ class Result(_Model):
     warnings: list[str] = Field(default_factory=list)
     mllog: str | None = Field(default=None, description="file name of the :::MLLOG log beside this result")
 
+    @field_validator("started_at")
+    @classmethod
+    def _plausible_start(cls, v: datetime) -> datetime:
+        return check_started_at(v)
+
+
+# a run that claims to start outside these years is a corrupt or forged file; the site's date axes (and any
+# reader's date arithmetic) cannot place it (year 1 once crashed `site build`: "year 0 is out of range")
+EARLIEST_START = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_START = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def check_started_at(v: datetime) -> datetime:
+    aware = v if v.tzinfo is not None else v.replace(tzinfo=UTC)
+    if not EARLIEST_START <= aware < LATEST_START:
+        raise ValueError(f"{v.isoformat()} is not a plausible run start (expected a time between "
+                         f"{EARLIEST_START.year} and {LATEST_START.year})")
+    return v
+
 
 class ResultError(ValueError):
     """A result file is unreadable or invalid. `str()` names the file."""
@@ -197,10 +216,34 @@ def read_result(path: Path) -> Result:
     return parse_result(text, str(path))
 
 
-def result_files(root: Path) -> list[Path]:
+def json_files(root: Path) -> list[Path]:
+    """The *.json files under root, sorted, hidden (temporary) files left out: the ONE walk every results
+    reader uses (validate, show, compare, promote, the site).
+
+    Symlinked folders are followed, as the writer writes through them (a `results/<hardware>` link to a
+    bigger disk is a normal set-up); each real folder is visited once, so a link loop ends. os.walk is ~3x
+    faster than Path.rglob on 10,000 files.
+    """
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob("*.json") if p.is_file() and not p.name.startswith("."))
+    seen: set[tuple[int, int]] = set()
+    found: list[str] = []
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            dirs[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        found += [os.path.join(folder, n) for n in names if n.endswith(".json") and not n.startswith(".")]
+    return [Path(p) for p in sorted(found) if os.path.isfile(p)]
+
+
+def result_files(root: Path) -> list[Path]:
+    return json_files(root)
 
 
 @dataclass
