@@ -107,12 +107,18 @@ class EvalSpec(_Strict):
     subset: int | None = Field(default=None, gt=0, description="evaluate on the first N validation samples")
 
 
+MAX_BUDGET_S = 30 * 86400.0  # 1e308 s is as much "no limit" as .inf (refused): 30 days bounds every real run
+
+
 class Budget(_Strict):
-    max_train_s: float = Field(gt=0, description="wall-clock limit of the timed run; past it the run ends as budget")
+    max_train_s: float = Field(gt=0, le=MAX_BUDGET_S,
+                               description="wall-clock limit of the timed run; past it the run ends as budget")
     max_steps: int | None = Field(default=None, gt=0)
-    max_init_s: float = Field(default=600.0, gt=0, description="limit of the untimed init (model, data, backend)")
+    max_init_s: float = Field(default=600.0, gt=0, le=MAX_BUDGET_S,
+                              description="limit of the untimed init (model, data, backend)")
     watchdog_s: float | None = Field(
-        default=None, gt=0, description="a single step or eval taking longer than this ends the run as error"
+        default=None, gt=0, le=MAX_BUDGET_S,
+        description="a single step or eval taking longer than this ends the run as error"
     )
 
 
@@ -207,6 +213,8 @@ class _SafeLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *defaults`: merged below; the keys written here may override merged ones
         key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
         try:
             hash(key)
@@ -217,6 +225,7 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
         if key in seen:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
+    loader.flatten_mapping(node)  # type: ignore[no-untyped-call] - YAML merge keys, as SafeLoader does
     return loader.construct_mapping(node, deep=deep)
 
 
@@ -340,7 +349,9 @@ def blame_overrides(problems: list[tuple[str, str]], overrides: dict[str, Any] |
         return problems
     out = []
     for loc, msg in problems:
-        hit = next((k for k in overrides if loc == k or loc.startswith(k + ".")), None)
+        # the field itself, below it, or above it (`--set a.b.c=1` makes an unknown field `a`)
+        hit = next((k for k in overrides if loc == k or loc.startswith(k + ".") or (loc and k.startswith(loc + "."))),
+                   None)
         out.append((loc, f"{msg} (from --set {hit}={overrides[hit]!r})" if hit else msg))
     return out
 

@@ -52,7 +52,7 @@ def list_(
     if json_:
         emit_json(rows)
     else:
-        table = Table(title=f"Workloads ({registry.root_hint()})")
+        table = Table(title=escape(f"Workloads ({registry.root_hint()})"))
         for col in ("name", "domain", "tiers", "target", "budget", "backends"):
             table.add_column(col)
         for r in rows:
@@ -93,14 +93,16 @@ def env(
         emit_json(info)
         return
     hw = info["hardware"]
-    out.print(f"[bold]hardware[/bold] {hw['slug']}: {hw['device_name']} x{hw['device_count']} "
-              f"({hw['cpu_model']}, {hw['cpu_cores']} cores)")
-    out.print("[bold]software[/bold] " + ", ".join(f"{k} {v}" for k, v in info["software"].items()))
+    out.print(f"[bold]hardware[/bold] {escape(hw['slug'])}: {escape(str(hw['device_name']))} x{hw['device_count']} "
+              f"({escape(str(hw['cpu_model']))}, {hw['cpu_cores']} cores)", highlight=False)
+    out.print("[bold]software[/bold] " + escape(", ".join(f"{k} {v}" for k, v in info["software"].items())),
+              highlight=False)
     table = Table(title="backends")
     for col in ("backend", "available", "version", "why not"):
         table.add_column(col)
     for name, b in info["backends"].items():
-        table.add_row(name, "yes" if b["available"] else "no", b["version"] or "-", b["reason"] or "")
+        table.add_row(escape(name), "yes" if b["available"] else "no", escape(b["version"] or "-"),
+                      escape(b["reason"] or ""))
     out.print(table)
 
 
@@ -130,13 +132,13 @@ def _env_peak(device: Any, precision: str, threads: int | None, json_: bool) -> 
         emit_json(info)
         return
     tf = f"{table.flops_per_s / 1e12:.3f} TFLOP/s ({table.provenance}: {table.source})" if table else "unknown"
-    out.print(f"[bold]device[/bold] {info['device']} ({device.type}), {info['dtype']}", highlight=False)
-    out.print(f"[bold]peak[/bold] {tf}", highlight=False)
+    out.print(f"[bold]device[/bold] {escape(str(info['device']))} ({device.type}), {info['dtype']}", highlight=False)
+    out.print(f"[bold]peak[/bold] {escape(tf)}", highlight=False)
     ratio = f" = {info['measured_over_table']:.1%} of the peak" if table else ""
     out.print(f"[bold]measured[/bold] {gemm.flops_per_s / 1e12:.3f} TFLOP/s (GEMM {gemm.n}x{gemm.n}, "
               f"{gemm.repeats} matmuls){ratio}", highlight=False)
     for w in warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
 
 
 # ---- spec ------------------------------------------------------------------------------------------------
@@ -150,7 +152,7 @@ def spec_schema(out_file: Annotated[Path | None, typer.Option("--out", help="wri
     text = json.dumps(json_schema(), indent=2)
     if out_file:
         out_file.write_text(text + "\n", encoding="utf-8")
-        err.print(f"wrote {out_file}")
+        err.print(f"wrote {out_file}", markup=False, highlight=False)
     else:
         sys.stdout.write(text + "\n")
 
@@ -165,10 +167,10 @@ def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")
     for p in paths:
         try:
             spec = load_spec(p)
-            out.print(f"ok {p} ({spec.name}, hash {spec.spec_hash()})", highlight=False)
+            out.print(f"ok {p} ({spec.name}, hash {spec.spec_hash()})", markup=False, highlight=False)
         except SpecError as e:
             bad += 1
-            err.print(str(e), highlight=False)
+            err.print(str(e), markup=False, highlight=False)
     raise typer.Exit(EXIT_INPUT if bad else EXIT_OK)
 
 
@@ -189,14 +191,14 @@ def _print_matrix(tier: str | None, json_: bool) -> int:
         for b in registry.BACKENDS:
             table.add_column(b)
         for wl, row in grid.items():
-            table.add_row(wl, *("[green]yes[/green]" if r is None else "[red]no[/red]" for r in row.values()))
+            table.add_row(escape(wl), *("[green]yes[/green]" if r is None else "[red]no[/red]" for r in row.values()))
         out.print(table)
         for wl, row in grid.items():
             for b, r in row.items():
                 if r is not None:
-                    out.print(f"{wl} x {b}: {r}", highlight=False)
+                    out.print(f"{wl} x {b}: {r}", markup=False, highlight=False)
     for p in problems:
-        err.print(f"[red]invalid spec[/red] {p}", highlight=False)
+        err.print(f"[red]invalid spec[/red] {escape(str(p))}", highlight=False)
     return EXIT_FAIL if problems else EXIT_OK
 
 
@@ -217,8 +219,8 @@ def data_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
         table.add_column(col)
     for r in rows:
         how = f"trainbench data prepare {r['name']}" + (" --from PATH" if r["source"] == "local" else "")
-        table.add_row(r["name"], r["source"], r["origin"], "yes" if r["present"] else "no",
-                      r["where"] if r["present"] else how)
+        table.add_row(escape(r["name"]), escape(r["source"]), escape(r["origin"]), "yes" if r["present"] else "no",
+                      escape(r["where"] if r["present"] else how))
     out.print(table)
 
 
@@ -234,7 +236,7 @@ def data_prepare(
     if from_ is not None and not from_.exists():
         raise fail_input(f"--from {from_}: no such file or folder")
     try:
-        out.print(prepare(name, from_), highlight=False)
+        out.print(prepare(name, from_), highlight=False, markup=False)
     except KeyError as e:
         raise fail_input(str(e.args[0])) from None
     except (DataMissing, FileExistsError) as e:

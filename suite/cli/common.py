@@ -8,6 +8,7 @@ Exit codes: 0 success; 1 a run ended badly (error, diverged, interrupted) or a c
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -15,7 +16,18 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-out = Console()
+# Not a terminal (a CI log, `make demo | tee`): rich would assume 80 columns and fold every table into
+# multi-line cells. There is no width to fit there, so tables take the width they need. $COLUMNS still wins.
+NON_TTY_WIDTH = 1000
+
+
+def _stdout_width() -> int | None:
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return None  # rich's own choice: the terminal's width, or $COLUMNS
+    return NON_TTY_WIDTH
+
+
+out = Console(width=_stdout_width())
 err = Console(stderr=True, soft_wrap=True)  # never wrap an error message mid-field
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2

@@ -30,7 +30,8 @@ def results_validate(path: Annotated[Path, typer.Argument(help="a results folder
     loaded = load_results(path)
     for e in loaded.errors:
         err.print(f"[red]bad[/red] {escape(e)}", highlight=False)
-    out.print(f"{len(loaded.results)} valid, {len(loaded.errors)} invalid result file(s) under {path}")
+    out.print(f"{len(loaded.results)} valid, {len(loaded.errors)} invalid result file(s) under {path}", markup=False,
+              highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_FAIL if loaded.errors else EXIT_OK)
 
 
@@ -142,7 +143,7 @@ def baseline_promote(
             tta = b.aggregate.tta_olympic_s
             out.print(f"wrote {path}: {b.aggregate.runs} seeds, {b.aggregate.reached} reached, time to target "
                       f"{'inf' if tta is None else f'{tta:.3f} s'} (olympic mean), spec {b.spec_hash}", highlight=False,
-                      soft_wrap=True)
+                      soft_wrap=True, markup=False)
     except bl.PromoteError as e:
         raise fail_input(str(e)) from None
 

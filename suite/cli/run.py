@@ -14,6 +14,8 @@ from rich.table import Table
 
 from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out, say_err
 
+MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
+
 
 def _row(result: Any, written: Path | None) -> dict[str, Any]:
     """One run as `run --json` prints it (and the summary table shows it)."""
@@ -70,7 +72,7 @@ def run(
     workloads: Annotated[list[str] | None, typer.Argument(help="names (cv/digits_cnn) or spec paths")] = None,
     tier: Annotated[str | None, typer.Option(help="run every workload of a tier: smoke | standard | full")] = None,
     backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
-    seeds: Annotated[int, typer.Option(min=1, help="number of seeds, run one after another")] = 1,
+    seeds: Annotated[int, typer.Option(min=1, max=MAX_SEEDS, help="number of seeds, run one after another")] = 1,
     seed: Annotated[int, typer.Option(help="first seed")] = 0,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a spec field: --set optimizer.lr=0.01")] = None,
     variant: Annotated[str | None, typer.Option(help="a named override set from the spec, e.g. tiny")] = None,
@@ -165,7 +167,7 @@ def run(
             emit_json(rows)
         else:
             out.print(_summary_table(rows))
-            out.print(f"results written under {results}/", markup=False, highlight=False)
+            out.print(f"results written under {results}/", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
 
 
@@ -249,7 +251,7 @@ def study(
         emit_json(report["scores"])
     else:
         sys.stdout.write(study_mod.markdown(report) + "\n")
-        out.print(f"study outputs: {', '.join(str(p) for p in paths)}", highlight=False)
+        out.print(f"study outputs: {', '.join(str(p) for p in paths)}", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(EXIT_FAIL if report["errors"] else EXIT_OK)
 
 

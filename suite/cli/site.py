@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from suite.cli.common import EXIT_FAIL, EXIT_INPUT, err, fail_input, out
 
@@ -33,13 +34,13 @@ def site_build(
         report = build_site(results, out_dir, baselines=baselines, compare=compare or [], strict=strict,
                             studies=study or [])
     except (SiteError, ResultError) as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_FAIL if isinstance(e, ResultError) else EXIT_INPUT) from None
     for s in report.skipped:
-        err.print(f"[yellow]skipped[/yellow] {s}", highlight=False)
+        err.print(f"[yellow]skipped[/yellow] {escape(s)}", highlight=False)
     out.print(f"built {report.pages} pages from {report.results} results ({report.workloads} workloads) in "
               f"{report.seconds:.2f} s; index {report.index_bytes / 1024:.0f} KiB", highlight=False)
-    out.print(f"open {report.index.resolve().as_uri()}", highlight=False, soft_wrap=True)
+    out.print(f"open {report.index.resolve().as_uri()}", highlight=False, soft_wrap=True, markup=False)
 
 
 @site_app.command("serve")

@@ -84,8 +84,22 @@ def _env() -> jinja2.Environment:
     )
     env.globals["inf"] = math.inf
     env.globals["load_warning"] = load_warning  # a run whose host was loaded says so on its page
-    env.filters.update(s=fmt_s, pct=fmt_pct, num=fmt_num, date=fmt_date, sortv=sort_value, text=cell_text)
+    env.filters.update(s=fmt_s, pct=fmt_pct, num=fmt_num, date=fmt_date, sortv=sort_value, text=cell_text,
+                       clip=clip_text)
     return env
+
+
+MAX_PAGE_TEXT = 20_000  # characters of one long text (an error, a traceback) shown on a page
+
+
+def clip_text(text: str, limit: int = MAX_PAGE_TEXT) -> str:
+    """Head and tail of a long text: a 48 MB error string once made a 120 MB run page. The result file
+    (linked from the page) keeps the whole text."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return (f"{text[:half]}\n\n… {len(text) - 2 * half:,} characters left out here; the whole text is in the "
+            f"result file …\n\n{text[-half:]}")
 
 
 # ---- the build ------------------------------------------------------------------------------------------
