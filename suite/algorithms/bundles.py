@@ -11,6 +11,7 @@ Like AlgoPerf's fixed-hyperparameter track, a bundle's hyperparameters are the s
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,17 @@ def overrides_for(bundle: Bundle, base: Any) -> dict[str, Any]:
     return out
 
 
+def _blame_algo(e: SpecError, algo: Any, from_algo: set[str]) -> SpecError:
+    """A problem in a block --algo wrote names --algo, not a `--set optimizer={...}` the user never typed."""
+    ref = algo if isinstance(algo, str) else "(study algorithm)"
+    problems = []
+    for loc, msg in e.problems:
+        for key in from_algo:
+            msg = re.sub(rf" \(from --set {re.escape(key)}=.*\)$", f" (from --algo {ref})", msg, flags=re.S)
+        problems.append((loc, msg))
+    return SpecError(e.source, problems)
+
+
 @dataclass
 class Prepared:
     """One workload with one algorithm applied: the validated spec and what the result must record."""
@@ -145,7 +157,12 @@ def prepare(
     if bundle is not None:
         base = load_spec(path, None, variant)  # the workload as defined: its lr and weight decay
         overrides = {**overrides_for(bundle, base), **user_overrides}
-    spec = load_spec(path, overrides, variant)
+    try:
+        spec = load_spec(path, overrides, variant)
+    except SpecError as e:
+        if bundle is None:
+            raise
+        raise _blame_algo(e, algo, set(overrides) - set(user_overrides)) from None
     chosen = precision or (bundle.precision if bundle is not None else None) or "fp32"
     record = {
         "label": bundle.name if bundle is not None else "spec",

@@ -2,7 +2,9 @@
 
 Built-ins: adamw, adam (torch), sgd (torch, plain), sgd_nesterov (momentum 0.9, Nesterov), lion, muon.
 A user class must subclass torch.optim.Optimizer and take `params` first; the block's other keys are its
-keyword arguments, checked against its signature before anything starts.
+keyword arguments, checked against its signature before anything starts. A class that takes no
+`weight_decay` still runs a workload whose spec sets one: the decay is then applied outside the optimizer,
+decoupled as in AdamW (p <- p * (1 - lr * wd) before each step, with the group's current lr), and recorded.
 """
 
 from __future__ import annotations
@@ -62,8 +64,15 @@ def optimizer_class(name: str) -> type:
     return cls
 
 
+def takes_weight_decay(cls: type) -> bool:
+    sig = _init_signature(cls)
+    return "weight_decay" in sig.parameters or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+
+
 def optimizer_kwargs(spec: OptimizerSpec, cls: type) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"lr": spec.lr, "weight_decay": spec.weight_decay, **spec.params()}
+    kwargs: dict[str, Any] = {"lr": spec.lr, **spec.params()}
+    if takes_weight_decay(cls):
+        kwargs["weight_decay"] = spec.weight_decay  # else decoupled, outside the optimizer: see build_optimizer
     sig = _init_signature(cls)
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     if not accepts_any:
@@ -97,9 +106,34 @@ def describe(spec: OptimizerSpec) -> dict[str, Any]:
         if k not in ("self", "params") and p.default is not inspect.Parameter.empty
         and p.kind is not p.VAR_KEYWORD
     }
-    return {"name": spec.name, **provenance.of(cls), "hyperparameters": provenance.jsonable({**defaults, **kwargs})}
+    described = {"name": spec.name, **provenance.of(cls), "hyperparameters": provenance.jsonable({**defaults, **kwargs})}
+    if not takes_weight_decay(cls) and spec.weight_decay > 0:
+        described["decoupled_weight_decay"] = {
+            "value": spec.weight_decay,
+            "how": "applied outside the optimizer (it takes no weight_decay): p <- p * (1 - lr * weight_decay) "
+                   "before each step, lr being the param group's current learning rate",
+        }
+    return described
 
 
 def build_optimizer(spec: OptimizerSpec, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
     cls = optimizer_class(spec.name)
-    return cls(params, **optimizer_kwargs(spec, cls))
+    optimizer = cls(params, **optimizer_kwargs(spec, cls))
+    if not takes_weight_decay(cls) and spec.weight_decay > 0:
+        add_decoupled_weight_decay(optimizer, spec.weight_decay, spec.lr)
+    return optimizer
+
+
+def add_decoupled_weight_decay(optimizer: torch.optim.Optimizer, weight_decay: float, default_lr: float) -> None:
+    """Decay every parameter that has a gradient by lr * weight_decay before each optimizer step (AdamW's
+    decoupled form; the lr follows the schedule, as the schedulers write it into each param group)."""
+
+    def decay(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        with torch.no_grad():
+            for group in opt.param_groups:
+                factor = 1.0 - float(group.get("lr", default_lr)) * weight_decay
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.mul_(factor)
+
+    optimizer.register_step_pre_hook(decay)

@@ -1,0 +1,234 @@
+"""Issue 17, specs, flags and output: a spec is named by its place, bad flags are named, paths print as text,
+tables keep their rows whole off a terminal, and an optimizer without weight_decay runs every workload."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from suite import registry
+from suite.algorithms import optimizers
+from suite.cli import app
+from suite.spec import OptimizerSpec, SpecError, load_spec, parse_override, parse_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+DIGITS = ROOT / "workloads" / "cv" / "digits_cnn.yaml"
+SIGN = '''import torch
+
+
+class SignMomentum(torch.optim.Optimizer):
+    """Takes no weight_decay (as many research optimizers)."""
+
+    def __init__(self, params, lr=1e-3, momentum=0.9):
+        super().__init__(params, {"lr": lr, "momentum": momentum})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                buf = self.state[p].setdefault("m", torch.zeros_like(p))
+                buf.mul_(g["momentum"]).add_(p.grad)
+                p.add_(buf.sign(), alpha=-g["lr"])
+'''
+
+
+def _env(**extra: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    e.update({"PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS), *extra.pop("PATHS", "").split(os.pathsep)]),
+              "OMP_NUM_THREADS": "1", **extra})
+    return e
+
+
+def _sh(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "suite.cli", *args], capture_output=True, text=True,
+                          env=_env(**env), timeout=timeout, cwd=ROOT)
+
+
+def _overrides(*sets: str) -> dict:
+    return dict(parse_override(s) for s in sets)
+
+
+# ---- item 7: a spec's name is its place under workloads/ -----------------------------------------------------
+
+
+@pytest.fixture
+def workloads_root(tmp_path, monkeypatch):
+    root = tmp_path / "workloads"
+    (root / "cv").mkdir(parents=True)
+    monkeypatch.setenv("TRAINBENCH_WORKLOADS", str(root))
+    registry.workloads_root.cache_clear()
+    yield root
+    registry.workloads_root.cache_clear()
+
+
+def test_a_spec_under_workloads_named_as_another_workload_is_refused(workloads_root):
+    data = yaml.safe_load(DIGITS.read_text())
+    data["name"] = "cv/imagenet_resnet50"
+    (workloads_root / "cv" / "digits_cnn.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError, match=r"name: is 'cv/imagenet_resnet50', but this file is workloads/cv/digits_cnn"):
+        load_spec(workloads_root / "cv" / "digits_cnn.yaml")
+
+
+def test_set_name_on_a_workload_is_refused_and_names_the_flag():
+    with pytest.raises(SpecError, match=r"name: .*must match its place.*\(from --set name='cv/digits_cnn2'\)"):
+        load_spec(DIGITS, _overrides("name=cv/digits_cnn2"))
+    assert load_spec(DIGITS).name == "cv/digits_cnn"
+
+
+def test_every_shipped_spec_is_named_by_its_place():
+    for name, path in registry.workload_files().items():
+        assert load_spec(path).name == name
+
+
+# ---- item 13: a backend import path that is not a backend ----------------------------------------------------
+
+
+@pytest.mark.parametrize("ref,what", [("os:system", "builtin_function_or_method"),
+                                      ("suite.results:Result", "a class without available")])
+def test_backend_import_path_that_is_not_a_backend_is_bad_input(ref, what):
+    res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--backend", ref, "--quiet"])
+    assert res.exit_code == 2, res.output
+    assert "--backend" in res.output and what in res.output and "not a Backend class" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+# ---- item 14: paths print as text ------------------------------------------------------------------------------
+
+
+def test_results_validate_prints_a_markup_path_as_text(tmp_path):
+    folder = tmp_path / "x[/bold]y"  # a folder `x[` holding `bold]y`: the printed path reads as a closing tag
+    folder.mkdir(parents=True)
+    p = _sh("results", "validate", str(folder))
+    assert p.returncode == 0, p.stderr
+    assert f"0 valid, 0 invalid result file(s) under {folder}" in p.stdout and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_run_prints_a_markup_results_path_as_text(tmp_path):
+    res = tmp_path / "r[/bold]s"
+    p = _sh("run", "cv/digits_cnn", "--variant", "tiny", "--quiet", "--results", str(res), "--threads", "1",
+            timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"results written under {res}/" in p.stdout and "MarkupError" not in p.stderr
+    assert len(list(res.rglob("*.json"))) == 1
+
+
+# ---- item 17: tables are not squeezed when stdout is not a terminal -----------------------------------------
+
+
+def test_list_table_keeps_each_row_on_one_line_in_a_pipe():
+    p = _sh("list")  # stdout is a pipe, $COLUMNS unset: a CI log
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if "cv/imagenet_resnet50" in ln]
+    assert len(lines) == 1 and "accuracy >= 0.759" in lines[0] and "86400 s" in lines[0]
+
+
+# ---- item 20: smaller points ----------------------------------------------------------------------------------
+
+
+def test_yaml_merge_keys_are_plain_yaml(tmp_path):
+    assert parse_yaml("d: &d {a: 1, b: 2}\nx:\n  <<: *d\n  b: 3\n", "s") == {"d": {"a": 1, "b": 2}, "x": {"a": 1, "b": 3}}
+    with pytest.raises(SpecError, match="duplicate key 'a'"):
+        parse_yaml("x: {a: 1, a: 2}\n", "s")
+    text = DIGITS.read_text() + "  short: &short\n    budget.max_train_s: 30\n  shorter:\n    <<: *short\n    eval.every_steps: 5\n"
+    path = tmp_path / "cv_merge.yaml"
+    path.write_text(text)
+    spec = load_spec(path, variant="shorter")
+    assert spec.budget.max_train_s == 30 and spec.eval.every_steps == 5
+
+
+@pytest.mark.parametrize("value", ["1e308", "1.0e308", "3e6"])
+def test_an_absurd_finite_budget_is_refused_like_inf(value):
+    with pytest.raises(SpecError, match=r"budget.max_train_s: Input should be less than or equal to 2592000.*--set budget.max_train_s"):
+        load_spec(DIGITS, _overrides(f"budget.max_train_s={value}"))
+
+
+def test_seeds_has_a_ceiling_named_by_its_flag():
+    res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--seeds", "100000", "--quiet"])
+    assert res.exit_code == 2 and "--seeds" in res.output
+
+
+def test_set_of_an_unknown_nested_field_names_the_flag():
+    with pytest.raises(SpecError, match=r"a: unknown field.*\(from --set a\.b\.c=''\)"):
+        load_spec(DIGITS, _overrides("a.b.c="))
+
+
+def test_a_huge_error_is_clipped_on_the_run_page_and_whole_in_the_result(tmp_path):
+    from suite.results import write_result
+    from suite.site.build import build_site
+    from tests.site_factory import make_result
+
+    error = "E" * 3_000_000 + " the end"
+    write_result(tmp_path / "res", make_result(status="error", tta_s=None, error=error))
+    build_site(tmp_path / "res", tmp_path / "out")
+    page = next((tmp_path / "out" / "r").glob("*.html"))
+    assert page.stat().st_size < 200_000 and "characters left out here" in page.read_text()
+    assert "the end" in page.read_text()  # the tail (where a traceback ends) is kept
+    copy = json.loads(next((tmp_path / "out" / "r").glob("*.json")).read_text())
+    assert copy["error"] == error
+
+
+# ---- item 15: an optimizer that takes no weight_decay -----------------------------------------------------------
+
+
+@pytest.fixture
+def sign_module(tmp_path, monkeypatch):
+    (tmp_path / "signmom.py").write_text(SIGN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_weight_decay_is_applied_decoupled_when_the_optimizer_takes_none(sign_module):
+    torch.manual_seed(0)
+    spec = OptimizerSpec(name="signmom:SignMomentum", lr=0.1, weight_decay=0.5)
+    w = torch.nn.Parameter(torch.randn(4, 3))
+    before = w.detach().clone()
+    opt = optimizers.build_optimizer(spec, [w])
+    w.grad = torch.zeros_like(w)  # sign(0) = 0: the only change is the decay
+    opt.step()
+    assert torch.allclose(w.detach(), before * (1 - 0.1 * 0.5))
+    described = optimizers.describe(spec)
+    assert described["decoupled_weight_decay"]["value"] == 0.5
+    assert "weight_decay" not in described["hyperparameters"]
+    assert optimizers.check(spec) == []
+    assert optimizers.check(OptimizerSpec(name="signmom:SignMomentum", lr=0.1)) == []
+
+
+def test_weight_decay_still_goes_to_an_optimizer_that_takes_it():
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = optimizers.build_optimizer(OptimizerSpec(name="adamw", lr=0.1, weight_decay=0.5), [w])
+    assert opt.param_groups[0]["weight_decay"] == 0.5 and not opt._optimizer_step_pre_hooks
+    assert "decoupled_weight_decay" not in optimizers.describe(OptimizerSpec(name="adamw", lr=0.1, weight_decay=0.5))
+
+
+def test_an_algo_error_names_algo_not_a_set_the_user_never_typed(sign_module):
+    (sign_module / "nolr.py").write_text("import torch\n\nclass NoLr(torch.optim.Optimizer):\n"
+                                        "    def __init__(self, params, momentum=0.9):\n"
+                                        "        super().__init__(params, {'momentum': momentum})\n")
+    res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--algo", "nolr:NoLr", "--quiet"])
+    assert res.exit_code == 2
+    assert "(from --algo nolr:NoLr)" in res.output and "--set optimizer=" not in res.output
+
+
+@pytest.mark.slow
+def test_a_run_with_an_optimizer_without_weight_decay_records_the_decoupled_decay(tmp_path):
+    (tmp_path / "signmom.py").write_text(SIGN)
+    p = _sh("run", "cv/digits_cnn", "--variant", "tiny", "--algo", "signmom:SignMomentum", "--quiet", "--json",
+            "--results", str(tmp_path / "res"), "--threads", "1", PATHS=str(tmp_path), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (path,) = list((tmp_path / "res").rglob("*.json"))
+    result = json.loads(path.read_text())
+    algo = result["config"]["algorithm"]
+    assert algo["optimizer"]["decoupled_weight_decay"]["value"] == 0.0001  # digits' spec sets 1e-4
+    assert result["status"] in ("reached", "budget")
