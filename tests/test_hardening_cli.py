@@ -232,3 +232,69 @@ def test_a_run_with_an_optimizer_without_weight_decay_records_the_decoupled_deca
     algo = result["config"]["algorithm"]
     assert algo["optimizer"]["decoupled_weight_decay"]["value"] == 0.0001  # digits' spec sets 1e-4
     assert result["status"] in ("reached", "budget")
+
+
+# ---- item 18: env --peak on a loaded host; the NPU column says it never ran on hardware ---------------------
+
+
+def test_peak_notes_name_a_loaded_host_and_a_far_low_measurement():
+    from suite.cli.notes import peak_notes
+
+    assert peak_notes(5e10, 1e11, load=0.5, cores=2) == []
+    notes = peak_notes(1.3e9, 1e11, load=9.0, cores=2)
+    assert any("the host is loaded (load average 9.0 on 2 cores)" in n for n in notes)
+    assert any("1.3% of the table's peak, far below it" in n for n in notes)
+
+
+def test_env_peak_warns_on_a_loaded_host(monkeypatch):
+    import suite.cli.notes as notes
+
+    monkeypatch.setattr(notes, "host_load", lambda: (14.0, 2))
+    res = CliRunner().invoke(app, ["env", "--peak", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    assert "the host is loaded (load average 14.0 on 2 cores)" in res.output
+
+
+def test_matrix_says_npu_is_untested_on_hardware_until_a_result_exists(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "400")
+    res = CliRunner().invoke(app, ["list", "--matrix", "--json"])
+    grid = json.loads(res.output)
+    assert grid["cv/digits_cnn"]["npu"]["tested_on_hardware"] is False
+    folder = tmp_path / "results" / "ascend-910b-x8" / "cv" / "digits_cnn" / "npu"
+    folder.mkdir(parents=True)
+    (folder / "20261203T000000Z-abcd1234.json").write_text("{}")
+    grid = json.loads(CliRunner().invoke(app, ["list", "--matrix", "--json"]).output)
+    assert grid["cv/digits_cnn"]["npu"]["tested_on_hardware"] is True
+    assert grid["nlp/topics_gpt"]["npu"].get("tested_on_hardware") is False
+    table = CliRunner().invoke(app, ["list", "--matrix"]).output
+    line = next(ln for ln in table.splitlines() if "nlp/topics_gpt" in ln)
+    assert "untested on hardware" in line
+
+
+# ---- item 19: a time budget hit on a loaded host is named in the run summary -----------------------------------
+
+
+def test_budget_note_only_for_time_budgets_on_a_loaded_host():
+    from suite.cli.notes import budget_note
+
+    rows = [{"workload": "cv/digits_cnn", "seed": 0, "status": "budget", "steps": 50},
+            {"workload": "cv/digits_cnn", "seed": 1, "status": "reached", "steps": 30},
+            {"workload": "nlp/topics_gpt", "seed": 0, "status": "budget", "steps": 350}]
+    limits = {"cv/digits_cnn": (60.0, None), "nlp/topics_gpt": (60.0, 350)}  # topics stopped on its steps
+    assert budget_note(rows, limits, load=1.0, cores=2) is None
+    note = budget_note(rows, limits, load=11.5, cores=2)
+    assert note is not None and "1 run(s) hit their time budget" in note and "cv/digits_cnn seed 0" in note
+    assert "topics_gpt" not in note and "load average 11.5 on 2 cores" in note
+
+
+@pytest.mark.slow
+def test_run_summary_names_a_time_budget_hit_on_a_loaded_host(tmp_path, monkeypatch):
+    import suite.cli.notes as notes
+
+    monkeypatch.setattr(notes, "host_load", lambda: (12.0, 2))
+    res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--no-isolate", "--quiet", "--threads", "1",
+                                   "--set", "budget.max_train_s=0.3", "--set", "target.value=0.9999",
+                                   "--results", str(tmp_path / "res")])
+    assert "budget" in res.output, res.output
+    assert "hit their time budget (budget.max_train_s) on a loaded host (load average 12.0 on 2 cores)" in res.output

@@ -118,8 +118,11 @@ def _env_peak(device: Any, precision: str, threads: int | None, json_: bool) -> 
         raise fail_input(f"--precision {precision!r}: expected fp32, bf16 or fp16")
     devices.set_threads(threads)
     device.set_current()
+    from suite.cli.notes import host_load, peak_notes
+
     table, warnings = peaks.resolve(device.type, device.name(), precision)
     gemm = peaks.measure_gemm(device.torch, precision, budget_s=2.0)
+    warnings = [*warnings, *peak_notes(gemm.flops_per_s, table.flops_per_s if table else None, *host_load())]
     info = {
         "device": device.name(), "device_type": device.type, "precision": precision,
         "dtype": peaks.matmul_dtype(device.type, precision),
@@ -175,23 +178,33 @@ def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")
 
 
 
-def _print_matrix(tier: str | None, json_: bool) -> int:
+def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")) -> int:
     from suite import registry
     from suite.backends.support import load_all, matrix
+    from suite.cli.notes import HARDWARE_UNTESTED, hardware_tested
 
     specs, problems = load_all(registry.workload_files())
     if tier:
         specs = {n: s for n, s in specs.items() if tier in s.tiers}
     grid = matrix(specs)
+    tested = hardware_tested(results)
+
+    def untested(wl: str, b: str) -> bool:  # supported in code, never run on its hardware (no result here)
+        return b in HARDWARE_UNTESTED and (wl, b) not in tested
+
     if json_:
-        emit_json({wl: {b: {"supported": r is None, "reason": r} for b, r in row.items()} for wl, row in grid.items()})
+        emit_json({wl: {b: {"supported": r is None, "reason": r,
+                            **({"tested_on_hardware": not untested(wl, b)} if b in HARDWARE_UNTESTED else {})}
+                        for b, r in row.items()} for wl, row in grid.items()})
     else:
-        table = Table(title="workload x backend (yes = supported; `trainbench env` says which are installed)")
+        table = Table(title="workload x backend (yes = supported; `trainbench env` says which are installed; "
+                            "untested on hardware = supported in code, no result from that hardware under results/ yet)")
         table.add_column("workload")
         for b in registry.BACKENDS:
             table.add_column(b)
         for wl, row in grid.items():
-            table.add_row(escape(wl), *("[green]yes[/green]" if r is None else "[red]no[/red]" for r in row.values()))
+            table.add_row(escape(wl), *(("[yellow]untested on hardware[/yellow]" if untested(wl, b) else "[green]yes[/green]")
+                                        if r is None else "[red]no[/red]" for b, r in row.items()))
         out.print(table)
         for wl, row in grid.items():
             for b, r in row.items():

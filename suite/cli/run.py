@@ -168,6 +168,7 @@ def run(
         else:
             out.print(_summary_table(rows))
             out.print(f"results written under {results}/", markup=False, highlight=False, soft_wrap=True)
+        _note_loaded_host(rows, specs)
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
 
 
@@ -180,6 +181,16 @@ def write_or_report(root: Path, result: Any) -> Path | None:
     except ResultWriteError as e:
         say_err(str(e))
         return None
+
+
+def _note_loaded_host(rows: list[dict[str, Any]], specs: list[tuple[Path, Any]]) -> None:
+    """Say so when runs ended on their time budget on a loaded host (load read now, at the end of the run)."""
+    from suite.cli.notes import budget_note, host_load
+
+    limits = {p.spec.name: (p.spec.budget.max_train_s, p.spec.budget.max_steps) for _, p in specs}
+    note = budget_note(rows, limits, *host_load())
+    if note:
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
 
 
 def _check_results_dir(results: Path) -> None:

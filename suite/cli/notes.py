@@ -1,0 +1,73 @@
+"""Words the CLI adds where a number would mislead: a loaded host, a GEMM far below the peak table, a backend
+that has never run on its hardware. Pure functions of what they are given, plus `host_load()` to read it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+# backends whose hardware path has never produced a result in this project's own CI (no such runner yet)
+HARDWARE_UNTESTED = {"npu"}
+FAR_BELOW = 0.10  # a measured GEMM under 10% of the table's peak is not the device's peak
+
+
+def host_load() -> tuple[float, int]:
+    """(1-minute load average, usable cores); (0.0, cores) where the OS has no load average."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        return os.getloadavg()[0], cores
+    except (OSError, AttributeError):
+        return 0.0, cores
+
+
+def is_loaded(load: float, cores: int) -> bool:
+    """More runnable processes than cores: each timed process gets less than a core."""
+    return load > max(1, cores)
+
+
+def peak_notes(measured_flops_per_s: float, table_flops_per_s: float | None, load: float, cores: int) -> list[str]:
+    """Warnings for `env --peak`: a loaded host, a measurement far below the table."""
+    notes = []
+    if is_loaded(load, cores):
+        notes.append(f"the host is loaded (load average {load:.1f} on {cores} cores): the measured GEMM shares the "
+                     "cores with other processes and is not this device's peak; measure on a quiet host")
+    if table_flops_per_s and measured_flops_per_s < FAR_BELOW * table_flops_per_s:
+        notes.append(f"the measured GEMM is {measured_flops_per_s / table_flops_per_s:.1%} of the table's peak, "
+                     f"far below it (a loaded host, too few --threads, or a table entry that does not fit this "
+                     "device); MFU still divides by the table's peak")
+    return notes
+
+
+def hardware_tested(results: Path, backends: Iterable[str] = HARDWARE_UNTESTED) -> set[tuple[str, str]]:
+    """(workload, backend) pairs with at least one result file under results/<hw>/<domain>/<name>/<backend>/."""
+    wanted = set(backends)
+    found: set[tuple[str, str]] = set()
+    if not results.is_dir():
+        return found
+    for hw in results.iterdir():
+        if not hw.is_dir():
+            continue
+        for backend_dir in hw.glob("*/*/*"):
+            if backend_dir.name in wanted and backend_dir.is_dir() and any(backend_dir.glob("*.json")):
+                found.add((f"{backend_dir.parent.parent.name}/{backend_dir.parent.name}", backend_dir.name))
+    return found
+
+
+def budget_note(rows: list[dict[str, Any]], limits: dict[str, tuple[float, int | None]], load: float,
+                cores: int) -> str | None:
+    """One line when runs ended on their wall-clock budget while the host was loaded (it reads like a
+    regression, and may be the machine). `limits`: workload -> (budget.max_train_s, budget.max_steps)."""
+    if not is_loaded(load, cores):
+        return None
+    hit = []
+    for r in rows:
+        max_s, max_steps = limits.get(r["workload"], (None, None))
+        if r["status"] == "budget" and max_s is not None and (max_steps is None or r["steps"] < max_steps):
+            hit.append(f"{r['workload']} seed {r['seed']}")
+    if not hit:
+        return None
+    return (f"note: {len(hit)} run(s) hit their time budget (budget.max_train_s) on a loaded host (load average "
+            f"{load:.1f} on {cores} cores): {', '.join(hit[:5])}{' ...' if len(hit) > 5 else ''}. This may be the "
+            "machine, not a regression: rerun on a quiet host before comparing")
