@@ -112,6 +112,8 @@ def read_baseline(path: Path) -> Baseline:
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ResultError(f"{path}: not valid JSON (truncated or corrupt?): {e}") from None
+    except RecursionError:
+        raise ResultError(f"{path}: not a baseline: nested too deeply") from None
     if not isinstance(data, dict):
         raise ResultError(f"{path}: a baseline file must be a JSON object")
     if data.get("kind") != BASELINE_KIND:

@@ -660,4 +660,6 @@ def read_report(path: Path) -> Report:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ReportError(f"{path}: cannot read as JSON: {e}") from None
+    except RecursionError:
+        raise ReportError(f"{path}: cannot read as JSON: nested too deeply") from None
     return report_from_json(data, str(path))

@@ -29,4 +29,23 @@ def validate_spec(
 
 def load_spec(path: Path, overrides: dict[str, Any] | None = None, variant: str | None = None) -> WorkloadSpec:
     """A spec file, validated whole (schema and components); SpecError names the file and each field."""
-    return validate_spec(read_spec_file(path), str(path), overrides, variant)
+    spec = validate_spec(read_spec_file(path), str(path), overrides, variant)
+    check_name_place(spec, path, overrides)
+    return spec
+
+
+def check_name_place(spec: WorkloadSpec, path: Path, overrides: dict[str, Any] | None = None) -> None:
+    """A spec under workloads/ is named by its place (`workloads/cv/digits_cnn.yaml` is `cv/digits_cnn`):
+    otherwise its runs are recorded, compared and published under another workload's name."""
+    root = registry.workloads_root().resolve()
+    try:
+        real = path.resolve()
+    except (OSError, ValueError):
+        return
+    if real.parent.parent != root or real.suffix not in (".yaml", ".yml"):
+        return
+    expected = f"{real.parent.name}/{real.stem}"
+    if spec.name != expected:
+        msg = (f"is {spec.name!r}, but this file is workloads/{expected}{real.suffix}: a spec's name must match its "
+               f"place under workloads/ (copy the file to workloads/{spec.name}.yaml to make a new workload)")
+        raise SpecError(str(path), blame_overrides([("name", msg)], overrides))

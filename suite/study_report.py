@@ -50,11 +50,14 @@ def _seconds(v: Any) -> float:
 def report_from_json(data: Any, source: str) -> StudyReport:
     """The typed report of a parsed study.json; StudyReportError names the source and the problem."""
     try:
+        tau_max = float(data["tau_max"])
+        if not (math.isfinite(tau_max) and tau_max > 1):  # the profile plot divides by tau_max - 1
+            raise ValueError(f"tau_max must be a finite number above 1, got {data['tau_max']!r}")
         algorithms = [str(a) for a in data["algorithms"]]
         times = {str(w): {a: _seconds(per.get(a)) for a in algorithms} for w, per in data["times_s"].items()}
         return StudyReport(
             name=str(data["study"]["name"]),
-            tau_max=float(data["tau_max"]),
+            tau_max=tau_max,
             algorithms=algorithms,
             times_s=times,
             ratios={a: {w: _seconds(data["ratios"][a].get(w)) for w in times} for a in algorithms},
@@ -76,4 +79,6 @@ def read_study(path: Path) -> StudyReport:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise StudyReportError(f"{file}: not a study report (cannot read as JSON: {e})") from None
+    except RecursionError:
+        raise StudyReportError(f"{file}: not a study report (nested too deeply)") from None
     return report_from_json(data, str(file))

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from suite import registry
 from suite.algorithms import optimizers
 from suite.cli import app
-from suite.spec import OptimizerSpec, SpecError, load_spec, parse_override, parse_yaml
+from suite.spec import OptimizerSpec, SpecError, parse_override, parse_yaml
+from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -94,12 +95,11 @@ def test_every_shipped_spec_is_named_by_its_place():
 # ---- item 13: a backend import path that is not a backend ----------------------------------------------------
 
 
-@pytest.mark.parametrize("ref,what", [("os:system", "builtin_function_or_method"),
-                                      ("suite.results:Result", "a class without available")])
-def test_backend_import_path_that_is_not_a_backend_is_bad_input(ref, what):
+@pytest.mark.parametrize("ref", ["os:system", "suite.results:Result"])
+def test_backend_import_path_that_is_not_a_backend_is_bad_input(ref):
     res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--backend", ref, "--quiet"])
     assert res.exit_code == 2, res.output
-    assert "--backend" in res.output and what in res.output and "not a Backend class" in res.output
+    assert "--backend" in res.output and ref in res.output and "does not subclass" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
 
 

@@ -24,6 +24,7 @@ import jinja2
 from suite.fingerprint import load_warning
 from suite.results import load_results
 from suite.site.data import RunRow, Workload, build_workloads, cell_text, load_baselines, short_hash
+from suite.site.output import SiteError, check_out_apart, previous_files, prune, staged
 from suite.site.pages import (
     MARKER,
     SITE_DIR,
@@ -51,10 +52,6 @@ from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-expo
     sort_value,
 )
 from suite.site.reports import CompareView, StudyView, compare_view, study_view
-
-
-class SiteError(Exception):
-    """The site cannot be built; the message says which input or folder and what to do."""
 
 
 @dataclass
@@ -115,15 +112,6 @@ def _prepare_out(out: Path) -> None:
         (out / sub).mkdir(parents=True, exist_ok=True)
 
 
-def _prune(out: Path, written: set[str]) -> None:
-    """Delete what an earlier build wrote and this one did not (a result removed, a compare file dropped)."""
-    for dirpath, _, files in os.walk(out):
-        for name in files:
-            rel = os.path.relpath(os.path.join(dirpath, name), out).replace(os.sep, "/")
-            if rel not in written and rel != MARKER:
-                os.unlink(os.path.join(dirpath, name))
-
-
 def build_site(
     results: Path,
     out: Path,
@@ -141,6 +129,12 @@ def build_site(
     t0 = time.perf_counter()
     if not results.exists():
         raise SiteError(f"--results {results}: no such folder (run `trainbench run ...` first, or point at one)")
+    check_out_apart(out, {"--results": results, "--baselines": baselines})
+    if out.exists() and not out.is_dir():
+        raise SiteError(f"--out {out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise SiteError(f"--out {out}: folder is not empty and was not built by `trainbench site build` "
+                        f"(no {MARKER}); choose another --out or empty it")
     for c in compare:
         if not c.is_file():
             raise SiteError(f"--compare {c}: no such file")
@@ -167,9 +161,23 @@ def build_site(
     if strict and view_errors:
         raise SiteError(view_errors[0])
 
-    _prepare_out(out)
     skipped = [_relative_error(e, root) for e in loaded.errors + base_errors]
+    with staged(out) as stage:
+        written = _build_into(stage, rows, workloads, views, study_views, skipped, jobs, phases)
+    index = out / "index.html"
+    return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
+                       pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
+                       seconds=time.perf_counter() - t0, index_bytes=index.stat().st_size,
+                       phases_s={k: round(v, 3) for k, v in phases.items()})
+
+
+def _build_into(out: Path, rows: list[RunRow], workloads: list[Workload], views: list[CompareView],
+                study_views: list[StudyView], skipped: list[str], jobs: int | None,
+                phases: dict[str, float]) -> set[str]:
+    """Render every page into `out` (the staging folder), write the manifest, prune; the files written."""
+    _prepare_out(out)
     version = code_version()
+    previous = previous_files(out)
     job = Job(_env(), out, {"compares": views, "studies": study_views, "n_results": len(rows)}, [(rr, w) for w in workloads for rr in w.runs],
                read_manifest(out, version))
     t1 = time.perf_counter()
@@ -197,16 +205,15 @@ def build_site(
     written.add(render_page(job, "index.html", "index.html", domains=domains, skipped=skipped, latest=latest,
                         hardware=sorted({rr.result.hardware.slug for rr in rows}),
                         backends=sorted({rr.result.backend for rr in rows}), n_workloads=len(workloads)))
-    # the marker doubles as the manifest that lets the next build keep unchanged run pages
+    # the marker doubles as the manifest: the run pages the next build may keep, and every file this build
+    # wrote (the only files a later build may prune)
+    (out / MARKER).unlink(missing_ok=True)
     (out / MARKER).write_text(json.dumps({"built_by": "trainbench site build", "code": version,
-                                          "runs": dict(sorted(manifest.items()))}) + "\n", encoding="utf-8")
-    _prune(out, written)
+                                          "runs": dict(sorted(manifest.items())),
+                                          "files": sorted(written)}) + "\n", encoding="utf-8")
+    prune(out, written, previous)
     phases["other_pages"] = time.perf_counter() - t1
-    index = out / "index.html"
-    return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
-                       pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
-                       seconds=time.perf_counter() - t0, index_bytes=index.stat().st_size,
-                       phases_s={k: round(v, 3) for k, v in phases.items()})
+    return written
 
 
 def _relative_error(message: str, root: Path) -> str:

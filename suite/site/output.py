@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-MARKER = ".trainbench-site"  # a folder holding this file is ours to replace; the file is the build's manifest
+from suite.site.pages import MARKER  # a folder holding this file is ours to replace; the file is the manifest
 
 
 class SiteError(Exception):

@@ -71,6 +71,7 @@ def write_if_changed(path: Path, text: str) -> None:
             return
     except OSError:
         pass
+    path.unlink(missing_ok=True)  # a hard link into the previous site (see site/output.py): never write through it
     with open(path, "wb") as f:
         f.write(data)
 
@@ -83,6 +84,7 @@ def copy_if_changed(src: Path, dst: Path) -> None:
             return
     except OSError:
         pass
+    dst.unlink(missing_ok=True)  # a hard link into the previous site: never write through it
     shutil.copy2(src, dst)
 
 
