@@ -1,0 +1,186 @@
+"""Documented promises pinned by behaviour: each test here fails when its promise breaks (docs/testing.md lists
+which deliberate breakage each one catches, and scripts/break_promises.py replays them).
+
+No assertion here is a wall-clock band: a known delay is injected and the figures must contain it (a lower
+bound the delay itself guarantees, whatever the load), or the test observes the order of calls.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from compare_factory import noisy_runs, write_all
+
+from suite import compare as cmp
+from suite import harness
+from suite import results as results_mod
+from suite.execution.watchdog import Limits
+from suite.site.build import build_site
+from suite.spec import Budget, load_spec
+from tests.site_factory import write_hostile, write_standard
+
+ROOT = Path(__file__).resolve().parents[1]
+DELAY_S = 1.5  # the injected delay: long beside a few digits steps (milliseconds each, tens under heavy load)
+
+
+def _run(digits_path: Path, tmp_path: Path, task: str, monkeypatch, **overrides):
+    monkeypatch.setenv("FAULT_SLEEP_S", str(DELAY_S))
+    sets = {"task": task, "budget.max_steps": 10, "eval.every_steps": 5, "target.value": 1.01, **overrides}
+    spec = load_spec(digits_path, sets)
+    req = harness.RunRequest(spec=spec, results_dir=tmp_path, threads=1, overrides=sets, measure_peak=False)
+    result, _ = harness.run(req)
+    assert result.status == "budget", result.error
+    return result
+
+
+# ---- the clock (harness.py's first docstring line: MLPerf's rule) -------------------------------------------
+
+
+def test_the_clock_starts_before_the_first_batch_is_touched(digits_path, tmp_path, monkeypatch):
+    """A first batch that takes DELAY_S to fetch: that time is on the clock, in total_s, in the first
+    evaluation's elapsed_s, and in the data wait."""
+    r = _run(digits_path, tmp_path, "faulty:SlowFirstBatch", monkeypatch)
+    assert r.total_s >= DELAY_S
+    assert r.eval_curve[0].step == 5 and r.eval_curve[0].elapsed_s >= DELAY_S
+    assert r.eval_curve[0].train_s >= DELAY_S  # train-only time (AlgoPerf's view) holds it too: it is not eval
+    assert r.throughput["data_wait_fraction"] * r.train_s >= DELAY_S * 0.999  # counted as waiting for data
+
+
+def test_the_clock_never_pauses_for_evaluation(digits_path, tmp_path, monkeypatch):
+    """Evaluation is on the clock: every evaluation point's elapsed time is its train time plus the eval time
+    so far, and the run's total is train + eval."""
+    r = _run(digits_path, tmp_path, "faulty:SlowFirstBatch", monkeypatch, **{"eval.every_steps": 2})
+    assert r.train_s + r.eval_s == pytest.approx(r.total_s, rel=1e-9)
+    prev = 0.0
+    for point in r.eval_curve:
+        assert point.elapsed_s >= point.train_s and point.elapsed_s > prev
+        prev = point.elapsed_s
+    assert r.eval_curve[-1].elapsed_s - r.eval_curve[-1].train_s <= r.eval_s + 1e-9
+
+
+# ---- steady-state throughput (and the MFU on it) leaves the warm-up step out --------------------------------
+
+
+def test_steady_throughput_leaves_out_the_slow_first_step(digits_path, tmp_path, monkeypatch):
+    """The first step sleeps DELAY_S. Steps 2..n together took at most total_s - DELAY_S, so a steady figure
+    over them is at least (n-1) * batch / (total_s - DELAY_S); one that counted the first step would be at
+    most n * batch / DELAY_S, which is far lower (the other steps take milliseconds)."""
+    r = _run(digits_path, tmp_path, "faulty:SlowFirstStep", monkeypatch, **{"eval.every_steps": 100})
+    steady = r.throughput["steady_samples_per_s"]
+    batch = r.samples // r.steps
+    assert steady >= (r.steps - 1) * batch / (r.total_s - DELAY_S) * 0.999
+    assert steady > r.throughput["samples_per_s"]  # the all-steps figure carries the slow step
+    assert r.throughput["model_flops_per_s"] == pytest.approx(r.flops_per_sample * steady)
+    # the step-time percentiles are steady too: the slow step is not the p99 or the max
+    assert r.step_time_s["p99"] < DELAY_S
+
+
+# ---- the atomic write: fsync the file, link, fsync the folder -----------------------------------------------
+
+
+def test_write_atomic_fsyncs_the_file_before_the_link_and_the_folder_after(tmp_path, monkeypatch):
+    events: list[tuple[str, str]] = []
+    real_fsync, real_link = os.fsync, os.link
+
+    def fsync(fd: int) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        events.append(("fsync", "folder" if os.path.isdir(target) else Path(target).name))
+        real_fsync(fd)
+
+    def link(src, dst, *a, **kw) -> None:
+        events.append(("link", Path(dst).name))
+        real_link(src, dst, *a, **kw)
+
+    monkeypatch.setattr(results_mod.os, "fsync", fsync)
+    monkeypatch.setattr(results_mod.os, "link", link)
+    path = results_mod.write_atomic(tmp_path / "sub" / "r.json", "{}")
+    assert path.read_text() == "{}"
+    assert [e[0] for e in events] == ["fsync", "link", "fsync"], events
+    assert events[0][1].startswith(".tmp-") and events[0][1].endswith(".part")  # the data, before it is visible
+    assert events[1] == ("link", "r.json")
+    assert events[2] == ("fsync", "folder")  # the new name itself is durable
+    assert not list(path.parent.glob(".tmp-*"))
+
+
+def test_write_run_writes_the_side_car_before_the_result_each_atomically(tmp_path, monkeypatch):
+    from test_faults_lib import make_result
+
+    order: list[str] = []
+    real = results_mod.write_atomic
+
+    def spy(path: Path, text: str) -> Path:
+        order.append(path.suffix)
+        return real(path, text)
+
+    monkeypatch.setattr(results_mod, "write_atomic", spy)
+    path = results_mod.write_run(tmp_path, make_result(), ":::MLLOG {}\n")
+    assert order == [".mllog", ".json"]
+    assert results_mod.read_result(path).mllog == path.with_suffix(".mllog").name
+
+
+# ---- documented defaults, by behaviour (not by the imported constants) -------------------------------------
+
+
+@pytest.mark.parametrize("slowdown,verdict", [(1.06, "regressed"), (1.04, "no significant change")])
+def test_default_noise_floor_is_five_percent(tmp_path, slowdown, verdict):
+    """docs/compare.md: without `compare.noise_floor` in the spec the floor is 5%: a 6% slower time per step
+    (runs almost noise-free, complete separation) regresses, a 4% one does not."""
+    rng = random.Random(5)
+    base = noisy_runs(rng, 6, cv_steps=0.0005, cv_time=0.0005)
+    cand = noisy_runs(rng, 6, cv_steps=0.0005, cv_time=0.0005, time_per_step_s=0.01 * slowdown, first_seed=10)
+    write_all(tmp_path / "base", base)
+    write_all(tmp_path / "cand", cand)
+    report = cmp.compare([tmp_path / "base"], [tmp_path / "cand"], cmp.Settings())
+    (pair,) = report.pairs
+    assert pair.noise_floor_source == "default"
+    assert pair.metric("time_per_step_s").verdict == verdict
+
+
+def test_default_stall_window_is_max_of_a_minute_and_a_quarter_of_the_budget():
+    """docs/reliability.md: stall window max(60 s, budget.max_train_s / 4) unless budget.watchdog_s is set;
+    the whole run may take the budget plus one stall window."""
+    assert Limits.for_budget(Budget(max_train_s=60)).stall_s == 60.0
+    assert Limits.for_budget(Budget(max_train_s=200)).stall_s == 60.0
+    assert Limits.for_budget(Budget(max_train_s=400)).stall_s == 100.0
+    assert Limits.for_budget(Budget(max_train_s=400)).run_s == 500.0
+    assert Limits.for_budget(Budget(max_train_s=400, watchdog_s=5)).stall_s == 5.0
+
+
+# ---- the site's Content-Security-Policy ---------------------------------------------------------------------
+
+
+class _Meta(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.csp: list[str] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        a = dict(attrs)
+        if tag == "meta" and (a.get("http-equiv") or "").lower() == "content-security-policy":
+            self.csp.append(a.get("content") or "")
+
+
+def test_every_site_page_carries_a_strict_csp(tmp_path):
+    write_standard(tmp_path / "results")
+    write_hostile(tmp_path / "results")
+    build_site(tmp_path / "results", tmp_path / "out")
+    pages = sorted((tmp_path / "out").rglob("*.html"))
+    assert len(pages) > 5
+    for page in pages:
+        meta = _Meta()
+        meta.feed(page.read_text())
+        assert len(meta.csp) == 1, page
+        policy = {d.split()[0]: d.split()[1:] for d in (p.strip() for p in meta.csp[0].split(";")) if d}
+        assert policy.get("script-src") == ["'self'"], (page, meta.csp)
+        assert policy.get("default-src") == ["'none'"], (page, meta.csp)
+        assert "unsafe-inline" not in meta.csp[0] and "unsafe-eval" not in meta.csp[0], page
+    # every site page template inherits the policy from the base template (one that does not has no policy);
+    # study.html is not a site page: `trainbench study` writes it into the study's own folder
+    for template in (ROOT / "site" / "templates").glob("*.html"):
+        if template.name not in ("base.html", "study.html") and not template.name.startswith("_"):
+            assert re.search(r'{%\s*extends\s+"base\.html"\s*%}', template.read_text()), template
