@@ -27,5 +27,5 @@ PATTERNS=(
 )
 if [ "$#" -gt 0 ]; then PATTERNS=("$@"); fi
 export OMP_NUM_THREADS=1
-nice -n 10 "$MUTMUT" run --max-children "${MUTATION_CHILDREN:-1}" "${PATTERNS[@]}" || true
+nice -n "${MUTATION_NICE:-0}" "$MUTMUT" run --max-children "${MUTATION_CHILDREN:-1}" "${PATTERNS[@]}" || true
 "$PY" scripts/mutation_report.py "${PATTERNS[@]}"
