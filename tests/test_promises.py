@@ -123,6 +123,63 @@ def test_write_run_writes_the_side_car_before_the_result_each_atomically(tmp_pat
     assert results_mod.read_result(path).mllog == path.with_suffix(".mllog").name
 
 
+def _write_run_failing(tmp_path, monkeypatch, fail: dict[str, BaseException], mllog: str | None = ":::MLLOG {}\n"):
+    """write_run with write_atomic failing once per suffix named in `fail` (the first time that suffix is written)."""
+    from test_faults_lib import make_result
+
+    real, failed = results_mod.write_atomic, set()
+
+    def flaky(path: Path, text: str) -> Path:
+        if path.suffix in fail and path.suffix not in failed:
+            failed.add(path.suffix)
+            raise fail[path.suffix]
+        return real(path, text)
+
+    monkeypatch.setattr(results_mod, "write_atomic", flaky)
+    result = make_result()
+    return result, (lambda: results_mod.write_run(tmp_path, result, mllog))
+
+
+def test_write_run_without_a_log_names_none_and_is_diffable_json(tmp_path):
+    from test_faults_lib import make_result
+
+    path = results_mod.write_run(tmp_path, make_result(), None)
+    assert results_mod.read_result(path).mllog is None and not list(tmp_path.rglob("*.mllog"))
+    assert path.read_text().count("\n") > 20  # one field a line: results are reviewed as diffs
+
+
+def test_a_side_car_that_cannot_be_written_is_said_and_not_named(tmp_path, monkeypatch):
+    result, write = _write_run_failing(tmp_path, monkeypatch, {".mllog": OSError(28, "No space left on device")})
+    path = write()
+    back = results_mod.read_result(path)
+    assert back.mllog is None and not list(tmp_path.rglob("*.mllog"))
+    (warning,) = [w for w in back.warnings if "MLLOG" in w]
+    assert "the MLLOG log could not be written" in warning
+    assert f"({path.with_suffix('.mllog')}: No space left on device)" in warning  # the path and the reason
+
+
+@pytest.mark.parametrize("error,reason", [(OSError(30, "Read-only file system"), "Read-only file system"),
+                                          (OSError("the disk went away"), "the disk went away")])
+def test_a_result_that_cannot_be_written_names_path_and_reason_and_leaves_no_orphan_log(tmp_path, monkeypatch,
+                                                                                        error, reason):
+    result, write = _write_run_failing(tmp_path, monkeypatch, {".json": error})
+    with pytest.raises(results_mod.ResultWriteError) as info:
+        write()
+    expected = results_mod.result_path(tmp_path, result)
+    assert info.value.path == expected and info.value.reason == reason
+    assert str(info.value) == f"cannot write result: {expected}: {reason}"
+    assert not list(tmp_path.rglob("*.mllog")) and not list(tmp_path.rglob("*.json"))  # no orphan side-car
+
+
+def test_a_result_name_collision_takes_a_fresh_id_and_names_no_log(tmp_path, monkeypatch):
+    result, write = _write_run_failing(tmp_path, monkeypatch, {".json": FileExistsError("taken")})
+    first_id = result.run_id
+    path = write()
+    back = results_mod.read_result(path)
+    assert back.run_id != first_id and back.run_id in path.name and path.parent.is_relative_to(tmp_path)
+    assert back.mllog is None  # the log written beside the first name belongs to no result
+
+
 # ---- documented defaults, by behaviour (not by the imported constants) -------------------------------------
 
 
