@@ -241,3 +241,65 @@ def test_every_site_page_carries_a_strict_csp(tmp_path):
     for template in (ROOT / "site" / "templates").glob("*.html"):
         if template.name not in ("base.html", "study.html") and not template.name.startswith("_"):
             assert re.search(r'{%\s*extends\s+"base\.html"\s*%}', template.read_text()), template
+
+
+# ---- small promises whose mutants survived the first `make mutation` (docs/testing.md) ----------------------
+
+
+def test_steady_samples_per_s_by_hand():
+    from suite.measure import metrics
+
+    assert metrics.steady_samples_per_s([10.0, 1.0, 1.0, 1.0], 8) == pytest.approx(8.0)  # the 10 s step left out
+    assert metrics.steady_samples_per_s([5.0, 5.0, 1.0, 1.0], 2, skip_first=2) == pytest.approx(2.0)
+    assert metrics.steady_samples_per_s([2.0], 4) == pytest.approx(2.0)  # one step: nothing to leave out
+    assert metrics.steady_samples_per_s([0.0, 0.0], 4) is None  # no time measured: no figure, no division
+    assert metrics.model_flops_per_s(3.0, 4.0) == 12.0
+    assert metrics.model_flops_per_s(None, 4.0) is None and metrics.model_flops_per_s(3.0, None) is None
+
+
+def test_utilization_by_hand():
+    from suite.measure import metrics
+
+    assert metrics.utilization(2e12, 1, 4e12) == pytest.approx(0.5)  # one device is a device
+    assert metrics.utilization(4e12, 2, 1e12) == pytest.approx(2.0)
+    assert metrics.utilization(2e12, 0, 4e12) is None
+    assert metrics.utilization(None, 1, 4e12) is None and metrics.utilization(2e12, 1, None) is None
+
+
+def test_redaction_replaces_the_longest_secret_first():
+    """Secrets that contain one another: the longer one is replaced whole, so no tail of it is printed."""
+    from suite import github
+
+    github.register_secret("zq9v")
+    github.register_secret("zq9vLONGERSECRETTAIL")
+    assert github.redact("token zq9vLONGERSECRETTAIL and zq9v") == "token *** and ***"
+
+
+def test_the_token_never_shows_and_never_pickles():
+    import pickle
+
+    from suite import github
+
+    client = github.GitHub(token="ghp_neverShownAnywhere0123")
+    assert "ghp_neverShownAnywhere0123" not in repr(client) and "***" in repr(client)
+    auth = client._auth
+    assert "ghp_neverShownAnywhere0123" not in repr(auth) + str(auth) and "***" in repr(auth)
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(auth)
+
+
+@pytest.mark.parametrize("repo", ["owner/..", "../name", "owner/na..me", "", "owner", "a/b/c"])
+def test_repository_names_are_checked_before_any_request(repo):
+    from suite import github
+
+    with pytest.raises(ValueError, match="expected OWNER/NAME"):
+        github._check_repo(repo)
+
+
+def test_kv_rows_escape_keys_and_values_and_mark_mono_cells():
+    from suite.site.render import kv_rows
+
+    mono = str(kv_rows([("<k>", "<script>x</script>")], mono=True))
+    assert mono == ('<tr><th class="mono">&lt;k&gt;</th>'
+                    '<td class="mono">&lt;script&gt;x&lt;/script&gt;</td></tr>')
+    assert str(kv_rows([("k", "v")])) == "<tr><th>k</th><td>v</td></tr>"
