@@ -271,8 +271,8 @@ def test_redaction_replaces_the_longest_secret_first():
     from suite import github
 
     github.register_secret("zq9v")
-    github.register_secret("zq9vLONGERSECRETTAIL")
-    assert github.redact("token zq9vLONGERSECRETTAIL and zq9v") == "token *** and ***"
+    github.register_secret("AAzq9vLONGERSECRETTAIL")  # sorts before the short one: only length orders them right
+    assert github.redact("token AAzq9vLONGERSECRETTAIL and zq9v") == "token *** and ***"
 
 
 def test_the_token_never_shows_and_never_pickles():
@@ -302,4 +302,5 @@ def test_kv_rows_escape_keys_and_values_and_mark_mono_cells():
     mono = str(kv_rows([("<k>", "<script>x</script>")], mono=True))
     assert mono == ('<tr><th class="mono">&lt;k&gt;</th>'
                     '<td class="mono">&lt;script&gt;x&lt;/script&gt;</td></tr>')
-    assert str(kv_rows([("k", "v")])) == "<tr><th>k</th><td>v</td></tr>"
+    assert str(kv_rows([("k", "v"), ("j", "w")])) == "<tr><th>k</th><td>v</td></tr><tr><th>j</th><td>w</td></tr>"
+    assert "x" * 1500 in str(kv_rows([("long", "x" * 1500)]))  # a run page shows up to 2,000 characters a cell
