@@ -249,7 +249,7 @@ def test_every_site_page_carries_a_strict_csp(tmp_path):
 def test_steady_samples_per_s_by_hand():
     from suite.measure import metrics
 
-    assert metrics.steady_samples_per_s([10.0, 1.0, 1.0, 1.0], 8) == pytest.approx(8.0)  # the 10 s step left out
+    assert metrics.steady_samples_per_s([10.0, 1.0, 3.0], 8) == pytest.approx(4.0)  # the 10 s step, and it alone, out
     assert metrics.steady_samples_per_s([5.0, 5.0, 1.0, 1.0], 2, skip_first=2) == pytest.approx(2.0)
     assert metrics.steady_samples_per_s([2.0], 4) == pytest.approx(2.0)  # one step: nothing to leave out
     assert metrics.steady_samples_per_s([0.0, 0.0], 4) is None  # no time measured: no figure, no division
