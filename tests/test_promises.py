@@ -304,3 +304,14 @@ def test_kv_rows_escape_keys_and_values_and_mark_mono_cells():
                     '<td class="mono">&lt;script&gt;x&lt;/script&gt;</td></tr>')
     assert str(kv_rows([("k", "v"), ("j", "w")])) == "<tr><th>k</th><td>v</td></tr><tr><th>j</th><td>w</td></tr>"
     assert "x" * 1500 in str(kv_rows([("long", "x" * 1500)]))  # a run page shows up to 2,000 characters a cell
+
+
+def test_cell_text_by_hand():
+    """What a site table cell shows (escaped afterwards by kv_rows or the templates): exact forms and the cut."""
+    from suite.site.data import cell_text
+
+    assert cell_text("abc") == "abc" and cell_text(0.123456789) == "0.123457"
+    assert (cell_text(None), cell_text(True), cell_text(3)) == ("null", "true", "3")
+    assert cell_text({"b": 1, "a": [1, 2], "p": Path("/x")}) == '{"a": [1, 2], "b": 1, "p": "/x"}'
+    assert cell_text("x" * 400) == "x" * 400  # at the limit: whole
+    assert cell_text("x" * 401) == "x" * 399 + "…" and len(cell_text("y" * 5000, 2000)) == 2000
