@@ -315,3 +315,17 @@ def test_cell_text_by_hand():
     assert cell_text({"b": 1, "a": [1, 2], "p": Path("/x")}) == '{"a": [1, 2], "b": 1, "p": "/x"}'
     assert cell_text("x" * 400) == "x" * 400  # at the limit: whole
     assert cell_text("x" * 401) == "x" * 399 + "…" and len(cell_text("y" * 5000, 2000)) == 2000
+
+
+def test_a_run_that_did_not_reach_counts_as_infinite_whatever_time_it_carries():
+    """DESIGN: a run that never converges counts as infinite, never as missing, and never as its own time."""
+    import math
+
+    from compare_factory import make_result
+
+    from suite.stats import tta_or_inf
+
+    reached = make_result(0, steps_to_target=100, time_per_step_s=0.01)
+    assert tta_or_inf(reached) == reached.time_to_target_s
+    assert tta_or_inf(reached.model_copy(update={"status": "budget"})) == math.inf  # a time, but not reached
+    assert tta_or_inf(reached.model_copy(update={"time_to_target_s": None})) == math.inf
