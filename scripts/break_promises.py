@@ -38,11 +38,11 @@ BREAKAGES = [
         "clock-after-first-batch", "suite/harness.py",
         "        t0 = time.perf_counter()\n"
         "        # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)\n"
-        "        shard = getattr(backend, \"data_shard\", None)\n"
-        "        data_rank, data_world = shard() if shard is not None else (self.dist.rank, self.dist.world)\n"
+        "        shard = backend.data_shard()\n"
+        "        data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)\n"
         "        batches = iter(workload.train_batches(data_rank, data_world))\n",
-        "        shard = getattr(backend, \"data_shard\", None)\n"
-        "        data_rank, data_world = shard() if shard is not None else (self.dist.rank, self.dist.world)\n"
+        "        shard = backend.data_shard()\n"
+        "        data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)\n"
         "        _it = iter(workload.train_batches(data_rank, data_world))\n"
         "        _first = next(_it)  # broken: the first batch is fetched before the clock starts\n"
         "        t0 = time.perf_counter()\n"
