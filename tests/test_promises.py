@@ -21,7 +21,8 @@ from suite import harness
 from suite import results as results_mod
 from suite.execution.watchdog import Limits
 from suite.site.build import build_site
-from suite.spec import Budget, load_spec
+from suite.spec import Budget
+from suite.specload import load_spec
 from tests.site_factory import write_hostile, write_standard
 
 ROOT = Path(__file__).resolve().parents[1]
