@@ -14,13 +14,14 @@ RESULTS ?= results
 SITE ?= site/_build
 PYTEST_ARGS ?=
 
-.PHONY: help install data tools browser demo test lint lint-workflows clean
+.PHONY: help install data tools browser demo test lint lint-workflows mutation clean
 
 help:
 	@echo "make demo   install, run the smoke tier on real data (CPU), build the site, say where to look"
 	@echo "make test   install, lint, run the test suite"
 	@echo "make lint   ruff over suite/ tests/ benchmarks/"
 	@echo "make lint-workflows   actionlint and zizmor over .github/workflows/"
+	@echo "make mutation   mutmut over the promise-carrying functions, score per module (slow; docs/testing.md)"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,5 +69,9 @@ browser:
 test: install data tools browser lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# mutation testing of the functions that carry the documented promises; slow, so not part of `make test`
+mutation: install data
+	MUTMUT=$(VENV)/bin/mutmut PY=$(PY) bash scripts/mutation.sh
+
 clean:
-	rm -rf $(VENV) site/_build .pytest_cache
+	rm -rf $(VENV) site/_build .pytest_cache mutants

@@ -35,3 +35,42 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "suite.cli", *args]
+
+
+# ---- a skip is a failure unless it is for hardware that cannot exist here (tests/promised.py) --------------
+
+
+def _skip_reason(longrepr) -> str:
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _forbidden_skip(report) -> str | None:
+    from promised import HARDWARE
+
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return None
+    reason = _skip_reason(report.longrepr)
+    if reason.startswith(HARDWARE):
+        return None
+    return (f"skipped, but only missing hardware may skip (a reason starting {HARDWARE!r}): {reason}. A promised "
+            "dependency must be installed (pip install -e '.[dev]'); use tests/promised.py: require()")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    message = _forbidden_skip(report)
+    if message is not None:
+        report.outcome, report.longrepr = "failed", message
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    message = _forbidden_skip(report)
+    if message is not None:
+        report.outcome, report.longrepr = "failed", message

@@ -65,3 +65,27 @@ class BrokenOptimizer(torch.optim.SGD):
 
     def __init__(self, params, lr: float = 0.1, weight_decay: float = 0.0):
         raise RuntimeError("injected fault while building the optimizer")
+
+
+class SlowFirstBatch(ImageClassification):
+    """Digits whose first training batch takes FAULT_SLEEP_S longer to fetch (a cold data pipeline): MLPerf's
+    clock starts before the first batch is touched, so that time is on the clock."""
+
+    def train_batches(self, rank: int, world: int):
+        for i, batch in enumerate(super().train_batches(rank, world)):
+            if i == 0:
+                time.sleep(float(os.environ.get("FAULT_SLEEP_S", "1.5")))
+            yield batch
+
+
+class SlowFirstStep(ImageClassification):
+    """Digits whose first training step takes FAULT_SLEEP_S longer (a compile or lazy init): steady-state
+    throughput, and the MFU behind it, leave that step out."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(float(os.environ.get("FAULT_SLEEP_S", "1.5")))
+        return super().loss(model, batch)

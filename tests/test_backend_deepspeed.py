@@ -7,6 +7,7 @@ import os
 import pytest
 import torch
 from backend_util import CHAR_GPT, DIGITS, json_rows, trainbench
+from promised import require
 
 from suite.backends.deepspeed import Options, ds_config, supports
 from suite.results import read_result
@@ -14,7 +15,7 @@ from suite.spec import SpecError
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
-pytest.importorskip("deepspeed")
+require("deepspeed")
 
 
 def test_options_become_a_ds_config():

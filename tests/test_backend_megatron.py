@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from backend_util import CHAR_GPT, DIGITS, json_rows, trainbench
+from promised import require
 
 from suite import devices, registry
 from suite.backends.base import RunOptions
@@ -17,7 +18,7 @@ from suite.specload import load_spec
 from suite.workloads.base import Context, data_root
 
 torch.set_num_threads(1)
-pytest.importorskip("megatron.core")
+require("megatron.core")
 
 
 def _workload(spec):

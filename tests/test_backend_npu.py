@@ -14,7 +14,7 @@ from suite.spec import SpecError
 from suite.specload import load_spec
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_npu") is not None,
-                                reason="these tests describe a machine without torch_npu")
+                                reason="hardware: these tests describe a machine without torch_npu (an Ascend runner has it)")
 
 
 def test_unavailable_with_a_reason_a_user_can_act_on():

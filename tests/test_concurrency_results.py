@@ -96,25 +96,35 @@ def test_sigkill_between_write_and_link_leaves_no_partial_result(tmp_path):
 
 
 def test_sigkill_at_random_moments_never_leaves_a_bad_result(tmp_path):
+    """Kill a writer of big results at random moments until kills have landed mid-write (a temporary file is
+    left behind: the data was being written or synced) as well as between writes: every file a reader sees is
+    a whole, valid result, and the results written before each kill are all there."""
     root, template = tmp_path / "results", tmp_path / "template.json"
     big = make_result(eval_curve=[make_result().eval_curve[0]] * 5_000)  # about a MB: the write takes a while
     template.write_text(big.model_dump_json())
     rng = random.Random(9)
-    kills = 6
-    for i in range(kills):
-        marker = tmp_path / f"marker{i}"
+    kills = mid_write = 0
+    while kills < 40 and (mid_write < 2 or kills < 4):
+        marker = tmp_path / f"marker{kills}"
+        before_results = len(result_files(root)) if root.exists() else 0
+        before_parts = len(list(tmp_path.rglob(".tmp-*.part")))
         p = _writer(root, marker, "loop", template)
         wait_for(marker.exists, 120, "the writer to start")
-        time.sleep(rng.uniform(0.05, 0.6))
+        # the writer finishes one whole result first (so results exist), then it dies at a random moment
+        wait_for(lambda n=before_results: root.exists() and len(result_files(root)) > n, 120, "a whole result")
+        time.sleep(rng.uniform(0.0, 0.3))
         p.send_signal(signal.SIGKILL)
-        p.wait(timeout=60)
+        assert p.wait(timeout=60) == -signal.SIGKILL
+        kills += 1
+        mid_write += len(list(tmp_path.rglob(".tmp-*.part"))) > before_parts
     loaded = load_results(root)
+    assert mid_write >= 2, f"only {mid_write} of {kills} kills landed mid-write"  # the test was not vacuous
     assert loaded.errors == []  # every file a reader sees is a whole, valid result
+    assert len(loaded.results) >= kills  # each writer finished at least one result before it was killed
     for path, r in loaded.results:
         assert len(r.eval_curve) == 5_000, path
         json.loads(path.read_text())
-    print(f"{kills} kills, {len(loaded.results)} whole results, "
-          f"{len(list(root.rglob('.tmp-*.part')))} temporary files left by kills mid-write (ignored by readers)")
+    print(f"{kills} kills, {mid_write} mid-write, {len(loaded.results)} whole results")
 
 
 def test_existing_result_is_never_replaced(tmp_path):

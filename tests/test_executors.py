@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from promised import require
 
 from suite import registry
 from suite.execution import launch
@@ -106,7 +107,7 @@ def test_ray_resource_requests():
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
-    ray = pytest.importorskip("ray")
+    ray = require("ray")
     saved = os.environ.get("PYTHONPATH")
     # the raylet and its workers inherit this environment: they must import this worktree's `suite`
     os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + (saved or "")

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from test_faults_lib import make_result, sh
+from test_faults_lib import env, make_result, sh
 
 from suite import results
 from suite.results import ResultError, load_results, parse_result, read_result, write_result
@@ -102,13 +105,43 @@ def test_hostile_strings_in_a_valid_result_are_data_not_markup(tmp_path):
     assert "[bold]torch" in p.stdout
 
 
+READ_AS_CHILD = r"""
+import json, sys
+from pathlib import Path
+from suite.results import load_results
+bad = Path(sys.argv[2])
+try:
+    bad.read_bytes()
+    denied = False
+except PermissionError:
+    denied = True
+loaded = load_results(Path(sys.argv[1]))
+print(json.dumps({"denied": denied, "good": len(loaded.results), "errors": loaded.errors}))
+"""
+
+
+def _unprivileged(argv: list[str]) -> list[str]:
+    """These machines run tests as root, which reads any file whatever its mode: the child runs without the
+    capabilities that bypass file permissions (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so modes apply to it."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("running as root and setpriv (util-linux) is missing: cannot drop the file capabilities")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", *argv]
+
+
 def test_unreadable_file_is_named(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root reads files whatever their mode")
-    p = write_result(tmp_path, make_result())
-    p.chmod(0)
-    loaded = load_results(tmp_path)
-    assert loaded.results == [] and "cannot read" in loaded.errors[0] and str(p) in loaded.errors[0]
+    good = write_result(tmp_path, make_result(run_id="readable"))
+    bad = write_result(tmp_path, make_result(run_id="unreadable"))
+    bad.chmod(0)
+    proc = subprocess.run(_unprivileged([sys.executable, "-c", READ_AS_CHILD, str(tmp_path), str(bad)]),
+                          capture_output=True, text=True, env=env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["denied"]  # the file mode really applied to the child: the test is not vacuous
+    assert out["good"] == 1 and len(out["errors"]) == 1, out
+    assert "cannot read" in out["errors"][0] and str(bad) in out["errors"][0] and str(good) not in out["errors"][0]
 
 
 # ---- schema versions ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from promised import require
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
@@ -206,7 +207,7 @@ def test_gcn_layer_formula(n, e, fin, fout):
 
 
 def test_gcn_formula_matches_torch_geometric_gcnconv():
-    pyg = pytest.importorskip("torch_geometric.nn")
+    pyg = require("torch_geometric.nn")
     n, e, fin, fout = 100, 800, 32, 16
     ei, _ = _graph(n, e)
     ei = ei[:, :e]  # GCNConv adds the self-loops itself

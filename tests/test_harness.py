@@ -26,7 +26,8 @@ def test_reached_on_real_digits(digits_path, tmp_path):
     assert result.final_metrics["accuracy"] >= 0.97
     assert result.steps_to_target == result.steps and result.steps % 20 == 0  # eval cadence
     # MLPerf: evaluation is on the clock; train-only time is recorded beside it
-    assert result.time_to_target_s == pytest.approx(result.total_s, abs=0.05)
+    # the target was met at the last evaluation, and the clock stopped after it (ordering, not a time band)
+    assert result.eval_curve[-1].elapsed_s <= result.time_to_target_s <= result.total_s
     assert result.train_s + result.eval_s == pytest.approx(result.total_s, rel=1e-6)
     assert 0 < result.eval_s < result.total_s and result.init_s > 0
     assert [p.step for p in result.eval_curve] == list(range(20, result.steps + 1, 20))
@@ -48,9 +49,15 @@ def test_budget_by_steps(digits_path, tmp_path):
 
 
 def test_budget_by_time(digits_path, tmp_path):
-    result, _ = run(digits_path, tmp_path, {"budget.max_train_s": 0.3, "target.value": 0.9999})
-    assert result.status == "budget"
-    assert 0.3 <= result.total_s < 5
+    """The run ends at the first check past max_train_s: on the clock at least the budget, and every step but
+    the last one started inside it (their times sum to less than the budget). No upper wall-clock band."""
+    spec = load_spec(digits_path, {"budget.max_train_s": 0.3, "target.value": 0.9999})
+    the_run = harness.Run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False))
+    result = the_run.execute()
+    assert result.status == "budget" and result.steps < spec.budget.max_steps  # ended by time, not by steps
+    assert result.total_s >= 0.3
+    assert len(the_run.step_times) == result.steps
+    assert sum(the_run.step_times[:-1]) < 0.3  # it did not run on past the budget for more than one step
 
 
 def test_diverged_on_nan_loss(digits_path, tmp_path, monkeypatch):
@@ -87,7 +94,8 @@ def test_interrupted_by_sigterm_in_process(digits_path, tmp_path, monkeypatch):
         timer.cancel()
     assert result.status == "interrupted" and result.error == "stopped by signal SIGTERM"
     # it stopped at the signal (whenever init let the clock start), long before its 60 s budget
-    assert result.steps > 0 and 0 < result.total_s < 30 and path.exists()
+    assert result.steps > 0 and result.total_s > 0 and path.exists()
+    assert result.steps < 3000  # the step budget was not what ended it
 
 
 def test_unresolvable_optimizer_is_a_spec_error_before_anything_runs(digits_path):

