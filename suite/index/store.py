@@ -1,0 +1,322 @@
+"""The index database: an embedded DuckDB file beside the results, kept up to date incrementally under a lock.
+
+`results/.index/results.duckdb` (git-ignored, rebuildable) holds one typed row per run (`runs`), one row per
+evaluated metric per evaluation (`series`), the manifest of every file read (`files`: path + size + mtime, and
+the error of a bad one) and the index's own schema version (`meta`). An update reads only files whose path,
+size or mtime is not in the manifest, in one transaction, under an exclusive `flock`: readers hold a shared
+lock, so no reader ever sees half an update and two writers never interleave. A database written by another
+schema version, or one DuckDB cannot open, is deleted and rebuilt from the files, which stay the source of truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from suite import results as results_mod
+from suite.index import archive as archive_mod
+
+# bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
+# so a new migration re-reads every file
+INDEX_SCHEMA = 1
+INDEX_DIR = ".index"
+DB_NAME = "results.duckdb"
+LOCK_NAME = "lock"
+
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"), ("source", "VARCHAR"), ("run_id", "VARCHAR"), ("started_at", "VARCHAR"),
+    ("started_ts", "DOUBLE"), ("day", "VARCHAR"), ("workload", "VARCHAR"), ("domain", "VARCHAR"),
+    ("workload_version", "INTEGER"), ("spec_hash", "VARCHAR"), ("backend", "VARCHAR"), ("hardware", "VARCHAR"),
+    ("precision", "VARCHAR"), ("git_sha", "VARCHAR"), ("git_dirty", "BOOLEAN"), ("seed", "BIGINT"),
+    ("status", "VARCHAR"), ("tta_s", "DOUBLE"), ("train_s", "DOUBLE"), ("total_s", "DOUBLE"), ("steps", "BIGINT"),
+    ("steps_to_target", "BIGINT"), ("time_per_step_s", "DOUBLE"), ("samples_per_s", "DOUBLE"), ("mfu", "DOUBLE"),
+    ("peak_memory_bytes", "DOUBLE"), ("energy_j", "DOUBLE"), ("noise_floor", "DOUBLE"), ("target_metric", "VARCHAR"),
+    ("target_value", "DOUBLE"), ("result", "VARCHAR"),
+)
+SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
+    ("metric", "VARCHAR"), ("value", "DOUBLE"),
+)
+FILE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"), ("source", "VARCHAR"), ("size", "BIGINT"), ("mtime_ns", "BIGINT"), ("error", "VARCHAR"),
+)
+
+
+class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin
+    """The index cannot be used (its folder is not writable, or DuckDB failed); the message says where."""
+
+
+@dataclass
+class UpdateReport:
+    """What one update did. `rebuilt` names why the database was started afresh ('' when it was not)."""
+
+    db: Path
+    read: int = 0  # files parsed this time (new or changed)
+    removed: int = 0  # manifest entries whose file is gone (deleted, or moved into an archive)
+    runs: int = 0  # runs in the index afterwards
+    errors: int = 0  # bad files in the index afterwards
+    rebuilt: str = ""
+    seconds: float = 0.0
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+
+def index_dir(root: Path) -> Path:
+    return root / INDEX_DIR
+
+
+def db_path(root: Path) -> Path:
+    return index_dir(root) / DB_NAME
+
+
+@contextlib.contextmanager
+def _flock(root: Path, exclusive: bool) -> Iterator[None]:
+    """An advisory lock on results/.index/lock: exclusive for an update, shared for a read."""
+    folder = index_dir(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: one writer at a time is then the caller's promise
+            yield
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _schema_id() -> str:
+    return f"{INDEX_SCHEMA}.{results_mod.SCHEMA_VERSION}"
+
+
+def _create(con: duckdb.DuckDBPyConnection) -> None:
+    for name, cols in (("runs", RUN_COLUMNS), ("series", SERIES_COLUMNS), ("files", FILE_COLUMNS)):
+        con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in cols)})")
+    con.execute("CREATE TABLE meta (key VARCHAR, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('schema', ?)", [_schema_id()])
+
+
+def _drop_db(db: Path) -> None:
+    for p in (db, db.with_name(db.name + ".wal")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _open_checked(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """A connection to a database of this schema, and why it was created afresh ('' if it was not)."""
+    why = ""
+    if db.exists():
+        try:
+            con = duckdb.connect(str(db))
+        except duckdb.Error as e:
+            why = f"{db}: unreadable index ({type(e).__name__}: {str(e).splitlines()[0][:200]}); rebuilt from the files"
+        else:
+            try:
+                row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                for name in ("runs", "series", "files"):
+                    con.execute(f"SELECT count(*) FROM {name}").fetchone()
+            except duckdb.Error:
+                row = None
+                why = f"{db}: index tables missing or damaged; rebuilt from the files"
+            if row is not None and row[0] == _schema_id():
+                return con, ""
+            if row is not None:
+                why = f"{db}: index schema {row[0]} is not this trainbench's {_schema_id()}; rebuilt from the files"
+            con.close()
+        _drop_db(db)
+    else:
+        why = "new"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(db))
+    _create(con)
+    return con, why
+
+
+# ---- reading the files --------------------------------------------------------------------------------
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def row_of(rel: str, source: str, r: results_mod.Result) -> tuple[list[Any], list[list[Any]]]:
+    """The `runs` row and the `series` rows of one validated result."""
+    from suite.baselines import _noise_floor_of, _peak_memory  # the figures compare uses, computed once
+
+    spec = r.config.get("spec") if isinstance(r.config.get("spec"), dict) else {}
+    target = spec.get("target") if isinstance(spec.get("target"), dict) else {}
+    domain = spec.get("domain") if isinstance(spec.get("domain"), str) and spec.get("domain") else (
+        r.workload.partition("/")[0] if "/" in r.workload else "other")
+    precision = r.config.get("precision")
+    tps = r.step_time_s.get("p50")
+    if tps is None and r.steps > 0:
+        tps = r.train_s / r.steps
+    ts = r.started_at.timestamp()
+    run = [
+        rel, source, r.run_id, r.started_at.isoformat(), ts, time.strftime("%Y-%m-%d", time.gmtime(ts)),
+        r.workload, domain, r.workload_version, r.spec_hash, r.backend, r.hardware.slug,
+        precision if isinstance(precision, str) else ("fp32" if precision is None else str(precision)),
+        r.git.sha, bool(r.git.dirty), r.seed, r.status, r.time_to_target_s, r.train_s, r.total_s, r.steps,
+        r.steps_to_target, tps, r.throughput.get("samples_per_s"), r.mfu, _peak_memory(r.memory), r.energy_j,
+        _noise_floor_of(r.config), target.get("metric") if isinstance(target.get("metric"), str) else None,
+        _num(target.get("value")), r.model_dump_json(),
+    ]
+    series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v] for p in r.eval_curve for m, v in p.metrics.items()]
+    return run, series
+
+
+@dataclass
+class _Batch:
+    runs: list[list[Any]] = field(default_factory=list)
+    series: list[list[Any]] = field(default_factory=list)
+    files: list[list[Any]] = field(default_factory=list)
+
+    def add(self, rel: str, source: str, size: int, mtime_ns: int, result: results_mod.Result | None,
+            error: str | None, display: str) -> None:
+        if result is not None:
+            run, series = row_of(rel, source, result)
+            self.runs.append(run)
+            self.series.extend(series)
+        if error is not None:
+            # stored without the folder the reader named, which is put back when it is reported
+            error = error.removeprefix(display + ": ")
+        self.files.append([rel, source, size, mtime_ns, error])
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, str], ...], rows: list[list[Any]]) -> None:
+    """Column lists unnested into one INSERT: ~100x faster than executemany."""
+    if not rows:
+        return
+    columns = list(zip(*rows, strict=True))
+    select = ", ".join(f"unnest(${i + 1})::{t} AS {c}" for i, (c, t) in enumerate(cols))
+    con.execute(f"INSERT INTO {table} SELECT {select}", [list(c) for c in columns])
+
+
+def _loose_files(root: Path) -> dict[str, tuple[int, int]]:
+    """rel path -> (size, mtime_ns) of every result file results.result_files would list."""
+    found: dict[str, tuple[int, int]] = {}
+    base = len(str(root)) + 1
+    for folder, dirs, names in os.walk(root):
+        if folder == str(root):
+            dirs[:] = [d for d in dirs if d != INDEX_DIR]
+        for name in names:
+            if name.endswith(".json") and not name.startswith("."):
+                full = os.path.join(folder, name)
+                try:
+                    st = os.stat(full)
+                except OSError:
+                    continue
+                if not os.path.isdir(full):
+                    found[full[base:].replace(os.sep, "/")] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def _delete(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
+    if not paths:
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE gone AS SELECT unnest($1::VARCHAR[]) AS path", [paths])
+    for table in ("runs", "series", "files"):
+        con.execute(f"DELETE FROM {table} WHERE path IN (SELECT path FROM gone)")
+
+
+def _update(con: duckdb.DuckDBPyConnection, root: Path, report: UpdateReport) -> None:
+    t0 = time.perf_counter()
+    loose = _loose_files(root)
+    archives = archive_mod.archives(root)
+    known = {p: (s, src, size, mt) for p, src, size, mt, s in
+             con.execute("SELECT path, source, size, mtime_ns, error IS NULL FROM files").fetchall()}
+    report.phases_s["scan"] = round(time.perf_counter() - t0, 3)
+    t1 = time.perf_counter()
+    batch = _Batch()
+    stale: list[str] = []
+    # loose files: new, or changed in size or mtime (results are append-only, so that means replaced)
+    for rel, (size, mtime) in loose.items():
+        old = known.get(rel)
+        if old is not None and old[1] == "" and old[2] == size and old[3] == mtime:
+            continue
+        if old is not None:
+            stale.append(rel)
+        display = str(root / rel)
+        try:  # the very reader every command used before the index: the same checks, the same messages
+            batch.add(rel, "", size, mtime, results_mod.read_result(root / rel), None, display)
+        except results_mod.ResultError as e:
+            batch.add(rel, "", size, mtime, None, str(e), display)
+    # archives: a changed archive file (size, mtime) is read again whole; its members replace loose copies
+    archive_sig = {src: (size, mt) for _, src, size, mt in known.values() if src}
+    seen_members: set[str] = set()
+    for arch in archives:
+        src = arch.relative_to(root).as_posix()
+        st = arch.stat()
+        members = archive_mod.member_names(arch)
+        seen_members.update(members)
+        if archive_sig.get(src) == (st.st_size, st.st_mtime_ns) and all(known.get(m, (0, ""))[1] == src for m in members):
+            continue
+        stale.extend(m for m in members if m in known and m not in loose)
+        for rel, result, error in archive_mod.read_members(arch, root):
+            if rel in loose:  # the loose copy was read above; an archive never doubles a run
+                continue
+            batch.add(rel, src, st.st_size, st.st_mtime_ns, result, error, archive_mod.display(root, src, rel))
+    gone = [p for p in known if p not in loose and p not in seen_members]
+    report.read = len(batch.files)
+    report.removed = len(gone)
+    report.phases_s["read"] = round(time.perf_counter() - t1, 3)
+    t1 = time.perf_counter()
+    if batch.files or gone or stale:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            _delete(con, sorted(set(stale) | set(gone)))
+            _insert(con, "runs", RUN_COLUMNS, batch.runs)
+            _insert(con, "series", SERIES_COLUMNS, batch.series)
+            _insert(con, "files", FILE_COLUMNS, batch.files)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("CHECKPOINT")  # fold the write-ahead log into the file: readers then open one file
+    report.phases_s["write"] = round(time.perf_counter() - t1, 3)
+
+
+def update(root: Path) -> UpdateReport:
+    """Bring the index of the results folder `root` up to date with its files; returns what was done."""
+    t0 = time.perf_counter()
+    db = db_path(root)
+    report = UpdateReport(db)
+    try:
+        with _flock(root, exclusive=True):
+            con, report.rebuilt = _open_checked(db)
+            try:
+                _update(con, root, report)
+                report.runs, report.errors = con.execute(
+                    "SELECT count(*) FILTER (WHERE error IS NULL), count(*) FILTER (WHERE error IS NOT NULL) FROM files"
+                ).fetchone() or (0, 0)
+            finally:
+                con.close()
+    except OSError as e:
+        raise IndexError_(f"{index_dir(root)}: cannot write the results index ({e}); "
+                          "make the results folder writable or pass --no-index") from None
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+@contextlib.contextmanager
+def reading(root: Path, refresh: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to an up-to-date index (updated first unless refresh=False), under a shared lock."""
+    if refresh or not db_path(root).exists():
+        update(root)
+    with _flock(root, exclusive=False):
+        con = duckdb.connect(str(db_path(root)), read_only=True)
+        try:
+            yield con
+        finally:
+            con.close()
