@@ -76,6 +76,12 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
     return Indexed(entries, [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors], report)
 
 
+def bad_files(root: Path, refresh: bool = True) -> list[str]:
+    """Every bad file the index skipped, named as load_results names it, in path order."""
+    rows = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=refresh)
+    return [f"{_display(root, rel, source)}: {e}" for rel, source, e in sorted(rows, key=lambda r: _path_key(r[0]))]
+
+
 def query(root: Path, sql: str, params: Sequence[Any] = (), refresh: bool = True) -> list[tuple[Any, ...]]:
     """Rows of a read-only SQL query over the tables `runs`, `series` and `files` (see store.py)."""
     with reading(root, refresh=refresh) as con:
