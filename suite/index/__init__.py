@@ -91,13 +91,12 @@ def query(root: Path, sql: str, params: Sequence[Any] = (), refresh: bool = True
 # ---- compare and promote: the figures of each run, straight from typed columns ------------------------
 
 
-def records(root: Path, where: str = "", params: Sequence[Any] = ()) -> tuple[list[Any], list[str]]:
+def records(root: Path, where: str = "", params: Sequence[Any] = (), refresh: bool = True) -> tuple[list[Any], list[str]]:
     """baselines.RunRecord of every valid run (matching `where`) and the bad files: what
     baselines.load_paths gives compare and promote, without reading a file that is already indexed."""
     from suite.baselines import RunFigures, RunRecord, SideKey
 
-    update(root)
-    with reading(root, refresh=False) as con:
+    with reading(root, refresh=refresh) as con:
         errors = con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall()
         rows = con.execute(
             "SELECT path, source, hardware, workload, backend, spec_hash, workload_version, noise_floor, run_id, seed, "
@@ -115,9 +114,9 @@ def records(root: Path, where: str = "", params: Sequence[Any] = ()) -> tuple[li
     return out, bad
 
 
-def nights(root: Path) -> list[str]:
+def nights(root: Path, refresh: bool = True) -> list[str]:
     """The UTC days that have runs, oldest first."""
-    return [d for (d,) in query(root, "SELECT DISTINCT day FROM runs ORDER BY day")]
+    return [d for (d,) in query(root, "SELECT DISTINCT day FROM runs ORDER BY day", refresh=refresh)]
 
 
 # ---- history: every series' olympic time to target per commit ----------------------------------------
@@ -142,7 +141,7 @@ class Series:
     points: list[HistoryPoint] = field(default_factory=list)
 
 
-def history(root: Path, workload: str | None = None) -> list[Series]:
+def history(root: Path, workload: str | None = None, refresh: bool = True) -> list[Series]:
     """Per (workload, hardware, backend, precision, spec hash): one point per commit, oldest first, each the
     olympic mean of its seeds' times to target (suite.stats, the one aggregation)."""
     from suite.stats import olympic_mean
@@ -151,7 +150,7 @@ def history(root: Path, workload: str | None = None) -> list[Series]:
     rows = query(root, "SELECT workload, hardware, backend, precision, spec_hash, coalesce(git_sha, 'unknown'), "
                        "min(started_ts), count(*), count(*) FILTER (WHERE status = 'reached' AND tta_s IS NOT NULL), "
                        "list(CASE WHEN status = 'reached' AND tta_s IS NOT NULL THEN tta_s END) "
-                       f"FROM runs {where} GROUP BY ALL ORDER BY ALL", params)
+                       f"FROM runs {where} GROUP BY ALL ORDER BY ALL", params, refresh=refresh)
     series: dict[tuple[str, ...], Series] = {}
     for wl, hw, be, prec, spec, sha, first, n, reached, ttas in rows:
         s = series.get((wl, hw, be, prec, spec))
