@@ -222,3 +222,23 @@ def test_readers_fall_back_to_the_files_when_the_index_is_off(tmp_path, monkeypa
     build_site(res, tmp_path / "site")
     assert not (res / ".index").exists()
     assert os.path.isfile(tmp_path / "site" / "index.html")
+
+
+def test_unchanged_folders_are_not_statted_file_by_file_and_rescan_finds_an_in_place_edit(tmp_path):
+    res = tmp_path / "results"
+    write_standard(res)
+    old = 1_700_000_000
+    for folder in [res, *[p for p in res.rglob("*") if p.is_dir()]]:
+        os.utime(folder, (old, old))  # not racily recent: the folder mtimes can be trusted
+    assert index.update(res).runs == 29
+    # an edit in place leaves its folder's mtime alone: the plain update keeps the recorded row ...
+    victim = next(p for p in res.rglob("*.json") if ".index" not in p.parts)
+    victim.write_text("{broken", encoding="utf-8")
+    os.utime(victim.parent, (old, old))
+    assert index.update(res).read == 0
+    # ... and --rescan stats every file and finds it
+    again = index.update(res, rescan=True)
+    assert (again.read, again.errors, again.runs) == (1, 1, 28)
+    # a new file changes its folder's mtime, so it is found without --rescan
+    write_result(res, make_result("cv/digits_cnn", "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=30)))
+    assert index.update(res).read == 1

@@ -88,13 +88,15 @@ def _results_dir(path: Path) -> Path:
 def results_index(
     results: Annotated[Path, typer.Option("--results", help="the results folder")] = Path("results"),
     json_: Annotated[bool, typer.Option("--json")] = False,
+    rescan: Annotated[bool, typer.Option(help="stat every file (after editing a result in place), not only "
+                                              "those in folders whose mtime changed")] = False,
 ) -> None:
     """Bring the results index (RESULTS/.index/results.duckdb) up to date: reads only new or changed files."""
     from suite import index
 
     root = _results_dir(results)
     try:
-        report = index.update(root)
+        report = index.update(root, rescan=rescan)
     except index.IndexError_ as e:
         raise fail_input(str(e)) from None
     if json_:

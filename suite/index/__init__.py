@@ -94,24 +94,58 @@ def query(root: Path, sql: str, params: Sequence[Any] = (), refresh: bool = True
 def records(root: Path, where: str = "", params: Sequence[Any] = (), refresh: bool = True) -> tuple[list[Any], list[str]]:
     """baselines.RunRecord of every valid run (matching `where`) and the bad files: what
     baselines.load_paths gives compare and promote, without reading a file that is already indexed."""
-    from suite.baselines import RunFigures, RunRecord, SideKey
+    from suite.runfiles import RunRecord, SideKey
+    from suite.stats import RunFigures
 
     with reading(root, refresh=refresh) as con:
         errors = con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall()
         rows = con.execute(
             "SELECT path, source, hardware, workload, backend, spec_hash, workload_version, noise_floor, run_id, seed, "
             "status, tta_s, steps_to_target, time_per_step_s, samples_per_s, mfu, peak_memory_bytes, energy_j, git_sha, "
-            f"started_at, git_dirty FROM runs {'WHERE ' + where if where else ''}", list(params)).fetchall()
+            f"started_at, git_dirty, host_load FROM runs {'WHERE ' + where if where else ''}", list(params)).fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
     out = []
     for (rel, source, hw, wl, be, spec_hash, wv, nf, run_id, seed, status, tta, stt, tps, sps, mfu, mem, energy, sha,
-         started, dirty) in rows:
+         started, dirty, host_load) in rows:
         figures = RunFigures.model_construct(
             run_id=run_id, seed=seed, status=status, time_to_target_s=tta, steps_to_target=stt, time_per_step_s=tps,
-            samples_per_s=sps, mfu=mfu, peak_memory_bytes=mem, energy_j=energy, git_sha=sha, started_at=started)
+            samples_per_s=sps, mfu=mfu, peak_memory_bytes=mem, energy_j=energy, git_sha=sha, started_at=started,
+            host_load=host_load)
         out.append(RunRecord(_display(root, rel, source), SideKey(hw, wl, be), spec_hash, wv, nf, figures, bool(dirty)))
     bad = [f"{_display(root, rel, source)}: {e}" for rel, source, e in sorted(errors, key=lambda r: _path_key(r[0]))]
     return out, bad
+
+
+def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
+    """baselines.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
+    index; every file the index could not take as a result (a baseline file, a bad file) read again by
+    baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
+    from suite.baseline_schema import Baseline
+    from suite.runfiles import Loaded, read_file
+
+    recs, _ = records(root)
+    bad = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=False)
+    baselines: list[tuple[str, Any]] = []
+    errors: list[str] = []
+    for rel, source, error in sorted(bad, key=lambda r: _path_key(r[0])):
+        if source:  # a bad member of an archive: only the index's message exists
+            if strict:
+                raise ResultError(f"{_display(root, rel, source)}: {error}")
+            errors.append(f"{_display(root, rel, source)}: {error}")
+            continue
+        try:
+            item = read_file(root / rel, validate)
+        except ResultError as e:
+            if strict:
+                raise
+            errors.append(str(e))
+            continue
+        if isinstance(item, Baseline):
+            baselines.append((str(root / rel), item))
+        else:  # changed since it was indexed: read now, indexed by the next update
+            recs.append(item)
+    n_files = query(root, "SELECT count(*) FROM files", refresh=False)[0][0]
+    return Loaded(recs, baselines, errors, n_files)
 
 
 def nights(root: Path, refresh: bool = True) -> list[str]:

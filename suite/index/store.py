@@ -38,12 +38,13 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "VARCHAR"), ("tta_s", "DOUBLE"), ("train_s", "DOUBLE"), ("total_s", "DOUBLE"), ("steps", "BIGINT"),
     ("steps_to_target", "BIGINT"), ("time_per_step_s", "DOUBLE"), ("samples_per_s", "DOUBLE"), ("mfu", "DOUBLE"),
     ("peak_memory_bytes", "DOUBLE"), ("energy_j", "DOUBLE"), ("noise_floor", "DOUBLE"), ("target_metric", "VARCHAR"),
-    ("target_value", "DOUBLE"), ("result", "VARCHAR"),
+    ("target_value", "DOUBLE"), ("host_load", "VARCHAR"), ("result", "VARCHAR"),
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
     ("metric", "VARCHAR"), ("value", "DOUBLE"),
 )
+DIR_COLUMNS: tuple[tuple[str, str], ...] = (("path", "VARCHAR"), ("mtime_ns", "BIGINT"))
 FILE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("source", "VARCHAR"), ("size", "BIGINT"), ("mtime_ns", "BIGINT"), ("error", "VARCHAR"),
 )
@@ -63,6 +64,7 @@ class UpdateReport:
     runs: int = 0  # runs in the index afterwards
     errors: int = 0  # bad files in the index afterwards
     rebuilt: str = ""
+    rescan: bool = False  # stat every file, not only those in folders whose mtime changed
     seconds: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)
 
@@ -101,7 +103,8 @@ def _schema_id() -> str:
 
 
 def _create(con: duckdb.DuckDBPyConnection) -> None:
-    for name, cols in (("runs", RUN_COLUMNS), ("series", SERIES_COLUMNS), ("files", FILE_COLUMNS)):
+    for name, cols in (("runs", RUN_COLUMNS), ("series", SERIES_COLUMNS), ("files", FILE_COLUMNS),
+                       ("dirs", DIR_COLUMNS)):
         con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in cols)})")
     con.execute("CREATE TABLE meta (key VARCHAR, value VARCHAR)")
     con.execute("INSERT INTO meta VALUES ('schema', ?)", [_schema_id()])
@@ -124,7 +127,7 @@ def _open_checked(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
         else:
             try:
                 row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                for name in ("runs", "series", "files"):
+                for name in ("runs", "series", "files", "dirs"):
                     con.execute(f"SELECT count(*) FROM {name}").fetchone()
             except duckdb.Error:
                 row = None
@@ -152,25 +155,25 @@ def _num(v: Any) -> float | None:
 
 def row_of(rel: str, source: str, r: results_mod.Result) -> tuple[list[Any], list[list[Any]]]:
     """The `runs` row and the `series` rows of one validated result."""
-    from suite.baselines import _noise_floor_of, _peak_memory  # the figures compare uses, computed once
+    from suite.fingerprint import load_warning
+    from suite.runfiles import _noise_floor_of  # the figures compare uses, computed once
+    from suite.stats import peak_memory, time_per_step
 
     spec = r.config.get("spec") if isinstance(r.config.get("spec"), dict) else {}
     target = spec.get("target") if isinstance(spec.get("target"), dict) else {}
     domain = spec.get("domain") if isinstance(spec.get("domain"), str) and spec.get("domain") else (
         r.workload.partition("/")[0] if "/" in r.workload else "other")
     precision = r.config.get("precision")
-    tps = r.step_time_s.get("p50")
-    if tps is None and r.steps > 0:
-        tps = r.train_s / r.steps
+    tps = time_per_step(r.step_time_s, r.train_s, r.steps)
     ts = r.started_at.timestamp()
     run = [
         rel, source, r.run_id, r.started_at.isoformat(), ts, time.strftime("%Y-%m-%d", time.gmtime(ts)),
         r.workload, domain, r.workload_version, r.spec_hash, r.backend, r.hardware.slug,
         precision if isinstance(precision, str) else ("fp32" if precision is None else str(precision)),
         r.git.sha, bool(r.git.dirty), r.seed, r.status, r.time_to_target_s, r.train_s, r.total_s, r.steps,
-        r.steps_to_target, tps, r.throughput.get("samples_per_s"), r.mfu, _peak_memory(r.memory), r.energy_j,
+        r.steps_to_target, tps, r.throughput.get("samples_per_s"), r.mfu, peak_memory(r.memory), r.energy_j,
         _noise_floor_of(r.config), target.get("metric") if isinstance(target.get("metric"), str) else None,
-        _num(target.get("value")), r.model_dump_json(),
+        _num(target.get("value")), load_warning(r.hardware), r.model_dump_json(),
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v] for p in r.eval_curve for m, v in p.metrics.items()]
     return run, series
@@ -203,23 +206,45 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, s
     con.execute(f"INSERT INTO {table} SELECT {select}", [list(c) for c in columns])
 
 
-def _loose_files(root: Path) -> dict[str, tuple[int, int]]:
-    """rel path -> (size, mtime_ns) of every result file results.result_files would list."""
+# a folder whose mtime is this close to the scan may still gain a file within the same timestamp tick
+RACY_NS = 2_000_000_000
+
+
+def _loose_files(root: Path, known: dict[str, tuple[int, int]], dir_mtimes: dict[str, int], rescan: bool
+                 ) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    """rel path -> (size, mtime_ns) of every result file results.result_files would list, and each folder's
+    mtime. Results arrive by os.link and leave by unlink, both of which change their folder's mtime: in a
+    folder whose mtime is as recorded (and not racily recent) the recorded size and mtime of its files are
+    reused instead of a stat per file. `rescan` stats every file (for a file edited in place)."""
     found: dict[str, tuple[int, int]] = {}
+    mtimes: dict[str, int] = {}
     base = len(str(root)) + 1
+    now_ns = time.time_ns()
     for folder, dirs, names in os.walk(root):
+        rel_dir = folder[base:].replace(os.sep, "/")
         if folder == str(root):
             dirs[:] = [d for d in dirs if d != INDEX_DIR]
+        try:
+            dir_mtime = os.stat(folder).st_mtime_ns
+        except OSError:
+            continue
+        mtimes[rel_dir] = dir_mtime
+        trusted = not rescan and dir_mtimes.get(rel_dir) == dir_mtime and dir_mtime < now_ns - RACY_NS
+        prefix = rel_dir + "/" if rel_dir else ""
         for name in names:
             if name.endswith(".json") and not name.startswith("."):
+                rel = prefix + name
+                if trusted and rel in known:
+                    found[rel] = known[rel]
+                    continue
                 full = os.path.join(folder, name)
                 try:
                     st = os.stat(full)
                 except OSError:
                     continue
                 if not os.path.isdir(full):
-                    found[full[base:].replace(os.sep, "/")] = (st.st_size, st.st_mtime_ns)
-    return found
+                    found[rel] = (st.st_size, st.st_mtime_ns)
+    return found, mtimes
 
 
 def _delete(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
@@ -230,12 +255,19 @@ def _delete(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
         con.execute(f"DELETE FROM {table} WHERE path IN (SELECT path FROM gone)")
 
 
+def _save_dirs(con: duckdb.DuckDBPyConnection, mtimes: dict[str, int]) -> None:
+    con.execute("DELETE FROM dirs")
+    _insert(con, "dirs", DIR_COLUMNS, [[k, v] for k, v in mtimes.items()])
+
+
 def _update(con: duckdb.DuckDBPyConnection, root: Path, report: UpdateReport) -> None:
     t0 = time.perf_counter()
-    loose = _loose_files(root)
-    archives = archive_mod.archives(root)
     known = {p: (s, src, size, mt) for p, src, size, mt, s in
              con.execute("SELECT path, source, size, mtime_ns, error IS NULL FROM files").fetchall()}
+    dir_mtimes = dict(con.execute("SELECT path, mtime_ns FROM dirs").fetchall())
+    loose, mtimes = _loose_files(root, {p: (k[2], k[3]) for p, k in known.items() if not k[1]}, dir_mtimes,
+                                 report.rescan)
+    archives = archive_mod.archives(root)
     report.phases_s["scan"] = round(time.perf_counter() - t0, 3)
     t1 = time.perf_counter()
     batch = _Batch()
@@ -279,19 +311,22 @@ def _update(con: duckdb.DuckDBPyConnection, root: Path, report: UpdateReport) ->
             _insert(con, "runs", RUN_COLUMNS, batch.runs)
             _insert(con, "series", SERIES_COLUMNS, batch.series)
             _insert(con, "files", FILE_COLUMNS, batch.files)
+            _save_dirs(con, mtimes)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
         con.execute("CHECKPOINT")  # fold the write-ahead log into the file: readers then open one file
+    elif mtimes != dir_mtimes:
+        _save_dirs(con, mtimes)
     report.phases_s["write"] = round(time.perf_counter() - t1, 3)
 
 
-def update(root: Path) -> UpdateReport:
+def update(root: Path, rescan: bool = False) -> UpdateReport:
     """Bring the index of the results folder `root` up to date with its files; returns what was done."""
     t0 = time.perf_counter()
     db = db_path(root)
-    report = UpdateReport(db)
+    report = UpdateReport(db, rescan=rescan)
     try:
         with _flock(root, exclusive=True):
             con, report.rebuilt = _open_checked(db)
