@@ -215,7 +215,8 @@ def _loose_files(root: Path, known: dict[str, tuple[int, int]], dir_mtimes: dict
     """rel path -> (size, mtime_ns) of every result file results.result_files would list, and each folder's
     mtime. Results arrive by os.link and leave by unlink, both of which change their folder's mtime: in a
     folder whose mtime is as recorded (and not racily recent) the recorded size and mtime of its files are
-    reused instead of a stat per file. `rescan` stats every file (for a file edited in place)."""
+    reused instead of a stat per file. `known` holds good results only: a bad file is statted every time, so
+    fixing it in place is seen. `rescan` stats every file (for a result edited in place, which nothing does)."""
     found: dict[str, tuple[int, int]] = {}
     mtimes: dict[str, int] = {}
     base = len(str(root)) + 1
@@ -265,7 +266,7 @@ def _update(con: duckdb.DuckDBPyConnection, root: Path, report: UpdateReport) ->
     known = {p: (s, src, size, mt) for p, src, size, mt, s in
              con.execute("SELECT path, source, size, mtime_ns, error IS NULL FROM files").fetchall()}
     dir_mtimes = dict(con.execute("SELECT path, mtime_ns FROM dirs").fetchall())
-    loose, mtimes = _loose_files(root, {p: (k[2], k[3]) for p, k in known.items() if not k[1]}, dir_mtimes,
+    loose, mtimes = _loose_files(root, {p: (k[2], k[3]) for p, k in known.items() if k[0] and not k[1]}, dir_mtimes,
                                  report.rescan)
     archives = archive_mod.archives(root)
     report.phases_s["scan"] = round(time.perf_counter() - t0, 3)
