@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from suite.index import store
 from suite.index.archive import ArchiveError, ArchiveReport, pack  # noqa: F401 - the package's API
 from suite.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
 from suite.results import Result, ResultError
@@ -26,8 +27,12 @@ ENV_OFF = "TRAINBENCH_INDEX"  # TRAINBENCH_INDEX=0: readers walk the files as be
 
 
 def enabled(root: Path) -> bool:
-    """Readers use the index for a results folder (not a single file) unless TRAINBENCH_INDEX=0."""
-    return root.is_dir() and os.environ.get(ENV_OFF, "1") not in ("0", "off", "false", "no")
+    """Readers use the index for a results folder (not a single file) unless TRAINBENCH_INDEX=0, or the folder
+    cannot hold one (read-only, e.g. a mounted archive of results): then they walk the files as before."""
+    if not root.is_dir() or os.environ.get(ENV_OFF, "1") in ("0", "off", "false", "no"):
+        return False
+    folder = root / store.INDEX_DIR
+    return os.access(folder if folder.is_dir() else root, os.W_OK)
 
 
 @dataclass

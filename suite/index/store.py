@@ -338,9 +338,9 @@ def update(root: Path, rescan: bool = False) -> UpdateReport:
                 ).fetchone() or (0, 0)
             finally:
                 con.close()
-    except OSError as e:
-        raise IndexError_(f"{index_dir(root)}: cannot write the results index ({e}); "
-                          "make the results folder writable or pass --no-index") from None
+    except (OSError, duckdb.Error) as e:
+        raise IndexError_(f"{index_dir(root)}: cannot update the results index ({type(e).__name__}: {e}); "
+                          f"make the results folder writable, or set TRAINBENCH_INDEX=0 to read the files") from None
     report.seconds = time.perf_counter() - t0
     return report
 
