@@ -108,8 +108,8 @@ def results_index(
             err.print(f"[yellow]rebuilt:[/yellow] {escape(report.rebuilt)}", highlight=False)
         out.print(f"indexed {report.read} new or changed file(s), dropped {report.removed}; {report.runs} runs, "
                   f"{report.errors} bad file(s) in {report.db} ({report.seconds:.2f} s)", highlight=False, soft_wrap=True)
-    for e in index.bad_files(root, refresh=False):
-        err.print(f"skipped bad file {e}", markup=False, highlight=False, soft_wrap=True)
+    for msg in index.bad_files(root, refresh=False):
+        err.print(f"skipped bad file {msg}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _date(text: str) -> datetime:

@@ -159,9 +159,12 @@ def row_of(rel: str, source: str, r: results_mod.Result) -> tuple[list[Any], lis
     from suite.runfiles import _noise_floor_of  # the figures compare uses, computed once
     from suite.stats import peak_memory, time_per_step
 
-    spec = r.config.get("spec") if isinstance(r.config.get("spec"), dict) else {}
-    target = spec.get("target") if isinstance(spec.get("target"), dict) else {}
-    domain = spec.get("domain") if isinstance(spec.get("domain"), str) and spec.get("domain") else (
+    raw_spec = r.config.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+    raw_target = spec.get("target")
+    target: dict[str, Any] = raw_target if isinstance(raw_target, dict) else {}
+    raw_domain = spec.get("domain")  # as suite.site.data.domain_of
+    domain = raw_domain if isinstance(raw_domain, str) and raw_domain else (
         r.workload.partition("/")[0] if "/" in r.workload else "other")
     precision = r.config.get("precision")
     tps = time_per_step(r.step_time_s, r.train_s, r.steps)
