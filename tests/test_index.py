@@ -242,3 +242,14 @@ def test_unchanged_folders_are_not_statted_file_by_file_and_rescan_finds_an_in_p
     # a new file changes its folder's mtime, so it is found without --rescan
     write_result(res, make_result("cv/digits_cnn", "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=30)))
     assert index.update(res).read == 1
+
+
+def test_a_damaged_archive_is_named_and_the_other_results_still_read(tmp_path):
+    res = tmp_path / "results"
+    write_standard(res)
+    assert index.pack(res, datetime(2026, 11, 5, tzinfo=UTC)).results == 3
+    (res / "archive" / "2026-11.zip").write_bytes(b"not a zip at all")
+    ix = index.load(res)
+    assert len(ix.entries) == 26
+    assert len(ix.errors) == 1 and "2026-11.zip: not a readable zip archive" in ix.errors[0]
+    assert index.load(res).errors == ix.errors  # stays reported, and the index stays usable

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,6 +265,9 @@ def _save_dirs(con: duckdb.DuckDBPyConnection, mtimes: dict[str, int]) -> None:
     _insert(con, "dirs", DIR_COLUMNS, [[k, v] for k, v in mtimes.items()])
 
 
+CHUNK = 5_000  # files read between two inserts: memory stays bounded however many files are new
+
+
 def _update(con: duckdb.DuckDBPyConnection, root: Path, report: UpdateReport) -> None:
     t0 = time.perf_counter()
     known = {p: (s, src, size, mt) for p, src, size, mt, s in
@@ -271,59 +275,82 @@ def _update(con: duckdb.DuckDBPyConnection, root: Path, report: UpdateReport) ->
     dir_mtimes = dict(con.execute("SELECT path, mtime_ns FROM dirs").fetchall())
     loose, mtimes = _loose_files(root, {p: (k[2], k[3]) for p, k in known.items() if k[0] and not k[1]}, dir_mtimes,
                                  report.rescan)
-    archives = archive_mod.archives(root)
-    report.phases_s["scan"] = round(time.perf_counter() - t0, 3)
-    t1 = time.perf_counter()
-    batch = _Batch()
-    stale: list[str] = []
     # loose files: new, or changed in size or mtime (results are append-only, so that means replaced)
-    for rel, (size, mtime) in loose.items():
-        old = known.get(rel)
-        if old is not None and old[1] == "" and old[2] == size and old[3] == mtime:
-            continue
-        if old is not None:
-            stale.append(rel)
-        display = str(root / rel)
-        try:  # the very reader every command used before the index: the same checks, the same messages
-            batch.add(rel, "", size, mtime, results_mod.read_result(root / rel), None, display)
-        except results_mod.ResultError as e:
-            batch.add(rel, "", size, mtime, None, str(e), display)
+    todo = [(rel, size, mtime) for rel, (size, mtime) in loose.items()
+            if (old := known.get(rel)) is None or old[1] != "" or old[2] != size or old[3] != mtime]
+    stale = [rel for rel, _, _ in todo if rel in known]
     # archives: a changed archive file (size, mtime) is read again whole; its members replace loose copies
     archive_sig = {src: (size, mt) for _, src, size, mt in known.values() if src}
     seen_members: set[str] = set()
-    for arch in archives:
+    todo_archives = []
+    broken: list[list[Any]] = []  # an archive that cannot be opened: named like a bad file, never fatal
+    for arch in archive_mod.archives(root):
         src = arch.relative_to(root).as_posix()
         st = arch.stat()
-        members = archive_mod.member_names(arch)
+        try:
+            members = archive_mod.member_names(arch)
+        except (OSError, zipfile.BadZipFile) as e:
+            broken.append([src, "", st.st_size, st.st_mtime_ns, f"not a readable zip archive ({e}); restore it from git"])
+            seen_members.add(src)
+            if src in known:
+                stale.append(src)
+            continue
         seen_members.update(members)
         if archive_sig.get(src) == (st.st_size, st.st_mtime_ns) and all(known.get(m, (0, ""))[1] == src for m in members):
             continue
         stale.extend(m for m in members if m in known and m not in loose)
-        for rel, result, error in archive_mod.read_members(arch, root):
-            if rel in loose:  # the loose copy was read above; an archive never doubles a run
-                continue
-            batch.add(rel, src, st.st_size, st.st_mtime_ns, result, error, archive_mod.display(root, src, rel))
+        todo_archives.append((arch, src, st))
     gone = [p for p in known if p not in loose and p not in seen_members]
-    report.read = len(batch.files)
     report.removed = len(gone)
-    report.phases_s["read"] = round(time.perf_counter() - t1, 3)
-    t1 = time.perf_counter()
-    if batch.files or gone or stale:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            _delete(con, sorted(set(stale) | set(gone)))
-            _insert(con, "runs", RUN_COLUMNS, batch.runs)
-            _insert(con, "series", SERIES_COLUMNS, batch.series)
-            _insert(con, "files", FILE_COLUMNS, batch.files)
+    report.phases_s["scan"] = round(time.perf_counter() - t0, 3)
+    if not (todo or todo_archives or gone or stale or broken):
+        if mtimes != dir_mtimes:
             _save_dirs(con, mtimes)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("CHECKPOINT")  # fold the write-ahead log into the file: readers then open one file
-    elif mtimes != dir_mtimes:
+        return
+    t1 = time.perf_counter()
+    write_s = 0.0
+    batch = _Batch()
+
+    def flush(final: bool = False) -> None:
+        nonlocal batch, write_s
+        if len(batch.files) < CHUNK and not final:
+            return
+        t = time.perf_counter()
+        _insert(con, "runs", RUN_COLUMNS, batch.runs)
+        _insert(con, "series", SERIES_COLUMNS, batch.series)
+        _insert(con, "files", FILE_COLUMNS, batch.files)
+        report.read += len(batch.files)
+        batch = _Batch()
+        write_s += time.perf_counter() - t
+
+    con.execute("BEGIN TRANSACTION")  # one transaction: a reader sees all of this update or none of it
+    try:
+        _delete(con, sorted(set(stale) | set(gone)))
+        for rel, size, mtime in todo:
+            display = str(root / rel)
+            try:  # the very reader every command used before the index: the same checks, the same messages
+                batch.add(rel, "", size, mtime, results_mod.read_result(root / rel), None, display)
+            except results_mod.ResultError as e:
+                batch.add(rel, "", size, mtime, None, str(e), display)
+            flush()
+        for arch, src, st in todo_archives:
+            for rel, result, error in archive_mod.read_members(arch, root):
+                if rel in loose:  # the loose copy is read above; an archive never doubles a run
+                    continue
+                batch.add(rel, src, st.st_size, st.st_mtime_ns, result, error, archive_mod.display(root, src, rel))
+                flush()
+        flush(final=True)
+        _insert(con, "files", FILE_COLUMNS, broken)
         _save_dirs(con, mtimes)
-    report.phases_s["write"] = round(time.perf_counter() - t1, 3)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    t = time.perf_counter()
+    con.execute("CHECKPOINT")  # fold the write-ahead log into the file: readers then open one file
+    write_s += time.perf_counter() - t
+    report.phases_s["read"] = round(time.perf_counter() - t1 - write_s, 3)
+    report.phases_s["write"] = round(write_s, 3)
 
 
 def update(root: Path, rescan: bool = False) -> UpdateReport:
