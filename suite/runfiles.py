@@ -215,6 +215,8 @@ class Loaded:
 
 def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = False) -> Loaded:
     """Every result and baseline file under `paths`; bad files are named in `errors` (or raise under strict)."""
+    from suite import index
+
     records: list[RunRecord] = []
     baselines: list[tuple[str, Baseline]] = []
     errors: list[str] = []
@@ -222,6 +224,13 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
     for root in paths:
         if not root.exists():
             raise ResultError(f"{root}: no such file or folder")
+        if index.enabled(root):  # a folder: through the results index (suite/index), updated first
+            part = index.compare_inputs(root, strict, validate)
+            records += part.records
+            baselines += part.baselines
+            errors += part.errors
+            files += part.files
+            continue
         for path in json_files(root):
             files += 1
             try:

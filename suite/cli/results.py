@@ -1,9 +1,10 @@
-"""The results folder and what reads it: `results validate|show`, `compare`, `baseline promote`."""
+"""The results folder and what reads it: `results validate|show|index|archive`, `compare`, `baseline promote`."""
 
 from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -41,11 +42,9 @@ def results_show(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """A table of the results under PATH (newest last)."""
-    from suite.results import load_results
-
     if not path.exists():
         raise fail_input(f"{path}: no such file or folder")
-    loaded = load_results(path)
+    loaded = _load(path)
     items = sorted(loaded.results, key=lambda pr: pr[1].started_at)
     if json_:
         emit_json([{"path": str(p), **r.model_dump(mode="json", exclude={"config", "eval_curve"})} for p, r in items])
@@ -65,6 +64,84 @@ def results_show(
         err.print(f"[red]skipped bad file[/red] {escape(e)}", highlight=False)
 
 
+
+
+def _load(path: Path):  # noqa: ANN202 - results.Loaded or index.Indexed: both give .results and .errors
+    """The results under PATH: through the index for a folder (updated first), else the file itself."""
+    from suite import index
+    from suite.results import load_results
+
+    if index.enabled(path):
+        try:
+            return index.load(path)
+        except index.IndexError_ as e:
+            err.print(f"[yellow]warning:[/yellow] {escape(str(e))}; reading the files", highlight=False)
+    return load_results(path)
+
+
+def _results_dir(path: Path) -> Path:
+    if not path.is_dir():
+        raise fail_input(f"--results {path}: no such folder (the results folder, e.g. results/)")
+    return path
+
+
+@results_app.command("index")
+def results_index(
+    results: Annotated[Path, typer.Option("--results", help="the results folder")] = Path("results"),
+    json_: Annotated[bool, typer.Option("--json")] = False,
+    rescan: Annotated[bool, typer.Option(help="stat every file (after editing a result in place), not only "
+                                              "those in folders whose mtime changed")] = False,
+) -> None:
+    """Bring the results index (RESULTS/.index/results.duckdb) up to date: reads only new or changed files."""
+    from suite import index
+
+    root = _results_dir(results)
+    try:
+        report = index.update(root, rescan=rescan)
+    except index.IndexError_ as e:
+        raise fail_input(str(e)) from None
+    if json_:
+        emit_json({"db": str(report.db), "read": report.read, "removed": report.removed, "runs": report.runs,
+                   "bad_files": report.errors, "rebuilt": report.rebuilt, "seconds": round(report.seconds, 3),
+                   "phases_s": report.phases_s})
+    else:
+        if report.rebuilt and report.rebuilt != "new":
+            err.print(f"[yellow]rebuilt:[/yellow] {escape(report.rebuilt)}", highlight=False)
+        out.print(f"indexed {report.read} new or changed file(s), dropped {report.removed}; {report.runs} runs, "
+                  f"{report.errors} bad file(s) in {report.db} ({report.seconds:.2f} s)", highlight=False, soft_wrap=True)
+    for msg in index.bad_files(root, refresh=False):
+        err.print(f"skipped bad file {msg}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _date(text: str) -> datetime:
+    try:
+        d = datetime.fromisoformat(text)
+    except ValueError:
+        raise fail_input(f"--before {text!r}: not a date; give YYYY-MM-DD (UTC), e.g. --before 2026-01-01") from None
+    return d if d.tzinfo else d.replace(tzinfo=UTC)
+
+
+@results_app.command("archive")
+def results_archive(
+    before: Annotated[str, typer.Option("--before", help="archive results started before this UTC date (YYYY-MM-DD)")],
+    results: Annotated[Path, typer.Option("--results", help="the results folder")] = Path("results"),
+) -> None:
+    """Pack result files (and their MLLOG logs) started before DATE into RESULTS/archive/YYYY-MM.zip, one per
+    month; the index and every reader still read them. Each archive is verified before a file is deleted."""
+    from suite import index
+
+    root = _results_dir(results)
+    cutoff = _date(before)
+    try:
+        report = index.pack(root, cutoff)
+    except (index.ArchiveError, index.IndexError_, OSError) as e:
+        raise fail_input(f"archive failed, no result file was deleted: {e}") from None
+    for name, n in report.archives.items():
+        out.print(f"{root / name}: +{n} file(s)", highlight=False, soft_wrap=True)
+    out.print(f"archived {report.results} result(s) and {report.logs} log(s) started before {cutoff.date()}",
+              highlight=False)
+    for rel in report.left_loose:
+        err.print(f"left loose (bad result file, fix or remove it): {root / rel}", markup=False, highlight=False)
 
 
 def compare(

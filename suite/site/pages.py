@@ -57,15 +57,17 @@ class Job:
     common: dict[str, Any]
     runs: list[tuple[RunRow, Workload]]
     cache: dict[str, Any] = field(default_factory=dict)  # the previous build's manifest, by run page
+    root: Path = Path()  # the results folder
+    archived: dict[str, str] = field(default_factory=dict)  # rel -> the archive (under root) that holds the run
 
 
 _JOB: Job | None = None
 
 
-def write_if_changed(path: Path, text: str) -> None:
+def write_if_changed(path: Path, text: str | bytes) -> None:
     """Leave an identical file alone: a rebuild then rewrites only the pages of new results (and on ext4
     rewriting an existing file in place forces its blocks out at close, which made rebuilds 5x slower)."""
-    data = text.encode("utf-8")
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
         if path.stat().st_size == len(data) and path.read_bytes() == data:
             return
@@ -95,8 +97,31 @@ def render_page(job: Job, rel: str, template: str, common: bool = True, **ctx: A
     return rel
 
 
-def _signature(rr: RunRow) -> list[Any]:
+def _attach_archived(rr: RunRow, job: Job, source: str) -> None:
+    """The JSON copy and MLLOG log of a run kept in a monthly archive (suite.index.archive), from the archive."""
+    from suite.index import archive
+
+    write_if_changed(job.out / rr.json_copy, archive.read_bytes(job.root, source, rr.rel))
+    name = rr.result.mllog
+    if not name:
+        return
+    if not _safe_log_name(name):
+        rr.mllog_note = "the log name in this result is not a plain file name; not linked"
+        return
+    log = Path(rr.rel).parent.joinpath(name).as_posix()
+    if not archive.has_member(job.root, source, log):
+        rr.mllog_note = "the MLPerf log this result names is not beside it"
+        return
+    rr.mllog_copy = rr.page.removesuffix(".html") + ".mllog.txt"
+    write_if_changed(job.out / rr.mllog_copy, archive.read_bytes(job.root, source, log))
+
+
+def _signature(rr: RunRow, job: Job) -> list[Any]:
     """What a run page's bytes depend on besides the site code: its result file and the log beside it."""
+    source = job.archived.get(rr.rel)
+    if source is not None:  # an archive is rewritten only to add members: its size and mtime stand for all
+        ast = (job.root / source).stat()
+        return [rr.rel, source, ast.st_size, ast.st_mtime_ns]
     st = rr.path.stat()
     sig: list[Any] = [rr.rel, st.st_size, st.st_mtime_ns]
     if rr.result.mllog and _safe_log_name(rr.result.mllog):
@@ -116,14 +141,18 @@ def _render_runs(lo: int, hi: int) -> tuple[list[str], dict[str, Any]]:
     written: list[str] = []
     manifest: dict[str, Any] = {}
     for rr, w in job.runs[lo:hi]:
-        sig = _signature(rr)
+        sig = _signature(rr, job)
         old = job.cache.get(rr.page)
         if old is not None and old["sig"] == sig and all((job.out / f).is_file() for f in old["files"]):
             written += old["files"]
             manifest[rr.page] = old
             continue
-        _attach_mllog(rr, job.out)
-        copy_if_changed(rr.path, job.out / rr.json_copy)
+        source = job.archived.get(rr.rel)
+        if source is None:
+            _attach_mllog(rr, job.out)
+            copy_if_changed(rr.path, job.out / rr.json_copy)
+        else:
+            _attach_archived(rr, job, source)
         files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
         r = rr.result
         names = eval_names(r)

@@ -1,0 +1,210 @@
+"""The results index: every reader's ONE way to the results (site, compare, promote, history, show, study).
+
+`store` keeps an embedded DuckDB database beside the files (results/.index/results.duckdb) up to date;
+`archive` packs old files into monthly zips the index still reads; this module is the query layer. Each
+function updates the index first (only new or changed files are read), then answers from it. The DuckDB
+calls live in store.py and here only: a lab that wants a shared store (a server database, object storage
+with DuckDB's httpfs) changes these two files, nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from suite.index import store
+from suite.index.archive import ArchiveError, ArchiveReport, pack  # noqa: F401 - the package's API
+from suite.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
+from suite.results import Result, ResultError
+
+ENV_OFF = "TRAINBENCH_INDEX"  # TRAINBENCH_INDEX=0: readers walk the files as before (a fallback, and the tests' reference)
+
+
+def enabled(root: Path) -> bool:
+    """Readers use the index for a results folder (not a single file) unless TRAINBENCH_INDEX=0, or the folder
+    cannot hold one (read-only, e.g. a mounted archive of results): then they walk the files as before."""
+    if not root.is_dir() or os.environ.get(ENV_OFF, "1") in ("0", "off", "false", "no"):
+        return False
+    folder = root / store.INDEX_DIR
+    return os.access(folder if folder.is_dir() else root, os.W_OK)
+
+
+@dataclass
+class Entry:
+    """One indexed run: where it lives and the Result, validated when it was indexed."""
+
+    path: Path  # root / rel: the loose file, or where it was before it was archived
+    rel: str
+    source: str  # '' for a loose file, else the archive (relative to the results folder) holding it
+    result: Result
+
+
+@dataclass
+class Indexed:
+    entries: list[Entry]
+    errors: list[str]  # bad files, worded as results.load_results words them
+    update: UpdateReport | None = None
+
+    @property
+    def results(self) -> list[tuple[Path, Result]]:
+        return [(e.path, e.result) for e in self.entries]
+
+
+def _display(root: Path, rel: str, source: str) -> str:
+    return str(root / rel) if not source else f"{root / source}:{rel}"
+
+
+def _path_key(rel: str) -> tuple[str, ...]:
+    return tuple(rel.split("/"))  # the order of sorted(Path): by parts, as load_results returns files
+
+
+def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any] = ()) -> Indexed:
+    """Every valid run under root (optionally only the `runs` rows matching the SQL `where`), in
+    results.load_results's order, with the bad files named; under strict a bad file raises ResultError."""
+    report = update(root)
+    with reading(root, refresh=False) as con:
+        errors = sorted(con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall(),
+                        key=lambda row: _path_key(row[0]))
+        if strict and errors:
+            rel, source, error = errors[0]
+            raise ResultError(f"{_display(root, rel, source)}: {error}")
+        rows = con.execute(f"SELECT path, source, result FROM runs {'WHERE ' + where if where else ''}",
+                           list(params)).fetchall()
+    rows.sort(key=lambda row: _path_key(row[0]))
+    entries = [Entry(root / rel, rel, source, Result.model_validate_json(text)) for rel, source, text in rows]
+    return Indexed(entries, [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors], report)
+
+
+def bad_files(root: Path, refresh: bool = True) -> list[str]:
+    """Every bad file the index skipped, named as load_results names it, in path order."""
+    rows = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=refresh)
+    return [f"{_display(root, rel, source)}: {e}" for rel, source, e in sorted(rows, key=lambda r: _path_key(r[0]))]
+
+
+def query(root: Path, sql: str, params: Sequence[Any] = (), refresh: bool = True) -> list[tuple[Any, ...]]:
+    """Rows of a read-only SQL query over the tables `runs`, `series` and `files` (see store.py)."""
+    with reading(root, refresh=refresh) as con:
+        return con.execute(sql, list(params)).fetchall()
+
+
+# ---- compare and promote: the figures of each run, straight from typed columns ------------------------
+
+
+def records(root: Path, where: str = "", params: Sequence[Any] = (), refresh: bool = True) -> tuple[list[Any], list[str]]:
+    """baselines.RunRecord of every valid run (matching `where`) and the bad files: what
+    baselines.load_paths gives compare and promote, without reading a file that is already indexed."""
+    from suite.runfiles import RunRecord, SideKey
+    from suite.stats import RunFigures
+
+    with reading(root, refresh=refresh) as con:
+        errors = con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall()
+        rows = con.execute(
+            "SELECT path, source, hardware, workload, backend, spec_hash, workload_version, noise_floor, run_id, seed, "
+            "status, tta_s, steps_to_target, time_per_step_s, samples_per_s, mfu, peak_memory_bytes, energy_j, git_sha, "
+            f"started_at, git_dirty, host_load FROM runs {'WHERE ' + where if where else ''}", list(params)).fetchall()
+    rows.sort(key=lambda row: _path_key(row[0]))
+    out = []
+    for (rel, source, hw, wl, be, spec_hash, wv, nf, run_id, seed, status, tta, stt, tps, sps, mfu, mem, energy, sha,
+         started, dirty, host_load) in rows:
+        figures = RunFigures.model_construct(
+            run_id=run_id, seed=seed, status=status, time_to_target_s=tta, steps_to_target=stt, time_per_step_s=tps,
+            samples_per_s=sps, mfu=mfu, peak_memory_bytes=mem, energy_j=energy, git_sha=sha, started_at=started,
+            host_load=host_load)
+        out.append(RunRecord(_display(root, rel, source), SideKey(hw, wl, be), spec_hash, wv, nf, figures, bool(dirty)))
+    bad = [f"{_display(root, rel, source)}: {e}" for rel, source, e in sorted(errors, key=lambda r: _path_key(r[0]))]
+    return out, bad
+
+
+def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
+    """baselines.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
+    index; every file the index could not take as a result (a baseline file, a bad file) read again by
+    baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
+    from suite.baseline_schema import Baseline
+    from suite.runfiles import Loaded, read_file
+
+    recs, _ = records(root)
+    bad = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=False)
+    baselines: list[tuple[str, Any]] = []
+    errors: list[str] = []
+    for rel, source, error in sorted(bad, key=lambda r: _path_key(r[0])):
+        if source:  # a bad member of an archive: only the index's message exists
+            if strict:
+                raise ResultError(f"{_display(root, rel, source)}: {error}")
+            errors.append(f"{_display(root, rel, source)}: {error}")
+            continue
+        try:
+            item = read_file(root / rel, validate)
+        except ResultError as e:
+            if strict:
+                raise
+            errors.append(str(e))
+            continue
+        if isinstance(item, Baseline):
+            baselines.append((str(root / rel), item))
+        else:  # changed since it was indexed: read now, indexed by the next update
+            recs.append(item)
+    n_files = query(root, "SELECT count(*) FROM files", refresh=False)[0][0]
+    return Loaded(recs, baselines, errors, n_files)
+
+
+def nights(root: Path, refresh: bool = True) -> list[str]:
+    """The UTC days that have runs, oldest first."""
+    return [d for (d,) in query(root, "SELECT DISTINCT day FROM runs ORDER BY day", refresh=refresh)]
+
+
+# ---- history: every series' olympic time to target per commit ----------------------------------------
+
+
+@dataclass
+class HistoryPoint:
+    git_sha: str
+    first_started_at: datetime
+    runs: int
+    reached: int
+    tta_olympic_s: float  # inf when fewer than the olympic count reached (a miss is infinitely slow)
+
+
+@dataclass
+class Series:
+    workload: str
+    hardware: str
+    backend: str
+    precision: str
+    spec_hash: str
+    points: list[HistoryPoint] = field(default_factory=list)
+
+
+def history(root: Path, workload: str | None = None, refresh: bool = True) -> list[Series]:
+    """Per (workload, hardware, backend, precision, spec hash): one point per commit, oldest first, each the
+    olympic mean of its seeds' times to target (suite.stats, the one aggregation)."""
+    from suite.stats import olympic_mean
+
+    where, params = ("WHERE workload = ?", [workload]) if workload else ("", [])
+    rows = query(root, "SELECT workload, hardware, backend, precision, spec_hash, coalesce(git_sha, 'unknown'), "
+                       "min(started_ts), count(*), count(*) FILTER (WHERE status = 'reached' AND tta_s IS NOT NULL), "
+                       "list(CASE WHEN status = 'reached' AND tta_s IS NOT NULL THEN tta_s END) "
+                       f"FROM runs {where} GROUP BY ALL ORDER BY ALL", params, refresh=refresh)
+    series: dict[tuple[str, ...], Series] = {}
+    for wl, hw, be, prec, spec, sha, first, n, reached, ttas in rows:
+        s = series.get((wl, hw, be, prec, spec))
+        if s is None:
+            s = series[(wl, hw, be, prec, spec)] = Series(wl, hw, be, prec, spec)
+        values = [math.inf if t is None else float(t) for t in ttas]
+        s.points.append(HistoryPoint(sha, datetime.fromtimestamp(first, UTC), n, reached, olympic_mean(values)))
+    for s in series.values():
+        s.points.sort(key=lambda p: p.first_started_at)
+    return list(series.values())
+
+
+def grouped(root: Path) -> dict[str, list[Entry]]:
+    """Entries by workload (a convenience for study and show)."""
+    out: dict[str, list[Entry]] = defaultdict(list)
+    for e in load(root).entries:
+        out[e.result.workload].append(e)
+    return out
