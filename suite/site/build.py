@@ -176,7 +176,7 @@ def build_site(
 
     skipped = [_relative_error(e, root) for e in loaded.errors + base_errors]
     with staged(out) as stage:
-        written = _build_into(stage, rows, workloads, views, study_views, skipped, jobs, phases)
+        written = _build_into(stage, rows, workloads, views, study_views, skipped, jobs, phases, root, archived)
     index = out / "index.html"
     return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
                        pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
@@ -186,13 +186,13 @@ def build_site(
 
 def _build_into(out: Path, rows: list[RunRow], workloads: list[Workload], views: list[CompareView],
                 study_views: list[StudyView], skipped: list[str], jobs: int | None,
-                phases: dict[str, float]) -> set[str]:
+                phases: dict[str, float], root: Path, archived: Any) -> set[str]:
     """Render every page into `out` (the staging folder), write the manifest, prune; the files written."""
     _prepare_out(out)
     version = code_version()
     previous = previous_files(out)
-    job = Job(_env(), out, {"compares": views, "studies": study_views, "n_results": len(rows)}, [(rr, w) for w in workloads for rr in w.runs],
-               read_manifest(out, version), root, archived)
+    job = Job(_env(), out, {"compares": views, "studies": study_views, "n_results": len(rows)},
+              [(rr, w) for w in workloads for rr in w.runs], read_manifest(out, version), root, archived)
     t1 = time.perf_counter()
     run_files, manifest = run_pages(job, worker_count(jobs, len(rows)))
     phases["run_pages"] = time.perf_counter() - t1
