@@ -100,6 +100,39 @@ def describe(spec: OptimizerSpec) -> dict[str, Any]:
     return {"name": spec.name, **provenance.of(cls), "hyperparameters": provenance.jsonable({**defaults, **kwargs})}
 
 
+def decays(p: torch.Tensor, rule: str) -> bool:
+    """Whether weight decay applies to `p` under the spec's `optimizer.decay` rule.
+
+    matrices: parameters of 2 or more dimensions (weights of linear, conv and embedding layers); 1-D ones
+    (biases, norm gains) and scalars get none. For the layers of this suite (and Megatron's) that is exactly
+    Megatron-core's rule `not (name.endswith(".bias") or param.ndim == 1)`, so every backend applies the same
+    rule from the parameters alone (names differ between backends; dimensions do not). DTensor and FSDP2
+    parameters report their global dimensions.
+    """
+    return rule == "all" or p.ndim >= 2
+
+
+def param_groups(spec: OptimizerSpec, params: Iterable[torch.nn.Parameter]) -> list[dict[str, Any]]:
+    """The spec's weight-decay rule as torch param groups (one group when every parameter is treated alike)."""
+    params = list(params)
+    if not spec.weight_decay or spec.decay == "all":
+        return [{"params": params}]
+    decay = [p for p in params if decays(p, spec.decay)]
+    rest = [p for p in params if not decays(p, spec.decay)]
+    return [g for g in ({"params": decay}, {"params": rest, "weight_decay": 0.0}) if g["params"]]
+
+
 def build_optimizer(spec: OptimizerSpec, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The spec's optimizer over `params`, with weight decay only where `optimizer.decay` says."""
     cls = optimizer_class(spec.name)
-    return cls(params, **optimizer_kwargs(spec, cls))
+    kwargs = optimizer_kwargs(spec, cls)
+    if getattr(cls, "groups_params_itself", False):  # e.g. Muon: takes tensors; its groups split by ndim too
+        opt = cls(list(params), **kwargs)
+        for group in opt.param_groups:
+            if not all(decays(p, spec.decay) for p in group["params"]):
+                if any(decays(p, spec.decay) for p in group["params"]):
+                    raise OptimizerError(f"optimizer {spec.name}: a parameter group mixes decayed and undecayed "
+                                         "parameters; set optimizer.decay: all")
+                group["weight_decay"] = 0.0
+        return opt
+    return cls(param_groups(spec, params), **kwargs)

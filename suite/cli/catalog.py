@@ -175,14 +175,16 @@ def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")
 
 def _print_matrix(tier: str | None, json_: bool) -> int:
     from suite import registry
-    from suite.backends.support import load_all, matrix
+    from suite.backends.support import layout_matrix, load_all, matrix
 
     specs, problems = load_all(registry.workload_files())
     if tier:
         specs = {n: s for n, s in specs.items() if tier in s.tiers}
     grid = matrix(specs)
+    lays = layout_matrix(specs)
     if json_:
-        emit_json({wl: {b: {"supported": r is None, "reason": r} for b, r in row.items()} for wl, row in grid.items()})
+        emit_json({wl: {b: {"supported": r is None, "reason": r, "layouts": lays[wl].get(b, {})}
+                        for b, r in row.items()} for wl, row in grid.items()})
     else:
         table = Table(title="workload x backend (yes = supported; `trainbench env` says which are installed)")
         table.add_column("workload")
@@ -195,6 +197,20 @@ def _print_matrix(tier: str | None, json_: bool) -> int:
             for b, r in row.items():
                 if r is not None:
                     out.print(f"{wl} x {b}: {r}", highlight=False)
+        layout_table = Table(title="layouts beyond data parallel (--parallel; the reasons follow)")
+        layout_table.add_column("workload")
+        layout_table.add_column("backend")
+        layout_table.add_column("layouts")
+        for wl, per_backend in lays.items():
+            for b, probes in per_backend.items():
+                shown = " ".join(f"[green]{n}[/green]" if r is None else f"[red]{n}[/red]" for n, r in probes.items())
+                layout_table.add_row(wl, b, shown)
+        out.print(layout_table)
+        for wl, per_backend in lays.items():
+            for b, probes in per_backend.items():
+                for n, r in probes.items():
+                    if r is not None:
+                        out.print(f"{wl} x {b} x {n}: {r}", highlight=False)
     for p in problems:
         err.print(f"[red]invalid spec[/red] {p}", highlight=False)
     return EXIT_FAIL if problems else EXIT_OK
