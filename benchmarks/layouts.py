@@ -48,7 +48,7 @@ def worker(spec_name: str, backend: str, overrides: dict[str, Any], warmup: int,
     from suite import devices, distributed, registry
     from suite.backends.base import RunOptions
     from suite.harness import seed_everything
-    from suite.spec import load_spec
+    from suite.specload import load_spec
     from suite.workloads.base import Context, data_root
 
     info = distributed.from_env()

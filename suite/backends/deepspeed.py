@@ -34,6 +34,7 @@ from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.parallel.checkpoint import recompute_fraction
 from suite.backends.torch import split_batch, to_device
 from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
@@ -213,6 +214,7 @@ class DeepSpeedBackend(Backend):
         config = ds_config(o, opts.precision, spec.data.batch_size, self.world, spec.data.micro_batch_size)
         raw = workload.build_model().to(self.device.torch)
         self.ac = spec.parallel.ac if spec.parallel is not None else "none"
+        self.recompute = recompute_fraction(self.ac, raw)
         if self.ac != "none":
             _checkpoint_blocks(raw, deepspeed)
         optimizer = build_optimizer(spec.optimizer, raw.parameters())
@@ -255,7 +257,11 @@ class DeepSpeedBackend(Backend):
         ga = getattr(self, "micro", o.gradient_accumulation_steps)
         return {"dp": self.world, "fsdp": 1, "tp": 1, "pp": 1, "cp": 1, "zero_stage": zero,
                 "offload": ",".join(offload) or None, "gradient_accumulation_steps": ga, "micro_batches": ga,
-                "ac": getattr(self, "ac", "none"), "compile": getattr(self, "compiled", False)}
+                "ac": getattr(self, "ac", "none"), "activation_checkpointing": getattr(self, "ac", "none"),
+                "compile": getattr(self, "compiled", False)}
+
+    def recompute_fraction(self) -> float | None:
+        return getattr(self, "recompute", 0.0)
 
     def close(self) -> None:
         # the process group stays for later seeds of this process (DeepSpeed caches it); the env goes back

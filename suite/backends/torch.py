@@ -246,7 +246,10 @@ class TorchBackend(Backend):
 
     def parallel_layout(self) -> dict[str, Any]:
         return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
-                "recompute_fraction": self.recompute}
+                "activation_checkpointing": self.layout.ac, "recompute_fraction": self.recompute}
+
+    def recompute_fraction(self) -> float | None:
+        return self.recompute
 
     def close(self) -> None:
         pass

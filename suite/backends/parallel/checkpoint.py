@@ -1,6 +1,6 @@
 """Activation checkpointing per block: `full` recomputes each block's forward in backward; `selective` keeps
 the outputs of matmuls and attention (the FLOP-heavy ops) and recomputes the rest (norms, GELU, adds), as
-torchtitan's op-level selective AC. `recompute_fraction` is the share of model FLOPs done again, for HFU.
+torchtitan's op-level selective AC. `recompute_fraction` is the share of the forward done again, for HFU.
 """
 
 from __future__ import annotations
@@ -50,11 +50,12 @@ def apply_ac(model: nn.Module, mode: str) -> None:
 
 
 def recompute_fraction(mode: str, model: nn.Module) -> float:
-    """Recomputed FLOPs / model FLOPs (PaLM's 6N + 12·L·d·T per token) of one step, in matmul FLOPs.
+    """The share of the forward's FLOPs re-run in backward (the `Backend.recompute_fraction` hook for HFU).
 
-    full: every block's forward runs twice: its matmuls (2 x block parameters per token) and attention
-    (4·d·T per layer and token, a third of PaLM's 12). selective saves every matmul and attention output,
-    so it recomputes no matmul FLOPs (only elementwise work, which model FLOPs do not count).
+    The forward is a third of PaLM's 6N + 12·L·d·T per token. full: every block's forward runs again, its
+    matmuls (2 x block parameters) and attention (4·L·d·T); the embedding and LM head are not recomputed.
+    selective saves every matmul and attention output, so it recomputes no matmul FLOPs (only elementwise
+    work, which model FLOPs do not count): 0.
     """
     cfg = getattr(model, "cfg", None)
     if mode != "full" or cfg is None:
@@ -63,4 +64,5 @@ def recompute_fraction(mode: str, model: nn.Module) -> float:
     block_params = L * (4 + 2 * cfg.mlp_ratio) * d * d
     vocab = int(model.wte.weight.shape[0]) if hasattr(model, "wte") else 0
     recomputed = 2 * block_params + 4 * L * d * t
-    return recomputed / (6 * (block_params + vocab * d) + 12 * L * d * t)
+    forward = (6 * (block_params + vocab * d) + 12 * L * d * t) / 3
+    return recomputed / forward
