@@ -14,6 +14,19 @@ from typing import Any
 DIMS = ("dp", "fsdp", "tp", "pp", "cp")
 
 
+def is_gpt(arch: str) -> bool:
+    """The spec's model is the suite GPT (by name or by import path): the model the TP/PP plans are written for."""
+    if arch == "gpt":
+        return True
+    from suite import registry
+    from suite.models import gpt
+
+    try:
+        return registry.model_component(arch) is gpt.COMPONENT
+    except registry.RegistryError:
+        return False
+
+
 class LayoutError(ValueError):
     """An impossible layout; the message names the flag or field to change."""
 

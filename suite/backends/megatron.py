@@ -34,6 +34,7 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.layout import is_gpt
 from suite.backends.megatron_cpu import CpuShim
 from suite.backends.megatron_model import MegatronGPT, megatron_state
 from suite.backends.megatron_step import MegatronSteps, PipelineEval
@@ -41,7 +42,7 @@ from suite.backends.torch import to_device
 from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
 
-__all__ = ["CpuShim", "MegatronBackend", "MegatronGPT", "megatron_state", "supports"]
+__all__ = ["CpuShim", "MegatronBackend", "MegatronGPT", "is_gpt", "megatron_state", "supports"]
 
 SUPPORTED_ARCHS = ("gpt",)
 
@@ -56,19 +57,6 @@ class Options(BaseModel):
     sequence_parallel: bool | None = Field(
         default=None, description="Megatron sequence parallelism with tp > 1 (default: on with CUDA, off on CPU)")
     grad_clip: float | None = Field(default=None, gt=0)
-
-
-def is_gpt(arch: str) -> bool:
-    """The spec's model is the suite GPT (by name or by import path), whose weights this backend can map."""
-    if arch in SUPPORTED_ARCHS:
-        return True
-    from suite import registry
-    from suite.models import gpt
-
-    try:
-        return registry.model_component(arch) is gpt.COMPONENT
-    except registry.RegistryError:
-        return False
 
 
 def supports(spec: Any) -> str | None:

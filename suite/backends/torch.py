@@ -37,9 +37,7 @@ def supports(spec: Any) -> str | None:
     par = spec.parallel
     if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
         return None
-    from suite.backends.megatron import is_gpt
-
-    if not is_gpt(spec.model.arch):
+    if not layouts.is_gpt(spec.model.arch):
         wanted = ", ".join(f for f, on in (("tp", par.tp > 1), ("pp", par.pp > 1), ("ac", par.ac != "none")) if on)
         return (f"parallel {wanted}: the torch backend's tensor/pipeline/checkpointing plans are for the suite GPT "
                 f"(model.arch gpt); this spec's model.arch is {spec.model.arch!r}")
