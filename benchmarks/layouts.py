@@ -62,8 +62,8 @@ def worker(spec_name: str, backend: str, overrides: dict[str, Any], warmup: int,
     rss_before = devices.peak_rss_bytes()
     device.reset_peak_memory()
     state = be.setup(workload, RunOptions(options=spec.backends.get(backend, {})))
-    shard = getattr(be, "data_shard", None)
-    rank, world = shard() if shard is not None else (info.rank, info.world)
+    shard = be.data_shard()  # None: the process group's own rank and world (Backend's default)
+    rank, world = shard if shard is not None else (info.rank, info.world)
     batches = iter(workload.train_batches(rank, world))
     times = []
     for i in range(warmup + steps):
