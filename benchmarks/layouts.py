@@ -53,7 +53,7 @@ def worker(spec_name: str, backend: str, overrides: dict[str, Any], warmup: int,
 
     info = distributed.from_env()
     device = devices.current(info.local_rank)
-    devices.set_threads(None, info.local_world)
+    devices.set_threads(int(os.environ.get("TRAINBENCH_BENCH_THREADS", "1")), info.local_world)
     distributed.init(info, device)
     spec = load_spec(registry.find_workload(spec_name), overrides)
     seed_everything(0)
@@ -128,8 +128,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--only", default=None, help="comma-separated labels to run")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process (1: every layout alike)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
+    os.environ["TRAINBENCH_BENCH_THREADS"] = str(a.threads)
     chosen = [x for x in LAYOUTS if a.only is None or x[0] in a.only.split(",")]
     results = []
     for label, backend, nproc, overrides in chosen:
