@@ -298,3 +298,17 @@ def test_run_with_a_layout_reaches_its_target_and_records_it(tmp_path, backend, 
     assert result.status == "reached" and result.world_size == 2
     assert {k: result.parallel[k] for k in expect} == expect
     assert result.parallel["cp"] == 1 and "schedule" in result.parallel
+
+
+def test_the_matrix_says_which_layouts_each_backend_supports():
+    from suite import registry
+    from suite.backends.support import layout_matrix
+    from suite.specload import load_spec as load
+
+    specs = {n: load(registry.find_workload(n)) for n in ("nlp/topics_gpt", "cv/digits_cnn")}
+    grid = layout_matrix(specs, ["torch", "deepspeed", "megatron"])
+    assert grid["nlp/topics_gpt"]["torch"] == {"fsdp=2": None, "tp=2": None, "pp=2": None, "ac=full": None}
+    assert grid["nlp/topics_gpt"]["megatron"]["pp=2"] is None and "not FSDP" in grid["nlp/topics_gpt"]["megatron"]["fsdp=2"]
+    assert "zero_stage: 3" in grid["nlp/topics_gpt"]["deepspeed"]["fsdp=2"] and grid["nlp/topics_gpt"]["deepspeed"]["ac=full"] is None
+    assert grid["cv/digits_cnn"]["torch"]["fsdp=2"] is None and "model.arch gpt" in grid["cv/digits_cnn"]["torch"]["tp=2"]
+    assert "megatron" not in grid["cv/digits_cnn"]  # the pair itself is unsupported: no layouts to list
