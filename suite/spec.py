@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Domain = Literal["cv", "nlp", "gnn", "rl"]
 Tier = Literal["smoke", "standard", "full"]
@@ -60,12 +60,26 @@ class DataSpec(_Open):
     name: str = Field(description="data set name in the registry, e.g. digits, fashion_mnist")
     batch_size: int = Field(gt=0, description="global batch size (split evenly across data-parallel ranks)")
     eval_batch_size: int | None = Field(default=None, gt=0)
+    micro_batch_size: int | None = Field(
+        default=None, ge=1, description="samples per forward/backward on each data-parallel rank; "
+        "batch_size / (data-parallel ranks x micro_batch_size) micro-batches are accumulated per optimizer step "
+        "(and are the pipeline's micro-batches). Default: the whole local batch at once")
+
+    @model_validator(mode="after")
+    def _micro_divides(self) -> DataSpec:
+        if self.micro_batch_size is not None and self.batch_size % self.micro_batch_size:
+            raise ValueError(f"micro_batch_size {self.micro_batch_size} does not divide batch_size {self.batch_size}")
+        return self
 
 
 class OptimizerSpec(_Open):
     name: str = Field(default="adamw", description="built-in name or import path `pkg.module:Class`")
     lr: float = Field(gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
+    decay: Literal["matrices", "all"] = Field(
+        default="matrices", description="which parameters weight_decay applies to: matrices = parameters of 2 or "
+        "more dimensions that are not biases (no decay on 1-D parameters: norms, biases; Megatron's rule and "
+        "most LLM recipes'); all = every parameter")
 
 
 class ScheduleSpec(_Strict):
@@ -86,6 +100,19 @@ class CompressionSpec(_Open):
     """`compression: {name: magnitude_prune, sparsity: 0.5}`; extra keys are validated by the method's Config."""
 
     name: str = Field(description="magnitude_prune | int8_qat | import path `pkg.module:Class`")
+
+
+class ParallelSpec(_Strict):
+    """How the processes of a run are laid out (`--parallel dp=2,fsdp=4,tp=2,pp=2,cp=1`). The product of the
+    degrees must equal the process count; `dp` left out takes the rest. See suite/backends/layout.py."""
+
+    dp: int | None = Field(default=None, ge=1, description="replicated data parallel (DDP); default: the rest")
+    fsdp: int = Field(default=1, ge=1, description="sharded data parallel (FSDP2 / ZeRO-3 style)")
+    tp: int = Field(default=1, ge=1, description="tensor parallel")
+    pp: int = Field(default=1, ge=1, description="pipeline parallel (stages)")
+    cp: int = Field(default=1, ge=1, description="context parallel (only 1 is implemented)")
+    schedule: Literal["gpipe", "1f1b"] = Field(default="1f1b", description="pipeline schedule when pp > 1")
+    ac: Literal["none", "selective", "full"] = Field(default="none", description="activation checkpointing")
 
 
 class Target(_Strict):
@@ -151,6 +178,7 @@ class WorkloadSpec(_Strict):
         default_factory=dict, description="named override sets, e.g. tiny: {model.n_layer: 1}"
     )
     compare: CompareSpec = CompareSpec()
+    parallel: ParallelSpec | None = Field(default=None, description="process layout; default: all data parallel")
 
     @field_validator("name")
     @classmethod
@@ -179,6 +207,10 @@ class WorkloadSpec(_Strict):
         data["tiers"] = sorted(data["tiers"])
         if data.get("compression") is None:
             data.pop("compression", None)  # absent, as before the field existed: old spec hashes stay valid
+        if data.get("parallel") is None:
+            data.pop("parallel", None)
+        if data["data"].get("micro_batch_size") is None:
+            data["data"].pop("micro_batch_size", None)
         return data
 
     def spec_hash(self) -> str:
@@ -189,6 +221,11 @@ class WorkloadSpec(_Strict):
         for key in _NOT_HASHED:
             data.pop(key, None)
         data["target"].pop("provenance", None)
+        # the layout is how the run is spread over processes, not what it computes (recorded in result.parallel,
+        # like the backend): the same training under another layout stays comparable
+        data.pop("parallel", None)
+        if not data["optimizer"].get("weight_decay"):
+            data["optimizer"].pop("decay", None)  # which parameters decay changes nothing when nothing decays
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -40,6 +40,8 @@ def zeropower_via_newtonschulz5(g: torch.Tensor, steps: int = 5, dtype: torch.dt
 
 
 class Muon(torch.optim.Optimizer):
+    groups_params_itself = True  # build_optimizer hands it tensors and applies optimizer.decay to its groups
+
     def __init__(
         self,
         params: Iterable[Any],

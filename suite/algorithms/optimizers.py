@@ -116,24 +116,60 @@ def describe(spec: OptimizerSpec) -> dict[str, Any]:
     return described
 
 
+def decays(p: torch.Tensor, rule: str) -> bool:
+    """Whether weight decay applies to `p` under the spec's `optimizer.decay` rule.
+
+    matrices: parameters of 2 or more dimensions (weights of linear, conv and embedding layers); 1-D ones
+    (biases, norm gains) and scalars get none. For the layers of this suite (and Megatron's) that is exactly
+    Megatron-core's rule `not (name.endswith(".bias") or param.ndim == 1)`, so every backend applies the same
+    rule from the parameters alone (names differ between backends; dimensions do not). DTensor and FSDP2
+    parameters report their global dimensions.
+    """
+    return rule == "all" or p.ndim >= 2
+
+
+def param_groups(spec: OptimizerSpec, params: Iterable[torch.nn.Parameter]) -> list[dict[str, Any]]:
+    """The spec's weight-decay rule as torch param groups (one group when every parameter is treated alike)."""
+    params = list(params)
+    if not spec.weight_decay or spec.decay == "all":
+        return [{"params": params}]
+    decay = [p for p in params if decays(p, spec.decay)]
+    rest = [p for p in params if not decays(p, spec.decay)]
+    return [g for g in ({"params": decay}, {"params": rest, "weight_decay": 0.0}) if g["params"]]
+
+
 def build_optimizer(spec: OptimizerSpec, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The spec's optimizer over `params`, with weight decay only where `optimizer.decay` says."""
     cls = optimizer_class(spec.name)
-    optimizer = cls(params, **optimizer_kwargs(spec, cls))
+    kwargs = optimizer_kwargs(spec, cls)
+    if getattr(cls, "groups_params_itself", False):  # e.g. Muon: takes tensors; its groups split by ndim too
+        opt = cls(list(params), **kwargs)
+        for group in opt.param_groups:
+            if not all(decays(p, spec.decay) for p in group["params"]):
+                if any(decays(p, spec.decay) for p in group["params"]):
+                    raise OptimizerError(f"optimizer {spec.name}: a parameter group mixes decayed and undecayed "
+                                         "parameters; set optimizer.decay: all")
+                group["weight_decay"] = 0.0
+    else:
+        opt = cls(param_groups(spec, params), **kwargs)
     if not takes_weight_decay(cls) and spec.weight_decay > 0:
-        add_decoupled_weight_decay(optimizer, spec.weight_decay, spec.lr)
-    return optimizer
+        add_decoupled_weight_decay(opt, spec.weight_decay, spec.lr, spec.decay)
+    return opt
 
 
-def add_decoupled_weight_decay(optimizer: torch.optim.Optimizer, weight_decay: float, default_lr: float) -> None:
-    """Decay every parameter that has a gradient by lr * weight_decay before each optimizer step (AdamW's
-    decoupled form; the lr follows the schedule, as the schedulers write it into each param group)."""
+def add_decoupled_weight_decay(optimizer: torch.optim.Optimizer, weight_decay: float, default_lr: float,
+                               rule: str = "matrices") -> None:
+    """Decay the parameters the spec's `optimizer.decay` rule names, by lr * weight_decay before each optimizer
+    step (AdamW's decoupled form; the lr follows the schedule, as the schedulers write it into each group)."""
 
     def decay(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         with torch.no_grad():
             for group in opt.param_groups:
+                if group.get("weight_decay") == 0.0:
+                    continue  # a group the rule exempts
                 factor = 1.0 - float(group.get("lr", default_lr)) * weight_decay
                 for p in group["params"]:
-                    if p.grad is not None:
+                    if p.grad is not None and decays(p, rule):
                         p.mul_(factor)
 
     optimizer.register_step_pre_hook(decay)

@@ -1,4 +1,10 @@
-"""DeepSpeed: ZeRO stages 0-3, bf16/fp16, optimizer and parameter offload, gradient accumulation; model-agnostic.
+"""DeepSpeed: ZeRO stages 0-3, bf16/fp16, optimizer and parameter offload, gradient accumulation (the spec's
+micro-batches), `--compile` (the engine's own `compile()`), activation checkpointing (DeepSpeed's
+`checkpointing.checkpoint` around each transformer block); model-agnostic.
+
+Layouts: data parallel only (sharding is ZeRO's, chosen by `zero_stage`). DeepSpeed's pipeline engine is
+refused: `PipelineModule` needs the model rewritten as a list of layers and drives its own data iterator and
+loss (`train_batch`), which bypasses the workload contract (`loss(model, batch)`, the harness's clock).
 
 The spec's `backends.deepspeed` block is validated (pydantic) and turned into a ds_config; `ds_config`
 merges raw DeepSpeed keys over it for experts. The spec's own optimizer and schedule (built by
@@ -28,7 +34,8 @@ from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.torch import to_device
+from suite.backends.parallel.checkpoint import recompute_fraction
+from suite.backends.torch import split_batch, to_device
 from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
 
@@ -40,7 +47,8 @@ class Options(BaseModel):
     zero_stage: Literal[0, 1, 2, 3] = 0
     offload_optimizer: Literal["none", "cpu"] = Field(default="none", description="ZeRO >= 1: optimizer state on CPU")
     offload_param: Literal["none", "cpu"] = Field(default="none", description="ZeRO 3 only: parameters on CPU")
-    gradient_accumulation_steps: int = Field(default=1, ge=1, description="micro-batches per optimizer step")
+    gradient_accumulation_steps: int = Field(
+        default=1, ge=1, description="micro-batches per optimizer step (prefer the spec's data.micro_batch_size)")
     grad_clip: float | None = Field(default=None, gt=0)
     loss_scale: float = Field(default=0.0, ge=0, description="fp16: 0 = dynamic loss scaling")
     ds_config: dict[str, Any] = Field(default_factory=dict, description="raw DeepSpeed config merged over the rest")
@@ -56,6 +64,15 @@ def supports(spec: Any) -> str | None:
         return "backends.deepspeed.offload_param needs zero_stage: 3"
     if opts.offload_optimizer != "none" and opts.zero_stage == 0:
         return "backends.deepspeed.offload_optimizer needs zero_stage >= 1"
+    par = getattr(spec, "parallel", None)
+    if par is not None:
+        if par.fsdp > 1:
+            return "parallel.fsdp: DeepSpeed shards with ZeRO: use dp and backends.deepspeed.zero_stage: 3"
+        if par.tp > 1 or par.pp > 1:
+            return ("parallel.tp/pp: this backend runs data parallel (ZeRO) only; DeepSpeed's pipeline engine "
+                    "needs the model as a PipelineModule and owns the loss and data loop, outside the workload contract")
+        if par.ac == "selective":
+            return "parallel.ac=selective: DeepSpeed checkpoints whole blocks; use --ac full"
     return None
 
 
@@ -70,9 +87,22 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def ds_config(opts: Options, precision: str, global_batch: int, dp: int) -> dict[str, Any]:
-    """The DeepSpeed config that the validated options mean (before the raw `ds_config` passthrough)."""
+def ds_config(opts: Options, precision: str, global_batch: int, dp: int,
+              micro_batch_size: int | None = None) -> dict[str, Any]:
+    """The DeepSpeed config that the validated options mean (before the raw `ds_config` passthrough).
+
+    The spec's `data.micro_batch_size` (per data-parallel rank) sets the accumulation steps when given.
+    """
     ga = opts.gradient_accumulation_steps
+    if micro_batch_size is not None:
+        if global_batch % (dp * micro_batch_size):
+            raise ValueError(f"data.micro_batch_size {micro_batch_size} x {dp} data-parallel ranks does not divide "
+                             f"data.batch_size {global_batch}")
+        derived = global_batch // (dp * micro_batch_size)
+        if ga not in (1, derived):
+            raise ValueError(f"backends.deepspeed.gradient_accumulation_steps {ga} contradicts data.micro_batch_size "
+                             f"{micro_batch_size} ({derived} micro-batches); drop the backend option")
+        ga = derived
     if global_batch % (dp * ga):
         raise ValueError(f"data.batch_size {global_batch} is not divisible by data-parallel ranks {dp} x "
                          f"backends.deepspeed.gradient_accumulation_steps {ga}")
@@ -167,8 +197,6 @@ class DeepSpeedBackend(Backend):
         if reason:
             raise ValueError(reason)
         self.opts = o = Options.model_validate(opts.options)
-        if opts.compile:
-            raise ValueError("--compile is not supported by the deepspeed backend (DeepSpeed owns the module)")
         if opts.precision not in ("fp32", "bf16", "fp16"):  # other recipes are the torch backend's own
             raise ValueError(f"--precision {opts.precision}: the deepspeed backend supports fp32, bf16 and fp16")
         if self.device.type == "cpu":
@@ -183,12 +211,19 @@ class DeepSpeedBackend(Backend):
             deepspeed.init_distributed(dist_backend=self.device.dist_backend, auto_mpi_discovery=False)
         self.world = dist.get_world_size()
         spec = workload.spec
-        config = ds_config(o, opts.precision, spec.data.batch_size, self.world)
+        config = ds_config(o, opts.precision, spec.data.batch_size, self.world, spec.data.micro_batch_size)
         raw = workload.build_model().to(self.device.torch)
+        self.ac = spec.parallel.ac if spec.parallel is not None else "none"
+        self.recompute = recompute_fraction(self.ac, raw)
+        if self.ac != "none":
+            _checkpoint_blocks(raw, deepspeed)
         optimizer = build_optimizer(spec.optimizer, raw.parameters())
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
         engine, ds_opt, _, ds_sched = deepspeed.initialize(
             model=raw, optimizer=optimizer, lr_scheduler=scheduler, config=config)
+        if opts.compile:
+            engine.compile()  # DeepSpeed's own: torch.compile of the module it owns, with its hooks in place
+        self.compiled = bool(opts.compile)
         self.config = config
         self.workload = workload
         self.micro = config["gradient_accumulation_steps"]
@@ -200,7 +235,7 @@ class DeepSpeedBackend(Backend):
     def train_step(self, state: TrainState, batch: Batch) -> StepOut:
         batch = to_device(batch, self.device.torch)
         engine: Any = state.model
-        chunks = _split(batch, self.micro)
+        chunks = split_batch(batch, self.micro)
         total = torch.zeros((), device=self.device.torch)
         for micro in chunks:  # DeepSpeed scales each by 1/GA and steps the optimizer at the boundary
             loss = self.workload.loss(self._call, micro)
@@ -219,8 +254,14 @@ class DeepSpeedBackend(Backend):
         o = self.opts
         offload = [k for k, v in (("optimizer", o.offload_optimizer), ("param", o.offload_param)) if v != "none"]
         zero = getattr(self, "config", {}).get("zero_optimization", {}).get("stage", o.zero_stage)
-        return {"dp": self.world, "tp": 1, "pp": 1, "zero_stage": zero, "offload": ",".join(offload) or None,
-                "gradient_accumulation_steps": o.gradient_accumulation_steps}
+        ga = getattr(self, "micro", o.gradient_accumulation_steps)
+        return {"dp": self.world, "fsdp": 1, "tp": 1, "pp": 1, "cp": 1, "zero_stage": zero,
+                "offload": ",".join(offload) or None, "gradient_accumulation_steps": ga, "micro_batches": ga,
+                "ac": getattr(self, "ac", "none"), "activation_checkpointing": getattr(self, "ac", "none"),
+                "compile": getattr(self, "compiled", False)}
+
+    def recompute_fraction(self) -> float | None:
+        return getattr(self, "recompute", 0.0)
 
     def close(self) -> None:
         # the process group stays for later seeds of this process (DeepSpeed caches it); the env goes back
@@ -232,20 +273,25 @@ class DeepSpeedBackend(Backend):
         self._saved_env = {}
 
 
-def _split(batch: Batch, n: int) -> list[Batch]:
-    if n == 1:
-        return [batch]
-    if isinstance(batch, torch.Tensor):
-        if batch.shape[0] % n:
-            raise ValueError(f"local batch of {batch.shape[0]} does not split into {n} micro-batches")
-        return list(batch.chunk(n))
-    if isinstance(batch, (list, tuple)):
-        parts = [_split(b, n) for b in batch]
-        return [type(batch)(p[i] for p in parts) for i in range(n)]
-    if isinstance(batch, dict):
-        parts_d = {k: _split(v, n) for k, v in batch.items()}
-        return [{k: v[i] for k, v in parts_d.items()} for i in range(n)]
-    raise TypeError(f"cannot split a batch of type {type(batch).__name__} into micro-batches")
+def _checkpoint_blocks(model: nn.Module, deepspeed: Any) -> None:
+    """DeepSpeed's activation checkpointing around each of the model's `blocks` (configured for no model
+    parallelism: nothing to partition)."""
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList):
+        raise ValueError("--ac full wraps the model's `blocks` (a transformer); this model has none")
+    deepspeed.checkpointing.configure(None, partition_activations=False, checkpoint_in_cpu=False)
+    for i, block in enumerate(blocks):
+        blocks[i] = _Checkpointed(block, deepspeed.checkpointing.checkpoint)
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self, block: nn.Module, checkpoint: Any):
+        super().__init__()
+        self.block = block
+        self._checkpoint = checkpoint
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._checkpoint(self.block, x) if self.training else self.block(x)
 
 
 def _cast(x: Any, dtype: torch.dtype | None) -> Any:

@@ -1,14 +1,19 @@
-"""Megatron-core: a Megatron `GPTModel` (local layer spec) built from the spec's gpt Config, TP x DP (x PP on CUDA).
+"""Megatron-core: a Megatron `GPTModel` built from the spec's gpt Config, TP x PP x DP, Megatron's own step.
 
 The model is the same declarative GPT the torch backend trains (suite/models/gpt.py): the reference model
-is built first, with the run's seed, and its weights are copied (and sharded across tensor-parallel ranks)
-into the Megatron model, so both backends start from identical weights at any TP degree.
+is built first, with the run's seed, and its weights are copied (sharded across tensor-parallel ranks, split
+across pipeline stages; suite/backends/megatron_model.py) into the Megatron model, so both backends start
+from identical weights in any layout. Each step runs the spec's micro-batches through Megatron's
+`get_forward_backward_func` (pipeline schedule when pp > 1) with vocab-parallel cross-entropy
+(suite/backends/megatron_step.py).
 
-On CUDA: Megatron's DDP and its distributed optimizer (fp32 main params, bf16 through Float16Module).
-On CPU: Megatron hard-codes CUDA for its RNG tracker, `torch.cuda.current_device()` and its optimizers
-(FACTS.md). `cpu_shim()` maps those onto the CPU for the lifetime of one run only (installed in setup,
-removed in close), and a torch optimizer from the spec trains the model, with data-parallel gradients
-averaged by torch DDP over Megatron's data-parallel group.
+On CUDA: Megatron's DDP (gradient reduction overlapped with backward under the distributed optimizer),
+its (distributed) optimizer (fp32 main params, bf16 through Float16Module), sequence parallelism with TP,
+and Transformer Engine's layer spec when `transformer_engine` imports (the local spec otherwise; recorded).
+On CPU: Megatron hard-codes CUDA for its RNG tracker, `torch.cuda.current_device()`, a few schedule tensors
+and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetime of one run only, a torch
+optimizer from the spec trains the model, and data-parallel gradients are averaged by torch DDP over
+Megatron's data-parallel group (no sequence parallelism: gloo has no reduce-scatter).
 """
 
 from __future__ import annotations
@@ -27,10 +32,17 @@ from torch import nn
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
+from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.layout import is_gpt
+from suite.backends.megatron_cpu import CpuShim
+from suite.backends.megatron_model import MegatronGPT, megatron_state
+from suite.backends.megatron_step import MegatronSteps, PipelineEval
 from suite.backends.torch import to_device
 from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
+
+__all__ = ["CpuShim", "MegatronBackend", "MegatronGPT", "is_gpt", "megatron_state", "supports"]
 
 SUPPORTED_ARCHS = ("gpt",)
 
@@ -39,23 +51,12 @@ class Options(BaseModel):
     """The spec's `backends.megatron` block."""
 
     model_config = ConfigDict(extra="forbid")
-    tp: int = Field(default=1, ge=1, description="tensor-parallel degree (divides n_head and the world size)")
-    pp: int = Field(default=1, ge=1, description="pipeline-parallel degree (> 1 is not implemented yet)")
+    tp: int = Field(default=1, ge=1, description="tensor-parallel degree (prefer the spec's parallel.tp)")
+    pp: int = Field(default=1, ge=1, description="pipeline-parallel degree (prefer the spec's parallel.pp)")
     use_distributed_optimizer: bool = Field(default=True, description="CUDA only: Megatron's ZeRO-1 optimizer")
+    sequence_parallel: bool | None = Field(
+        default=None, description="Megatron sequence parallelism with tp > 1 (default: on with CUDA, off on CPU)")
     grad_clip: float | None = Field(default=None, gt=0)
-
-
-def is_gpt(arch: str) -> bool:
-    """The spec's model is the suite GPT (by name or by import path), whose weights this backend can map."""
-    if arch in SUPPORTED_ARCHS:
-        return True
-    from suite import registry
-    from suite.models import gpt
-
-    try:
-        return registry.model_component(arch) is gpt.COMPONENT
-    except registry.RegistryError:
-        return False
 
 
 def supports(spec: Any) -> str | None:
@@ -67,126 +68,39 @@ def supports(spec: Any) -> str | None:
         opts = Options.model_validate(spec.backends.get("megatron", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
         return f"backends.megatron: {e}"
-    n_head = int(spec.model.params().get("n_head", 1))
-    if n_head % opts.tp:
-        return f"backends.megatron.tp={opts.tp} does not divide model.n_head={n_head}"
-    if opts.pp > 1:
-        return "backends.megatron.pp > 1: pipeline parallelism is not implemented by this backend yet (use tp/dp)"
+    try:
+        tp, pp = degrees(spec, opts)
+    except ValueError as e:
+        return str(e)
+    params = spec.model.params()
+    n_head, n_layer = int(params.get("n_head", 1)), int(params.get("n_layer", 1))
+    if n_head % tp:
+        return f"tensor parallelism tp={tp} does not divide model.n_head={n_head}"
+    if n_layer % pp:
+        return f"pipeline parallelism pp={pp} does not divide model.n_layer={n_layer} (Megatron splits layers evenly)"
+    par = spec.parallel
+    if par is not None and par.fsdp > 1:
+        return ("parallel.fsdp: Megatron shards optimizer state with its distributed optimizer (CUDA), not FSDP; "
+                "use dp")
+    if par is not None and par.ac != "none":
+        return "parallel.ac: activation checkpointing (Megatron's recompute_granularity) is not wired here yet"
     return None
+
+
+def degrees(spec: Any, opts: Options) -> tuple[int, int]:
+    """(tp, pp): the spec's parallel block, or the backend block's (older specs); refused when they disagree."""
+    par = spec.parallel
+    if par is None:
+        return opts.tp, opts.pp
+    for dim, legacy in (("tp", opts.tp), ("pp", opts.pp)):
+        if legacy != 1 and legacy != getattr(par, dim):
+            raise ValueError(f"backends.megatron.{dim}={legacy} contradicts parallel.{dim}={getattr(par, dim)}; "
+                             f"drop backends.megatron.{dim}")
+    return par.tp, par.pp
 
 
 def version() -> str | None:
     return package_version("megatron-core")
-
-
-# ---- the CPU shim -------------------------------------------------------------------------------------
-
-
-class CpuShim:
-    """Maps Megatron's CUDA-only RNG tracker and `torch.cuda.current_device()` onto the CPU, reversibly.
-
-    Megatron-core 0.16 calls `torch.cuda.current_device()` to place tensors and keeps a "CUDA" RNG state
-    for tensor-parallel dropout; neither exists in a CPU build of torch. The shim replaces exactly those
-    hooks while a Megatron run is live and restores them in `remove()`; nothing else in torch is touched.
-    """
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    def _patch(self, owner: Any, name: str, value: Any) -> None:
-        self._saved.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, value)
-
-    def install(self) -> None:
-        from megatron.core.tensor_parallel import random as mrandom
-
-        self._patch(torch.cuda, "current_device", lambda: "cpu")
-        self._patch(mrandom, "_get_cuda_rng_state", lambda *a, **k: torch.get_rng_state())
-        self._patch(mrandom, "_set_cuda_rng_state", lambda state, *a, **k: torch.set_rng_state(state))
-        # CudaRNGStatesTracker.add seeds a fresh state with torch.cuda.manual_seed / get_rng_state
-        self._patch(mrandom.CudaRNGStatesTracker, "add", _cpu_tracker_add)
-
-    def remove(self) -> None:
-        while self._saved:
-            owner, name, value = self._saved.pop()
-            setattr(owner, name, value)
-
-
-def _cpu_tracker_add(self: Any, name: str, seed: int) -> None:
-    self._is_initialized = True
-    if seed in self.seeds_ or name in self.states_:
-        raise Exception(f"rng state {name!r} / seed {seed} already exists")
-    self.seeds_.add(seed)
-    self.states_[name] = torch.Generator().manual_seed(seed).get_state()
-
-
-# ---- weight mapping: suite GPT -> Megatron GPTModel ----------------------------------------------------
-
-
-def _shard(t: torch.Tensor, dim: int, rank: int, tp: int) -> torch.Tensor:
-    return t.chunk(tp, dim=dim)[rank].contiguous()
-
-
-def megatron_state(ref: Any, n_head: int, tp: int, tp_rank: int, padded_vocab: int) -> dict[str, torch.Tensor]:
-    """The reference GPT's weights under Megatron's names and layouts, this TP rank's shard."""
-    sd = {k: v.detach() for k, v in ref.state_dict().items()}
-    d = sd["wte.weight"].shape[1]
-    head_dim = d // n_head
-    wte = sd["wte.weight"]
-    if padded_vocab > wte.shape[0]:  # padded rows see no gradient: the loss only reads the real vocabulary
-        wte = torch.cat([wte, wte.new_zeros(padded_vocab - wte.shape[0], d)])
-    out = {
-        "embedding.word_embeddings.weight": _shard(wte, 0, tp_rank, tp),
-        "embedding.position_embeddings.weight": sd["wpe.weight"],
-        "decoder.final_layernorm.weight": sd["ln_f.weight"],
-    }
-    if "ln_f.bias" in sd:
-        out["decoder.final_layernorm.bias"] = sd["ln_f.bias"]
-    if "lm_head.weight" in sd and not ref.cfg.tie_embeddings:
-        lm = sd["lm_head.weight"]
-        if padded_vocab > lm.shape[0]:
-            lm = torch.cat([lm, lm.new_zeros(padded_vocab - lm.shape[0], d)])
-        out["output_layer.weight"] = _shard(lm, 0, tp_rank, tp)
-    for i in range(ref.cfg.n_layer):
-        p, m = f"blocks.{i}.", f"decoder.layers.{i}."
-        # Megatron's fused QKV is grouped per head ([q_h; k_h; v_h] for each head); ours is [Q; K; V]
-        qkv = sd[p + "qkv.weight"].view(3, n_head, head_dim, d).transpose(0, 1).reshape(3 * d, d)
-        out[m + "self_attention.linear_qkv.weight"] = _shard(qkv, 0, tp_rank, tp)
-        out[m + "self_attention.linear_proj.weight"] = _shard(sd[p + "proj.weight"], 1, tp_rank, tp)
-        out[m + "input_layernorm.weight"] = sd[p + "ln_1.weight"]
-        out[m + "pre_mlp_layernorm.weight"] = sd[p + "ln_2.weight"]
-        out[m + "mlp.linear_fc1.weight"] = _shard(sd[p + "fc.weight"], 0, tp_rank, tp)
-        out[m + "mlp.linear_fc2.weight"] = _shard(sd[p + "fc_out.weight"], 1, tp_rank, tp)
-        if ref.cfg.bias:
-            qkv_b = sd[p + "qkv.bias"].view(3, n_head, head_dim).transpose(0, 1).reshape(3 * d)
-            out[m + "self_attention.linear_qkv.bias"] = _shard(qkv_b, 0, tp_rank, tp)
-            out[m + "self_attention.linear_proj.bias"] = sd[p + "proj.bias"]
-            out[m + "input_layernorm.bias"] = sd[p + "ln_1.bias"]
-            out[m + "pre_mlp_layernorm.bias"] = sd[p + "ln_2.bias"]
-            out[m + "mlp.linear_fc1.bias"] = _shard(sd[p + "fc.bias"], 0, tp_rank, tp)
-            out[m + "mlp.linear_fc2.bias"] = sd[p + "fc_out.bias"]
-    return out
-
-
-class MegatronGPT(nn.Module):
-    """Calls like the suite GPT: token ids [b, t] -> full-vocabulary logits [b, t, vocab] (gathered over TP).
-
-    The workload's own loss and evaluation then run unchanged; the gather's backward hands each TP rank
-    the gradient of its vocabulary shard.
-    """
-
-    def __init__(self, gpt: nn.Module, vocab_size: int):
-        super().__init__()
-        self.gpt = gpt
-        self.vocab_size = vocab_size
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        b, t = idx.shape
-        pos = torch.arange(t, device=idx.device).unsqueeze(0).expand(b, t)
-        # Megatron's default causal mask is built on "cuda"; an explicit one (True = masked) is the same mask
-        mask = torch.ones(t, t, dtype=torch.bool, device=idx.device).triu(1).view(1, 1, t, t)
-        logits = self.gpt(idx, pos, mask, runtime_gather_output=True)
-        return logits[..., : self.vocab_size]
 
 
 class MegatronBackend(Backend):
@@ -246,41 +160,54 @@ class MegatronBackend(Backend):
             raise ValueError("--compile is not supported by the megatron backend")
         on_cuda = self.device.type == "cuda"
         if not on_cuda:
+            if o.sequence_parallel:
+                raise ValueError("backends.megatron.sequence_parallel: needs reduce-scatter, which gloo (CPU) lacks")
             self.shim = CpuShim()
             self.shim.install()
         from megatron.core import parallel_state, tensor_parallel
         from megatron.core.models.gpt import GPTModel
-        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
         from megatron.core.transformer.transformer_config import TransformerConfig
 
-        self._init_parallel(o.tp, o.pp)
+        spec = workload.spec
+        tp, pp = degrees(spec, o)
+        self._init_parallel(tp, pp)
+        self.layout = layouts.Layout(dp=self.dp, tp=tp, pp=pp, schedule="1f1b")
+        self.micro, self.n_micro = layouts.micro_batches(spec, self.layout)
         seed = int(getattr(getattr(workload, "ctx", None), "seed", 0))
         tensor_parallel.model_parallel_cuda_manual_seed(seed + 1)
 
         ref: Any = workload.build_model()  # the suite GPT, built under the run's seed: the weights both backends share
         cfg: Any = ref.cfg
         vocab = int(ref.wte.weight.shape[0])
-        padded_vocab = -(-vocab // o.tp) * o.tp
+        padded_vocab = -(-vocab // tp) * tp
         bf16 = opts.precision == "bf16"
         if opts.precision not in ("fp32", "bf16"):
             raise ValueError(f"--precision {opts.precision}: the megatron backend supports fp32 and bf16")
+        self.sequence_parallel = bool(tp > 1 and (o.sequence_parallel if o.sequence_parallel is not None else on_cuda))
         tcfg = TransformerConfig(
             num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
             ffn_hidden_size=cfg.mlp_ratio * cfg.d_model, add_bias_linear=cfg.bias,
             hidden_dropout=cfg.dropout, attention_dropout=cfg.dropout, layernorm_epsilon=1e-5,
             activation_func=torch.nn.functional.gelu, init_method_std=0.02,
-            tensor_model_parallel_size=o.tp, pipeline_model_parallel_size=o.pp,
+            tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+            sequence_parallel=self.sequence_parallel, pipeline_dtype=torch.bfloat16 if bf16 else torch.float32,
             use_cpu_initialization=True, perform_initialization=False,  # weights come from the reference
             bf16=bf16, params_dtype=torch.bfloat16 if bf16 else torch.float32,
             bias_dropout_fusion=False, masked_softmax_fusion=False, gradient_accumulation_fusion=False,
-            apply_rope_fusion=False, persist_layer_norm=False,
+            apply_rope_fusion=False, persist_layer_norm=False, batch_p2p_sync=on_cuda,
         )
+        first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
         gpt = GPTModel(
-            config=tcfg, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=padded_vocab,
-            max_sequence_length=cfg.seq_len, parallel_output=True,
+            config=tcfg, transformer_layer_spec=self._layer_spec(on_cuda), vocab_size=padded_vocab,
+            max_sequence_length=cfg.seq_len, parallel_output=True, pre_process=first, post_process=last,
             share_embeddings_and_output_weights=cfg.tie_embeddings, position_embedding_type="learned_absolute",
         )
-        state = megatron_state(ref, cfg.n_head, o.tp, parallel_state.get_tensor_model_parallel_rank(), padded_vocab)
+        per_stage = cfg.n_layer // pp
+        stage = parallel_state.get_pipeline_model_parallel_rank()
+        state = megatron_state(ref, cfg.n_head, tp, parallel_state.get_tensor_model_parallel_rank(), padded_vocab,
+                               range(stage * per_stage, (stage + 1) * per_stage), first, last)
+        if self.layer_spec == "transformer_engine":
+            state = _te_names(state)
         missing, unexpected = gpt.load_state_dict(state, strict=False)
         missing = [k for k in missing if not k.endswith("_extra_state") and not (not cfg.bias and k.endswith("bias"))]
         if missing or unexpected:
@@ -293,45 +220,58 @@ class MegatronBackend(Backend):
                     p.requires_grad_(False)
         del ref
         gpt = gpt.to(self.device.torch)
-        model: nn.Module = MegatronGPT(gpt, vocab)
-        spec = workload.spec
+        self.gpt = gpt
         params = [p for p in gpt.parameters() if p.requires_grad]
         if on_cuda:
             train_model, optimizer = self._cuda_wrap(gpt, tcfg, bf16, spec)
-            model = MegatronGPT(train_model, vocab)
         else:
+            train_model = gpt
             if bf16:
                 # Megatron's linear layers are custom autograd functions that autocast does not reach, so
                 # bf16 means bf16 weights (Float16Module). With a torch optimizer there are no fp32 master
                 # weights on CPU: a correctness check of the bf16 path, not a training recipe.
                 from megatron.core.transformer.module import Float16Module
 
-                model = MegatronGPT(Float16Module(tcfg, gpt), vocab)
-            if self.dp > 1:  # average gradients over the data-parallel group only (TP peers hold shards)
-                model = nn.parallel.DistributedDataParallel(
-                    model, process_group=parallel_state.get_data_parallel_group())
+                train_model = Float16Module(tcfg, gpt)
+            if self.dp > 1:  # average gradients over the data-parallel group only (TP and PP peers hold other parts)
+                train_model = nn.parallel.DistributedDataParallel(
+                    train_model, process_group=parallel_state.get_data_parallel_group())
+                tcfg.no_sync_func = train_model.no_sync  # Megatron's schedules sync on the last micro-batch only
             optimizer = build_optimizer(spec.optimizer, params)
+        self.steps = MegatronSteps(train_model, vocab, cfg.seq_len, self.n_micro, self.micro)
+        unwrapped = train_model.module if isinstance(train_model, nn.parallel.DistributedDataParallel) else train_model
+        eval_model: nn.Module = PipelineEval(self.steps, unwrapped) if pp > 1 else MegatronGPT(unwrapped, vocab)
         # Megatron's optimizer is no torch Optimizer: on CUDA the same schedule is applied by hand in train_step
         self._lr_mult = lr_multiplier(spec.schedule, spec.budget.max_steps)
         self._base_lr = spec.optimizer.lr
         self._step = 0
         scheduler = None if on_cuda else build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
         self.workload = workload
-        return TrainState(model=model, raw_model=gpt, optimizer=optimizer, scheduler=scheduler,
-                          extra={"eval": model.module if isinstance(model, nn.parallel.DistributedDataParallel)
-                                 else model})
+        return TrainState(model=train_model, raw_model=gpt, optimizer=optimizer, scheduler=scheduler,
+                          extra={"eval": eval_model})
+
+    def _layer_spec(self, on_cuda: bool) -> Any:
+        """Transformer Engine's layer spec on CUDA where it imports, else Megatron's local one (recorded)."""
+        from megatron.core.models.gpt import gpt_layer_specs
+
+        if on_cuda and importlib.util.find_spec("transformer_engine") is not None:
+            self.layer_spec = "transformer_engine"
+            return gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
+        self.layer_spec = "local"
+        return gpt_layer_specs.get_gpt_layer_local_spec()
 
     def _cuda_wrap(self, gpt: nn.Module, tcfg: Any, bf16: bool, spec: Any) -> tuple[nn.Module, Any]:
         """Megatron DDP (+ Float16Module for bf16) and Megatron's (distributed) optimizer, on CUDA."""
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+        from megatron.core.distributed.finalize_model_grads import finalize_model_grads
         from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
         from megatron.core.transformer.module import Float16Module
 
         module: nn.Module = Float16Module(tcfg, gpt) if bf16 else gpt
+        dist_opt = self.opts.use_distributed_optimizer
         ddp_cfg = DistributedDataParallelConfig(
-            grad_reduce_in_fp32=True, overlap_grad_reduce=False,
-            use_distributed_optimizer=self.opts.use_distributed_optimizer)
-        module = DistributedDataParallel(config=tcfg, ddp_config=ddp_cfg, module=module)
+            grad_reduce_in_fp32=True, overlap_grad_reduce=dist_opt, use_distributed_optimizer=dist_opt)
+        ddp: Any = DistributedDataParallel(config=tcfg, ddp_config=ddp_cfg, module=module)
         o = spec.optimizer
         name = {"adamw": "adam", "adam": "adam", "sgd": "sgd"}.get(o.name)
         if name is None:
@@ -341,38 +281,38 @@ class MegatronBackend(Backend):
         ocfg = OptimizerConfig(
             optimizer=name, lr=o.lr, weight_decay=o.weight_decay, bf16=bf16,
             adam_beta1=float(betas[0]), adam_beta2=float(betas[1]), adam_eps=float(extra.get("eps", 1e-8)),
-            sgd_momentum=float(extra.get("momentum", 0.0)),
-            use_distributed_optimizer=self.opts.use_distributed_optimizer,
+            sgd_momentum=float(extra.get("momentum", 0.0)), use_distributed_optimizer=dist_opt,
             clip_grad=self.opts.grad_clip or 0.0,
         )
-        optimizer = get_megatron_optimizer(ocfg, [module])
+        # optimizer.decay: Megatron's default groups skip 1-D and bias parameters (= "matrices"); {} decays all
+        optimizer = get_megatron_optimizer(ocfg, [ddp], config_overrides=None if o.decay == "matrices" else {})
+        tcfg.no_sync_func = ddp.no_sync
+        tcfg.finalize_model_grads_func = finalize_model_grads  # DP reduction + tied embedding grads
+        if dist_opt:
+            tcfg.grad_sync_func = ddp.start_grad_sync  # overlap the reduction with the last backward
+        tcfg.grad_scale_func = optimizer.scale_loss
         self._megatron_optimizer = True
-        return module, optimizer
+        return ddp, optimizer
 
     def train_step(self, state: TrainState, batch: Batch) -> StepOut:
         batch = to_device(batch, self.device.torch)
         opt = state.optimizer
         if getattr(self, "_megatron_optimizer", False):
-            ddp: Any = state.model.gpt
             for group in opt.param_groups:
                 group["lr"] = self._base_lr * self._lr_mult(self._step)
-            ddp.zero_grad_buffer()
+            state.model.zero_grad_buffer()
             opt.zero_grad()
-            loss = self.workload.loss(state.model, batch)
-            loss.backward()
-            ddp.finish_grad_sync()
+            loss = self.steps.run(batch)
             opt.step()
             self._step += 1
             return StepOut(loss.detach())
-        else:
-            opt.zero_grad(set_to_none=True)
-            with self._autocast():
-                loss = self.workload.loss(state.model, batch)
-            loss.backward()
-            if self.opts.grad_clip:
-                nn.utils.clip_grad_norm_([p for p in state.raw_model.parameters() if p.grad is not None],
-                                         self.opts.grad_clip)
-            opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = self.steps.run(batch)
+        self.steps.tied_embedding_grads(self.gpt)
+        if self.opts.grad_clip:
+            nn.utils.clip_grad_norm_([p for p in state.raw_model.parameters() if p.grad is not None],
+                                     self.opts.grad_clip)
+        opt.step()
         state.scheduler.step()
         return StepOut(loss.detach())
 
@@ -383,9 +323,13 @@ class MegatronBackend(Backend):
         self.device.synchronize()
 
     def parallel_layout(self) -> dict[str, Any]:
-        return {"dp": self.dp, "tp": self.opts.tp, "pp": self.opts.pp, "zero_stage": None, "offload": None,
+        lay = getattr(self, "layout", None) or layouts.Layout(dp=self.dp, tp=self.opts.tp, pp=self.opts.pp)
+        return {**lay.record(), "micro_batch_size": getattr(self, "micro", None),
+                "micro_batches": getattr(self, "n_micro", 1), "zero_stage": None, "offload": None,
                 "distributed_optimizer": bool(getattr(self, "_megatron_optimizer", False)
-                                              and self.opts.use_distributed_optimizer)}
+                                              and self.opts.use_distributed_optimizer),
+                "sequence_parallel": getattr(self, "sequence_parallel", False),
+                "layer_spec": getattr(self, "layer_spec", None), "loss": "vocab_parallel_cross_entropy"}
 
     def close(self) -> None:
         if self._parallel_ready:
@@ -399,3 +343,16 @@ class MegatronBackend(Backend):
         if self.shim is not None:
             self.shim.remove()
             self.shim = None
+
+
+def _te_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Transformer Engine's layer spec fuses each pre-norm into the next linear layer (its weight renamed)."""
+    renames = {"input_layernorm.": "self_attention.linear_qkv.layer_norm_",
+               "pre_mlp_layernorm.": "mlp.linear_fc1.layer_norm_"}
+    out = {}
+    for k, v in state.items():
+        for old, new in renames.items():
+            if f".{old}" in k:
+                k = k.replace(old, new)
+        out[k] = v
+    return out

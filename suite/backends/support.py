@@ -35,3 +35,25 @@ def load_all(paths: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
         except SpecError as e:
             problems.append(str(e))
     return specs, problems
+
+
+# layouts probed for `trainbench list --matrix` (each on its own; combinations follow the same rules)
+PROBE_LAYOUTS: dict[str, dict[str, Any]] = {
+    "fsdp=2": {"fsdp": 2}, "tp=2": {"tp": 2}, "pp=2": {"pp": 2}, "ac=full": {"ac": "full"},
+}
+
+
+def layout_matrix(specs: dict[str, Any], backends: list[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{workload: {backend: {layout: None (supported) | reason}}} for the probe layouts."""
+    from suite.spec import ParallelSpec
+
+    names = backends or list(registry.BACKENDS)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for wl, spec in specs.items():
+        out[wl] = {}
+        for b in names:
+            if unsupported_reason(b, spec) is not None:
+                continue
+            out[wl][b] = {name: unsupported_reason(b, spec.model_copy(update={"parallel": ParallelSpec(**probe)}))
+                          for name, probe in PROBE_LAYOUTS.items()}
+    return out

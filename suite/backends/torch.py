@@ -1,8 +1,11 @@
-"""Plain PyTorch: eager or torch.compile, the precision recipes of suite/algorithms/precision.py, compression hooks, DDP."""
+"""Plain PyTorch: eager or torch.compile, the precision recipes of suite/algorithms/precision.py, compression hooks,
+and the layouts of suite/backends/layout.py through PyTorch's own APIs: DDP, FSDP2, DTensor TP, pipelining,
+activation checkpointing (suite/backends/parallel/, applied from outside to the single-device model).
+Gradient accumulation: the spec's micro-batches, loss scaled 1/k, gradients synchronised on the last only."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 import torch
@@ -14,7 +17,9 @@ from suite import devices
 from suite.algorithms import compression, precision
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
+from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.parallel import checkpoint, fsdp, mesh, pipeline, tensor
 from suite.workloads.base import Batch, Workload
 
 
@@ -24,6 +29,26 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
     find_unused_parameters: bool = False
     grad_clip: float | None = None
+
+
+def supports(spec: Any) -> str | None:
+    """Pure (no framework import): the layouts whose plans exist for this spec's model. DDP and FSDP2 wrap any
+    model; tensor, pipeline and activation-checkpointing plans are written for the suite GPT's blocks."""
+    par = spec.parallel
+    if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
+        return None
+    if not layouts.is_gpt(spec.model.arch):
+        wanted = ", ".join(f for f, on in (("tp", par.tp > 1), ("pp", par.pp > 1), ("ac", par.ac != "none")) if on)
+        return (f"parallel {wanted}: the torch backend's tensor/pipeline/checkpointing plans are for the suite GPT "
+                f"(model.arch gpt); this spec's model.arch is {spec.model.arch!r}")
+    params = spec.model.params()
+    if par.tp > 1 and int(params.get("n_head", 1)) % par.tp:
+        return f"parallel.tp={par.tp} does not divide model.n_head={params.get('n_head')}"
+    if par.pp > 1 and int(params.get("n_layer", 1)) < par.pp:
+        return f"parallel.pp={par.pp} is more stages than model.n_layer={params.get('n_layer')}"
+    if par.pp > 1 and (par.fsdp > 1 or par.tp > 1):
+        return "parallel.pp combines with dp only in the torch backend (pp with fsdp or tp is not implemented)"
+    return None
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
@@ -39,6 +64,7 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
 class TorchBackend(Backend):
     name: ClassVar[str] = "torch"
     Options = Options
+    supports = staticmethod(supports)
 
     def __init__(self, device: devices.Device):
         self.device = device
@@ -47,6 +73,12 @@ class TorchBackend(Backend):
         self.opts = Options()
         self.compression: Any = None
         self.precision = precision.Precision("fp32", device.type)
+        self.layout = layouts.Layout(dp=self.world)
+        self.micro: int | None = None
+        self.n_micro = 1
+        self.recompute = 0.0
+        self.mesh: Any = None
+        self.pipeline: pipeline.Pipeline | None = None
 
     def available(self) -> Availability:
         return Availability(True, version=torch.__version__)
@@ -59,44 +91,111 @@ class TorchBackend(Backend):
         if reason:
             raise precision.PrecisionUnsupported(reason)
         spec = workload.spec
+        self.layout = lay = layouts.resolve(spec.parallel, self.world)
+        self.micro, self.n_micro = layouts.micro_batches(spec, lay)
         raw = workload.build_model().to(self.device.torch)
+        self._check_layout(raw, lay, opts, spec)
         # compression and the precision recipe change the single-device model, before compile and DDP wrap it
         self.compression = compression.build(spec.compression, raw, spec.budget.max_steps)
         self.precision = precision.Precision(opts.precision, self.device.type)
         train_params = self.precision.prepare(raw)
+        self._autocast = self.precision.autocast
+        self.recompute = checkpoint.recompute_fraction(lay.ac, raw)
         model: nn.Module = raw
-        if opts.compile:
-            model = torch.compile(model)  # type: ignore[assignment]
-        if self.world > 1:
-            ids = [self.device.index] if self.device.type in ("cuda", "npu") else None
-            model = nn.parallel.DistributedDataParallel(
-                model, device_ids=ids, find_unused_parameters=self.opts.find_unused_parameters
-            )
+        if self._sharded(lay):
+            model, train_params = self._parallelize(raw, lay, opts, workload)
+        else:
+            if lay.ac != "none":
+                checkpoint.apply_ac(raw, lay.ac)
+            if opts.compile:
+                model = torch.compile(model)  # type: ignore[assignment]
+            if self.world > 1:
+                ids = [self.device.index] if self.device.type in ("cuda", "npu") else None
+                model = nn.parallel.DistributedDataParallel(
+                    model, device_ids=ids, find_unused_parameters=self.opts.find_unused_parameters
+                )
         optimizer = build_optimizer(spec.optimizer, train_params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
-        self._autocast = self.precision.autocast
         scaler = self.precision.scaler()
         self.workload = workload
         self.steps_done = 0
         return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                           extra={"train_params": train_params})
 
+    @staticmethod
+    def _sharded(lay: layouts.Layout) -> bool:
+        """A layout beyond plain DDP: needs a DeviceMesh and the parallel/ functions."""
+        return lay.fsdp > 1 or lay.tp > 1 or lay.pp > 1
+
+    def _check_layout(self, raw: nn.Module, lay: layouts.Layout, opts: RunOptions, spec: Any) -> None:
+        reasons = []
+        if lay.ac != "none":
+            reasons.append(checkpoint.ac_unsupported(raw))
+        if lay.tp > 1:
+            reasons.append(tensor.tp_unsupported(raw, lay.tp))
+        if lay.pp > 1:
+            reasons.append(pipeline.pp_unsupported(raw, lay))
+        if self._sharded(lay):
+            if opts.precision not in ("fp32", "bf16"):
+                reasons.append(f"--precision {opts.precision}: layouts with fsdp/tp/pp run fp32 or bf16")
+            if spec.compression is not None:
+                reasons.append("compression with fsdp/tp/pp layouts is not implemented (use a dp layout)")
+        problems = [r for r in reasons if r]
+        if problems:
+            raise ValueError(f"parallel {lay.describe()}: " + "; ".join(problems))
+
+    def _parallelize(self, raw: nn.Module, lay: layouts.Layout, opts: RunOptions,
+                     workload: Workload) -> tuple[nn.Module, list[nn.Parameter]]:
+        """torchtitan's order: TP, activation checkpointing, per-block compile, FSDP (or the pipeline split)."""
+        self.mesh = m = mesh.build(lay, self.device.type)
+        if lay.tp > 1:
+            tensor.apply_tp(raw, m["tp"])
+        checkpoint.apply_ac(raw, lay.ac)
+        if opts.compile:
+            for block in raw.blocks:  # type: ignore[union-attr]
+                block.compile()  # per block, in place: composes with fully_shard's per-block hooks
+        if lay.pp > 1:
+            self.pipeline = pipeline.Pipeline(raw, m, lay, self.n_micro, self.device.torch, self._stage_loss)
+            return raw, self.pipeline.parameters()
+        if lay.fsdp > 1 or lay.dp > 1:  # HSDP (dp replicas of fsdp shards); with fsdp=1 plain replication
+            fsdp.apply_fsdp(raw, m["dp", "fsdp"] if lay.dp > 1 else m["fsdp"], opts.precision)
+            if opts.precision == "bf16":
+                self._autocast = nullcontext  # bf16 is the MixedPrecisionPolicy's (fsdp.py)
+        return raw, [p for p in raw.parameters() if p.requires_grad]
+
+    def _stage_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The workload's own loss on the last stage's output (its `loss(model, (x, y))` with the output as model)."""
+        return self.workload.loss(lambda _x: output, (None, target))  # type: ignore[arg-type]
+
+    def data_shard(self) -> tuple[int, int]:
+        """(rank, world) for the data loader: TP and PP peers read the same batch."""
+        if self.mesh is None:
+            return (dist.get_rank() if self.world > 1 else 0), self.world
+        return mesh.data_shard(self.mesh, self.layout)
+
+    def _no_sync(self, model: nn.Module, last: bool) -> AbstractContextManager[Any]:
+        if last:
+            return nullcontext()
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            return model.no_sync()
+        return nullcontext()
+
     def train_step(self, state: TrainState, batch: Batch) -> StepOut:
         batch = to_device(batch, self.device.torch)
         opt = state.optimizer
         opt.zero_grad(set_to_none=True)
-        with self._autocast():
-            loss = self.workload.loss(state.model, batch)
+        if self.pipeline is not None:
+            loss = self.pipeline.step(batch)
+        else:
+            loss = self._accumulate(state, batch)
         params = state.extra["train_params"]
         if state.scaler is not None:
-            state.scaler.scale(loss).backward()
             if self.opts.grad_clip:
                 state.scaler.unscale_(opt)
                 nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
             state.scaler.step(opt)
             state.scaler.update()
         else:
-            loss.backward()
             self.precision.grads_to_master()
             if self.opts.grad_clip:
                 nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
@@ -106,7 +205,25 @@ class TorchBackend(Backend):
         if self.compression is not None:
             self.compression.after_step(self.steps_done, self.precision.aliases)
         state.scheduler.step()
-        return StepOut(loss.detach())
+        return StepOut(loss)
+
+    def _accumulate(self, state: TrainState, batch: Batch) -> torch.Tensor:
+        """Forward and backward of each micro-batch, loss scaled 1/k; gradients synchronised on the last only."""
+        chunks = split_batch(batch, self.n_micro)
+        total = torch.zeros((), device=self.device.torch)
+        for i, micro in enumerate(chunks):
+            last = i == len(chunks) - 1
+            fsdp.set_gradient_sync(state.model, last)
+            with self._no_sync(state.model, last):
+                with self._autocast():
+                    loss = self.workload.loss(state.model, micro)
+                scaled = loss / len(chunks) if len(chunks) > 1 else loss
+                if state.scaler is not None:
+                    state.scaler.scale(scaled).backward()
+                else:
+                    scaled.backward()
+            total += loss.detach().float()
+        return total / len(chunks)
 
     def target_may_count(self) -> bool:
         """False while a compression method is still converging (e.g. pruning before its final sparsity)."""
@@ -117,6 +234,8 @@ class TorchBackend(Backend):
 
     def eval_model(self, state: TrainState) -> nn.Module:
         # evaluate the compiled module where there is one (same weights); never the DDP wrapper
+        if self.pipeline is not None:
+            self.pipeline.sync_for_eval()  # called before each evaluation: every rank's copy up to date
         model = state.model.module if isinstance(state.model, nn.parallel.DistributedDataParallel) else state.model
         return model
 
@@ -124,7 +243,28 @@ class TorchBackend(Backend):
         self.device.synchronize()
 
     def parallel_layout(self) -> dict[str, Any]:
-        return {"dp": self.world, "tp": 1, "pp": 1}
+        return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
+                "activation_checkpointing": self.layout.ac, "recompute_fraction": self.recompute}
+
+    def recompute_fraction(self) -> float | None:
+        return self.recompute
 
     def close(self) -> None:
         pass
+
+
+def split_batch(batch: Batch, n: int) -> list[Batch]:
+    """A batch (tensor, tuple/list/dict of tensors) cut into n micro-batches along the first dimension."""
+    if n == 1:
+        return [batch]
+    if isinstance(batch, torch.Tensor):
+        if batch.shape[0] % n:
+            raise ValueError(f"local batch of {batch.shape[0]} does not split into {n} micro-batches")
+        return list(batch.chunk(n))
+    if isinstance(batch, (list, tuple)):
+        parts = [split_batch(b, n) for b in batch]
+        return [type(batch)(p[i] for p in parts) for i in range(n)]
+    if isinstance(batch, dict):
+        parts_d = {k: split_batch(v, n) for k, v in batch.items()}
+        return [{k: v[i] for k, v in parts_d.items()} for i in range(n)]
+    raise TypeError(f"cannot split a batch of type {type(batch).__name__} into micro-batches")

@@ -180,7 +180,7 @@ def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")
 
 def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")) -> int:
     from suite import registry
-    from suite.backends.support import load_all, matrix
+    from suite.backends.support import layout_matrix, load_all, matrix
     from suite.cli.notes import HARDWARE_UNTESTED, hardware_tested
 
     specs, problems = load_all(registry.workload_files())
@@ -188,12 +188,13 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
         specs = {n: s for n, s in specs.items() if tier in s.tiers}
     grid = matrix(specs)
     tested = hardware_tested(results)
+    lays = layout_matrix(specs)
 
     def untested(wl: str, b: str) -> bool:  # supported in code, never run on its hardware (no result here)
         return b in HARDWARE_UNTESTED and (wl, b) not in tested
 
     if json_:
-        emit_json({wl: {b: {"supported": r is None, "reason": r,
+        emit_json({wl: {b: {"supported": r is None, "reason": r, "layouts": lays[wl].get(b, {}),
                             **({"tested_on_hardware": not untested(wl, b)} if b in HARDWARE_UNTESTED else {})}
                         for b, r in row.items()} for wl, row in grid.items()})
     else:
@@ -210,6 +211,21 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
             for b, r in row.items():
                 if r is not None:
                     out.print(f"{wl} x {b}: {r}", markup=False, highlight=False)
+        layout_table = Table(title="layouts beyond data parallel (--parallel; the reasons follow)")
+        layout_table.add_column("workload")
+        layout_table.add_column("backend")
+        layout_table.add_column("layouts")
+        for wl, per_backend in lays.items():
+            for b, probes in per_backend.items():
+                shown = " ".join(f"[green]{escape(n)}[/green]" if r is None else f"[red]{escape(n)}[/red]"
+                                 for n, r in probes.items())
+                layout_table.add_row(escape(wl), escape(b), shown)
+        out.print(layout_table)
+        for wl, per_backend in lays.items():
+            for b, probes in per_backend.items():
+                for n, r in probes.items():
+                    if r is not None:
+                        out.print(f"{wl} x {b} x {n}: {r}", markup=False, highlight=False)
     for p in problems:
         err.print(f"[red]invalid spec[/red] {escape(str(p))}", highlight=False)
     return EXIT_FAIL if problems else EXIT_OK

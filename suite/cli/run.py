@@ -49,7 +49,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _torchrun(nproc: int) -> int:
+def _torchrun(nproc: int, rendezvous: list[str]) -> int:
     """Re-run this very command under torchrun with `nproc` processes, each rank in-process (--no-isolate)."""
     from suite.execution.processes import torchrun_command
 
@@ -65,7 +65,8 @@ def _torchrun(nproc: int) -> int:
         if a.startswith("--nproc="):
             continue
         cleaned.append(a)
-    return subprocess.call(torchrun_command(nproc, "suite.cli", cleaned), env={**os.environ, "TRAINBENCH_LAUNCHED": "1"})
+    return subprocess.call(torchrun_command(nproc, "suite.cli", cleaned, rendezvous),
+                           env={**os.environ, "TRAINBENCH_LAUNCHED": "1"})
 
 
 def run(
@@ -107,14 +108,29 @@ def run(
     isolate: Annotated[bool, typer.Option(
         help="run each run in a child process of its own, so a crash, hang or kill ends that run, not the suite "
         "(--no-isolate: in this process, e.g. under a debugger)")] = True,
+    parallel: Annotated[str | None, typer.Option(
+        help="process layout, e.g. fsdp=2 | tp=2 | pp=2,schedule=gpipe | dp=2,fsdp=2,tp=2 (product = processes; "
+             "the spec's parallel: block as --set parallel.X=N)")] = None,
+    ac: Annotated[str | None, typer.Option(help="activation checkpointing: none | selective | full")] = None,
+    nnodes: Annotated[int, typer.Option(min=1, help="machines of a multi-node run (torchrun --nnodes)")] = 1,
+    node_rank: Annotated[int, typer.Option(min=0, help="this machine's place in a multi-node run (0 = node 0)")] = 0,
+    rdzv_endpoint: Annotated[str | None, typer.Option(help="HOST:PORT of node 0 for a multi-node run")] = None,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
+    from suite.backends import layout
     from suite.execution import plan as planner
 
+    try:  # the layout flags are spec overrides: one road for the flag, the spec block and --set
+        set_ = [*(set_ or []), *(f"{k}={v}" for k, v in layout.parse_flag(parallel or "").items())]
+        set_ += [f"parallel.ac={ac}"] if ac is not None else []
+        rendezvous = layout.torchrun_args(nnodes, node_rank, rdzv_endpoint)
+    except layout.LayoutError as e:
+        raise fail_input(str(e)) from None
     launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
+    world = int(os.environ["WORLD_SIZE"]) if launched else nproc * nnodes
     if nproc > 1 and not launched and not isolate:
-        _plan(planner, workloads, tier, backend, set_, variant, precision, algo)  # refuse before torchrun starts
-        raise typer.Exit(_torchrun(nproc))
+        _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)  # refuse before torchrun
+        raise typer.Exit(_torchrun(nproc, rendezvous))
     from suite import distributed
     from suite.algorithms import precision as precision_mod
     from suite.execution import launch
@@ -129,7 +145,7 @@ def run(
         raise fail_input(f"--mlperf-division {mlperf_division!r}: expected open or closed")
     if mlperf_org is not None and not mlperf_org.strip():
         raise fail_input("--mlperf-org: give the submitting organisation's name (not empty)")
-    specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo)
+    specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)
 
     is_main = distributed.from_env().is_main
     if is_main:
@@ -139,7 +155,7 @@ def run(
         tier=tier, variant=variant, peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx,
         attention_flops=attention_flops, mlperf_org=mlperf_org, mlperf_division=mlperf_division)
     options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
-                             quiet=quiet, isolate=isolate and not launched)
+                             quiet=quiet, isolate=isolate and not launched, torchrun_args=rendezvous)
     try:
         launch.launcher_for(options)
     except ValueError as e:
@@ -206,10 +222,10 @@ def _check_results_dir(results: Path) -> None:
 
 
 
-def _plan(planner, workloads, tier, backend, sets, variant, precision, algo):
+def _plan(planner, workloads, tier, backend, sets, variant, precision, algo, world=1):
     try:
         return planner.plan(workloads or [], tier, backend, sets=sets or [], variant=variant, precision=precision,
-                            algo=algo, note=lambda line: err.print(line, highlight=False, markup=False))
+                            algo=algo, note=lambda line: err.print(line, highlight=False, markup=False), world=world)
     except planner.PlanError as e:
         raise fail_input(str(e)) from None
 

@@ -108,12 +108,24 @@ def refuse_algorithms(prepared_specs: list[Any], backend: str) -> None:
             raise PlanError("; ".join(reasons))
 
 
+def check_layouts(specs: list[tuple[Path, Any]], world: int) -> None:
+    """A layout (`--parallel`, the spec's `parallel:` block) whose degrees do not multiply to the process count,
+    or a micro-batch that does not divide the local batch: refused before any process starts."""
+    from suite.backends import layout
+
+    for path, prepared in specs:
+        reason = layout.check(prepared.spec, world)
+        if reason:
+            raise PlanError(f"{prepared.spec.name} ({path}): {reason}")
+
+
 def plan(names: list[str], tier: str | None, backend: str, *, sets: list[str] | None = None,
          variant: str | None = None, precision: str | None = None, algo: str | None = None,
-         note: Callable[[str], None] | None = None) -> list[tuple[Path, Any]]:
+         note: Callable[[str], None] | None = None, world: int = 1) -> list[tuple[Path, Any]]:
     """Every check `run` makes before it starts anything; the prepared specs that will run."""
     check_backend(backend)
     specs = prepare_specs(resolve_workloads(names, tier), algo, sets or [], variant, precision)
+    check_layouts(specs, world)
     specs = check_supported(backend, specs, skip=not names, note=note)
     refuse_algorithms([prepared for _, prepared in specs], backend)
     return specs

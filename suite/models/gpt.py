@@ -48,6 +48,7 @@ class Block(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.n_head = cfg.n_head
+        self.head_dim = d // cfg.n_head
         self.ln_1 = nn.LayerNorm(d, bias=cfg.bias)
         self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
         self.proj = nn.Linear(d, d, bias=cfg.bias)
@@ -57,12 +58,14 @@ class Block(nn.Module):
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln_1(x)).split(d, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
+        b, t, _ = x.shape
+        # heads are counted from the projection's width, so a tensor-parallel shard (n_head / tp heads, its
+        # qkv rows grouped [Q_r; K_r; V_r] by suite/backends/parallel/tensor.py) runs this same code
+        q, k, v = self.qkv(self.ln_1(x)).chunk(3, dim=2)
+        q, k, v = (z.reshape(b, t, -1, self.head_dim).transpose(1, 2) for z in (q, k, v))
         drop = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=drop)
-        x = x + F.dropout(self.proj(y.transpose(1, 2).reshape(b, t, d)), drop, self.training)
+        x = x + F.dropout(self.proj(y.transpose(1, 2).reshape(b, t, -1)), drop, self.training)
         x = x + F.dropout(self.fc_out(F.gelu(self.fc(self.ln_2(x)))), drop, self.training)
         return x
 

@@ -1,0 +1,151 @@
+"""Process layouts as data: `--parallel dp=2,fsdp=4,tp=2,pp=2,cp=1` <-> the spec's `parallel:` block.
+
+A layout names a degree per dimension; their product must equal the process count (`dp` left out takes the
+rest). The checks here are pure (no process group, no framework import), so a bad layout is refused before
+anything starts (suite/execution/plan.py), and backends read the same resolved `Layout`. Also here: the
+micro-batch arithmetic every backend shares, and the torchrun arguments of a (multi-node) launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+DIMS = ("dp", "fsdp", "tp", "pp", "cp")
+
+
+def is_gpt(arch: str) -> bool:
+    """The spec's model is the suite GPT (by name or by import path): the model the TP/PP plans are written for."""
+    if arch == "gpt":
+        return True
+    from suite import registry
+    from suite.models import gpt
+
+    try:
+        return registry.model_component(arch) is gpt.COMPONENT
+    except registry.RegistryError:
+        return False
+
+
+class LayoutError(ValueError):
+    """An impossible layout; the message names the flag or field to change."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    dp: int = 1
+    fsdp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    schedule: str = "1f1b"
+    ac: str = "none"
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.fsdp * self.tp * self.pp * self.cp
+
+    @property
+    def data_parallel(self) -> int:
+        """Ranks that read different data (replicas and shards); TP and PP peers read the same batch."""
+        return self.dp * self.fsdp
+
+    def describe(self) -> str:
+        return ",".join(f"{d}={getattr(self, d)}" for d in DIMS)
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_flag(text: str) -> dict[str, Any]:
+    """`dp=2,fsdp=4,tp=2` -> {"parallel.dp": 2, ...}: --set overrides of the spec's parallel block."""
+    out: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in (*DIMS, "schedule", "ac"):
+            raise LayoutError(f"--parallel {text!r}: expected DIM=N[,DIM=N...] with DIM one of {', '.join(DIMS)} "
+                              "(and schedule=gpipe|1f1b, ac=none|selective|full), e.g. --parallel fsdp=2,tp=2")
+        if key in DIMS:
+            try:
+                out[f"parallel.{key}"] = int(value)
+            except ValueError:
+                raise LayoutError(f"--parallel {part!r}: {key} must be a whole number of processes") from None
+            if out[f"parallel.{key}"] < 1:
+                raise LayoutError(f"--parallel {part!r}: {key} must be at least 1")
+        else:
+            out[f"parallel.{key}"] = value.strip()
+    return out
+
+
+def resolve(parallel: Any, world: int) -> Layout:
+    """The layout of `world` processes that the spec's `parallel` block (None: all data parallel) asks for."""
+    if parallel is None:
+        return Layout(dp=world)
+    fixed = parallel.fsdp * parallel.tp * parallel.pp * parallel.cp
+    given = ",".join(f"{d}={getattr(parallel, d)}" for d in DIMS if getattr(parallel, d) not in (None, 1))
+    if parallel.dp is None:
+        if world % fixed:
+            raise LayoutError(f"parallel {given or 'dp=1'}: the degrees multiply to {fixed}, which does not divide "
+                              f"the {world} processes (--nproc x --nnodes); change --parallel or --nproc")
+        dp = world // fixed
+    else:
+        dp = parallel.dp
+        if dp * fixed != world:
+            raise LayoutError(f"parallel {given}: the degrees multiply to {dp * fixed}, not the {world} processes "
+                              "(--nproc x --nnodes); their product must equal the process count")
+    if parallel.cp != 1:
+        raise LayoutError(f"parallel cp={parallel.cp}: context parallelism is not implemented (use cp=1)")
+    return Layout(dp=dp, fsdp=parallel.fsdp, tp=parallel.tp, pp=parallel.pp, cp=parallel.cp,
+                  schedule=parallel.schedule, ac=parallel.ac)
+
+
+def micro_batches(spec: Any, layout: Layout) -> tuple[int, int]:
+    """(micro-batch size per data-parallel rank, micro-batches per optimizer step) for this spec and layout.
+
+    Without `data.micro_batch_size` the whole local batch is one micro-batch, except under pipeline
+    parallelism, where the local batch is cut into `pp` micro-batches (the fewest that keep every stage busy).
+    """
+    bs = spec.data.batch_size
+    dpw = layout.data_parallel
+    if bs % dpw:
+        raise LayoutError(f"data.batch_size {bs} does not split over {dpw} data-parallel ranks "
+                          f"(parallel {layout.describe()})")
+    local = bs // dpw
+    micro = spec.data.micro_batch_size
+    if micro is None:
+        micro = local // layout.pp if layout.pp > 1 and local % layout.pp == 0 else local
+    if local % micro:
+        raise LayoutError(f"data.micro_batch_size {micro} does not divide the local batch {local} "
+                          f"(data.batch_size {bs} / {dpw} data-parallel ranks); change data.micro_batch_size")
+    return micro, local // micro
+
+
+def check(spec: Any, world: int) -> str | None:
+    """None when the spec's layout and micro-batching fit `world` processes, else why not."""
+    try:
+        layout = resolve(spec.parallel, world)
+        micro_batches(spec, layout)
+    except LayoutError as e:
+        return str(e)
+    return None
+
+
+def torchrun_args(nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None) -> list[str]:
+    """torchrun's rendezvous arguments (before `--nproc_per_node`): one node standalone, or several meeting at
+    node 0's HOST:PORT.
+
+    Every node runs the same command with its own --node-rank (static rendezvous: node R's processes get the
+    global ranks R*nproc .. R*nproc+nproc-1, so rank 0, which writes the result, is on node 0).
+    """
+    if nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise LayoutError(f"--node-rank {node_rank}: must be in 0..{nnodes - 1} for --nnodes {nnodes}")
+    if nnodes == 1 and rdzv_endpoint is None:
+        return ["--standalone"]
+    host, _, port = (rdzv_endpoint or "").rpartition(":")
+    if not host or not port.isdigit():
+        raise LayoutError(f"--rdzv-endpoint {rdzv_endpoint!r}: a multi-node run needs HOST:PORT of node 0, "
+                          "reachable from every node (e.g. --rdzv-endpoint 10.0.0.1:29500)")
+    return [f"--nnodes={nnodes}", f"--node_rank={node_rank}", f"--master_addr={host}", f"--master_port={port}"]

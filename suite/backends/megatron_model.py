@@ -1,0 +1,82 @@
+"""The suite GPT's weights under Megatron-core's names and layouts: TP shards, this pipeline stage's layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def _shard(t: torch.Tensor, dim: int, rank: int, tp: int) -> torch.Tensor:
+    return t.chunk(tp, dim=dim)[rank].contiguous()
+
+
+def megatron_state(ref: Any, n_head: int, tp: int, tp_rank: int, padded_vocab: int,
+                   layers: range | None = None, pre_process: bool = True, post_process: bool = True,
+                   ) -> dict[str, torch.Tensor]:
+    """The reference GPT's weights under Megatron's names and layouts: this TP rank's shard of this pipeline
+    stage (`layers`, numbered from 0 within the stage; the embeddings on the first stage, the final norm
+    and LM head on the last; a tied LM head on a last stage that has no embedding gets the embedding)."""
+    sd = {k: v.detach() for k, v in ref.state_dict().items()}
+    d = sd["wte.weight"].shape[1]
+    head_dim = d // n_head
+    wte = sd["wte.weight"]
+    if padded_vocab > wte.shape[0]:  # padded rows see no gradient: the loss only reads the real vocabulary
+        wte = torch.cat([wte, wte.new_zeros(padded_vocab - wte.shape[0], d)])
+    out: dict[str, torch.Tensor] = {}
+    if pre_process:
+        out["embedding.word_embeddings.weight"] = _shard(wte, 0, tp_rank, tp)
+        out["embedding.position_embeddings.weight"] = sd["wpe.weight"]
+    if post_process:
+        out["decoder.final_layernorm.weight"] = sd["ln_f.weight"]
+        if "ln_f.bias" in sd:
+            out["decoder.final_layernorm.bias"] = sd["ln_f.bias"]
+        if "lm_head.weight" in sd and not ref.cfg.tie_embeddings:
+            lm = sd["lm_head.weight"]
+            if padded_vocab > lm.shape[0]:
+                lm = torch.cat([lm, lm.new_zeros(padded_vocab - lm.shape[0], d)])
+            out["output_layer.weight"] = _shard(lm, 0, tp_rank, tp)
+        elif not pre_process:
+            out["output_layer.weight"] = _shard(wte, 0, tp_rank, tp)
+    layers = range(ref.cfg.n_layer) if layers is None else layers
+    for local, i in enumerate(layers):
+        p, m = f"blocks.{i}.", f"decoder.layers.{local}."
+        # Megatron's fused QKV is grouped per head ([q_h; k_h; v_h] for each head); ours is [Q; K; V]
+        qkv = sd[p + "qkv.weight"].view(3, n_head, head_dim, d).transpose(0, 1).reshape(3 * d, d)
+        out[m + "self_attention.linear_qkv.weight"] = _shard(qkv, 0, tp_rank, tp)
+        out[m + "self_attention.linear_proj.weight"] = _shard(sd[p + "proj.weight"], 1, tp_rank, tp)
+        out[m + "input_layernorm.weight"] = sd[p + "ln_1.weight"]
+        out[m + "pre_mlp_layernorm.weight"] = sd[p + "ln_2.weight"]
+        out[m + "mlp.linear_fc1.weight"] = _shard(sd[p + "fc.weight"], 0, tp_rank, tp)
+        out[m + "mlp.linear_fc2.weight"] = _shard(sd[p + "fc_out.weight"], 1, tp_rank, tp)
+        if ref.cfg.bias:
+            qkv_b = sd[p + "qkv.bias"].view(3, n_head, head_dim).transpose(0, 1).reshape(3 * d)
+            out[m + "self_attention.linear_qkv.bias"] = _shard(qkv_b, 0, tp_rank, tp)
+            out[m + "self_attention.linear_proj.bias"] = sd[p + "proj.bias"]
+            out[m + "input_layernorm.bias"] = sd[p + "ln_1.bias"]
+            out[m + "pre_mlp_layernorm.bias"] = sd[p + "ln_2.bias"]
+            out[m + "mlp.linear_fc1.bias"] = _shard(sd[p + "fc.bias"], 0, tp_rank, tp)
+            out[m + "mlp.linear_fc2.bias"] = sd[p + "fc_out.bias"]
+    return out
+
+
+class MegatronGPT(nn.Module):
+    """Calls like the suite GPT: token ids [b, t] -> full-vocabulary logits [b, t, vocab] (gathered over TP).
+
+    The workload's own loss and evaluation then run unchanged; the gather's backward hands each TP rank
+    the gradient of its vocabulary shard.
+    """
+
+    def __init__(self, gpt: nn.Module, vocab_size: int):
+        super().__init__()
+        self.gpt = gpt
+        self.vocab_size = vocab_size
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        b, t = idx.shape
+        pos = torch.arange(t, device=idx.device).unsqueeze(0).expand(b, t)
+        # Megatron's default causal mask is built on "cuda"; an explicit one (True = masked) is the same mask
+        mask = torch.ones(t, t, dtype=torch.bool, device=idx.device).triu(1).view(1, 1, t, t)
+        logits = self.gpt(idx, pos, mask, runtime_gather_output=True)
+        return logits[..., : self.vocab_size]

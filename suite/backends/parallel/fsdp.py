@@ -1,0 +1,40 @@
+"""FSDP2: `fully_shard` per block, then the root (torchtitan's order), with a `MixedPrecisionPolicy`.
+
+Over a 1-D mesh (fsdp) this is ZeRO-3-style sharding; over a 2-D mesh (dp, fsdp) it is HSDP: replicated
+across dp, sharded within fsdp. bf16 is the FSDP recipe: fp32 sharded master weights, bf16 gathered
+compute weights, fp32 gradient reduction (docs/backends.md, "precision").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def mp_policy(precision: str) -> Any:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if precision == "bf16":
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()
+
+
+def apply_fsdp(model: nn.Module, mesh: Any, precision: str) -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    policy = mp_policy(precision)
+    blocks = getattr(model, "blocks", None)
+    for i, block in enumerate(blocks or []):
+        # the last block's parameters are needed again at once by backward: keep them gathered
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < len(blocks) - 1)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def set_gradient_sync(model: nn.Module, sync: bool) -> None:
+    """Micro-batches before the last accumulate locally (FSDP2's no_sync)."""
+    setter = getattr(model, "set_requires_gradient_sync", None)
+    if setter is not None:
+        setter(sync)

@@ -1,0 +1,314 @@
+"""Layouts as data (`--parallel`, the spec's `parallel:` block), micro-batching and weight decay, in every backend.
+
+Parity: the loss curve of the first 20 steps (fp32, same seed and data: the test char GPT's ranks slice one
+global batch) against the single-process torch run. Tolerances (absolute, per-step loss in nats), from what
+these machines show and why:
+- the same arithmetic in another order (micro-batches summed, gloo all-reduce, FSDP2 reduce-scatter, DTensor
+  partial matmuls, pipeline micro-batches, DeepSpeed accumulation): 2e-3. Seen 2.7e-4 (4x8 micro-batches),
+  3.2e-4 (FSDP2), 3.5e-4 (PP, both schedules), 4.7e-4 (TP), 4.0e-4 (FSDP2 x TP on 4 processes). fp32
+  rounding differences of ~1e-7 per step grow through AdamW (its update divides by sqrt(v), so tiny
+  gradient differences of rarely-seen tokens become full-size steps), to ~5e-4 by step 20; 2e-3 leaves 4x
+  room on a loaded machine and stays 5x under the gap of another seed (> 1e-2, asserted below).
+- activation checkpointing recomputes the same ops: bit-identical, allowed 1e-6.
+- torch.compile (DeepSpeed's `engine.compile()`, inductor's fused kernels): 2e-3 (seen 3.8e-4).
+- Megatron (its own attention and LayerNorm kernels, vocab-parallel cross-entropy; seen 1.7e-3 at TP=1 over
+  20 steps, 1.2e-3 at PP=2): 5e-3, as tests/test_parity.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from backend_util import CHAR_GPT, ROOT, env, trainbench
+from curves import loss_curve
+
+from suite.algorithms.optimizers import build_optimizer
+from suite.backends import layout
+from suite.spec import SpecError
+from suite.specload import load_spec
+
+torch.set_num_threads(1)
+
+STEPS = 20
+SAME_MATH = 2e-3
+MEGATRON = 5e-3
+
+
+def worst(got: list[float], want: list[float]) -> float:
+    assert len(got) == len(want) == STEPS
+    return max(abs(a - b) for a, b in zip(got, want, strict=True))
+
+
+def agree(got: list[float], want: list[float], tol: float, what: str = "") -> None:
+    gap = worst(got, want)
+    assert gap <= tol, f"{what}: loss curves differ by up to {gap:.2e} (> {tol:.0e}):\n{got}\n{want}"
+    assert want[-1] < want[0] - 0.5  # learning curves, not flat lines that trivially agree
+
+
+@pytest.fixture(scope="module")
+def single() -> list[float]:
+    return loss_curve(CHAR_GPT, "torch", STEPS)
+
+
+# ---- layouts as data: parsing, the product rule, micro-batches, torchrun arguments ---------------------------
+
+
+def test_the_flag_is_spec_overrides():
+    assert layout.parse_flag("dp=2,fsdp=4,tp=2,pp=2,cp=1") == {
+        "parallel.dp": 2, "parallel.fsdp": 4, "parallel.tp": 2, "parallel.pp": 2, "parallel.cp": 1}
+    assert layout.parse_flag("pp=2,schedule=gpipe") == {"parallel.pp": 2, "parallel.schedule": "gpipe"}
+    for bad in ("tp", "xp=2", "tp=two", "tp=0"):
+        with pytest.raises(layout.LayoutError, match="--parallel"):
+            layout.parse_flag(bad)
+
+
+def test_the_product_must_equal_the_process_count():
+    spec = load_spec(CHAR_GPT, {"parallel.tp": 2})
+    assert layout.resolve(spec.parallel, 4) == layout.Layout(dp=2, tp=2)  # dp left out takes the rest
+    assert layout.resolve(None, 3) == layout.Layout(dp=3)
+    assert "does not divide the 2 processes" in layout.check(load_spec(CHAR_GPT, {"parallel.tp": 4}), 2)
+    explicit = load_spec(CHAR_GPT, {"parallel.dp": 2, "parallel.tp": 2})
+    assert "multiply to 4, not the 2 processes" in layout.check(explicit, 2)
+    assert "context parallelism" in layout.check(load_spec(CHAR_GPT, {"parallel.cp": 2}), 2)
+
+
+def test_micro_batches():
+    spec = load_spec(CHAR_GPT, {"data.micro_batch_size": 4})  # batch 32
+    assert layout.micro_batches(spec, layout.Layout(dp=1)) == (4, 8)
+    assert layout.micro_batches(spec, layout.Layout(dp=2)) == (4, 4)  # per data-parallel rank
+    assert layout.micro_batches(spec, layout.Layout(tp=2)) == (4, 8)  # TP peers read the same batch
+    plain = load_spec(CHAR_GPT)
+    assert layout.micro_batches(plain, layout.Layout(dp=2)) == (16, 1)
+    assert layout.micro_batches(plain, layout.Layout(pp=2)) == (16, 2)  # a pipeline's default: pp micro-batches
+    with pytest.raises(SpecError, match="micro_batch_size 5 does not divide batch_size 32"):
+        load_spec(CHAR_GPT, {"data.micro_batch_size": 5})
+    with pytest.raises(SpecError, match="micro_batch_size"):
+        load_spec(CHAR_GPT, {"data.micro_batch_size": 0})
+    odd = load_spec(CHAR_GPT, {"data.micro_batch_size": 16})
+    assert "does not divide the local batch 8" in layout.check(odd, 4)
+
+
+def test_torchrun_arguments():
+    assert layout.torchrun_args() == ["--standalone"]
+    assert layout.torchrun_args(nnodes=2, node_rank=1, rdzv_endpoint="10.0.0.1:29500") == [
+        "--nnodes=2", "--node_rank=1", "--master_addr=10.0.0.1", "--master_port=29500"]
+    with pytest.raises(layout.LayoutError, match="--rdzv-endpoint"):
+        layout.torchrun_args(nnodes=2, node_rank=0)
+    with pytest.raises(layout.LayoutError, match="--node-rank 2"):
+        layout.torchrun_args(nnodes=2, node_rank=2, rdzv_endpoint="h:1")
+
+
+def test_the_layout_is_not_in_the_spec_hash_but_micro_batching_is():
+    base = load_spec(CHAR_GPT)
+    assert load_spec(CHAR_GPT, {"parallel.fsdp": 2}).spec_hash() == base.spec_hash()
+    assert load_spec(CHAR_GPT, {"data.micro_batch_size": 8}).spec_hash() != base.spec_hash()
+    # which parameters decay changes nothing while nothing decays (char GPT: weight_decay 0)
+    assert load_spec(CHAR_GPT, {"optimizer.decay": "all"}).spec_hash() == base.spec_hash()
+    decayed = load_spec(CHAR_GPT, {"optimizer.weight_decay": 0.1})
+    assert load_spec(CHAR_GPT, {"optimizer.weight_decay": 0.1, "optimizer.decay": "all"}).spec_hash() != \
+        decayed.spec_hash()
+
+
+def test_an_impossible_layout_is_refused_before_anything_starts(tmp_path):
+    p = trainbench("run", "nlp/topics_gpt", "--nproc", "2", "--parallel", "tp=4", "--results", str(tmp_path))
+    assert p.returncode == 2, p.stderr
+    text = " ".join(p.stderr.split())
+    assert "parallel tp=4" in text and "does not divide the 2 processes" in text
+    assert "init" not in text and not list(tmp_path.rglob("*.json"))
+    p = trainbench("run", "nlp/topics_gpt", "--parallel", "tp=2,bogus=1", "--results", str(tmp_path))
+    assert p.returncode == 2 and "--parallel" in p.stderr
+    p = trainbench("run", "cv/digits_cnn", "--nproc", "2", "--parallel", "tp=2", "--results", str(tmp_path))
+    assert p.returncode == 2 and "model.arch gpt" in " ".join(p.stderr.split())
+
+
+# ---- weight decay: the spec's rule, applied by every backend --------------------------------------------------
+
+
+def test_weight_decay_skips_one_dimensional_parameters_by_default():
+    spec = load_spec(CHAR_GPT, {"optimizer.weight_decay": 0.1})
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    groups = build_optimizer(spec.optimizer, model.parameters()).param_groups
+    by_decay = {g["weight_decay"]: {tuple(p.shape) for p in g["params"]} for g in groups}
+    assert by_decay == {0.1: {(4, 4)}, 0.0: {(4,)}}
+    every = load_spec(CHAR_GPT, {"optimizer.weight_decay": 0.1, "optimizer.decay": "all"}).optimizer
+    assert [g["weight_decay"] for g in build_optimizer(every, model.parameters()).param_groups] == [0.1]
+    muon = load_spec(CHAR_GPT, {"optimizer.weight_decay": 0.1, "optimizer.name": "muon"}).optimizer
+    assert {g["use_muon"]: g["weight_decay"] for g in build_optimizer(muon, model.parameters()).param_groups} == {
+        True: 0.1, False: 0.0}
+
+
+def _decayed_elements(backend: str, overrides: dict, options: dict | None = None) -> tuple[int, int]:
+    """(elements the backend's optimizer decays, elements of >= 2-D parameters of the model it trains)."""
+    from suite import devices, registry
+    from suite.backends.base import RunOptions
+    from suite.harness import seed_everything
+    from suite.workloads.base import Context, data_root
+
+    spec = load_spec(CHAR_GPT, overrides)
+    seed_everything(0)
+    device = devices.current(0)
+    workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0, device=device.torch))
+    be = registry.backend_class(backend)(device)
+    try:
+        state = be.setup(workload, RunOptions(options=options or {}))
+        decayed = sum(p.numel() for g in state.optimizer.param_groups if g["weight_decay"] > 0 for p in g["params"])
+        matrices = sum(p.numel() for p in state.raw_model.parameters() if p.requires_grad and p.ndim >= 2)
+    finally:
+        be.close()
+    return decayed, matrices
+
+
+@pytest.mark.parametrize(("backend", "options"), [("torch", {}), ("deepspeed", {"zero_stage": 0}),
+                                                   ("deepspeed", {"zero_stage": 2}), ("megatron", {})])
+def test_every_backend_decays_exactly_the_matrices(backend, options):
+    """The optimizer each backend steps (DeepSpeed's ZeRO groups hold flat partitions; Megatron's own names)
+    decays exactly the elements of the >= 2-D parameters, and everything under `decay: all`."""
+    wd = {"optimizer.weight_decay": 0.1}
+    decayed, matrices = _decayed_elements(backend, wd, options)
+    assert decayed == matrices > 0
+    decayed_all, _ = _decayed_elements(backend, {**wd, "optimizer.decay": "all"}, options)
+    assert decayed_all > matrices  # the norms' gains are decayed too
+
+
+@pytest.mark.slow
+def test_backends_train_alike_with_weight_decay():
+    # at the spec's lr 3e-3 this small model's loss turns chaotic from step ~12 once decay is on: Megatron's
+    # kernels then drift from torch's by up to 3e-2 by step 20 under EITHER rule (decay: all drifts the same
+    # way), so that setting tests chaos, not the rule (checked exactly above). At lr 2e-3: seen 1.3e-3.
+    wd = {"optimizer.weight_decay": 0.01, "optimizer.lr": 0.002}
+    want = loss_curve(CHAR_GPT, "torch", STEPS, overrides=wd)
+    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, {"zero_stage": 2}, overrides=wd), want, SAME_MATH, "deepspeed")
+    agree(loss_curve(CHAR_GPT, "megatron", STEPS, overrides=wd), want, MEGATRON, "megatron")
+
+
+# ---- single-process parity: micro-batching, activation checkpointing, DeepSpeed compile ----------------------
+
+
+@pytest.mark.slow
+def test_micro_batching_matches_one_batch_in_torch_and_deepspeed(single):
+    micro = {"data.micro_batch_size": 8}  # 4 x 8 == 1 x 32
+    agree(loss_curve(CHAR_GPT, "torch", STEPS, overrides=micro), single, SAME_MATH, "torch 4x8")
+    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, overrides=micro), single, SAME_MATH, "deepspeed 4x8")
+    assert loss_curve.last_layout["gradient_accumulation_steps"] == 4  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_micro_batching_matches_one_batch_in_megatron():
+    want = loss_curve(CHAR_GPT, "megatron", STEPS)
+    agree(loss_curve(CHAR_GPT, "megatron", STEPS, overrides={"data.micro_batch_size": 8}), want, SAME_MATH,
+          "megatron 4x8 vs 1x32")
+    assert loss_curve.last_layout["micro_batches"] == 4  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["full", "selective"])
+def test_activation_checkpointing_changes_nothing_but_memory(single, mode):
+    agree(loss_curve(CHAR_GPT, "torch", STEPS, overrides={"parallel.ac": mode}), single, 1e-6, f"ac {mode}")
+    assert loss_curve.last_layout["ac"] == mode  # type: ignore[attr-defined]
+    fraction = loss_curve.last_layout["recompute_fraction"]  # type: ignore[attr-defined]
+    assert (0.5 < fraction < 1) if mode == "full" else fraction == 0.0  # the blocks' share of the forward
+
+
+@pytest.mark.slow
+def test_deepspeed_activation_checkpointing_and_compile(single):
+    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, overrides={"parallel.ac": "full"}), single, 1e-6, "ds ac")
+    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, compile=True), single, SAME_MATH, "ds compile")
+    assert loss_curve.last_layout["compile"] is True  # type: ignore[attr-defined]
+
+
+def test_a_different_seed_is_not_within_tolerance(single):
+    assert worst(loss_curve(CHAR_GPT, "torch", STEPS, seed=1), single) > 5 * SAME_MATH
+
+
+# ---- several processes (torchrun, gloo) ---------------------------------------------------------------------
+
+
+def _launch(tmp_path, nproc: int, jobs: list[dict]) -> dict[str, dict]:
+    out = tmp_path / "curves.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+           "-m", "curves", str(out), str(CHAR_GPT), str(STEPS), *(json.dumps(j) for j in jobs)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=900)
+    assert p.returncode == 0, p.stderr[-4000:]
+    return {json.dumps([r["backend"], r.get("overrides")], sort_keys=True): r for r in json.loads(out.read_text())}
+
+
+def _get(rows: dict[str, dict], backend: str, overrides: dict) -> dict:
+    return rows[json.dumps([backend, overrides], sort_keys=True)]
+
+
+TWO = [
+    ("torch", {"parallel.fsdp": 2}, {"fsdp": 2}),
+    ("torch", {"parallel.tp": 2}, {"tp": 2}),
+    ("torch", {"parallel.pp": 2, "parallel.schedule": "gpipe"}, {"pp": 2, "schedule": "gpipe", "micro_batches": 2}),
+    ("torch", {"parallel.pp": 2, "parallel.schedule": "1f1b"}, {"pp": 2, "schedule": "1f1b", "micro_batches": 2}),
+    ("torch", {"data.micro_batch_size": 4}, {"dp": 2, "micro_batches": 4}),  # DDP no_sync on 3 of 4
+    ("megatron", {"parallel.pp": 2}, {"pp": 2, "micro_batches": 2}),
+    ("megatron", {"parallel.tp": 2, "data.micro_batch_size": 8}, {"tp": 2, "micro_batches": 4}),
+    ("deepspeed", {"data.micro_batch_size": 4}, {"dp": 2, "gradient_accumulation_steps": 4}),
+]
+
+
+@pytest.mark.slow
+def test_two_process_layouts_match_one_process(single, tmp_path):
+    rows = _launch(tmp_path, 2, [{"backend": b, "overrides": o} for b, o, _ in TWO])
+    for backend, overrides, expect in TWO:
+        r = _get(rows, backend, overrides)
+        assert {k: r["layout"][k] for k in expect} == expect, (backend, overrides, r["layout"])
+        agree(r["losses"], single, MEGATRON if backend == "megatron" else SAME_MATH, f"{backend} {overrides}")
+
+
+FOUR = [
+    ("torch", {"parallel.fsdp": 2, "parallel.tp": 2}, {"fsdp": 2, "tp": 2, "dp": 1}),
+    ("torch", {"parallel.dp": 2, "parallel.pp": 2}, {"dp": 2, "pp": 2}),
+    ("megatron", {"parallel.tp": 2, "parallel.pp": 2}, {"tp": 2, "pp": 2, "dp": 1}),
+]
+
+
+@pytest.mark.slow
+def test_four_process_layouts_match_one_process(single, tmp_path):
+    rows = _launch(tmp_path, 4, [{"backend": b, "overrides": o} for b, o, _ in FOUR])
+    for backend, overrides, expect in FOUR:
+        r = _get(rows, backend, overrides)
+        assert {k: r["layout"][k] for k in expect} == expect, (backend, overrides, r["layout"])
+        agree(r["losses"], single, MEGATRON if backend == "megatron" else SAME_MATH, f"{backend} {overrides}")
+
+
+CLI_LAYOUTS = [("torch", "fsdp=2", {"fsdp": 2}), ("torch", "tp=2", {"tp": 2}),
+               ("torch", "pp=2", {"pp": 2, "micro_batches": 2}), ("megatron", "pp=2", {"pp": 2, "micro_batches": 2})]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "flag", "expect"), CLI_LAYOUTS)
+def test_run_with_a_layout_reaches_its_target_and_records_it(tmp_path, backend, flag, expect):
+    """`trainbench run nlp/topics_gpt --nproc 2 --parallel ...` end to end (evaluation included: under pp it
+    runs on every rank's copy, synchronised from the stages). Small and eased so it fits `make test`: the tiny
+    variant with two layers, to val_loss 3.2; benchmarks/layouts.py runs the real spec to its target 2.0."""
+    p = trainbench("run", "nlp/topics_gpt", "--backend", backend, "--nproc", "2", "--parallel", flag,
+                   "--variant", "tiny", "--set", "model.n_layer=2", "--set", "target.value=3.2",
+                   "--set", "budget.max_steps=200", "--results", str(tmp_path), "--json", "--quiet")
+    assert p.returncode == 0, p.stderr[-3000:]
+    from suite.results import read_result
+
+    (path,) = tmp_path.rglob("*.json")
+    result = read_result(path)
+    assert result.status == "reached" and result.world_size == 2
+    assert {k: result.parallel[k] for k in expect} == expect
+    assert result.parallel["cp"] == 1 and "schedule" in result.parallel
+
+
+def test_the_matrix_says_which_layouts_each_backend_supports():
+    from suite import registry
+    from suite.backends.support import layout_matrix
+    from suite.specload import load_spec as load
+
+    specs = {n: load(registry.find_workload(n)) for n in ("nlp/topics_gpt", "cv/digits_cnn")}
+    grid = layout_matrix(specs, ["torch", "deepspeed", "megatron"])
+    assert grid["nlp/topics_gpt"]["torch"] == {"fsdp=2": None, "tp=2": None, "pp=2": None, "ac=full": None}
+    assert grid["nlp/topics_gpt"]["megatron"]["pp=2"] is None and "not FSDP" in grid["nlp/topics_gpt"]["megatron"]["fsdp=2"]
+    assert "zero_stage: 3" in grid["nlp/topics_gpt"]["deepspeed"]["fsdp=2"] and grid["nlp/topics_gpt"]["deepspeed"]["ac=full"] is None
+    assert grid["cv/digits_cnn"]["torch"]["fsdp=2"] is None and "model.arch gpt" in grid["cv/digits_cnn"]["torch"]["tp=2"]
+    assert "megatron" not in grid["cv/digits_cnn"]  # the pair itself is unsupported: no layouts to list
