@@ -165,6 +165,9 @@ class IsolatedRun:
         self.warm, self.peak_cache = warm and nproc == 1, peak_cache
         self.echo = echo if echo is not None else _echo_stderr
         self.torchrun_args = torchrun_args or ["--standalone"]
+        # several ranks here, or one rank of a multi-node job: torchrun starts them (fresh processes)
+        self.under_torchrun = nproc > 1 or self.torchrun_args != ["--standalone"]
+        self.warm = self.warm and not self.under_torchrun
         self.parent = parent  # the process whose death stops the run (default: this one, the launcher)
         self.limits = Limits.for_budget(req.spec.budget)
         self.run_id = results.new_run_id()
@@ -196,7 +199,7 @@ class IsolatedRun:
             proc.start()
             self.child = _Child(process=proc)
         else:
-            if self.nproc > 1:
+            if self.under_torchrun:
                 cmd = torchrun_command(self.nproc, "suite.execution.child", [str(job_path)], self.torchrun_args)
             else:
                 cmd = [sys.executable, "-m", "suite.execution.child", str(job_path)]
