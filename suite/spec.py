@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Domain = Literal["cv", "nlp", "gnn", "rl"]
 Tier = Literal["smoke", "standard", "full"]
+# the precision recipes of suite/algorithms/precision.py, named here so that loading a spec imports no torch
+PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master")
+Precision = Literal["fp32", "bf16", "fp16", "bf16_master"]
 TIERS: tuple[Tier, ...] = ("smoke", "standard", "full")
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a page of YAML; anything larger is a mistake or an attack
 MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of `&a [*b, *b]` can mean billions
@@ -60,6 +63,16 @@ class DataSpec(_Open):
     name: str = Field(description="data set name in the registry, e.g. digits, fashion_mnist")
     batch_size: int = Field(gt=0, description="global batch size (split evenly across data-parallel ranks)")
     eval_batch_size: int | None = Field(default=None, gt=0)
+    micro_batch_size: int | None = Field(
+        default=None, ge=1, description="samples per forward/backward pass on one device; the backend accumulates "
+        "gradients over (batch_size / data-parallel ranks) / micro_batch_size passes per optimizer step")
+
+    @model_validator(mode="after")
+    def _micro_divides(self) -> DataSpec:
+        mb = self.micro_batch_size
+        if mb is not None and (mb > self.batch_size or self.batch_size % mb):
+            raise ValueError(f"micro_batch_size {mb} must divide batch_size {self.batch_size}")
+        return self
 
 
 class OptimizerSpec(_Open):
@@ -134,6 +147,11 @@ class WorkloadSpec(_Strict):
     schedule: ScheduleSpec = ScheduleSpec()
     loss: LossSpec | None = Field(default=None, description="loss override: built-in name or import path")
     compression: CompressionSpec | None = Field(default=None, description="pruning / QAT during training")
+    precision: Precision | None = Field(
+        default=None, description="the recipe the reference trains in (fp32 when unset); --precision wins")
+    compile: bool | None = Field(
+        default=None, description="torch.compile the model, as the reference does (eager when unset); "
+        "--compile / --no-compile win")
     target: Target
     eval: EvalSpec
     budget: Budget
@@ -171,8 +189,12 @@ class WorkloadSpec(_Strict):
     def canonical(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
-        if data.get("compression") is None:
-            data.pop("compression", None)  # absent, as before the field existed: old spec hashes stay valid
+        # fields added later are absent when unset, as before they existed: old spec hashes stay valid
+        for key in ("compression", "precision", "compile"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        if data["data"].get("micro_batch_size") is None:
+            data["data"].pop("micro_batch_size", None)
         return data
 
     def spec_hash(self) -> str:

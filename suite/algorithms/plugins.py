@@ -12,6 +12,8 @@ from typing import Any
 from suite import registry
 from suite.algorithms import compression, losses, optimizers, precision, schedules
 
+MICRO_BATCH_BACKENDS = ("torch", "npu")  # the npu backend is the torch backend's train step on torch_npu
+
 
 def check_spec(spec: Any) -> list[tuple[str, str]]:
     problems = optimizers.check(spec.optimizer)
@@ -39,6 +41,10 @@ def refusals(spec: Any, backend: str, precision_name: str, device_type: str) -> 
         reason = precision.unsupported_reason(precision_name, device_type)
         if reason:
             out.append(f"--precision {reason}")
+    if spec.data.micro_batch_size is not None and backend not in MICRO_BATCH_BACKENDS:
+        out.append(f"{spec.name}: data.micro_batch_size (gradient accumulation) is implemented by the "
+                   f"{' and '.join(MICRO_BATCH_BACKENDS)} backends, not {backend!r}; --set data.micro_batch_size=null "
+                   "runs the whole batch at once")
     if spec.compression is not None and backend not in compression.SUPPORTED_BACKENDS:
         out.append(f"{spec.name}: compression {spec.compression.name!r} needs the torch backend "
                    f"(backend {backend!r} does not call the compression hooks)")

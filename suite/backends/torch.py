@@ -36,6 +36,24 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
     return batch
 
 
+def split_batch(batch: Batch, k: int, samples: int) -> list[Batch]:
+    """k equal slices of a batch of `samples` samples: every tensor in it (tensors, tuples, lists, dicts) must
+    have the samples as its first dimension; anything else (a packed graph batch) is refused, never cut wrong."""
+    if isinstance(batch, torch.Tensor):
+        if batch.dim() == 0 or batch.shape[0] != samples or samples % k:
+            raise ValueError(f"cannot split a batch tensor of shape {tuple(batch.shape)} into {k} micro-batches "
+                             f"of {samples} samples; this workload's batches do not support data.micro_batch_size")
+        return list(batch.chunk(k))
+    if isinstance(batch, (list, tuple)):
+        columns = [split_batch(b, k, samples) for b in batch]
+        return [type(batch)(col[i] for col in columns) for i in range(k)]
+    if isinstance(batch, dict):
+        split = {key: split_batch(v, k, samples) for key, v in batch.items()}
+        return [{key: v[i] for key, v in split.items()} for i in range(k)]
+    raise ValueError(f"cannot split a {type(batch).__name__} in a batch into micro-batches; this workload's "
+                     "batches do not support data.micro_batch_size")
+
+
 class TorchBackend(Backend):
     name: ClassVar[str] = "torch"
     Options = Options
@@ -78,25 +96,46 @@ class TorchBackend(Backend):
         scaler = self.precision.scaler()
         self.workload = workload
         self.steps_done = 0
+        micro = spec.data.micro_batch_size
+        if micro and workload.local_batch_size(self.world) % micro:
+            raise ValueError(f"data.micro_batch_size {micro} does not divide the per-rank batch "
+                             f"{workload.local_batch_size(self.world)} (data.batch_size over {self.world} ranks)")
         return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                           extra={"train_params": train_params})
+
+    def _forward_backward(self, state: TrainState, batch: Batch) -> torch.Tensor:
+        """Gradient accumulation over `data.micro_batch_size` slices: each slice's mean loss is scaled by 1/k,
+        and DDP all-reduces only on the last backward (`no_sync` on the others). Returns the batch's mean loss."""
+        micro = self.workload.spec.data.micro_batch_size
+        n = self.workload.batch_samples(batch)
+        parts = split_batch(batch, n // micro, n) if micro and n > micro else [batch]
+        total: torch.Tensor | None = None
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            sync = nullcontext() if last or not hasattr(state.model, "no_sync") else state.model.no_sync()
+            with sync:
+                with self._autocast():
+                    loss = self.workload.loss(state.model, part)
+                    if len(parts) > 1:
+                        loss = loss / len(parts)
+                (state.scaler.scale(loss) if state.scaler is not None else loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        assert total is not None
+        return total
 
     def train_step(self, state: TrainState, batch: Batch) -> StepOut:
         batch = to_device(batch, self.device.torch)
         opt = state.optimizer
         opt.zero_grad(set_to_none=True)
-        with self._autocast():
-            loss = self.workload.loss(state.model, batch)
+        loss = self._forward_backward(state, batch)
         params = state.extra["train_params"]
         if state.scaler is not None:
-            state.scaler.scale(loss).backward()
             if self.opts.grad_clip:
                 state.scaler.unscale_(opt)
                 nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
             state.scaler.step(opt)
             state.scaler.update()
         else:
-            loss.backward()
             self.precision.grads_to_master()
             if self.opts.grad_clip:
                 nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
