@@ -79,10 +79,13 @@ class OptimizerSpec(_Open):
     name: str = Field(default="adamw", description="built-in name or import path `pkg.module:Class`")
     lr: float = Field(gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
+    decay_1d: bool = Field(
+        default=True, description="false: weight decay only on tensors of 2+ dimensions (matmul and conv weights, "
+        "embeddings), none on biases and norm parameters, as llm.c and MLPerf's ResNet-50 do")
 
 
 class ScheduleSpec(_Strict):
-    name: str = Field(default="constant", description="constant | cosine | wsd | import path")
+    name: str = Field(default="constant", description="constant | cosine | wsd | polynomial | import path")
     warmup_steps: int = Field(default=0, ge=0)
     total_steps: int | None = Field(default=None, gt=0, description="defaults to budget.max_steps")
     decay_fraction: float = Field(default=0.2, gt=0, le=1, description="wsd: share of steps spent decaying")
@@ -193,6 +196,8 @@ class WorkloadSpec(_Strict):
         for key in ("compression", "precision", "compile"):
             if data.get(key) is None:
                 data.pop(key, None)
+        if data["optimizer"].get("decay_1d") is True:
+            data["optimizer"].pop("decay_1d")
         if data["data"].get("micro_batch_size") is None:
             data["data"].pop("micro_batch_size", None)
         return data

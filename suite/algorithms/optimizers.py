@@ -1,6 +1,7 @@
 """Optimizer factory: a built-in name or an import path `pkg.module:Class` from the spec's optimizer block.
 
-Built-ins: adamw, adam (torch), sgd (torch, plain), sgd_nesterov (momentum 0.9, Nesterov), lion, muon.
+Built-ins: adamw, adam (torch), sgd (torch, plain), sgd_nesterov (momentum 0.9, Nesterov), lion, muon, lars
+(MLPerf ResNet-50's).
 A user class must subclass torch.optim.Optimizer and take `params` first; the block's other keys are its
 keyword arguments, checked against its signature before anything starts.
 """
@@ -24,6 +25,7 @@ OPTIMIZERS: dict[str, str] = {
     "sgd_nesterov": "suite.algorithms.optimizers:SGDNesterov",
     "lion": "suite.algorithms.lion:Lion",
     "muon": "suite.algorithms.muon:Muon",
+    "lars": "suite.algorithms.lars:LARS",
 }
 
 
@@ -97,9 +99,16 @@ def describe(spec: OptimizerSpec) -> dict[str, Any]:
         if k not in ("self", "params") and p.default is not inspect.Parameter.empty
         and p.kind is not p.VAR_KEYWORD
     }
-    return {"name": spec.name, **provenance.of(cls), "hyperparameters": provenance.jsonable({**defaults, **kwargs})}
+    return {"name": spec.name, **provenance.of(cls), "decay_1d": spec.decay_1d,
+            "hyperparameters": provenance.jsonable({**defaults, **kwargs})}
 
 
 def build_optimizer(spec: OptimizerSpec, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
     cls = optimizer_class(spec.name)
-    return cls(params, **optimizer_kwargs(spec, cls))
+    kwargs = optimizer_kwargs(spec, cls)
+    if spec.decay_1d:
+        return cls(params, **kwargs)
+    params = list(params)  # two groups: decayed matrices / kernels / embeddings, undecayed biases and norms
+    groups = [{"params": [p for p in params if p.ndim >= 2]},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    return cls([g for g in groups if g["params"]], **kwargs)

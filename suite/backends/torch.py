@@ -141,6 +141,9 @@ class TorchBackend(Backend):
                 nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
             opt.step()
         self.precision.master_to_model()
+        after = getattr(state.raw_model, "after_optimizer_step", None)  # a model's own per-step update (lookahead)
+        if after is not None:
+            after()
         self.steps_done += 1
         if self.compression is not None:
             self.compression.after_step(self.steps_done, self.precision.aliases)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
+from suite.algorithms import losses
 from suite.data.imagenet import ImageDataset, ImageFolderSplits
 from suite.workloads.base import Batch, Context, WorkloadBase
 
@@ -37,8 +38,11 @@ class EndlessShardSampler(Sampler[list[int]]):
 
 
 class ImageFolderClassification(WorkloadBase):
+    loss_hook = True  # the spec's `loss:` may replace cross-entropy (MLPerf's label smoothing 0.1)
+
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
+        self.loss_fn = losses.build(spec.loss)
         self.splits: ImageFolderSplits = self.data_component.load(self.data_cfg)
         self.meta = self.splits.meta
         if spec.eval.subset:
@@ -59,7 +63,7 @@ class ImageFolderClassification(WorkloadBase):
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch
-        return F.cross_entropy(model(x), y)
+        return self.loss_fn(model(x), y)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> dict[str, float]:
