@@ -217,3 +217,38 @@ def test_mlperf_polynomial_schedule():
     for step in (3125, 10000, 25624):
         want = (base - end) * (1 - (step - warm) / decay_steps) ** 2 + end
         assert base * mult(step) == pytest.approx(want, rel=1e-9)
+
+
+# ---- ImageNet decoded on the device -----------------------------------------------------------------------
+
+
+def test_device_decode_path_matches_the_pillow_path(tmp_path):
+    """The device path (bytes from the workers, decode + crop + normalise where the model runs) on CPU, with
+    Pillow standing in for nvJPEG: the same eval images as the Pillow workers' path, up to resampling rounding."""
+    pytest.importorskip("PIL")
+    from datafiles import write_imagefolder
+
+    from suite import registry
+    from suite.data import imagenet_device
+    from suite.spec import load_spec
+    from suite.workloads.base import Context
+
+    root = write_imagefolder(tmp_path / "inet", classes=2, per_class=4)
+    spec = load_spec(registry.workload_files()["cv/imagenet_resnet50"], {"data.path": str(root)}, "tiny")
+    w = registry.task_class(spec.task)(spec, Context(tmp_path, 0, torch.device("cpu")))
+    assert w.decode_mode() == "pillow"  # auto on a CPU
+    cpu = torch.device("cpu")
+    dev = list(w._device_stream(False, imagenet_device.pillow_decoder(cpu), batch_size=4, shuffle=False))
+    ref = list(w._eval_batches(4))
+    assert len(dev) == len(ref)
+    for (xd, yd), (xr, yr) in zip(dev, ref, strict=True):
+        assert torch.equal(yd, yr) and xd.shape == xr.shape == (xd.shape[0], 3, 32, 32)
+        assert (xd - xr).abs().mean() < 0.1, (xd - xr).abs().mean()
+    train = w._device_stream(True, imagenet_device.pillow_decoder(cpu), batch_size=4, shuffle=False)
+    x, y = next(train)
+    assert x.shape == (4, 3, 32, 32) and x.dtype == torch.float32 and y.shape == (4,)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        y0, x0, h, w_ = imagenet_device.crop_box(40, 60, 0.05, g)
+        assert 0 <= y0 and y0 + h <= 40 and 0 <= x0 and x0 + w_ <= 60
+        assert 0.05 * 2400 * 0.9 <= h * w_ <= 2400

@@ -28,6 +28,8 @@ class Config(BaseModel):
     vf_coef: float = Field(default=0.5, ge=0)
     clip_vloss: bool = Field(default=False, description="clip the value update to +-clip around the rollout's value "
                              "(PPO's and CleanRL's value clipping)")
+    bootstrap_truncation: bool = Field(default=True, description="a time-limit end bootstraps V(final obs); "
+                                       "false: treated as a termination, as CleanRL's PPO does")
     reward_clip: float | None = Field(default=None, gt=0, description="clip (scaled) rewards to +-this (CleanRL: 10)")
     ent_coef: float = Field(default=0.0, ge=0)
     normalize_obs: bool = Field(default=False, description="running mean/std of observations (MuJoCo)")

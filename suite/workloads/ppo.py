@@ -126,7 +126,9 @@ class PPO(WorkloadBase):
             logp_l.append(logp)
             val_l.append(v)
             rew_l.append(r)
-            term_l.append(term & valid)
+            # CleanRL cuts at any episode end (next_done = terminated or truncated); bootstrapping a truncation
+            # from the final observation is the other choice (bootstrap_truncation)
+            term_l.append((term if cfg.bootstrap_truncation else done) & valid)
             done_l.append(done & valid)
             valid_l.append(valid)
             obs, prev_done = next_obs, done & valid
