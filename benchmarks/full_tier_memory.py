@@ -18,11 +18,11 @@ from suite.algorithms import precision as recipes
 from suite.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-# what one small measurement batch looks like for each model (batch 2; the model's real input shape)
+# what one small measurement batch looks like for each model (batch 2, GPT-2 1; the model's real input shape)
 PROBES = {
     "cv/cifar10_resnet": lambda m: (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))),
     "cv/imagenet_resnet50": lambda m: (torch.randn(2, 3, 224, 224), torch.randint(0, 1000, (2,))),
-    "nlp/gpt2_124m": lambda m: (torch.randint(0, 50257, (2, 1024)), torch.randint(0, 50257, (2, 1024))),
+    "nlp/gpt2_124m": lambda m: (torch.randint(0, 50257, (1, 1024)), torch.randint(0, 50257, (1, 1024))),
 }
 META = {
     "cv/cifar10_resnet": {"input_shape": (3, 32, 32), "num_classes": 10},
@@ -50,11 +50,14 @@ def saved_bytes(model: torch.nn.Module, batch, loss_fn, autocast_dtype) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default=None, help="one workload name")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "full_tier_memory.json")
     args = ap.parse_args()
     torch.set_num_threads(2)
     rows = {}
     for name, probe in PROBES.items():
+        if args.only and name != args.only:
+            continue
         spec = load_spec(registry.workload_files()[name])
         comp = registry.model_component(spec.model.arch)
         model = comp.build(comp.Config.model_validate(spec.model.params()), META[name])
@@ -69,7 +72,7 @@ def main() -> None:
                 out = out[..., :v]
             return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
 
-        per_sample = saved_bytes(model, batch, loss_fn, rec.autocast_dtype) / 2
+        per_sample = saved_bytes(model, batch, loss_fn, rec.autocast_dtype) / batch[0].shape[0]
         params = sum(p.numel() for p in model.parameters())
         opt_slots = {"adamw": 2, "adam": 2, "lars": 1}.get(spec.optimizer.name, 1)  # SGD-like: one momentum
         state = params * 4 * (2 + opt_slots)  # fp32 weights, fp32 grads, optimizer slots
@@ -80,7 +83,8 @@ def main() -> None:
         print(f"{name}: {rec.name}, micro-batch {micro}: {per_sample / 1e6:.1f} MB saved per sample, "
               f"{state / 1e9:.2f} GB weights+grads+optimizer -> {rows[name]['estimate_gb']:.1f} GB")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=1))
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    args.out.write_text(json.dumps({**old, **rows}, indent=1))
 
 
 if __name__ == "__main__":
