@@ -15,7 +15,7 @@ import torch
 
 from suite import registry
 from suite.algorithms import precision as recipes
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 # what one small measurement batch looks like for each model (batch 2, GPT-2 1; the model's real input shape)

@@ -14,7 +14,8 @@ from suite.algorithms import bundles, plugins
 from suite.algorithms import precision as recipes
 from suite.backends.torch import split_batch
 from suite.execution import plan
-from suite.spec import PRECISIONS, SpecError, load_spec
+from suite.spec import PRECISIONS, SpecError
+from suite.specload import load_spec
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

@@ -359,7 +359,7 @@ def test_nightly_gives_each_full_tier_workload_a_job_whose_timeout_covers_its_bu
     import math
 
     from suite import registry
-    from suite.spec import load_spec
+    from suite.specload import load_spec
 
     bench = load("nightly.yml")["jobs"]["bench"]
     matrix = bench["strategy"]["matrix"]
