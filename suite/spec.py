@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 Domain = Literal["cv", "nlp", "gnn", "rl"]
 Tier = Literal["smoke", "standard", "full"]
+# the precision recipes of suite/algorithms/precision.py, named here so that loading a spec imports no torch
+PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master")
+Precision = Literal["fp32", "bf16", "fp16", "bf16_master"]
 TIERS: tuple[Tier, ...] = ("smoke", "standard", "full")
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a page of YAML; anything larger is a mistake or an attack
 MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of `&a [*b, *b]` can mean billions
@@ -83,7 +86,7 @@ class OptimizerSpec(_Open):
 
 
 class ScheduleSpec(_Strict):
-    name: str = Field(default="constant", description="constant | cosine | wsd | import path")
+    name: str = Field(default="constant", description="constant | cosine | wsd | polynomial | import path")
     warmup_steps: int = Field(default=0, ge=0)
     total_steps: int | None = Field(default=None, gt=0, description="defaults to budget.max_steps")
     decay_fraction: float = Field(default=0.2, gt=0, le=1, description="wsd: share of steps spent decaying")
@@ -167,6 +170,11 @@ class WorkloadSpec(_Strict):
     schedule: ScheduleSpec = ScheduleSpec()
     loss: LossSpec | None = Field(default=None, description="loss override: built-in name or import path")
     compression: CompressionSpec | None = Field(default=None, description="pruning / QAT during training")
+    precision: Precision | None = Field(
+        default=None, description="the recipe the reference trains in (fp32 when unset); --precision wins")
+    compile: bool | None = Field(
+        default=None, description="torch.compile the model, as the reference does (eager when unset); "
+        "--compile / --no-compile win")
     target: Target
     eval: EvalSpec
     budget: Budget
@@ -205,10 +213,10 @@ class WorkloadSpec(_Strict):
     def canonical(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
-        if data.get("compression") is None:
-            data.pop("compression", None)  # absent, as before the field existed: old spec hashes stay valid
-        if data.get("parallel") is None:
-            data.pop("parallel", None)
+        # fields added later are absent when unset, as before they existed: old spec hashes stay valid
+        for key in ("compression", "parallel", "precision", "compile"):
+            if data.get(key) is None:
+                data.pop(key, None)
         if data["data"].get("micro_batch_size") is None:
             data["data"].pop("micro_batch_size", None)
         return data

@@ -127,7 +127,7 @@ def requests_for(st: StudySpec, cells: list[Cell], results_dir: Path | None, thr
             reqs.append(RunRequest(
                 spec=p.spec, backend=st.backend, seed=seed, precision=p.precision, threads=threads,
                 results_dir=results_dir, tier=st.tier, overrides=p.overrides, variant=st.variant,
-                spec_source=str(cell.path), extra_config=extra,
+                spec_source=str(cell.path), extra_config=extra, compile=bool(p.spec.compile),
             ))
     return reqs
 

@@ -351,3 +351,26 @@ def test_publish_results_appends_and_never_replaces(tmp_path):
     p = subprocess.run(["bash", script, str(tmp_path / "n2")], env=env, capture_output=True, text=True)
     assert p.returncode == 1 and "refusing to replace" in p.stderr
     assert len(_git("--git-dir", str(remote), "log", "--oneline", "results").splitlines()) == 2
+
+
+def test_nightly_gives_each_full_tier_workload_a_job_whose_timeout_covers_its_budget():
+    """Every full-tier spec has its own nightly job on every runner kind, and the job's timeout is at least
+    seeds x (init limit + train budget) plus the install: a run that uses its whole budget is not killed."""
+    import math
+
+    from suite import registry
+    from suite.specload import load_spec
+
+    bench = load("nightly.yml")["jobs"]["bench"]
+    matrix = bench["strategy"]["matrix"]
+    assert bench["timeout-minutes"] == "${{ matrix.workload.timeout }}"
+    assert "$WORKLOAD" in str(bench["steps"]) and "--tier" not in str(bench["steps"])
+    full = {n for n, p in registry.workload_files().items() if "full" in load_spec(p).tiers}
+    jobs = {w["name"]: w for w in matrix["workload"]}
+    assert set(jobs) == full
+    assert {h["name"] for h in matrix["hw"]} == {"h200", "910b"}
+    for name, job in jobs.items():
+        budget = load_spec(registry.workload_files()[name]).budget
+        need_min = math.ceil(job["seeds"] * (budget.max_init_s + budget.max_train_s) / 60) + 15
+        assert job["timeout"] >= need_min, (name, job, need_min)
+        assert job["timeout"] <= 24 * 60, f"{name}: a nightly job must end within a day"

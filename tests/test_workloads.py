@@ -19,7 +19,9 @@ from promised import require
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from suite import harness, registry
+from suite import devices, harness, registry
+from suite.algorithms import bundles
+from suite.execution import plan
 from suite.specload import load_spec
 from suite.workloads.base import Context
 
@@ -87,9 +89,19 @@ def test_tiny_variant_of_cpu_tier_trains(name):
 
 @pytest.mark.parametrize("name", FULL)
 def test_tiny_variant_of_full_tier_trains_on_files_in_the_real_format(name, full_data):
+    """Planned as `trainbench run` plans: the spec's precision, mapped to what this CPU can do, and its compile."""
     if name == "rl/halfcheetah_ppo":
         require("mujoco")
-    check_tiny_result(run_tiny(tiny(name, full_data[name])))
+    prepared = bundles.prepare(SPECS[name], None, full_data[name], "tiny", None)
+    prepared.fit_precision(devices.detect_type())
+    (req,) = plan.requests([(SPECS[name], prepared)], "torch", range(1), results_dir=None, threads=1)
+    result, _ = harness.run(req)
+    check_tiny_result(result)
+    spec = load_spec(SPECS[name])
+    assert spec.precision is not None and spec.compile is not None, f"{name}: a full-tier spec sets both"
+    ran = result.config["precision"]
+    assert ran == spec.precision or result.config["precision_fallback"]["asked"] == spec.precision
+    assert result.config["algorithm"]["precision"]["name"] == ran
 
 
 def test_full_tier_without_data_says_how_to_get_it(tmp_path):

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from suite.algorithms import optimizers, plugins
+from suite.algorithms import precision as recipes
 from suite.spec import SpecError, format_validation, parse_yaml
 from suite.specload import load_spec
 
@@ -146,6 +147,18 @@ class Prepared:
     precision: str
     extra_config: dict[str, Any] = field(default_factory=dict)
 
+    def fit_precision(self, device_type: str) -> None:
+        """A recipe the spec asks for and this device cannot do falls back to fp32, recorded with the reason
+        (a full-tier spec's bf16 on a GPU without bf16, or wherever the probe fails). One asked for by
+        --precision or --algo is not mapped: the plan refuses it."""
+        if self.extra_config.get("precision_source") != "spec" or self.precision == "fp32":
+            return
+        reason = recipes.unsupported_reason(self.precision, device_type)
+        if reason:
+            self.extra_config["precision_fallback"] = {"asked": self.precision, "ran": "fp32", "reason": reason}
+            self.extra_config["algorithm"]["precision"] = recipes.describe("fp32")
+            self.precision = "fp32"
+
 
 def prepare(
     path: Path, algo: str | dict[str, Any] | None, user_overrides: dict[str, Any], variant: str | None,
@@ -163,7 +176,7 @@ def prepare(
         if bundle is None:
             raise
         raise _blame_algo(e, algo, set(overrides) - set(user_overrides)) from None
-    chosen = precision or (bundle.precision if bundle is not None else None) or "fp32"
+    chosen, chosen_by = choose_precision(precision, bundle.precision if bundle is not None else None, spec.precision)
     record = {
         "label": bundle.name if bundle is not None else "spec",
         "ref": algo if isinstance(algo, str) else (bundle.name if bundle is not None else None),
@@ -171,4 +184,13 @@ def prepare(
         "bundle": bundle.model_dump(exclude_none=True) if bundle is not None else None,
         **plugins.describe(spec, chosen),
     }
-    return Prepared(spec=spec, overrides=overrides, precision=chosen, extra_config={"algorithm": record})
+    return Prepared(spec=spec, overrides=overrides, precision=chosen,
+                    extra_config={"algorithm": record, "precision_source": chosen_by})
+
+
+def choose_precision(flag: str | None, bundle: str | None, spec: str | None) -> tuple[str, str]:
+    """The recipe that runs and who chose it: --precision, else the --algo bundle's, else the spec's, else fp32."""
+    for value, source in ((flag, "--precision"), (bundle, "--algo"), (spec, "spec")):
+        if value is not None:
+            return value, source
+    return "fp32", "default"

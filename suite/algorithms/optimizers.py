@@ -1,6 +1,7 @@
 """Optimizer factory: a built-in name or an import path `pkg.module:Class` from the spec's optimizer block.
 
-Built-ins: adamw, adam (torch), sgd (torch, plain), sgd_nesterov (momentum 0.9, Nesterov), lion, muon.
+Built-ins: adamw, adam (torch), sgd (torch, plain), sgd_nesterov (momentum 0.9, Nesterov), lion, muon, lars
+(MLPerf ResNet-50's).
 A user class must subclass torch.optim.Optimizer and take `params` first; the block's other keys are its
 keyword arguments, checked against its signature before anything starts. A class that takes no
 `weight_decay` still runs a workload whose spec sets one: the decay is then applied outside the optimizer,
@@ -26,6 +27,7 @@ OPTIMIZERS: dict[str, str] = {
     "sgd_nesterov": "suite.algorithms.optimizers:SGDNesterov",
     "lion": "suite.algorithms.lion:Lion",
     "muon": "suite.algorithms.muon:Muon",
+    "lars": "suite.algorithms.lars:LARS",
 }
 
 
@@ -106,7 +108,8 @@ def describe(spec: OptimizerSpec) -> dict[str, Any]:
         if k not in ("self", "params") and p.default is not inspect.Parameter.empty
         and p.kind is not p.VAR_KEYWORD
     }
-    described = {"name": spec.name, **provenance.of(cls), "hyperparameters": provenance.jsonable({**defaults, **kwargs})}
+    described = {"name": spec.name, **provenance.of(cls), "decay": spec.decay,
+                 "hyperparameters": provenance.jsonable({**defaults, **kwargs})}
     if not takes_weight_decay(cls) and spec.weight_decay > 0:
         described["decoupled_weight_decay"] = {
             "value": spec.weight_decay,

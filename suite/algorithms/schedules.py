@@ -19,7 +19,7 @@ from suite import registry
 from suite.algorithms import provenance
 from suite.spec import ScheduleSpec
 
-BUILTIN = ("constant", "cosine", "wsd")
+BUILTIN = ("constant", "cosine", "wsd", "polynomial")
 Multiplier = Callable[[int], float]
 
 
@@ -69,6 +69,16 @@ def lr_multiplier(spec: ScheduleSpec, total_steps: int | None) -> Multiplier:
             return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
         return cosine
+    if spec.name == "polynomial":  # MLPerf ResNet-50's PolynomialDecayWithWarmup: power 2 over total - warmup + 1
+
+        def polynomial(step: int) -> float:
+            w = warm(step)
+            if w is not None:
+                return w
+            progress = min(1.0, (step - warmup) / max(1, total - warmup + 1))
+            return floor + (1 - floor) * (1 - progress) ** 2
+
+        return polynomial
     decay_start = int(total * (1 - spec.decay_fraction))
 
     def wsd(step: int) -> float:

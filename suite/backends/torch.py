@@ -119,6 +119,10 @@ class TorchBackend(Backend):
         scaler = self.precision.scaler()
         self.workload = workload
         self.steps_done = 0
+        micro = spec.data.micro_batch_size
+        if micro and workload.local_batch_size(self.world) % micro:
+            raise ValueError(f"data.micro_batch_size {micro} does not divide the per-rank batch "
+                             f"{workload.local_batch_size(self.world)} (data.batch_size over {self.world} ranks)")
         return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                           extra={"train_params": train_params})
 
@@ -201,6 +205,9 @@ class TorchBackend(Backend):
                 nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
             opt.step()
         self.precision.master_to_model()
+        after = getattr(state.raw_model, "after_optimizer_step", None)  # a model's own per-step update (lookahead)
+        if after is not None:
+            after()
         self.steps_done += 1
         if self.compression is not None:
             self.compression.after_step(self.steps_done, self.precision.aliases)
@@ -209,7 +216,7 @@ class TorchBackend(Backend):
 
     def _accumulate(self, state: TrainState, batch: Batch) -> torch.Tensor:
         """Forward and backward of each micro-batch, loss scaled 1/k; gradients synchronised on the last only."""
-        chunks = split_batch(batch, self.n_micro)
+        chunks = split_batch(batch, self.n_micro, self.workload.batch_samples(batch) if self.n_micro > 1 else None)
         total = torch.zeros((), device=self.device.torch)
         for i, micro in enumerate(chunks):
             last = i == len(chunks) - 1
@@ -253,18 +260,25 @@ class TorchBackend(Backend):
         pass
 
 
-def split_batch(batch: Batch, n: int) -> list[Batch]:
-    """A batch (tensor, tuple/list/dict of tensors) cut into n micro-batches along the first dimension."""
+def split_batch(batch: Batch, n: int, samples: int | None = None) -> list[Batch]:
+    """A batch (tensor, tuple/list/dict of tensors) cut into n micro-batches along the first dimension.
+
+    With `samples` (the workload's count), every tensor must have exactly that many rows: anything else (a
+    packed graph batch, whose rows are nodes and edges) is refused, never cut wrong."""
     if n == 1:
         return [batch]
     if isinstance(batch, torch.Tensor):
-        if batch.shape[0] % n:
-            raise ValueError(f"local batch of {batch.shape[0]} does not split into {n} micro-batches")
+        rows = batch.shape[0] if batch.dim() else 0
+        if (samples is not None and rows != samples) or not rows or rows % n:
+            raise ValueError(f"cannot split a batch tensor of shape {tuple(batch.shape)} into {n} micro-batches"
+                             + (f" of {samples} samples" if samples is not None else "")
+                             + "; this workload's batches do not support data.micro_batch_size")
         return list(batch.chunk(n))
     if isinstance(batch, (list, tuple)):
-        parts = [split_batch(b, n) for b in batch]
+        parts = [split_batch(b, n, samples) for b in batch]
         return [type(batch)(p[i] for p in parts) for i in range(n)]
     if isinstance(batch, dict):
-        parts_d = {k: split_batch(v, n) for k, v in batch.items()}
+        parts_d = {k: split_batch(v, n, samples) for k, v in batch.items()}
         return [{k: v[i] for k, v in parts_d.items()} for i in range(n)]
-    raise TypeError(f"cannot split a batch of type {type(batch).__name__} into micro-batches")
+    raise ValueError(f"cannot split a {type(batch).__name__} in a batch into micro-batches; this workload's "
+                     "batches do not support data.micro_batch_size")

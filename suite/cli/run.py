@@ -80,7 +80,8 @@ def run(
     precision: Annotated[
         str | None, typer.Option(help="fp32 | bf16 | fp16 | bf16_master (default: the --algo bundle's, else fp32)")
     ] = None,
-    compile_: Annotated[bool, typer.Option("--compile", help="torch.compile the model")] = False,
+    compile_: Annotated[bool | None, typer.Option(
+        "--compile/--no-compile", help="torch.compile the model (default: the spec's `compile`, else eager)")] = None,
     threads: Annotated[int | None, typer.Option(help="torch threads per process (default: cores / processes)")] = None,
     nproc: Annotated[int, typer.Option(min=1, help="processes on this machine (torchrun, data parallel)")] = 1,
     results: Annotated[Path, typer.Option(help="results folder")] = Path("results"),

@@ -32,6 +32,10 @@ class Config(BaseModel):
     path: str | None = Field(default=None, description="folder holding cifar-10-batches-py/ (or the batches)")
     train_limit: int | None = Field(default=None, gt=0)
     val_limit: int | None = Field(default=None, gt=0)
+    flip: bool = Field(default=False, description="airbench94's alternating flip (random in epoch 0, then all "
+                       "images mirrored every other epoch)")
+    translate: int = Field(default=0, ge=0, le=8, description="random translation by up to N pixels "
+                           "(reflect-padded crops), drawn per image per epoch")
 
 
 def _candidates(base: Path | None) -> list[Path | None]:
@@ -77,7 +81,8 @@ def load(cfg: Config) -> TensorSplits:
     vx, vy = vx[: cfg.val_limit], vy[: cfg.val_limit]
     return TensorSplits(
         _to_tensor(tx), torch.from_numpy(ty), _to_tensor(vx), torch.from_numpy(vy),
-        meta={"input_shape": (3, 32, 32), "num_classes": 10, "source": str(folder)},
+        meta={"input_shape": (3, 32, 32), "num_classes": 10, "source": str(folder),
+              "augment": {"flip": cfg.flip, "translate": cfg.translate}},
     )
 
 

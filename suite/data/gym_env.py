@@ -26,6 +26,11 @@ class Config(BaseModel):
     gae_lambda: float = Field(default=0.95, ge=0, le=1)
     clip: float = Field(default=0.2, gt=0)
     vf_coef: float = Field(default=0.5, ge=0)
+    clip_vloss: bool = Field(default=False, description="clip the value update to +-clip around the rollout's value "
+                             "(PPO's and CleanRL's value clipping)")
+    bootstrap_truncation: bool = Field(default=True, description="a time-limit end bootstraps V(final obs); "
+                                       "false: treated as a termination, as CleanRL's PPO does")
+    reward_clip: float | None = Field(default=None, gt=0, description="clip (scaled) rewards to +-this (CleanRL: 10)")
     ent_coef: float = Field(default=0.0, ge=0)
     normalize_obs: bool = Field(default=False, description="running mean/std of observations (MuJoCo)")
     scale_rewards: bool = Field(default=False, description="divide rewards by the std of the discounted return")

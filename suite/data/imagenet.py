@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -32,6 +32,9 @@ class Config(BaseModel):
     eval_resize: int | None = Field(default=None, gt=0, description="short side before the centre crop (256)")
     min_crop_scale: float = Field(default=0.08, gt=0, le=1, description="RandomResizedCrop's lower scale")
     num_workers: int = Field(default=0, ge=0, description="DataLoader worker processes per rank")
+    decode: Literal["auto", "pillow", "torchvision"] = Field(
+        default="auto", description="pillow: decode and augment in the DataLoader workers (CPU); torchvision: the "
+        "workers read bytes, the device decodes (nvJPEG) and augments; auto: torchvision on CUDA when installed")
     train_limit: int | None = Field(default=None, gt=0)
     val_limit: int | None = Field(default=None, gt=0)
 

@@ -145,6 +145,10 @@ class ShardConfig(BaseModel):
     val_glob: str = "fineweb_val_*.bin"
     vocab_size: int = Field(default=50257, gt=0, description="GPT-2's tokenizer")
     max_train_shards: int | None = Field(default=None, gt=0)
+    order: Literal["random_windows", "epochs"] = Field(
+        default="random_windows", description="random_windows: windows drawn uniformly with replacement "
+        "(nanoGPT's get_batch); epochs: llm.c's loader, every non-overlapping window once per epoch, shards and "
+        "windows in a fresh seeded permutation each epoch (no replacement)")
 
 
 def read_shard(path: Path, fmt: str) -> np.ndarray:
@@ -196,7 +200,8 @@ def locate_shards(cfg: ShardConfig) -> tuple[Path, list[Path], list[Path]]:
 def load_shards(cfg: ShardConfig) -> TokenSplits:
     folder, train, val = locate_shards(cfg)
     return TokenSplits([read_shard(p, cfg.format) for p in train], [read_shard(p, cfg.format) for p in val],
-                       meta={"vocab_size": cfg.vocab_size, "source": str(folder), "shards": len(train)})
+                       meta={"vocab_size": cfg.vocab_size, "source": str(folder), "shards": len(train),
+                             "order": cfg.order})
 
 
 def prepare_shards(source: Path | None) -> str:

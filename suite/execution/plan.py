@@ -103,6 +103,7 @@ def refuse_algorithms(prepared_specs: list[Any], backend: str) -> None:
 
     device_type = devices.detect_type()
     for prepared in prepared_specs:
+        prepared.fit_precision(device_type)  # the spec's own recipe maps to what the device can do
         reasons = plugins.refusals(prepared.spec, backend, prepared.precision, device_type)
         if reasons:
             raise PlanError("; ".join(reasons))
@@ -135,10 +136,11 @@ def requests(specs: list[tuple[Path, Any]], backend: str, seeds: range, **option
     """One RunRequest per (spec, seed), in order: every seed of a workload before the next workload."""
     from suite.harness import RunRequest
 
+    compile_flag = options.pop("compile", None)  # --compile / --no-compile win over the spec's `compile`
     return [
         RunRequest(spec=prepared.spec, backend=backend, seed=s, precision=prepared.precision,
                    overrides=prepared.overrides, spec_source=str(path), extra_config=prepared.extra_config,
-                   **options)
+                   compile=bool(prepared.spec.compile if compile_flag is None else compile_flag), **options)
         for path, prepared in specs
         for s in seeds
     ]

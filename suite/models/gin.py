@@ -1,5 +1,6 @@
 """GIN with edge features (GINE; Xu et al. 2019, Hu et al. 2020) over OGB-style categorical atom and bond
-features, mean-pooled to one prediction per graph: the graph-classification net of the GNN workloads."""
+features, mean-pooled to one prediction per graph, optionally with OGB's virtual node (gin-virtual): the
+graph-classification net of the GNN workloads."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class Config(BaseModel):
     d_model: int = Field(default=64, gt=0)
     dropout: float = Field(default=0.0, ge=0, lt=1)
     pool: str = Field(default="mean", pattern="^(mean|sum)$")
+    virtual_node: bool = Field(default=False, description="OGB's gin-virtual: a node joined to every node of its "
+                               "graph, updated by an MLP between layers (ogb examples/graphproppred/mol/conv.py)")
 
 
 class FeatureEmbedding(nn.Module):
@@ -59,15 +62,30 @@ class GIN(nn.Module):
         self.head = nn.Linear(d, n_out)
         self.dropout = cfg.dropout
         self.pool = cfg.pool
+        self.virtual: nn.Embedding | None = None
+        if cfg.virtual_node:  # OGB GNN_node_Virtualnode: a zero-initialised embedding, an MLP per layer but the last
+            self.virtual = nn.Embedding(1, d)
+            nn.init.constant_(self.virtual.weight, 0.0)
+            self.virtual_mlps = nn.ModuleList(
+                nn.Sequential(nn.Linear(d, 2 * d), nn.BatchNorm1d(2 * d), nn.ReLU(), nn.Linear(2 * d, d),
+                              nn.BatchNorm1d(d), nn.ReLU()) for _ in range(cfg.n_layer - 1))
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         h = self.atom(batch["x"])
+        g = int(batch["num_graphs"])
+        vn = self.virtual.weight.expand(g, -1) if self.virtual is not None else None
         for i, (layer, norm) in enumerate(zip(self.layers, self.norms, strict=True)):
+            if vn is not None:
+                h = h + vn[batch["batch"]]  # message from the virtual node to its graph's nodes
+            h_in = h
             h = norm(layer(h, batch["edge_index"], batch["edge_attr"]))
             if i < len(self.layers) - 1:
                 h = F.relu(h)
             h = F.dropout(h, self.dropout, self.training)
-        g = int(batch["num_graphs"])
+            if vn is not None and i < len(self.layers) - 1:  # graph nodes -> virtual node (sum), then its MLP
+                pooled_in = torch.zeros(g, h_in.shape[1], device=h.device, dtype=h_in.dtype)
+                pooled_in = pooled_in.index_add_(0, batch["batch"], h_in)
+                vn = F.dropout(self.virtual_mlps[i](pooled_in + vn), self.dropout, self.training)
         pooled = torch.zeros(g, h.shape[1], device=h.device, dtype=h.dtype).index_add_(0, batch["batch"], h)
         if self.pool == "mean":
             counts = torch.bincount(batch["batch"], minlength=g).clamp(min=1).to(h.dtype)
@@ -89,6 +107,8 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     scatter-add aggregation and embedding lookups are element-wise and not counted. 3x for fwd + bwd."""
     d, nodes = cfg.d_model, float(meta["avg_nodes"])
     fwd = cfg.n_layer * nodes * 8 * d * d + 2 * d * n_outputs(meta)
+    if cfg.virtual_node:  # one virtual node per graph, an MLP d->2d->d between layers
+        fwd += (cfg.n_layer - 1) * 8 * d * d
     return 3.0 * fwd
 
 

@@ -7,7 +7,7 @@ heads, 1024 context, vocab 50304); the Megatron backend builds its GPTModel from
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +28,7 @@ class Config(BaseModel):
     dropout: float = Field(default=0.0, ge=0, lt=1)
     bias: bool = False
     tie_embeddings: bool = True
+    gelu: Literal["exact", "tanh"] = Field(default="exact", description="tanh: GPT-2's (and llm.c's) approximation")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> Config:
@@ -56,6 +57,7 @@ class Block(nn.Module):
         self.fc = nn.Linear(d, cfg.mlp_ratio * d, bias=cfg.bias)
         self.fc_out = nn.Linear(cfg.mlp_ratio * d, d, bias=cfg.bias)
         self.dropout = cfg.dropout
+        self.gelu = "tanh" if cfg.gelu == "tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -66,7 +68,7 @@ class Block(nn.Module):
         drop = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=drop)
         x = x + F.dropout(self.proj(y.transpose(1, 2).reshape(b, t, -1)), drop, self.training)
-        x = x + F.dropout(self.fc_out(F.gelu(self.fc(self.ln_2(x)))), drop, self.training)
+        x = x + F.dropout(self.fc_out(F.gelu(self.fc(self.ln_2(x)), approximate=self.gelu)), drop, self.training)
         return x
 
 

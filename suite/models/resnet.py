@@ -20,6 +20,8 @@ class Config(BaseModel):
     width: int = Field(default=64, gt=0, description="channels of the first stage (doubling per stage)")
     stem: Literal["imagenet", "cifar"] = "imagenet"
     zero_init_residual: bool = Field(default=True, description="last BN of each block starts at 0 (Goyal et al.)")
+    init: Literal["torch", "he_normal"] = Field(
+        default="torch", description="he_normal: MLPerf's reference (Keras he_normal convs, N(0, 0.01) head)")
 
 
 def _out(size: int, k: int, stride: int, pad: int) -> int:
@@ -86,7 +88,24 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
         mods.append(nn.MaxPool2d(3, 2, 1))
     mods += [Block(convs, down, cfg.zero_init_residual) for convs, down in p["blocks"]]
     mods += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(p["features"], p["classes"])]
-    return nn.Sequential(*mods)
+    net = nn.Sequential(*mods)
+    if cfg.init == "he_normal":
+        _he_normal(net)
+    return net
+
+
+@torch.no_grad()
+def _he_normal(net: nn.Module) -> None:
+    """Keras `he_normal` (a normal of std sqrt(2 / fan_in), truncated at 2 std and rescaled by 1/0.8796 so the
+    std stays sqrt(2 / fan_in)) on every conv, and RandomNormal(0.01) on the head, as MLPerf's resnet_model.py."""
+    for m in net.modules():
+        if isinstance(m, nn.Conv2d):
+            fan_in = m.in_channels * m.kernel_size[0] * m.kernel_size[1]
+            std = (2.0 / fan_in) ** 0.5 / 0.87962566103423978
+            nn.init.trunc_normal_(m.weight, 0.0, std, -2 * std, 2 * std)
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, 0.01)
+            nn.init.zeros_(m.bias)
 
 
 def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:

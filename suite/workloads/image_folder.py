@@ -1,9 +1,11 @@
-"""Image classification streamed from files (ImageNet): DataLoader workers decode and augment; each rank
-reads its slice of a per-epoch permutation that depends on (seed, epoch) only; top-1 on the val images."""
+"""Image classification streamed from files (ImageNet): DataLoader workers decode and augment with Pillow, or
+(data.decode) only read the bytes for the device to decode (suite/data/imagenet_device.py); each rank reads
+its slice of a per-epoch permutation that depends on (seed, epoch) only; top-1 on the val images."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,6 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
+from suite.algorithms import losses
+from suite.data import imagenet_device as device_decode
+from suite.data.base import DataMissing
 from suite.data.imagenet import ImageDataset, ImageFolderSplits
 from suite.workloads.base import Batch, Context, WorkloadBase
 
@@ -37,8 +42,11 @@ class EndlessShardSampler(Sampler[list[int]]):
 
 
 class ImageFolderClassification(WorkloadBase):
+    loss_hook = True  # the spec's `loss:` may replace cross-entropy (MLPerf's label smoothing 0.1)
+
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
+        self.loss_fn = losses.build(spec.loss)
         self.splits: ImageFolderSplits = self.data_component.load(self.data_cfg)
         self.meta = self.splits.meta
         if spec.eval.subset:
@@ -47,19 +55,44 @@ class ImageFolderClassification(WorkloadBase):
     def build_model(self) -> nn.Module:
         return self.model_component.build(self.model_cfg, self.meta)
 
-    def _loader(self, ds: ImageDataset, **kw) -> DataLoader:
+    def decode_mode(self) -> str:
+        """Where images are decoded: `data.decode`, with auto = torchvision (nvJPEG) on CUDA where installed."""
+        mode = self.splits.cfg.decode
+        if mode == "auto":
+            return "torchvision" if self.device.type == "cuda" and device_decode.torchvision_available() else "pillow"
+        if mode == "torchvision" and not device_decode.torchvision_available():
+            raise DataMissing("data.decode: torchvision needs the torchvision package (pip install torchvision, "
+                              "the build that matches your torch)")
+        return mode
+
+    def _loader(self, ds: Any, **kw) -> DataLoader:
         workers = self.splits.cfg.num_workers
         return DataLoader(ds, num_workers=workers, pin_memory=self.device.type == "cuda",
                           persistent_workers=workers > 0, **kw)
 
+    def _device_stream(self, train: bool, decoder: device_decode.Decoder | None = None, **kw) -> Iterator[Batch]:
+        cfg = self.splits.cfg
+        loader = self._loader(device_decode.EncodedDataset(self.splits, train), collate_fn=device_decode.collate,
+                              **kw)
+        return device_decode.device_batches(
+            loader, decoder or device_decode.torchvision_decoder(self.device), self.device, train, cfg.image_size,
+            cfg.min_crop_scale, cfg.eval_resize or round(cfg.image_size * 256 / 224), self.ctx.seed)
+
     def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
         sampler = EndlessShardSampler(len(self.splits.train), self.local_batch_size(world), rank, world,
                                       self.ctx.seed)
+        if self.decode_mode() == "torchvision":
+            return self._device_stream(True, batch_sampler=sampler)
         return iter(self._loader(ImageDataset(self.splits, train=True), batch_sampler=sampler))
+
+    def _eval_batches(self, bs: int) -> Iterator[Batch]:
+        if self.decode_mode() == "torchvision":
+            return self._device_stream(False, batch_size=bs, shuffle=False)
+        return iter(self._loader(ImageDataset(self.splits, train=False), batch_size=bs, shuffle=False))
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch
-        return F.cross_entropy(model(x), y)
+        return self.loss_fn(model(x), y)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> dict[str, float]:
@@ -68,7 +101,7 @@ class ImageFolderClassification(WorkloadBase):
         bs = self.spec.data.eval_batch_size or self.spec.data.batch_size
         correct = top5 = 0
         total_loss, n = 0.0, 0
-        for x, y in self._loader(ImageDataset(self.splits, train=False), batch_size=bs, shuffle=False):
+        for x, y in self._eval_batches(bs):
             x, y = x.to(self.device), y.to(self.device)
             logits = model(x).float()
             total_loss += float(F.cross_entropy(logits, y, reduction="sum"))

@@ -1,4 +1,5 @@
-"""Causal language modelling: next-token cross-entropy on random windows; validation loss in nats/token."""
+"""Causal language modelling: next-token cross-entropy on token windows (drawn at random, or llm.c's epochs of
+shuffled non-overlapping windows); validation loss in nats/token."""
 
 from __future__ import annotations
 
@@ -38,6 +39,42 @@ def window_batches(
         yield t[:, :-1], t[:, 1:]
 
 
+def epoch_batches(
+    shards: list[np.ndarray], seq_len: int, local_bs: int, rank: int, world: int, seed: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """llm.c's training loader (llmc/dataloader.h, `should_shuffle`): each epoch visits the shards in a seeded
+    permutation and, inside each, every non-overlapping window of seq_len + 1 tokens once, in a seeded
+    permutation; no window repeats within an epoch. Draws depend on (seed, epoch) only, identical on every
+    rank; rank r takes the r-th slice of each global batch, so N ranks see what one process would."""
+    counts = [(a.shape[0] - 1) // seq_len for a in shards]
+    global_bs = local_bs * world
+    if sum(counts) < global_bs:
+        raise ValueError(f"the training shards hold {sum(counts)} windows of {seq_len + 1} tokens, fewer than "
+                         f"one batch ({global_bs})")
+    ar = np.arange(seq_len + 1)
+    epoch = 0
+    pending: list[tuple[int, np.ndarray]] = []  # (shard, window starts) carried over a shard's end
+    while True:
+        rng = np.random.default_rng([seed, epoch, 0x11C])
+        for s in rng.permutation(len(shards)):
+            starts = rng.permutation(counts[s]) * seq_len
+            pending.append((int(s), starts))
+            while sum(len(st) for _, st in pending) >= global_bs:
+                take, need = [], global_bs
+                while need:
+                    shard, st = pending[0]
+                    take.append((shard, st[:need]))
+                    need -= len(st[:need])
+                    if len(st) <= len(take[-1][1]):
+                        pending.pop(0)
+                    else:
+                        pending[0] = (shard, st[len(take[-1][1]):])
+                rows = np.concatenate([shards[sh][st[:, None] + ar] for sh, st in take if len(st)]).astype(np.int64)
+                t = torch.from_numpy(rows[rank * local_bs : (rank + 1) * local_bs])
+                yield t[:, :-1], t[:, 1:]
+        epoch += 1
+
+
 def val_windows(shards: list[np.ndarray], seq_len: int, limit: int | None) -> torch.Tensor:
     """Non-overlapping windows from the start of each validation shard: the same set for every run."""
     rows = []
@@ -70,12 +107,21 @@ class LanguageModel(WorkloadBase):
         return self.model_component.build(self.model_cfg, self.meta)
 
     def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
+        if self.meta.get("order") == "epochs":
+            return epoch_batches(self.splits.train, self.seq_len, self.local_batch_size(world), rank, world,
+                                 self.ctx.seed)
         return window_batches(self.splits.train, self.seq_len, self.local_batch_size(world), rank, world,
                               self.ctx.seed)
 
+    def _real_vocab(self, logits: torch.Tensor) -> torch.Tensor:
+        """Logits over the tokenizer's vocabulary only: a vocabulary padded for speed (50304 for GPT-2's 50257)
+        adds columns no token uses, which llm.c leaves out of the softmax (its fused classifier reads V of Vp)."""
+        v = self.meta.get("vocab_size")
+        return logits[..., :v] if v and logits.shape[-1] > int(v) else logits
+
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch
-        logits = model(x)
+        logits = self._real_vocab(model(x))
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
 
     @torch.no_grad()
@@ -86,7 +132,7 @@ class LanguageModel(WorkloadBase):
         total, count = 0.0, 0
         for i in range(0, self.val.shape[0], bs):
             rows = self.val[i : i + bs]
-            logits = model(rows[:, :-1]).float()
+            logits = self._real_vocab(model(rows[:, :-1])).float()
             total += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1),
                                            reduction="sum"))
             count += rows[:, 1:].numel()

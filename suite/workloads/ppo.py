@@ -119,12 +119,16 @@ class PPO(WorkloadBase):
             self.env_steps += int(valid.sum())
             if state["scaler"] is not None:
                 r = state["scaler"].scale(r, done & valid)
+            if cfg.reward_clip is not None:  # CleanRL: TransformReward(clip(-10, 10)) after NormalizeReward
+                r = np.clip(r, -cfg.reward_clip, cfg.reward_clip)
             obs_l.append(obs)
             act_l.append(a)
             logp_l.append(logp)
             val_l.append(v)
             rew_l.append(r)
-            term_l.append(term & valid)
+            # CleanRL cuts at any episode end (next_done = terminated or truncated); bootstrapping a truncation
+            # from the final observation is the other choice (bootstrap_truncation)
+            term_l.append((term if cfg.bootstrap_truncation else done) & valid)
             done_l.append(done & valid)
             valid_l.append(valid)
             obs, prev_done = next_obs, done & valid
@@ -178,7 +182,11 @@ class PPO(WorkloadBase):
         adv = (adv - adv.mean()) / (adv.std() + 1e-8) if adv.numel() > 1 else adv
         ratio = (logp - batch["logp"]).exp()
         policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv).mean()
-        value_loss = 0.5 * (value - batch["ret"]).pow(2).mean()
+        value_loss = (value - batch["ret"]).pow(2)
+        if cfg.clip_vloss:  # CleanRL ppo_continuous_action.py clip_vloss: the value moves at most clip from the old one
+            clipped = batch["val"] + (value - batch["val"]).clamp(-cfg.clip, cfg.clip)
+            value_loss = torch.max(value_loss, (clipped - batch["ret"]).pow(2))
+        value_loss = 0.5 * value_loss.mean()
         return policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * net.entropy(dist).mean()
 
     @torch.no_grad()
