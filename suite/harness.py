@@ -57,6 +57,7 @@ class RunRequest:
     profile_window: ProfileWindow | None = None
     nvtx: bool = False  # NVTX ranges on CUDA (implied by profile_dir)
     measure_peak: bool = True  # the GEMM benchmark at run start
+    mode: str = "tta"  # tta | throughput (suite/throughput.py: timed steps only, no evaluation, status measured)
 
 
 @dataclass
@@ -213,6 +214,11 @@ class Run:
         self.init_s = time.perf_counter() - t_init
         if self.init_s > spec.budget.max_init_s:
             raise TimeoutError(f"init took {self.init_s:.1f} s, over budget.max_init_s={spec.budget.max_init_s}")
+        if req.mode == "throughput":  # its own loop: warm-up, then every step timed; no evaluation, no target
+            from suite import throughput
+
+            throughput.measure(self, workload, backend, state)
+            return
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
         self.inst.run_start()
@@ -310,6 +316,7 @@ class Run:
             "variant": req.variant,
             "precision": req.precision,
             "compile": req.compile,
+            "mode": req.mode,
             "threads": torch.get_num_threads(),
             **req.extra_config,
             **self.inst.config_fields(),
@@ -363,8 +370,20 @@ class Run:
             seed=req.seed,
             world_size=world,
             error=self.error,
+            mode=req.mode,  # type: ignore[arg-type]
+            step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
             **{**measured, "warnings": self.warnings + measured["warnings"]},
         )
+
+
+def _compact_steps(the_run: Run) -> list[float]:
+    from suite import throughput
+
+    try:  # device events where the device has them (the step's device time), else the host's synced timings
+        device_times = the_run.inst.timer.device_times_s()
+    except Exception:  # noqa: BLE001 - result_fields reports the unreadable timers
+        device_times = []
+    return throughput.compact(device_times or the_run.step_times)
 
 
 def _data_root() -> Path:

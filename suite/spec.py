@@ -25,7 +25,7 @@ MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
-_NOT_HASHED = ("description", "tiers", "variants", "compare")
+_NOT_HASHED = ("description", "tiers", "variants", "compare", "throughput")
 
 
 class SpecError(ValueError):
@@ -122,6 +122,14 @@ class CompareSpec(_Strict):
     )
 
 
+class ThroughputSpec(_Strict):
+    """`trainbench run --mode throughput`: untimed init, `warmup_steps` left out, then `measure_steps` timed one by one.
+    Not in the spec hash (the comparison key carries both numbers, suite/compare_key.py)."""
+
+    warmup_steps: int = Field(default=20, ge=0, description="steps run before timing starts (caches, allocator, JIT)")
+    measure_steps: int = Field(default=200, gt=0, description="steps whose every time is recorded")
+
+
 class WorkloadSpec(_Strict):
     name: str = Field(description="`<domain>/<name>`; must match the file's place under workloads/")
     domain: Domain
@@ -145,6 +153,7 @@ class WorkloadSpec(_Strict):
         default_factory=dict, description="named override sets, e.g. tiny: {model.n_layer: 1}"
     )
     compare: CompareSpec = CompareSpec()
+    throughput: ThroughputSpec = ThroughputSpec()
 
     @field_validator("name")
     @classmethod

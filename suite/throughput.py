@@ -1,0 +1,86 @@
+"""Throughput mode (`trainbench run --mode throughput`): the step loop that the A/B gate measures.
+
+After the harness's untimed init: `warmup_steps` untimed steps, then `measure_steps` steps each timed on its
+own (device events on accelerators; on CPU perf_counter after a synchronize on both sides of the step). No
+evaluation, no target, no budget stop: the run ends `measured` after its steps (or `interrupted` on a signal,
+`diverged` on a non-finite loss). Every measured step's time goes into the result (`step_times_s`), because
+compare's confidence interval resamples steps within runs (docs/compare.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from suite import distributed
+
+CONTINUE, DIVERGED, INTERRUPTED = 0, 3, 4
+
+
+def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
+    """Fill `run` (a harness.Run after init) with the measured steps and its status."""
+    spec, req = run.spec, run.req
+    warmup, measure_steps = spec.throughput.warmup_steps, spec.throughput.measure_steps
+    shard = getattr(backend, "data_shard", None)
+    data_rank, data_world = shard() if shard is not None else (run.dist.rank, run.dist.world)
+    batches = iter(workload.train_batches(data_rank, data_world))
+    world = run.dist.world
+    code = CONTINUE
+
+    def step() -> Any:
+        return backend.train_step(state, next(batches))
+
+    def stop_code(out: Any) -> int:
+        c = CONTINUE
+        run.last_loss = float(out.loss)
+        if not math.isfinite(run.last_loss):
+            c = DIVERGED
+        elif run.flag.signum is not None:
+            c = INTERRUPTED
+        return distributed.all_max(c) if world > 1 else c
+
+    for _ in range(warmup):  # untimed: caches, the allocator, lazy init and compilation settle here
+        code = stop_code(step())
+        if code != CONTINUE:
+            break
+    backend.synchronize()
+    run.inst.run_start()
+    t0 = time.perf_counter()
+    run.t0 = t0
+    next_progress = t0 + 1.0
+    while code == CONTINUE and run.steps < measure_steps:
+        backend.synchronize()
+        ts = time.perf_counter()
+        run.inst.step_begin()
+        out = step()
+        run.inst.step_end()
+        backend.synchronize()
+        run.step_times.append(time.perf_counter() - ts)
+        run.steps += 1
+        run.samples += spec.data.batch_size
+        code = stop_code(out)  # outside the timed window: the loss read and the agreement across ranks
+        now = time.perf_counter()
+        if now >= next_progress:
+            next_progress = now + 1.0
+            run.progress(_progress(run, now - t0))
+    backend.synchronize()
+    run.total_s = run.train_s = time.perf_counter() - t0
+    run.inst.clock_stopped()
+    run.memory = run.device.memory_stats()
+    run.status = {CONTINUE: "measured", DIVERGED: "diverged", INTERRUPTED: "interrupted"}[code]
+    if code == DIVERGED:
+        run.error = f"non-finite loss {run.last_loss} at step {run.steps}"
+    if code == INTERRUPTED:
+        run.error = "stopped by a signal"
+
+
+def _progress(run: Any, elapsed_s: float) -> Any:
+    from suite.harness import Progress
+
+    return Progress("step", run.spec.name, run.req.seed, run.steps, elapsed_s, run.last_loss)
+
+
+def compact(times_s: list[float]) -> list[float]:
+    """Step times rounded to 0.1 µs: far below any timer's resolution, a third of the JSON."""
+    return [round(t, 7) for t in times_s]
