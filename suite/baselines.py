@@ -24,7 +24,8 @@ from typing import Any, Final, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from suite import stats
+from suite import compare_key, stats
+from suite.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
 from suite.results import (
     MAX_RESULT_BYTES,
     Result,
@@ -107,6 +108,7 @@ class Baseline(_Model):
     backend: str
     spec_hash: str
     noise_floor: float | None = Field(description="the spec's compare.noise_floor (None: compare's default)")
+    comparison_key: dict[str, Any] | None = Field(default=None, description="suite/compare_key.py: precision, ...")
     aggregate: BaselineAggregate
     runs: list[RunFigures] = Field(min_length=1)
     provenance: Provenance
@@ -128,10 +130,15 @@ class _LeanCompare(msgspec.Struct, frozen=True):
 
 class _LeanSpec(msgspec.Struct, frozen=True):
     compare: _LeanCompare = _LeanCompare()
+    backends: dict[str, Any] = {}
+    throughput: dict[str, Any] = {}
 
 
 class _LeanConfig(msgspec.Struct, frozen=True):
     spec: _LeanSpec = _LeanSpec()
+    precision: str = "fp32"
+    compile: bool = False
+    mode: str = "tta"
 
 
 class _LeanHardware(msgspec.Struct, frozen=True):
@@ -167,6 +174,9 @@ class _LeanResult(msgspec.Struct, frozen=True):
     memory: dict[str, Any] = {}
     energy_j: float | None = None
     git: _LeanGit = _LeanGit()
+    world_size: int = 1
+    parallel: dict[str, Any] = {}
+    mode: str = "tta"
 
 
 class _Head(msgspec.Struct):
@@ -194,6 +204,8 @@ class Side:
     workload_version: dict[str, int] = field(default_factory=dict)
     noise_floor: dict[str, float | None] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
+    comparison: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))  # per spec hash
+    measured_floor: NoiseFloor | None = None  # an A/A-measured floor stored with the baseline (wins over the spec's)
 
 
 def _noise_floor_of(config: dict[str, Any]) -> float | None:
@@ -235,12 +247,18 @@ class RunRecord:
     noise_floor: float | None
     figures: RunFigures
     git_dirty: bool
+    comparison: dict[str, Any] = field(default_factory=dict)  # suite/compare_key.py
+
+    @property
+    def mode(self) -> str:
+        return str(self.comparison.get("mode", "tta"))
 
 
 def record_of_result(r: Result, source: str) -> RunRecord:
     return RunRecord(
         source, SideKey(r.hardware.slug, r.workload, r.backend), r.spec_hash, r.workload_version,
         _noise_floor_of(r.config), figures_of(r), bool(r.git.dirty),
+        compare_key.key_of(r.config, backend=r.backend, world_size=r.world_size, parallel=r.parallel, mode=r.mode),
     )
 
 
@@ -261,10 +279,13 @@ def _lean_record(d: _LeanResult, source: str) -> RunRecord:
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,
         d.config.spec.compare.noise_floor, figures, bool(d.git.dirty),
+        compare_key.key_of({"precision": d.config.precision, "compile": d.config.compile, "mode": d.config.mode,
+                            "spec": {"backends": d.config.spec.backends, "throughput": d.config.spec.throughput}},
+                           backend=d.backend, world_size=d.world_size, parallel=d.parallel, mode=d.mode),
     )
 
 
-def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline:
+def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline | NoiseFloor:
     """One result file (-> RunRecord) or baseline file (-> Baseline); ResultError names the file on failure."""
     source = str(path)
     try:
@@ -289,6 +310,8 @@ def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline:
         raise ResultError(f"{source}: top level must be a JSON object") from None
     if head.kind == BASELINE_KIND:
         return parse_baseline(json.loads(text), source)
+    if head.kind == FLOOR_KIND:
+        return parse_floor(json.loads(text), source)
     if validate or head.schema_version != RESULT_SCHEMA_VERSION:
         try:
             decoded = text.decode("utf-8")
@@ -336,12 +359,14 @@ class Loaded:
     baselines: list[tuple[str, Baseline]]
     errors: list[str]
     files: int
+    floors: list[NoiseFloor] = field(default_factory=list)
 
 
 def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = False) -> Loaded:
     """Every result and baseline file under `paths`; bad files are named in `errors` (or raise under strict)."""
     records: list[RunRecord] = []
     baselines: list[tuple[str, Baseline]] = []
+    floors: list[NoiseFloor] = []
     errors: list[str] = []
     files = 0
     for root in paths:
@@ -358,9 +383,11 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
                 continue
             if isinstance(item, Baseline):
                 baselines.append((str(path), item))
+            elif isinstance(item, NoiseFloor):
+                floors.append(item)
             else:
                 records.append(item)
-    return Loaded(records, baselines, errors, files)
+    return Loaded(records, baselines, errors, files, floors)
 
 
 def sides(loaded: Loaded) -> dict[SideKey, Side]:
@@ -375,6 +402,7 @@ def sides(loaded: Loaded) -> dict[SideKey, Side]:
         side.by_spec[rec.spec_hash].append(rec.figures)
         side.workload_version[rec.spec_hash] = rec.workload_version
         side.noise_floor[rec.spec_hash] = rec.noise_floor
+        side.comparison[rec.spec_hash].append(rec.comparison)
         side.sources.append(rec.source)
     for source, b in loaded.baselines:
         key = SideKey(b.hardware, b.workload, b.backend)
@@ -384,7 +412,12 @@ def sides(loaded: Loaded) -> dict[SideKey, Side]:
         side.by_spec[b.spec_hash].extend(fresh)
         side.workload_version[b.spec_hash] = b.workload_version
         side.noise_floor[b.spec_hash] = b.noise_floor
+        if b.comparison_key is not None:
+            side.comparison[b.spec_hash].append(b.comparison_key)
         side.sources.append(source)
+    for f in loaded.floors:
+        key = SideKey(f.hardware, f.workload, f.backend)
+        out.setdefault(key, Side(key)).measured_floor = f
     return out
 
 
@@ -438,7 +471,9 @@ def build_baselines(
     now = datetime.now(UTC).isoformat(timespec="seconds")
     for (workload, backend), recs in sorted(by_wb.items()):
         for label, attr, flag in (("hardware", lambda r: r.key.hardware, "--hardware SLUG"),
-                                  ("spec hashes", lambda r: r.spec_hash, "--spec-hash HASH")):
+                                  ("spec hashes", lambda r: r.spec_hash, "--spec-hash HASH"),
+                                  ("configurations", lambda r: json.dumps(r.comparison, sort_keys=True),
+                                   "the result files of one precision / compile / process count")):
             groups: dict[str, list[str]] = defaultdict(list)
             for rec in recs:
                 groups[attr(rec)].append(rec.source)
@@ -467,6 +502,7 @@ def build_baselines(
         out.append(Baseline(
             hardware=first.key.hardware, workload=workload, workload_version=first.workload_version,
             backend=backend, spec_hash=first.spec_hash, noise_floor=first.noise_floor,
+            comparison_key=first.comparison or None,
             aggregate=aggregate_figures(runs), runs=runs,
             provenance=Provenance(
                 run_ids=[r.run_id for r in runs], result_files=sorted(r.source for r in recs),

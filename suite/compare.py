@@ -13,23 +13,30 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from suite import stats
+from suite import compare_ab, compare_key, stats
 from suite.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
+from suite.compare_ab import CompareInputError
+from suite.noise_floor import FloorError, NoiseFloor, check_floor
 
 REPORT_SCHEMA_VERSION = 1
 DEFAULT_ALPHA = 0.05
 DEFAULT_NOISE_FLOOR = 0.05
 DEFAULT_MIN_SEEDS = 3
 DEFAULT_GATE = ("time_to_target_s", "time_per_step_s", "peak_memory_bytes")
+DEFAULT_THROUGHPUT_FLOOR = 0.01  # throughput A/B without a measured floor: 1% (a calibrated floor is better)
+DEFAULT_MIN_RUNS = 4  # throughput runs per side: the interval resamples runs
+DEFAULT_MIN_STEPS = 20  # measured steps per throughput run
 EXIT_OK, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
 
-Verdict = Literal["regressed", "improved", "no significant change", "not comparable"]
+Verdict = Literal["regressed", "improved", "no significant change", "not comparable", "suspicious", "no change"]
 REGRESSED: Final = "regressed"
 IMPROVED: Final = "improved"
-SAME: Final = "no significant change"
+SAME: Final = "no significant change"  # TTA seeds (Mann-Whitney)
+NO_CHANGE: Final = "no change"  # throughput A/B: the interval lies within the noise floor
+SUSPICIOUS: Final = "suspicious"  # throughput A/B: point estimate beyond the floor, interval not
 NOT_COMPARABLE: Final = "not comparable"
 # regressions first, then what a human must look at, then good news, then nothing
-SEVERITY = {REGRESSED: 0, NOT_COMPARABLE: 1, IMPROVED: 2, SAME: 3}
+SEVERITY = {REGRESSED: 0, SUSPICIOUS: 1, NOT_COMPARABLE: 2, IMPROVED: 3, SAME: 4, NO_CHANGE: 5}
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,10 @@ class Settings:
     default_noise_floor: float = DEFAULT_NOISE_FLOOR
     min_seeds: int = DEFAULT_MIN_SEEDS
     gate: tuple[str, ...] = DEFAULT_GATE
+    throughput_noise_floor: float = DEFAULT_THROUGHPUT_FLOOR
+    min_runs: int = DEFAULT_MIN_RUNS
+    min_steps: int = DEFAULT_MIN_STEPS
+    n_boot: int = 2000
     test: str = (
         "exact two-sided Mann-Whitney U with the noise floor as margin (normal approximation above 60 pooled runs)"
     )
@@ -67,8 +78,10 @@ class Settings:
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha {self.alpha}: must be between 0 and 1")
-        if not 0 <= self.default_noise_floor < 1:
-            raise ValueError(f"noise floor {self.default_noise_floor}: must be in [0, 1)")
+        check_floor(self.default_noise_floor, "--noise-floor")
+        check_floor(self.throughput_noise_floor, "--throughput-noise-floor")
+        if self.min_runs < 2 or self.min_steps < 1:
+            raise ValueError(f"--min-runs {self.min_runs} / --min-steps {self.min_steps}: need >= 2 runs, >= 1 step")
         unknown = sorted(set(self.gate) - set(METRIC_NAMES))
         if unknown:
             raise ValueError(f"gate metric(s) {unknown}: expected some of {', '.join(METRIC_NAMES)}")
@@ -100,6 +113,8 @@ class MetricResult:
     p_any_change: float | None = None  # of any change at all (the plain test)
     exact: bool | None = None
     note: str = ""
+    ci_low: float | None = None  # throughput A/B: the ratio's interval
+    ci_high: float | None = None
 
     @property
     def badness(self) -> float:
@@ -133,11 +148,13 @@ class PairReport:
     baseline: SideInfo
     candidate: SideInfo
     noise_floor: float
-    noise_floor_source: Literal["spec", "default"]
+    noise_floor_source: Literal["measured", "spec", "default"]
     reason: str = ""  # why not comparable
     cause: str | None = None  # for a time-to-target change: convergence | throughput | both | ...
     cause_detail: str = ""
     metrics: list[MetricResult] = field(default_factory=list)
+    mode: str = "tta"  # tta: seeds and Mann-Whitney; throughput: A/B step times and a bootstrap interval
+    floor_note: str = ""  # a candidate's own floor that was ignored, a measured floor that did not apply
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.name == name), None)
@@ -293,16 +310,30 @@ def _tta_looks_worse(pair: PairReport) -> bool:
     return tta is not None and tta.badness > math.log1p(pair.noise_floor)
 
 
+def _ignored_floor(cand_floor: float | None, used: float) -> str:
+    if cand_floor is None or cand_floor == used:
+        return ""
+    return (f"the candidate's own noise floor {cand_floor:g} was ignored: the baseline's ({used:g}) wins, so a change "
+            "cannot widen the floor it is judged by")
+
+
 def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Settings) -> PairReport:
-    floor = cand.noise_floor.get(spec_hash)
-    if floor is None:
-        floor = base.noise_floor.get(spec_hash)
-    source: Literal["spec", "default"] = "spec" if floor is not None else "default"
+    floor = base.noise_floor.get(spec_hash)  # the baseline's floor wins: a PR cannot widen its own margin
+    source: Literal["measured", "spec", "default"] = "spec" if floor is not None else "default"
     pair = PairReport(
         key.hardware, key.workload, key.backend, SAME, _info(base, spec_hash), _info(cand, spec_hash),
         floor if floor is not None else s.default_noise_floor, source,
     )
+    pair.floor_note = _ignored_floor(cand.noise_floor.get(spec_hash), pair.noise_floor)
     b_runs, c_runs = base.by_spec[spec_hash], cand.by_spec[spec_hash]
+    if reason := _key_mismatch(base.comparison.get(spec_hash, []), cand.comparison.get(spec_hash, [])):
+        b_runs, c_runs = [], []
+        pair.verdict, pair.reason = NOT_COMPARABLE, reason
+        for m in METRICS:
+            r = compare_metric(m, base.by_spec[spec_hash], cand.by_spec[spec_hash], pair.noise_floor, s)
+            r.verdict, r.ratio, r.p_value, r.p_any_change, r.note = NOT_COMPARABLE, None, None, None, reason
+            pair.metrics.append(r)
+        return pair
     pair.metrics = [compare_metric(m, b_runs, c_runs, pair.noise_floor, s) for m in METRICS]
     if (few := too_few_seeds(len(b_runs), len(c_runs), s)) is not None:
         pair.verdict, pair.reason = NOT_COMPARABLE, few
@@ -314,6 +345,16 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
         pair.verdict = IMPROVED  # good news only when time to target did not get worse, significant or not
     attribute(pair)
     return pair
+
+
+def _key_mismatch(base_keys: list[dict[str, Any]], cand_keys: list[dict[str, Any]]) -> str:
+    """Why two sides of one spec hash are still not comparable (suite/compare_key.py), or ''."""
+    for side, keys in (("baseline", base_keys), ("candidate", cand_keys)):
+        if mixed := compare_key.mixed(keys):
+            return f"the {side} runs mix configurations: {'; '.join(mixed)}"
+    if base_keys and cand_keys and (diff := compare_key.differences(base_keys[0], cand_keys[0])):
+        return f"different configuration: {'; '.join(diff)}"
+    return ""
 
 
 def _unpaired(key: SideKey, base: Side | None, cand: Side | None, spec: str | None, reason: str, s: Settings) -> PairReport:
@@ -375,15 +416,105 @@ def compare_sides(base: dict[SideKey, Side], cand: dict[SideKey, Side], s: Setti
 
 def compare(
     baseline: Iterable[Path], candidate: Iterable[Path], settings: Settings | None = None,
-    strict: bool = False, validate: bool = False,
+    strict: bool = False, validate: bool = False, floors: Iterable[Path] | None = None,
 ) -> Report:
     """Read both sides (result and/or baseline files) and compare; ResultError only for a missing path or
     under strict for a bad file."""
     s = settings or Settings()
     b: Loaded = load_paths(baseline, strict, validate)
     c: Loaded = load_paths(candidate, strict, validate)
-    pairs = compare_sides(sides(b), sides(c), s)
+    extra: list[NoiseFloor] = []
+    for root in floors or ():
+        extra += load_paths([root], strict=True).floors
+    b.floors += extra
+    check_floors(b, c)
+    if compare_ab.check_modes(b, c):
+        pairs = compare_throughput(b, c, s)
+    else:
+        pairs = compare_sides(sides(b), sides(c), s)
     return Report(s, pairs, b.errors + c.errors, b.files, c.files)
+
+
+def check_floors(*loaded: Loaded) -> None:
+    """Any noise floor outside [0, 1), from a result, a baseline or a floor file, is bad input (named)."""
+    try:
+        for side in loaded:
+            for rec in side.records:
+                check_floor(rec.noise_floor, f"{rec.source}: config.spec.compare.noise_floor")
+            for src, bl in side.baselines:
+                check_floor(bl.noise_floor, f"{src}: noise_floor")
+    except FloorError as e:
+        raise CompareInputError(str(e)) from None
+
+
+def compare_throughput(base: Loaded, cand: Loaded, s: Settings) -> list[PairReport]:
+    """Throughput A/B: per (hardware, workload, backend), the ratio of median step times and its interval."""
+    bg = compare_ab.groups(base, "baseline", s.min_steps)
+    cg = compare_ab.groups(cand, "candidate", s.min_steps)
+    b_failed, c_failed = compare_ab.failed(base), compare_ab.failed(cand)
+    pairs: list[PairReport] = []
+    for key in sorted(set(bg) | set(cg) | set(b_failed) | set(c_failed),
+                      key=lambda k: (k.workload, k.backend, k.hardware)):
+        b, c = bg.get(key), cg.get(key)
+        info = [SideInfo(next(iter(g.spec_hashes), None) if g else None, None, len(g.records) if g else 0,
+                         len(g.records) if g else 0) for g in (b, c)]
+        for i, fails in enumerate((b_failed.get(key, []), c_failed.get(key, []))):
+            info[i].runs += len(fails)
+        pair = PairReport(key.hardware, key.workload, key.backend, NOT_COMPARABLE, info[0], info[1],
+                          s.throughput_noise_floor, "default", mode="throughput")
+        pairs.append(pair)
+        fails = [f"{side}: {len(x)} run(s) ended {', '.join(sorted({r.figures.status for r in x}))} "
+                 f"(e.g. {x[0].source})" for side, x in (("baseline", b_failed.get(key)), ("candidate", c_failed.get(key)))
+                 if x]
+        if fails:
+            pair.reason = "failed throughput runs: " + "; ".join(fails)
+            continue
+        if b is None or c is None:
+            pair.reason = f"no {'baseline' if b is None else 'candidate'} throughput runs for this workload"
+            continue
+        if b.spec_hashes != c.spec_hashes or len(b.spec_hashes) > 1:
+            pair.reason = (f"different spec hash: baseline {', '.join(sorted(b.spec_hashes))}, candidate "
+                           f"{', '.join(sorted(c.spec_hashes))}; the workload spec changed between the commits")
+            continue
+        if diff := compare_key.differences(b.records[0].comparison, c.records[0].comparison):
+            raise CompareInputError(f"{key.workload} on {key.hardware}: the two sides ran different configurations "
+                                    f"({'; '.join(diff)}); an A/B must run the same command on both sides")
+        if min(len(b.steps), len(c.steps)) < s.min_runs:
+            pair.reason = (f"too few runs: baseline {len(b.steps)}, candidate {len(c.steps)}; at least {s.min_runs} "
+                           "each are needed (`trainbench ab --rounds N`)")
+            continue
+        _floor_for(pair, b, c, base.floors, s)
+        iv = compare_ab.ratio_interval(b.steps, c.steps, s.alpha, s.n_boot)
+        verdict, note = compare_ab.verdict(iv, pair.noise_floor)
+        pair.verdict = verdict  # type: ignore[assignment]
+        pair.metrics = [_step_metric(b.steps, c.steps, iv, verdict, note, s)]
+    pairs.sort(key=lambda p: (p.severity, p.workload, p.backend, p.hardware))
+    return pairs
+
+
+def _floor_for(pair: PairReport, b: compare_ab.ABGroup, c: compare_ab.ABGroup, floors: list[NoiseFloor],
+               s: Settings) -> None:
+    """The measured A/A floor for this runner, else the baseline's spec floor, else the default: never the
+    candidate's own."""
+    key = SideKey(pair.hardware, pair.workload, pair.backend)
+    measured, note = compare_ab.measured_floor(floors, key, b.records[0].comparison)
+    spec_floor = b.records[0].noise_floor
+    if measured is not None:
+        pair.noise_floor, pair.noise_floor_source = measured.noise_floor, "measured"
+    elif spec_floor is not None:
+        pair.noise_floor, pair.noise_floor_source = spec_floor, "spec"
+    pair.floor_note = "; ".join(x for x in (note, _ignored_floor(c.records[0].noise_floor, pair.noise_floor)) if x)
+
+
+def _step_metric(base: list[list[float]], cand: list[list[float]], iv: compare_ab.Interval, verdict: str, note: str,
+                 s: Settings) -> MetricResult:
+    def summary(runs: list[list[float]], med: float) -> Summary:
+        per_run = [stats.median(r) for r in runs]
+        return Summary(sum(map(len, runs)), med, med, min(per_run), max(per_run))
+
+    return MetricResult("time_per_step_s", "time per step", "s", True, True, verdict,  # type: ignore[arg-type]
+                        summary(base, iv.base_median_s), summary(cand, iv.head_median_s), iv.ratio, note=note,
+                        ci_low=iv.ci_low, ci_high=iv.ci_high)
 
 
 # ---- output -----------------------------------------------------------------------------------------------
@@ -412,7 +543,7 @@ def _metric_json(m: MetricResult) -> dict[str, Any]:
     return {"name": m.name, "label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better,
             "gating": m.gating, "verdict": m.verdict, "baseline": _summary_json(m.baseline),
             "candidate": _summary_json(m.candidate), "ratio": _f(m.ratio), "p_value": _f(m.p_value),
-            "p_any_change": _f(m.p_any_change), "exact": m.exact,
+            "p_any_change": _f(m.p_any_change), "exact": m.exact, "ci_low": _f(m.ci_low), "ci_high": _f(m.ci_high),
             "note": m.note}
 
 
@@ -424,6 +555,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "reason": p.reason, "cause": p.cause, "cause_detail": p.cause_detail, "noise_floor": _f(p.noise_floor),
         "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
         "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
+        "mode": p.mode, "floor_note": p.floor_note,
     } for p in report.pairs]
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -461,6 +593,8 @@ def fmt(value: float | None, unit: str) -> str:
 def _ratio_text(m: MetricResult | None) -> str:
     if m is None or m.ratio is None:
         return "-"
+    if m.ci_low is not None and m.ci_high is not None:
+        return f"×{m.ratio:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]"
     return "∞" if math.isinf(m.ratio) else f"×{m.ratio:.3f}"
 
 
@@ -468,14 +602,16 @@ def _p_text(m: MetricResult | None) -> str:
     return "-" if m is None or m.p_value is None else f"{m.p_value:.3g}"
 
 
-ICON = {REGRESSED: "🔴", NOT_COMPARABLE: "⚪", IMPROVED: "🟢", SAME: "✅"}
+ICON = {REGRESSED: "🔴", SUSPICIOUS: "🟠", NOT_COMPARABLE: "⚪", IMPROVED: "🟢", SAME: "✅", NO_CHANGE: "✅"}
 
 
 def summary_line(report: Report) -> str:
     c = report.counts
     head = (f"🔴 **{c[REGRESSED]} regression{'s' * (c[REGRESSED] != 1)}**" if c[REGRESSED]
             else "✅ **no regression**" if report.exit_code == EXIT_OK else "⚪ **nothing comparable**")
-    rest = f"{c[IMPROVED]} improved · {c[SAME]} no significant change · {c[NOT_COMPARABLE]} not comparable"
+    rest = f"{c[IMPROVED]} improved · {c[SAME] + c[NO_CHANGE]} no (significant) change · {c[NOT_COMPARABLE]} not comparable"
+    if c[SUSPICIOUS]:
+        rest += f" · {c[SUSPICIOUS]} suspicious"
     bad = f" · {len(report.errors)} bad file(s) skipped" if report.errors else ""
     return f"{head} in {len(report.pairs)} comparison(s): {rest}{bad}"
 
@@ -484,7 +620,7 @@ MARKDOWN_MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
 
 
 def _row(p: PairReport) -> str:
-    tta = p.metric("time_to_target_s")
+    tta = p.metric("time_to_target_s" if p.mode == "tta" else "time_per_step_s")
     base = fmt(tta.baseline.center if tta and tta.baseline else None, "s")
     cand = fmt(tta.candidate.center if tta and tta.candidate else None, "s")
     why = p.reason or p.cause or ""
@@ -503,6 +639,12 @@ def to_markdown(report: Report, max_chars: int = MARKDOWN_MAX_CHARS) -> str:
         f"(the spec's `compare.noise_floor`, else {s.default_noise_floor:.0%}); gating metrics: "
         f"{', '.join(s.gate)}. Failed runs count as infinitely slow.</sub>", "",
     ]
+    if any(p.mode == "throughput" for p in report.pairs):
+        head[4] = (f"<sub>Throughput A/B on one runner: ratio of median step times (candidate / baseline) with a "
+                   f"{1 - s.alpha:.0%} two-level bootstrap interval (runs, then steps); `regressed` when the whole "
+                   "interval lies beyond the noise floor (measured A/A floor, else the baseline spec's, else "
+                   f"{s.throughput_noise_floor:.0%}), `suspicious` when only the point estimate does. The time "
+                   "column is the median step time.</sub>")
     tail: list[str] = []
     if report.errors:
         shown = report.errors[:50]
@@ -510,7 +652,8 @@ def to_markdown(report: Report, max_chars: int = MARKDOWN_MAX_CHARS) -> str:
         tail = [f"<details><summary>{len(report.errors)} bad file(s) skipped</summary>", "",
                 "```text", *shown, *more, "```", "", "</details>", ""]  # messages quote with backticks
     budget = max_chars - sum(len(x) + 1 for x in head + tail) - 400  # room for the two "cut" notes
-    table = ["| | workload | backend | hardware | time to target, baseline → candidate | ratio | p (beyond floor) | cause / reason |",
+    what = "time to target" if all(p.mode == "tta" for p in report.pairs) else "median step time"
+    table = [f"| | workload | backend | hardware | {what}, baseline → candidate | ratio | p (beyond floor) | cause / reason |",
              "|---|---|---|---|---|---|---|---|"] if report.pairs else []
     budget -= sum(len(x) + 1 for x in table)
     rows = 0
@@ -549,7 +692,9 @@ def _pair_details(p: PairReport) -> list[str]:
 
     out = [f"#### {ICON[p.verdict]} `{p.workload}` · {p.backend} · {p.hardware}", "",
            f"baseline: {rate(p.baseline)}, spec `{p.baseline.spec_hash or '-'}` · candidate: {rate(p.candidate)}, "
-           f"spec `{p.candidate.spec_hash or '-'}` · noise floor {p.noise_floor:.0%} ({p.noise_floor_source})", ""]
+           f"spec `{p.candidate.spec_hash or '-'}` · noise floor {p.noise_floor:.1%} ({p.noise_floor_source})", ""]
+    if p.floor_note:
+        out += [f"note: {p.floor_note}", ""]
     if p.reason:
         out += [f"**not comparable:** {p.reason}", ""]
     if p.cause:

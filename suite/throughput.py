@@ -20,7 +20,7 @@ CONTINUE, DIVERGED, INTERRUPTED = 0, 3, 4
 
 def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
     """Fill `run` (a harness.Run after init) with the measured steps and its status."""
-    spec, req = run.spec, run.req
+    spec = run.spec
     warmup, measure_steps = spec.throughput.warmup_steps, spec.throughput.measure_steps
     shard = getattr(backend, "data_shard", None)
     data_rank, data_world = shard() if shard is not None else (run.dist.rank, run.dist.world)
