@@ -484,7 +484,7 @@ def compare_throughput(base: Loaded, cand: Loaded, s: Settings) -> list[PairRepo
                            "each are needed (`trainbench ab --rounds N`)")
             continue
         _floor_for(pair, b, c, base.floors, s)
-        iv = compare_ab.ratio_interval(b.steps, c.steps, s.alpha, s.n_boot)
+        iv = compare_ab.ratio_interval(b.steps, c.steps, s.alpha, s.n_boot, paired=compare_ab.paired(b, c))
         verdict, note = compare_ab.verdict(iv, pair.noise_floor)
         pair.verdict = verdict  # type: ignore[assignment]
         pair.metrics = [_step_metric(b.steps, c.steps, iv, verdict, note, s)]

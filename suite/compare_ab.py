@@ -37,30 +37,38 @@ class Interval:
     head_median_s: float
 
 
-def _medians(runs: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """n_boot bootstrap medians: pick len(runs) runs with replacement, then as many steps as a typical run has
-    from each picked run, with replacement; the median of all picked steps."""
+def _medians(runs: Sequence[np.ndarray], picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One bootstrap median per row of `picks` (run indices drawn with replacement): from each picked run, as many
+    steps as a typical run has, with replacement; the median of all picked steps."""
     lens = np.array([len(r) for r in runs])
     flat = np.concatenate(runs)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    n_runs, per_run = len(runs), int(np.median(lens))
+    n_boot, n_runs = picks.shape
+    per_run = int(np.median(lens))
     chunk = max(1, MAX_BOOT_CELLS // (n_runs * per_run))
     out = np.empty(n_boot)
     for lo in range(0, n_boot, chunk):
         b = min(chunk, n_boot - lo)
-        pick = rng.integers(0, n_runs, (b, n_runs))
+        pick = picks[lo:lo + b]
         idx = starts[pick][..., None] + (rng.random((b, n_runs, per_run)) * lens[pick][..., None]).astype(np.int64)
         out[lo:lo + b] = np.median(flat[idx].reshape(b, -1), axis=1)
     return out
 
 
 def ratio_interval(base: Sequence[Sequence[float]], head: Sequence[Sequence[float]], alpha: float = 0.05,
-                   n_boot: int = 2000, seed: int = 0) -> Interval:
-    """Ratio of pooled medians head/base and its (1 - alpha) percentile interval by the two-level bootstrap."""
+                   n_boot: int = 2000, seed: int = 0, paired: bool = False) -> Interval:
+    """Ratio of pooled medians head/base and its (1 - alpha) percentile interval by the two-level bootstrap.
+
+    paired: base[i] and head[i] ran in the same round (side by side in lockstep, or in adjacent blocks), so the
+    rounds are resampled jointly: what a round did to both sides (a busy neighbour) cancels in the ratio."""
     b_runs = [np.asarray(r, dtype=float) for r in base]
     h_runs = [np.asarray(r, dtype=float) for r in head]
+    if paired and len(b_runs) != len(h_runs):
+        raise ValueError(f"paired runs need as many base runs as head runs ({len(b_runs)} != {len(h_runs)})")
     rng = np.random.default_rng(seed)
-    ratios = _medians(h_runs, n_boot, rng) / _medians(b_runs, n_boot, rng)
+    b_pick = rng.integers(0, len(b_runs), (n_boot, len(b_runs)))
+    h_pick = b_pick if paired else rng.integers(0, len(h_runs), (n_boot, len(h_runs)))
+    ratios = _medians(h_runs, h_pick, rng) / _medians(b_runs, b_pick, rng)
     lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
     base_med = float(np.median(np.concatenate(b_runs)))
     head_med = float(np.median(np.concatenate(h_runs)))
@@ -109,6 +117,15 @@ class ABGroup:
     def spec_hashes(self) -> set[str]:
         return {r.spec_hash for r in self.records}
 
+    @property
+    def rounds(self) -> list[int]:
+        return [r.figures.seed for r in self.records]
+
+
+def paired(base: ABGroup, head: ABGroup) -> bool:
+    """Both sides ran the same rounds, one run each: the runs pair up (`trainbench ab` gives round r seed r)."""
+    return base.rounds == head.rounds and len(set(base.rounds)) == len(base.rounds)
+
 
 def check_modes(base: Loaded, cand: Loaded) -> bool:
     """True if this is a throughput comparison; bad input (mixed modes, baseline files) raises."""
@@ -147,7 +164,9 @@ def groups(loaded: Loaded, side: str, min_steps: int) -> dict[SideKey, ABGroup]:
         g = out.setdefault(rec.key, ABGroup(rec.key, [], []))
         g.records.append(rec)
         g.steps.append(times)
-    for g in out.values():
+    for g in out.values():  # in round order (the seed is the round), so that pairs line up
+        order = sorted(range(len(g.records)), key=lambda i: g.records[i].figures.seed)
+        g.records, g.steps = [g.records[i] for i in order], [g.steps[i] for i in order]
         if mixed := compare_key.mixed([r.comparison for r in g.records]):
             raise CompareInputError(f"the {side} side's {g.key.workload} runs mix configurations: {'; '.join(mixed)}; "
                                     "one side must be one configuration")

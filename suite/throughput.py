@@ -10,12 +10,50 @@ compare's confidence interval resamples steps within runs (docs/compare.md).
 from __future__ import annotations
 
 import math
+import os
+import select
 import time
 from typing import Any
 
 from suite import distributed
 
 CONTINUE, DIVERGED, INTERRUPTED = 0, 3, 4
+TURN_ENV = "TRAINBENCH_AB_TURN"  # "IN_FIFO:OUT_FIFO", set by `trainbench ab --lockstep` (suite/ab.py)
+TURN_WAIT_S = 120.0  # the other side is gone (or measures fewer steps): stop waiting, run free
+
+
+class Turns:
+    """Lockstep with the other side of an A/B: wait for the token before each step, pass it on after.
+
+    Two processes (base and head) then alternate step by step, A B A B ..., so a neighbour's burst or a clock
+    change hits both sides' steps alike. Without the variable (a plain run) every call is a no-op.
+    """
+
+    def __init__(self, spec: str | None):
+        self.fds: tuple[int, int] | None = None
+        if spec:
+            inp, out = spec.split(":", 1)
+            # O_RDWR: opening a FIFO this way never blocks (two processes opening for read would deadlock)
+            self.fds = (os.open(inp, os.O_RDWR), os.open(out, os.O_RDWR))
+
+    def wait(self) -> None:
+        if self.fds is None:
+            return
+        ready, _, _ = select.select([self.fds[0]], [], [], TURN_WAIT_S)
+        if not ready:
+            self.close()  # the other side ended or hangs: measure on alone rather than hang
+            return
+        os.read(self.fds[0], 1)
+
+    def done(self) -> None:
+        if self.fds is not None:
+            os.write(self.fds[1], b"t")
+
+    def close(self) -> None:
+        if self.fds is not None:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = None
 
 
 def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
@@ -26,7 +64,7 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
     data_rank, data_world = shard() if shard is not None else (run.dist.rank, run.dist.world)
     batches = iter(workload.train_batches(data_rank, data_world))
     world = run.dist.world
-    code = CONTINUE
+    turns = Turns(os.environ.get(TURN_ENV) if run.dist.rank == 0 else None)
 
     def step() -> Any:
         return backend.train_step(state, next(batches))
@@ -40,8 +78,26 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
             c = INTERRUPTED
         return distributed.all_max(c) if world > 1 else c
 
+    try:
+        code = _loop(run, spec, warmup, measure_steps, step, stop_code, backend, turns)
+    finally:
+        turns.close()
+    run.status = {CONTINUE: "measured", DIVERGED: "diverged", INTERRUPTED: "interrupted"}[code]
+    if code == DIVERGED:
+        run.error = f"non-finite loss {run.last_loss} at step {run.steps}"
+    if code == INTERRUPTED:
+        run.error = "stopped by a signal"
+
+
+def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_code: Any, backend: Any,
+          turns: Turns) -> int:
+    code = CONTINUE
     for _ in range(warmup):  # untimed: caches, the allocator, lazy init and compilation settle here
-        code = stop_code(step())
+        turns.wait()
+        out = step()
+        backend.synchronize()
+        turns.done()
+        code = stop_code(out)
         if code != CONTINUE:
             break
     backend.synchronize()
@@ -50,6 +106,7 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
     run.t0 = t0
     next_progress = t0 + 1.0
     while code == CONTINUE and run.steps < measure_steps:
+        turns.wait()  # lockstep with the other side of an A/B (a no-op otherwise), outside the timed window
         backend.synchronize()
         ts = time.perf_counter()
         run.inst.step_begin()
@@ -57,6 +114,7 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
         run.inst.step_end()
         backend.synchronize()
         run.step_times.append(time.perf_counter() - ts)
+        turns.done()
         run.steps += 1
         run.samples += spec.data.batch_size
         code = stop_code(out)  # outside the timed window: the loss read and the agreement across ranks
@@ -65,14 +123,11 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
             next_progress = now + 1.0
             run.progress(_progress(run, now - t0))
     backend.synchronize()
-    run.total_s = run.train_s = time.perf_counter() - t0
+    run.total_s = time.perf_counter() - t0
+    run.train_s = math.fsum(run.step_times)  # the measured steps only (in lockstep the wall clock holds waits)
     run.inst.clock_stopped()
     run.memory = run.device.memory_stats()
-    run.status = {CONTINUE: "measured", DIVERGED: "diverged", INTERRUPTED: "interrupted"}[code]
-    if code == DIVERGED:
-        run.error = f"non-finite loss {run.last_loss} at step {run.steps}"
-    if code == INTERRUPTED:
-        run.error = "stopped by a signal"
+    return code
 
 
 def _progress(run: Any, elapsed_s: float) -> Any:
