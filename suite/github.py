@@ -494,3 +494,28 @@ def runner_config_command(url: str, token: str, labels: list[str], name: str | N
     if ephemeral:
         cmd.append("--ephemeral")
     return cmd
+
+
+# ---- issues: one per change point in the nightly history (suite/history.py) -------------------------------------
+
+ISSUE_MARKER_PREFIX = "<!-- trainbench-issue:"
+
+
+def upsert_issue(gh: GitHub, repo: str, key: str, title: str, body: str,
+                 labels: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Open the one issue carrying the hidden marker for `key`, or update it in place if it is already open.
+
+    `key` is hashed into the marker, so that any text (a change point's id) is safe inside an HTML comment."""
+    import hashlib
+
+    _check_repo(repo)
+    marker = f"{ISSUE_MARKER_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:20]} -->"
+    full = f"{marker}\n{body}"[:MAX_COMMENT_CHARS]
+    params: dict[str, Any] = {"state": "open", **({"labels": ",".join(labels)} if labels else {})}
+    for issue in gh.paginate(f"/repos/{repo}/issues", params):
+        if "pull_request" not in issue and str(issue.get("body") or "").startswith(marker):
+            data = gh.json("PATCH", f"/repos/{repo}/issues/{int(issue['number'])}",
+                           json_body={"title": title, "body": full})
+            return {"action": "updated", "number": data["number"], "url": data.get("html_url")}
+    data = gh.json("POST", f"/repos/{repo}/issues", json_body={"title": title, "body": full, "labels": list(labels)})
+    return {"action": "created", "number": data["number"], "url": data.get("html_url")}
