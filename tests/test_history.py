@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_vectorised_gain_is_ruptures_own() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(0, 1, 40)
-    x[25:] += 1.0
+    x[25:] += 3.0
     k, gain = history._best_split(x, history.MIN_SEGMENT)
     assert k == 25
     assert abs(history.best_gains(x[None, :], history.MIN_SEGMENT)[0] - gain) < 1e-9 * max(1, gain)
@@ -61,3 +61,17 @@ def test_history_cli_reports_the_commit_range(tmp_path: Path) -> None:
     assert c["before_sha"].startswith("13") and c["after_sha"].startswith("14") and c["worse"]
     assert abs(c["change"] - 0.08) < 0.02 and c["p_value"] <= 0.01
     assert "time_per_step_s" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_workload_page_marks_change_points_on_its_chart() -> None:
+    from suite.site import charts, render
+
+    rng = np.random.default_rng(3)
+    ys = np.exp(rng.normal(0, 0.01, 24)) * np.where(np.arange(24) >= 12, 1.10, 1.0) * 20
+    series = [charts.Series("h200 · torch · fp32", [charts.Point(1.7e9 + 86400 * i, float(y)) for i, y in enumerate(ys)])]
+    marks = render.change_markers(series)
+    assert len(marks) == 1 and marks[0][0] == 1.7e9 + 86400 * 12 and "change point in h200" in marks[0][1]
+    svg = str(charts.line_chart(series, x_label="date", y_label="s", x_kind="time", markers=marks))
+    assert svg.count('class="change-point"') == 1 and "see `trainbench history`" in svg
+    flat = [charts.Series("x", [charts.Point(1.7e9 + 86400 * i, 20.0 + 0.01 * (i % 3)) for i in range(24)])]
+    assert render.change_markers(flat) == []
