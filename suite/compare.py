@@ -2,187 +2,61 @@
 
 The test is the exact two-sided Mann-Whitney U on the per-seed figures (suite/stats.py says why), with the
 noise floor as its margin: a metric is `regressed` or `improved` only when the candidate, moved towards the
-baseline by the floor, still differs significantly at alpha. docs/compare.md is the user's description.
+baseline by the floor, still differs significantly at alpha. Throughput results (A/B of two commits) take the
+other road: suite/compare_ab.py's interval of the ratio of median step times. The data model is in
+suite/compare_model.py, the JSON and Markdown in suite/compare_output.py (both re-exported here).
+docs/compare.md is the user's description.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from suite import compare_ab, compare_key, stats
 from suite.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
 from suite.compare_ab import CompareInputError
-from suite.noise_floor import FloorError, NoiseFloor, check_floor
-
-REPORT_SCHEMA_VERSION = 1
-DEFAULT_ALPHA = 0.05
-DEFAULT_NOISE_FLOOR = 0.05
-DEFAULT_MIN_SEEDS = 3
-DEFAULT_GATE = ("time_to_target_s", "time_per_step_s", "peak_memory_bytes")
-DEFAULT_THROUGHPUT_FLOOR = 0.01  # throughput A/B without a measured floor: 1% (a calibrated floor is better)
-DEFAULT_MIN_RUNS = 4  # throughput runs per side: the interval resamples runs
-DEFAULT_MIN_STEPS = 20  # measured steps per throughput run
-EXIT_OK, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
-
-Verdict = Literal["regressed", "improved", "no significant change", "not comparable", "suspicious", "no change"]
-REGRESSED: Final = "regressed"
-IMPROVED: Final = "improved"
-SAME: Final = "no significant change"  # TTA seeds (Mann-Whitney)
-NO_CHANGE: Final = "no change"  # throughput A/B: the interval lies within the noise floor
-SUSPICIOUS: Final = "suspicious"  # throughput A/B: point estimate beyond the floor, interval not
-NOT_COMPARABLE: Final = "not comparable"
-# regressions first, then what a human must look at, then good news, then nothing
-SEVERITY = {REGRESSED: 0, SUSPICIOUS: 1, NOT_COMPARABLE: 2, IMPROVED: 3, SAME: 4, NO_CHANGE: 5}
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    label: str
-    unit: str
-    lower_is_better: bool
-    center: Literal["olympic", "median"]
-    get: Callable[[RunFigures], float | None]
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("time_to_target_s", "time to target", "s", True, "olympic", lambda f: f.tta()),
-    Metric("steps_to_target", "steps to target", "steps", True, "median", lambda f: f.steps()),
-    Metric("time_per_step_s", "time per step", "s", True, "median", lambda f: f.time_per_step_s),
-    Metric("samples_per_s", "throughput", "samples/s", False, "median", lambda f: f.samples_per_s),
-    Metric("mfu", "MFU", "", False, "median", lambda f: f.mfu),
-    Metric("peak_memory_bytes", "peak memory", "bytes", True, "median", lambda f: f.peak_memory_bytes),
-    Metric("energy_j", "energy", "J", True, "median", lambda f: f.energy_j),
+from suite.compare_model import (  # noqa: F401 - the model is part of this module's API
+    DEFAULT_ALPHA,
+    DEFAULT_GATE,
+    DEFAULT_MIN_RUNS,
+    DEFAULT_MIN_SEEDS,
+    DEFAULT_MIN_STEPS,
+    DEFAULT_NOISE_FLOOR,
+    DEFAULT_THROUGHPUT_FLOOR,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    IMPROVED,
+    METRIC_NAMES,
+    METRICS,
+    NO_CHANGE,
+    NOT_COMPARABLE,
+    REGRESSED,
+    REPORT_SCHEMA_VERSION,
+    SAME,
+    SEVERITY,
+    SUSPICIOUS,
+    Metric,
+    MetricResult,
+    PairReport,
+    Report,
+    Settings,
+    SideInfo,
+    Summary,
+    Verdict,
 )
-METRIC_NAMES = tuple(m.name for m in METRICS)
-
-
-@dataclass(frozen=True)
-class Settings:
-    alpha: float = DEFAULT_ALPHA
-    default_noise_floor: float = DEFAULT_NOISE_FLOOR
-    min_seeds: int = DEFAULT_MIN_SEEDS
-    gate: tuple[str, ...] = DEFAULT_GATE
-    throughput_noise_floor: float = DEFAULT_THROUGHPUT_FLOOR
-    min_runs: int = DEFAULT_MIN_RUNS
-    min_steps: int = DEFAULT_MIN_STEPS
-    n_boot: int = 2000
-    test: str = (
-        "exact two-sided Mann-Whitney U with the noise floor as margin (normal approximation above 60 pooled runs)"
-    )
-
-    def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha {self.alpha}: must be between 0 and 1")
-        check_floor(self.default_noise_floor, "--noise-floor")
-        check_floor(self.throughput_noise_floor, "--throughput-noise-floor")
-        if self.min_runs < 2 or self.min_steps < 1:
-            raise ValueError(f"--min-runs {self.min_runs} / --min-steps {self.min_steps}: need >= 2 runs, >= 1 step")
-        unknown = sorted(set(self.gate) - set(METRIC_NAMES))
-        if unknown:
-            raise ValueError(f"gate metric(s) {unknown}: expected some of {', '.join(METRIC_NAMES)}")
-
-
-@dataclass
-class Summary:
-    """One side's figures of one metric."""
-
-    n: int
-    center: float  # olympic mean for time to target, median otherwise; inf = too many runs did not reach it
-    median: float
-    min: float
-    max: float
-
-
-@dataclass
-class MetricResult:
-    name: str
-    label: str
-    unit: str
-    lower_is_better: bool
-    gating: bool
-    verdict: Verdict
-    baseline: Summary | None = None
-    candidate: Summary | None = None
-    ratio: float | None = None  # candidate center / baseline center; inf, or None when undefined
-    p_value: float | None = None  # of the change beyond the noise floor: the verdict's test
-    p_any_change: float | None = None  # of any change at all (the plain test)
-    exact: bool | None = None
-    note: str = ""
-    ci_low: float | None = None  # throughput A/B: the ratio's interval
-    ci_high: float | None = None
-
-    @property
-    def badness(self) -> float:
-        """log of the ratio, signed so that > 0 is worse: the severity of a regression."""
-        if self.ratio is None or math.isnan(self.ratio):
-            return 0.0
-        if self.ratio == 0:
-            return -math.inf if self.lower_is_better else math.inf
-        b = math.log(self.ratio) if not math.isinf(self.ratio) else math.inf
-        return b if self.lower_is_better else -b
-
-
-@dataclass
-class SideInfo:
-    spec_hash: str | None
-    workload_version: int | None
-    runs: int
-    reached: int
-
-    @property
-    def success_rate(self) -> float | None:
-        return self.reached / self.runs if self.runs else None
-
-
-@dataclass
-class PairReport:
-    hardware: str
-    workload: str
-    backend: str
-    verdict: Verdict
-    baseline: SideInfo
-    candidate: SideInfo
-    noise_floor: float
-    noise_floor_source: Literal["measured", "spec", "default"]
-    reason: str = ""  # why not comparable
-    cause: str | None = None  # for a time-to-target change: convergence | throughput | both | ...
-    cause_detail: str = ""
-    metrics: list[MetricResult] = field(default_factory=list)
-    mode: str = "tta"  # tta: seeds and Mann-Whitney; throughput: A/B step times and a bootstrap interval
-    floor_note: str = ""  # a candidate's own floor that was ignored, a measured floor that did not apply
-
-    def metric(self, name: str) -> MetricResult | None:
-        return next((m for m in self.metrics if m.name == name), None)
-
-    @property
-    def severity(self) -> tuple[int, float]:
-        worst = max((m.badness for m in self.metrics if m.gating and m.verdict == REGRESSED), default=0.0)
-        return SEVERITY[self.verdict], -worst
-
-
-@dataclass
-class Report:
-    settings: Settings
-    pairs: list[PairReport]
-    errors: list[str]  # bad files, named and skipped
-    baseline_files: int
-    candidate_files: int
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return {v: sum(p.verdict == v for p in self.pairs) for v in SEVERITY}
-
-    @property
-    def exit_code(self) -> int:
-        if not any(p.verdict != NOT_COMPARABLE for p in self.pairs):
-            return EXIT_ERROR
-        return EXIT_REGRESSION if any(p.verdict == REGRESSED for p in self.pairs) else EXIT_OK
-
+from suite.compare_output import (  # noqa: F401 - re-exported: callers use compare.to_json etc.
+    ICON,
+    MARKDOWN_MAX_CHARS,
+    fmt,
+    summary_line,
+    to_json,
+    to_markdown,
+)
+from suite.noise_floor import FloorError, NoiseFloor, check_floor
 
 # ---- one metric --------------------------------------------------------------------------------------------
 
@@ -515,200 +389,3 @@ def _step_metric(base: list[list[float]], cand: list[list[float]], iv: compare_a
     return MetricResult("time_per_step_s", "time per step", "s", True, True, verdict,  # type: ignore[arg-type]
                         summary(base, iv.base_median_s), summary(cand, iv.head_median_s), iv.ratio, note=note,
                         ci_low=iv.ci_low, ci_high=iv.ci_high)
-
-
-# ---- output -----------------------------------------------------------------------------------------------
-
-
-def _f(x: float | None) -> float | str | None:
-    """A float for JSON, which has no infinity or NaN: inf -> "inf", NaN -> null."""
-    if x is None or math.isnan(x):
-        return None
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
-
-
-def _summary_json(x: Summary | None) -> dict[str, Any] | None:
-    return None if x is None else {"n": x.n, "center": _f(x.center), "median": _f(x.median), "min": _f(x.min),
-                                   "max": _f(x.max)}
-
-
-def _side_json(x: SideInfo) -> dict[str, Any]:
-    return {"spec_hash": x.spec_hash, "workload_version": x.workload_version, "runs": x.runs, "reached": x.reached,
-            "success_rate": _f(x.success_rate)}
-
-
-def _metric_json(m: MetricResult) -> dict[str, Any]:
-    return {"name": m.name, "label": m.label, "unit": m.unit, "lower_is_better": m.lower_is_better,
-            "gating": m.gating, "verdict": m.verdict, "baseline": _summary_json(m.baseline),
-            "candidate": _summary_json(m.candidate), "ratio": _f(m.ratio), "p_value": _f(m.p_value),
-            "p_any_change": _f(m.p_any_change), "exact": m.exact, "ci_low": _f(m.ci_low), "ci_high": _f(m.ci_high),
-            "note": m.note}
-
-
-def to_json(report: Report) -> dict[str, Any]:
-    """The machine-readable report; docs/compare.md documents every field. (Built by hand, not with
-    dataclasses.asdict, which was a third of the time of a 10,000-file compare.)"""
-    pairs = [{
-        "hardware": p.hardware, "workload": p.workload, "backend": p.backend, "verdict": p.verdict,
-        "reason": p.reason, "cause": p.cause, "cause_detail": p.cause_detail, "noise_floor": _f(p.noise_floor),
-        "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
-        "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
-        "mode": p.mode, "floor_note": p.floor_note,
-    } for p in report.pairs]
-    return {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "kind": "trainbench-compare",
-        "settings": asdict(report.settings),
-        "summary": {**{k.replace(" ", "_"): v for k, v in report.counts.items()}, "pairs": len(report.pairs),
-                    "exit_code": report.exit_code, "baseline_files": report.baseline_files,
-                    "candidate_files": report.candidate_files, "bad_files": len(report.errors)},
-        "pairs": pairs,
-        "errors": report.errors,
-    }
-
-
-def fmt(value: float | None, unit: str) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    if math.isinf(value):
-        return "∞"
-    if unit == "bytes":
-        for div, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-            if abs(value) >= div:
-                return f"{value / div:.3g} {u}"
-        return f"{value:.0f} B"
-    if unit == "":  # a fraction (MFU)
-        return f"{value:.1%}"
-    if unit == "steps":
-        return f"{value:,.0f}"
-    if unit == "plain":
-        return f"{value:,.4g}"
-    if unit == "s" and abs(value) < 0.1:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:,.4g} {unit}"
-
-
-def _ratio_text(m: MetricResult | None) -> str:
-    if m is None or m.ratio is None:
-        return "-"
-    if m.ci_low is not None and m.ci_high is not None:
-        return f"×{m.ratio:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]"
-    return "∞" if math.isinf(m.ratio) else f"×{m.ratio:.3f}"
-
-
-def _p_text(m: MetricResult | None) -> str:
-    return "-" if m is None or m.p_value is None else f"{m.p_value:.3g}"
-
-
-ICON = {REGRESSED: "🔴", SUSPICIOUS: "🟠", NOT_COMPARABLE: "⚪", IMPROVED: "🟢", SAME: "✅", NO_CHANGE: "✅"}
-
-
-def summary_line(report: Report) -> str:
-    c = report.counts
-    head = (f"🔴 **{c[REGRESSED]} regression{'s' * (c[REGRESSED] != 1)}**" if c[REGRESSED]
-            else "✅ **no regression**" if report.exit_code == EXIT_OK else "⚪ **nothing comparable**")
-    rest = f"{c[IMPROVED]} improved · {c[SAME] + c[NO_CHANGE]} no (significant) change · {c[NOT_COMPARABLE]} not comparable"
-    if c[SUSPICIOUS]:
-        rest += f" · {c[SUSPICIOUS]} suspicious"
-    bad = f" · {len(report.errors)} bad file(s) skipped" if report.errors else ""
-    return f"{head} in {len(report.pairs)} comparison(s): {rest}{bad}"
-
-
-MARKDOWN_MAX_CHARS = 60_000  # GitHub refuses comments over 65,536 characters
-
-
-def _row(p: PairReport) -> str:
-    tta = p.metric("time_to_target_s" if p.mode == "tta" else "time_per_step_s")
-    base = fmt(tta.baseline.center if tta and tta.baseline else None, "s")
-    cand = fmt(tta.candidate.center if tta and tta.candidate else None, "s")
-    why = p.reason or p.cause or ""
-    if p.verdict == REGRESSED and not p.cause:
-        why = ", ".join(f"{m.label} {_ratio_text(m)}" for m in p.metrics if m.gating and m.verdict == REGRESSED)
-    return (f"| {ICON[p.verdict]} {p.verdict} | `{p.workload}` | {p.backend} | {p.hardware} | "
-            f"{base} → {cand} | {_ratio_text(tta)} | {_p_text(tta)} | {why} |")
-
-
-def to_markdown(report: Report, max_chars: int = MARKDOWN_MAX_CHARS) -> str:
-    """The PR comment. Past max_chars, rows and details are cut from the least severe end, saying how many."""
-    s = report.settings
-    head = [
-        "### TrainBench compare", "", summary_line(report), "",
-        f"<sub>{s.test}, α = {s.alpha}; a change counts only if significant and beyond the noise floor "
-        f"(the spec's `compare.noise_floor`, else {s.default_noise_floor:.0%}); gating metrics: "
-        f"{', '.join(s.gate)}. Failed runs count as infinitely slow.</sub>", "",
-    ]
-    if any(p.mode == "throughput" for p in report.pairs):
-        head[4] = (f"<sub>Throughput A/B on one runner: ratio of median step times (candidate / baseline) with a "
-                   f"{1 - s.alpha:.0%} two-level bootstrap interval (runs, then steps); `regressed` when the whole "
-                   "interval lies beyond the noise floor (measured A/A floor, else the baseline spec's, else "
-                   f"{s.throughput_noise_floor:.0%}), `suspicious` when only the point estimate does. The time "
-                   "column is the median step time.</sub>")
-    tail: list[str] = []
-    if report.errors:
-        shown = report.errors[:50]
-        more = [f"... and {len(report.errors) - len(shown)} more"] if len(report.errors) > len(shown) else []
-        tail = [f"<details><summary>{len(report.errors)} bad file(s) skipped</summary>", "",
-                "```text", *shown, *more, "```", "", "</details>", ""]  # messages quote with backticks
-    budget = max_chars - sum(len(x) + 1 for x in head + tail) - 400  # room for the two "cut" notes
-    what = "time to target" if all(p.mode == "tta" for p in report.pairs) else "median step time"
-    table = [f"| | workload | backend | hardware | {what}, baseline → candidate | ratio | p (beyond floor) | cause / reason |",
-             "|---|---|---|---|---|---|---|---|"] if report.pairs else []
-    budget -= sum(len(x) + 1 for x in table)
-    rows = 0
-    for p in report.pairs:  # ordered by severity: what is cut is the least severe
-        line = _row(p)
-        if len(line) + 1 > budget:
-            break
-        table.append(line)
-        budget -= len(line) + 1
-        rows += 1
-    if rows < len(report.pairs):
-        table.append(f"| | ... and {len(report.pairs) - rows} more (least severe): see the JSON report "
-                     "(`--json-out`) | | | | | | |")
-    details: list[str] = []
-    shown_details = 0
-    for p in report.pairs[:rows]:
-        block = _pair_details(p)
-        size = sum(len(x) + 1 for x in block)
-        if size > budget:
-            break
-        details += block
-        budget -= size
-        shown_details += 1
-    if details or rows:
-        details = ["", "<details><summary>Details: every metric of every comparison</summary>", "", *details]
-        if shown_details < len(report.pairs):
-            details.append(f"Details of {len(report.pairs) - shown_details} more comparison(s) are in the JSON report.")
-            details.append("")
-        details += ["</details>", ""]
-    return "\n".join(head + table + details + tail)
-
-
-def _pair_details(p: PairReport) -> list[str]:
-    def rate(x: SideInfo) -> str:
-        return f"{x.runs} run(s), {x.reached} reached" + (f" ({x.success_rate:.0%})" if x.runs else "")
-
-    out = [f"#### {ICON[p.verdict]} `{p.workload}` · {p.backend} · {p.hardware}", "",
-           f"baseline: {rate(p.baseline)}, spec `{p.baseline.spec_hash or '-'}` · candidate: {rate(p.candidate)}, "
-           f"spec `{p.candidate.spec_hash or '-'}` · noise floor {p.noise_floor:.1%} ({p.noise_floor_source})", ""]
-    if p.floor_note:
-        out += [f"note: {p.floor_note}", ""]
-    if p.reason:
-        out += [f"**not comparable:** {p.reason}", ""]
-    if p.cause:
-        out += [f"**cause of the time-to-target change:** {p.cause} — {p.cause_detail}", ""]
-    if p.metrics:
-        out += ["| metric | baseline (center, min–max, n) | candidate (center, min–max, n) | ratio | p (beyond floor) | verdict |",
-                "|---|---|---|---|---|---|"]
-        for m in p.metrics:
-            def side(x: Summary | None, unit: str = m.unit) -> str:
-                bare = "plain" if unit in ("samples/s", "J") else unit  # the unit once, on the centre
-                return "-" if x is None else f"{fmt(x.center, unit)} ({fmt(x.min, bare)}–{fmt(x.max, bare)}, n={x.n})"
-            gate = "" if m.gating else " (not gating)"
-            note = f" — {m.note}" if m.note and m.note != p.reason else ""
-            out.append(f"| {m.label} | {side(m.baseline)} | {side(m.candidate)} | {_ratio_text(m)} | {_p_text(m)} | "
-                       f"{m.verdict}{gate if m.verdict in (REGRESSED, IMPROVED) else ''}{note} |")
-        out.append("")
-    return out
