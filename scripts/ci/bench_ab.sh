@@ -4,7 +4,7 @@
 # report.json and compare-exit-code (0 no regression, 1 regressed, 2 error / nothing comparable) in the cwd.
 # Needs BASE_SHA, HEAD_SHA. Optional: WORKLOADS (space-separated), ROUNDS, BACKEND, THREADS, AB_OUT, AB_DEPS
 # (install | shared), REPO (default .), RUNS_PER_BLOCK, AB_SETS (space-separated --set values), FLOORS (folder of *.floor.json, default baselines),
-# TRAINBENCH (the command, default .venv/bin/trainbench). tests/test_ab.py runs this very script.
+# NOISE_FLOOR (the floor where no measured one applies), TRAINBENCH (the command, default .venv/bin/trainbench). tests/test_ab.py runs this very script.
 set -euo pipefail
 : "${BASE_SHA:?}" "${HEAD_SHA:?}"
 read -ra tb <<< "${TRAINBENCH:-.venv/bin/trainbench}"
@@ -21,7 +21,7 @@ set +e
   --out "$out" --deps "${AB_DEPS:-install}" "${args[@]}"
 ab_code=$?
 "${tb[@]}" compare --baseline "$out/base" --candidate "$out/head" "${floors[@]}" --format md --out report.md \
-  --json-out report.json
+  --json-out report.json ${NOISE_FLOOR:+--throughput-noise-floor "$NOISE_FLOOR"}
 code=$?
 set -e
 if [ "$ab_code" -eq 2 ]; then code=2; fi
