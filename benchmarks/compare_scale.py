@@ -28,7 +28,7 @@ from suite import baselines as bl
 from suite import compare as cmp
 from suite.registry import find_workload
 from suite.results import EvalPoint, GitInfo, HardwareInfo, Result, result_path
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 BACKENDS = ("torch", "deepspeed", "megatron", "npu")
 HARDWARE = ("cpu-amd-epyc-7b13-16c", "nvidia-h200-x1", "nvidia-h200-x8", "ascend-910b-x8", "nvidia-a100-x8")

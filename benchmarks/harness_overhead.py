@@ -21,7 +21,7 @@ import torch
 from suite import devices, harness, registry
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
-from suite.spec import load_spec
+from suite.specload import load_spec
 from suite.workloads.base import Context
 
 SPEC = Path(__file__).resolve().parents[1] / "workloads" / "cv" / "digits_cnn.yaml"

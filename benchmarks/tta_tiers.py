@@ -29,7 +29,7 @@ TIER_TOTAL_S = {"smoke": 300.0}
 def workloads_of(tier: str) -> list[str]:
     sys.path.insert(0, str(ROOT))
     from suite import registry
-    from suite.spec import load_spec
+    from suite.specload import load_spec
 
     return [name for name, path in registry.workload_files().items() if tier in load_spec(path).tiers]
 

@@ -51,7 +51,10 @@ from suite.compare_model import (  # noqa: F401 - the model is part of this modu
 from suite.compare_output import (  # noqa: F401 - re-exported: callers use compare.to_json etc.
     ICON,
     MARKDOWN_MAX_CHARS,
+    ReportError,
     fmt,
+    read_report,
+    report_from_json,
     summary_line,
     to_json,
     to_markdown,
@@ -200,6 +203,7 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
     )
     pair.floor_note = _ignored_floor(cand.noise_floor.get(spec_hash), pair.noise_floor)
     b_runs, c_runs = base.by_spec[spec_hash], cand.by_spec[spec_hash]
+    pair.warnings = host_load_warnings(b_runs, c_runs)
     if reason := _key_mismatch(base.comparison.get(spec_hash, []), cand.comparison.get(spec_hash, [])):
         b_runs, c_runs = [], []
         pair.verdict, pair.reason = NOT_COMPARABLE, reason
@@ -219,6 +223,16 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
         pair.verdict = IMPROVED  # good news only when time to target did not get worse, significant or not
     attribute(pair)
     return pair
+
+
+def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures]) -> list[str]:
+    """One line per side whose runs were made on a loaded host (their timings may be slowed by other work)."""
+    out = []
+    for side, runs in (("baseline", b_runs), ("candidate", c_runs)):
+        loaded = [r for r in runs if r.host_load]
+        if loaded:
+            out.append(f"{side}: {len(loaded)} of {len(runs)} run(s) on a busy host ({loaded[0].host_load})")
+    return out
 
 
 def _key_mismatch(base_keys: list[dict[str, Any]], cand_keys: list[dict[str, Any]]) -> str:

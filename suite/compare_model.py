@@ -146,6 +146,7 @@ class PairReport:
     cause: str | None = None  # for a time-to-target change: convergence | throughput | both | ...
     cause_detail: str = ""
     metrics: list[MetricResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. a run made on a loaded host
     mode: str = "tta"  # tta: seeds and Mann-Whitney; throughput: A/B step times and a bootstrap interval
     floor_note: str = ""  # a candidate's own floor that was ignored, a measured floor that did not apply
 

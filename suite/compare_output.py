@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from suite.compare_model import (
+    DEFAULT_MIN_RUNS,
+    DEFAULT_MIN_STEPS,
+    DEFAULT_THROUGHPUT_FLOOR,
     EXIT_OK,
     IMPROVED,
     NO_CHANGE,
@@ -14,12 +18,15 @@ from suite.compare_model import (
     REGRESSED,
     REPORT_SCHEMA_VERSION,
     SAME,
+    SEVERITY,
     SUSPICIOUS,
     MetricResult,
     PairReport,
     Report,
+    Settings,
     SideInfo,
     Summary,
+    Verdict,
 )
 
 
@@ -59,6 +66,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
         "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
         "mode": p.mode, "floor_note": p.floor_note,
+        "warnings": p.warnings,
     } for p in report.pairs]
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -200,6 +208,7 @@ def _pair_details(p: PairReport) -> list[str]:
         out += [f"note: {p.floor_note}", ""]
     if p.reason:
         out += [f"**not comparable:** {p.reason}", ""]
+    out += [f"**warning:** {w}" for w in p.warnings] + ([""] if p.warnings else [])
     if p.cause:
         out += [f"**cause of the time-to-target change:** {p.cause} — {p.cause_detail}", ""]
     if p.metrics:
@@ -215,3 +224,89 @@ def _pair_details(p: PairReport) -> list[str]:
                        f"{m.verdict}{gate if m.verdict in (REGRESSED, IMPROVED) else ''}{note} |")
         out.append("")
     return out
+
+
+# ---- the typed reader of the JSON report (`to_json` read back; the site reads compare output only so) ------
+
+
+class ReportError(ValueError):
+    """Not a compare report of this schema; the message names the file and what is wrong."""
+
+
+def _num(x: Any) -> float | None:
+    """The inverse of `_f`: "inf" / "-inf" back to infinities, null stays None."""
+    if x is None:
+        return None
+    if x == "inf" or x == "-inf":
+        return math.inf if x == "inf" else -math.inf
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise TypeError(f"{x!r} is not a number")
+    return float(x)
+
+
+def _verdict(x: Any) -> Verdict:
+    if x not in SEVERITY:
+        raise ValueError(f"verdict {x!r} is not one of {', '.join(SEVERITY)}")
+    return x  # type: ignore[no-any-return]
+
+
+def _summary_of(d: Any) -> Summary | None:
+    if d is None:
+        return None
+    c, med, lo, hi = (math.nan if v is None else v for v in map(_num, (d["center"], d["median"], d["min"], d["max"])))
+    return Summary(int(d["n"]), c, med, lo, hi)
+
+
+def _side_of(d: Any) -> SideInfo:
+    v = d["workload_version"]
+    return SideInfo(d["spec_hash"], None if v is None else int(v), int(d["runs"]), int(d["reached"]))
+
+
+def _metric_of(d: Any) -> MetricResult:
+    return MetricResult(
+        str(d["name"]), str(d["label"]), str(d["unit"]), bool(d["lower_is_better"]), bool(d["gating"]),
+        _verdict(d["verdict"]), _summary_of(d["baseline"]), _summary_of(d["candidate"]), _num(d["ratio"]),
+        _num(d["p_value"]), _num(d["p_any_change"]), d["exact"], str(d["note"]), _num(d.get("ci_low")),
+        _num(d.get("ci_high")),
+    )
+
+
+def report_from_json(data: Any, source: str) -> Report:
+    """The Report a `to_json` dict describes; ReportError names the source and the field that is wrong."""
+    if not isinstance(data, dict) or data.get("kind") != "trainbench-compare":
+        raise ReportError(f"{source}: not a compare report (no \"kind\": \"trainbench-compare\"); "
+                          "write one with `trainbench compare ... --json-out FILE`")
+    if data.get("schema_version") != REPORT_SCHEMA_VERSION:
+        raise ReportError(f"{source}: compare report schema_version {data.get('schema_version')!r}; this "
+                          f"trainbench reads {REPORT_SCHEMA_VERSION} (re-run compare)")
+    try:
+        st = data["settings"]
+        settings = Settings(alpha=float(st["alpha"]), default_noise_floor=float(st["default_noise_floor"]),
+                            min_seeds=int(st["min_seeds"]), gate=tuple(str(g) for g in st["gate"]),
+                            test=str(st["test"]),
+                            throughput_noise_floor=float(st.get("throughput_noise_floor", DEFAULT_THROUGHPUT_FLOOR)),
+                            min_runs=int(st.get("min_runs", DEFAULT_MIN_RUNS)),
+                            min_steps=int(st.get("min_steps", DEFAULT_MIN_STEPS)), n_boot=int(st.get("n_boot", 2000)))
+        pairs = [PairReport(
+            str(p["hardware"]), str(p["workload"]), str(p["backend"]), _verdict(p["verdict"]), _side_of(p["baseline"]),
+            _side_of(p["candidate"]), float(_num(p["noise_floor"]) or 0.0), p["noise_floor_source"],
+            str(p["reason"]), p["cause"], str(p["cause_detail"]), [_metric_of(m) for m in p["metrics"]],
+            [str(w) for w in p.get("warnings", [])], str(p.get("mode", "tta")), str(p.get("floor_note", "")),
+        ) for p in data["pairs"]]
+        summary = data["summary"]
+        return Report(settings, pairs, [str(e) for e in data["errors"]], int(summary["baseline_files"]),
+                      int(summary["candidate_files"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReportError(f"{source}: not a compare report of schema {REPORT_SCHEMA_VERSION} "
+                          f"({type(e).__name__}: {e})") from None
+
+
+def read_report(path: Path) -> Report:
+    """A JSON report written by `trainbench compare --json-out`, as the typed Report it was made from."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ReportError(f"{path}: cannot read as JSON: {e}") from None
+    return report_from_json(data, str(path))

@@ -8,9 +8,13 @@ import platform
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from suite import __version__, devices
+from suite import fingerprint as fp
 from suite.results import GitInfo, HardwareInfo, slug
+
+load_average = fp.load_average
 
 SOFTWARE_PACKAGES = (
     "torch", "numpy", "deepspeed", "megatron-core", "torch-npu", "torch-geometric", "gymnasium", "ray",
@@ -18,7 +22,9 @@ SOFTWARE_PACKAGES = (
 )
 
 
-def hardware(device: devices.Device, devices_used: int = 1) -> HardwareInfo:
+def hardware(device: devices.Device, devices_used: int = 1, load_start: list[float] | None = None,
+             world: int | None = None) -> HardwareInfo:
+    """The machine; `load_start` is the host load captured when the run began (the end load is read now)."""
     cores = devices.cpu_cores()
     cpu = devices.cpu_model()
     if device.type == "cpu":
@@ -39,10 +45,29 @@ def hardware(device: devices.Device, devices_used: int = 1) -> HardwareInfo:
         cpu_cores=cores,
         memory_bytes=mem,
         hostname=socket.gethostname(),
+        **_accelerator(device, devices_used, world or devices_used),
+        load_avg_start=load_start,
+        load_avg_end=fp.load_average(),
+        container_image=fp.container_image(),
+        comm_env=fp.comm_env(),
     )
 
 
-def fingerprint(devices_used: int = 1) -> tuple[HardwareInfo, dict[str, str], GitInfo]:
+def _accelerator(device: devices.Device, devices_used: int, world: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"node_count": fp.node_count(world), "devices": [], "interconnect": None}
+    try:
+        if device.type == "cuda":
+            import torch
+
+            out["devices"], out["interconnect"] = fp.cuda_devices(min(devices_used, torch.cuda.device_count()))
+        elif device.type == "npu":
+            out["devices"] = fp.npu_devices(devices_used)
+    except Exception:  # noqa: BLE001 - the fingerprint never fails a run
+        pass
+    return out
+
+
+def fingerprint(devices_used: int = 1) -> tuple[HardwareInfo, dict[str, str | None], GitInfo]:
     """Where a run happens (this machine's current device): hardware, software, git."""
     return hardware(devices.current(), devices_used), software(), git_info()
 
@@ -55,8 +80,9 @@ def package_version(dist: str) -> str | None:
         return None
 
 
-def software() -> dict[str, str]:
-    out = {"python": platform.python_version(), "trainbench": __version__, "platform": platform.platform()}
+def software() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version(), "trainbench": __version__,
+                                  "platform": platform.platform()}
     for pkg in SOFTWARE_PACKAGES:
         v = package_version(pkg)
         if v is not None:
@@ -68,6 +94,10 @@ def software() -> dict[str, str]:
         out["torch.threads"] = str(torch.get_num_threads())
     except Exception:  # noqa: BLE001
         pass
+    try:
+        out.update(fp.accelerator_software())
+    except Exception:  # noqa: BLE001 - keys stay present even when probing fails
+        out.update(dict.fromkeys(k for k in fp.ACCEL_SOFTWARE_KEYS if k not in out))
     return out
 
 

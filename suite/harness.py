@@ -27,6 +27,7 @@ import torch
 from suite import devices, distributed, environment, registry
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
+from suite.measure import mllog
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -57,6 +58,9 @@ class RunRequest:
     profile_window: ProfileWindow | None = None
     nvtx: bool = False  # NVTX ranges on CUDA (implied by profile_dir)
     measure_peak: bool = True  # the GEMM benchmark at run start
+    attention_flops: str = "full"  # MFU's attention convention: full (PaLM) | causal (half); the other beside
+    mlperf_org: str | None = None  # MLLOG submission_org
+    mlperf_division: str = "open"  # MLLOG submission_division; sets MLPerf's init limit (closed 30, open 240 min)
     mode: str = "tta"  # tta | throughput (suite/throughput.py: timed steps only, no evaluation, status measured)
 
 
@@ -157,7 +161,10 @@ class Run:
         self.inst = Instruments(workload=req.spec.name, seed=req.seed, device=self.device, dist=self.dist,
                                 precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
                                 profile_window=req.profile_window, nvtx=req.nvtx, run_id=self.run_id,
-                                measure_peak=req.measure_peak)
+                                measure_peak=req.measure_peak, attention_flops=req.attention_flops,
+                                mlperf_org=req.mlperf_org, mlperf_division=req.mlperf_division,
+                                config_filename=Path(req.spec_source).name if req.spec_source else "")
+        self.clock: dict[str, Any] = {}
 
     # ---- the flow --------------------------------------------------------------------------------------
 
@@ -196,7 +203,9 @@ class Run:
         distributed.init(self.dist, self.device)
         seed_everything(req.seed)
         task_cls = registry.task_class(spec.task)
+        t_data = time.perf_counter()  # constructing the workload reads, normalises and moves its data set
         workload = task_cls(spec, Context(data_root=_data_root(), seed=req.seed, device=self.device.torch))
+        self.inst.data_staging_s = time.perf_counter() - t_data
         backend_cls = registry.backend_class(req.backend)
         self.backend = backend = backend_cls(self.device)
         avail = backend.available()
@@ -205,15 +214,17 @@ class Run:
         opts = RunOptions(precision=req.precision, compile=req.compile, options=spec.backends.get(req.backend, {}))
         state = backend.setup(workload, opts)
         workload.attach(backend.eval_model(state))
-        self.flops_per_sample = float(workload.flops_per_sample())
+        self.flops_per_sample = self.inst.model_flops_per_sample(workload, float(workload.flops_per_sample()))
         self.tokens_per_sample = int(workload.tokens_per_sample())
-        self.inst.setup(spec=spec, backend=backend, state=state,
+        self.inst.setup(spec=spec, backend=backend, state=state, workload=workload,
                         platform=environment.hardware(self.device, self.dist.world).slug)
         self.device.reset_peak_memory()
         backend.synchronize()
         self.init_s = time.perf_counter() - t_init
-        if self.init_s > spec.budget.max_init_s:
-            raise TimeoutError(f"init took {self.init_s:.1f} s, over budget.max_init_s={spec.budget.max_init_s}")
+        self.clock = mllog.clock_record(self.init_s, self.inst.data_staging_s, req.mlperf_division)
+        if not self.clock["init_within_limit"]:
+            self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
+                                 f"limit for the {req.mlperf_division} division: not a compliant run")
         if req.mode == "throughput":  # its own loop: warm-up, then every step timed; no evaluation, no target
             from suite import throughput
 
@@ -224,8 +235,8 @@ class Run:
         self.inst.run_start()
         t0 = time.perf_counter()
         # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)
-        shard = getattr(backend, "data_shard", None)
-        data_rank, data_world = shard() if shard is not None else (self.dist.rank, self.dist.world)
+        shard = backend.data_shard()
+        data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)
         batches = iter(workload.train_batches(data_rank, data_world))
         ev = spec.eval
         self.t0 = t0
@@ -250,8 +261,7 @@ class Run:
             self.progress(Progress("eval", spec.name, req.seed, self.steps, elapsed, self.last_loss,
                                    scores.get(spec.target.metric), spec.target.value))
             # a compression method still converging (pruning short of its sparsity) cannot reach the target yet
-            may_count = getattr(backend, "target_may_count", None)
-            met = spec.target.met(scores) and (may_count is None or bool(may_count()))
+            met = spec.target.met(scores) and bool(backend.target_may_count())
             self.inst.eval_end(self.steps, self.samples, spec.target.metric, scores, met)
             return met
 
@@ -321,10 +331,10 @@ class Run:
             **req.extra_config,
             **self.inst.config_fields(),
         }
-        report = getattr(self.backend, "algorithm_report", None)
-        if report is not None:
+        if self.backend is not None:
             try:
-                config["algorithm_report"] = report()
+                if report := self.backend.algorithm_report():
+                    config["algorithm_report"] = report
             except Exception as e:  # noqa: BLE001 - a broken report must not lose the result
                 self.warnings.append(f"algorithm_report failed: {type(e).__name__}: {e}")
         final = self.curve[-1].metrics if self.curve else {}
@@ -364,7 +374,8 @@ class Run:
             flops_per_sample=self.flops_per_sample,
             memory=self.memory,
             eval_curve=self.curve,
-            hardware=environment.hardware(self.device, world),
+            hardware=environment.hardware(self.device, world, load_start=self.inst.load_start),
+            clock=self.clock,
             software=environment.software(),
             git=environment.git_info(),
             seed=req.seed,

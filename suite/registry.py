@@ -11,9 +11,14 @@ import importlib
 import os
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+
+from suite.spec import format_validation
+
+if TYPE_CHECKING:
+    from suite.backends.base import Backend
 
 # task (the Python behind a spec) -> class implementing suite.workloads.base.Workload
 TASKS: dict[str, str] = {
@@ -98,14 +103,13 @@ def _validate_block(table: dict[str, str], name: str, params: dict[str, Any], lo
     try:
         config_cls.model_validate(params)
     except ValidationError as e:
-        from suite.spec import format_validation
-
         return format_validation(e, loc)
     return []
 
 
 def validate_components(spec: Any) -> list[tuple[str, str]]:
-    """Validate the blocks whose fields belong to a component (model arch, data set), and the task name."""
+    """Validate the blocks whose fields belong to a component (model arch, data set, backend options), and the
+    task name. The plug-ins (optimizer, schedule, loss, compression) are checked by suite.specload."""
     problems: list[tuple[str, str]] = []
     try:
         task = resolve(spec.task, TASKS, "task")
@@ -121,25 +125,20 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
             problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
         else:
             problems += _validate_backend_block(backend, options)
-    from suite.algorithms import plugins  # optimizer, schedule, loss, compression: user code is imported now
-
-    problems += plugins.check_spec(spec)
     return problems
 
 
 def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:
     """A spec's `backends.<name>` block against that backend's pydantic Options (its module imports no framework)."""
     try:
-        options = getattr(resolve(name, BACKENDS, "backend"), "Options", None)
+        options = backend_class(name).Options
     except RegistryError as e:
         return [(f"backends.{name}", str(e))]
     if options is None:
-        return []
+        return [(f"backends.{name}", "this backend takes no options; remove the block")] if block else []
     try:
         options.model_validate(block or {})
     except ValidationError as e:
-        from suite.spec import format_validation
-
         return format_validation(e, f"backends.{name}")
     return []
 
@@ -152,8 +151,15 @@ def data_component(name: str) -> Any:
     return resolve(name, DATASETS, "data set")
 
 
-def backend_class(name: str) -> Any:
-    return resolve(name, BACKENDS, "backend")
+def backend_class(name: str) -> type[Backend]:
+    """The Backend subclass registered (or imported) as `name`; anything else is refused with what to do."""
+    from suite.backends.base import Backend  # late: it imports torch, which spec validation may not need
+
+    cls = resolve(name, BACKENDS, "backend")
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise RegistryError(f"backend {name!r} resolves to {cls!r}, which does not subclass "
+                            "suite.backends.base.Backend (docs/writing-a-backend.md lists the contract)")
+    return cls
 
 
 def task_class(name: str) -> Any:

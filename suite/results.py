@@ -51,7 +51,13 @@ class PeakInfo(_Model):
     provenance: str | None = Field(default=None, description="vendor | reported | computed | override")
     measured_flops_per_s: float | None = Field(default=None, description="best GEMM FLOP/s at run start")
     measured_gemm_n: int | None = None
+    measured_dtype: str | None = Field(default=None, description="the dtype the GEMM benchmark ran in")
     overridden: bool = False
+    rule: str | None = Field(default=None, description="how per-class peaks combine: flop_share_weighted | "
+                             "fastest_allowed | override (suite/measure/op_dtypes.py)")
+    by_class: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per op class (matmul, convolution, attention): dtype, flops_per_s, "
+        "share of model FLOPs, why that dtype, source")
 
 
 class HardwareInfo(_Model):
@@ -63,6 +69,14 @@ class HardwareInfo(_Model):
     cpu_cores: int
     memory_bytes: int | None = None
     hostname: str | None = None
+    node_count: int = 1
+    devices: list[dict[str, Any]] = Field(
+        default_factory=list, description="per device: name, clocks (SM, memory; MHz), power limit (W), ECC, MIG")
+    interconnect: str | None = Field(default=None, description="topology summary (NVLink links, nvidia-smi topo)")
+    load_avg_start: list[float] | None = Field(default=None, description="host 1/5/15-min load at run start")
+    load_avg_end: list[float] | None = Field(default=None, description="host 1/5/15-min load at run end")
+    container_image: str | None = Field(default=None, description="from TRAINBENCH_CONTAINER_IMAGE when exported")
+    comm_env: dict[str, str] = Field(default_factory=dict, description="NCCL_* and HCCL_* environment")
 
 
 class GitInfo(_Model):
@@ -104,12 +118,21 @@ class Result(_Model):
     hfu: float | None = None
     mfu_measured_peak: float | None = Field(default=None, description="MFU against the measured GEMM peak")
     peak: PeakInfo | None = None
+    flops_by_class: dict[str, float] = Field(default_factory=dict, description="flops_per_sample by op class")
+    attention_flops: str | None = Field(default=None, description="attention FLOPs convention: full | causal")
+    mfu_by_attention: dict[str, float | None] = Field(
+        default_factory=dict, description="MFU under each attention convention (the other figure beside)")
+    clock: dict[str, Any] = Field(
+        default_factory=dict, description="MLPerf clock rules: data staging (seconds, on the clock or declared), "
+        "cache_clear, the init limit and whether init stayed within it")
     memory: dict[str, Any] = Field(default_factory=dict)
     energy_j: float | None = None
     energy_to_target_j: float | None = None
     eval_curve: list[EvalPoint] = Field(default_factory=list)
     hardware: HardwareInfo
-    software: dict[str, str] = Field(default_factory=dict)
+    software: dict[str, str | None] = Field(
+        default_factory=dict, description="versions; accelerator stack keys (driver, cuda_runtime, cudnn, nccl, "
+        "triton, transformer_engine, cann, torch_npu) are always present, null when absent")
     git: GitInfo = GitInfo()
     seed: int
     world_size: int = 1
@@ -345,7 +368,7 @@ def find_by_run_id(root: Path | None, run_id: str) -> tuple[Path, Result] | None
     return None
 
 
-def error_result(req: Any, status: Status, error: str, fingerprint: tuple[HardwareInfo, dict[str, str], GitInfo],
+def error_result(req: Any, status: Status, error: str, fingerprint: tuple[HardwareInfo, dict[str, str | None], GitInfo],
                  run_id: str | None = None, world_size: int = 1) -> Result:
     """The one constructor of a run that measured nothing (its worker died, its node was lost, no data):
     the run's identity and configuration (a RunRequest), the status and why, where it ran

@@ -317,10 +317,12 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str
     return out
 
 
-def validate_spec(
+def parse_spec(
     data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None, variant: str | None = None
 ) -> WorkloadSpec:
-    """Validate raw spec data (plus a variant and --set overrides) and the component blocks it names."""
+    """Validate raw spec data (plus a variant and --set overrides) against the spec schema only. The component
+    blocks it names (model, data, backend options, plug-ins) are checked by suite.specload.validate_spec, which
+    imports them: this module imports no user code and no registry."""
     if not isinstance(data, dict):
         raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
     _check_values(data, source)
@@ -337,16 +339,11 @@ def validate_spec(
     try:
         spec = WorkloadSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError(source, _blame_overrides(_format_pydantic(e), overrides)) from None
-    from suite import registry  # late: the registry imports component configs, the spec module must not
-
-    problems = registry.validate_components(spec)
-    if problems:
-        raise SpecError(source, _blame_overrides(problems, overrides))
+        raise SpecError(source, blame_overrides(_format_pydantic(e), overrides)) from None
     return spec
 
 
-def _blame_overrides(problems: list[tuple[str, str]], overrides: dict[str, Any] | None) -> list[tuple[str, str]]:
+def blame_overrides(problems: list[tuple[str, str]], overrides: dict[str, Any] | None) -> list[tuple[str, str]]:
     """Point at the --set flag when the bad value came from one, not at the file that was fine."""
     if not overrides:
         return problems
@@ -355,12 +352,6 @@ def _blame_overrides(problems: list[tuple[str, str]], overrides: dict[str, Any] 
         hit = next((k for k in overrides if loc == k or loc.startswith(k + ".")), None)
         out.append((loc, f"{msg} (from --set {hit}={overrides[hit]!r})" if hit else msg))
     return out
-
-
-def load_spec(path: Path, overrides: dict[str, Any] | None = None, variant: str | None = None) -> WorkloadSpec:
-    data = read_spec_file(path)
-    spec = validate_spec(data, str(path), overrides, variant)
-    return spec
 
 
 def json_schema() -> dict[str, Any]:

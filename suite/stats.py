@@ -1,8 +1,10 @@
-"""Aggregates over seeds that the leaderboard, baselines and compare share.
+"""The ONE aggregation over seeds: the leaderboard, baselines, compare and study all use `aggregate`.
 
 MLPerf's olympic mean drops the fastest and the slowest run and averages the rest; a run that never
 reached its target counts as infinitely slow (never as missing), so one failed seed of five is dropped as
-the slowest, and two make the aggregate infinite.
+the slowest, and two make the aggregate infinite. Steps to target (the convergence factor of TTA) counts a
+miss as infinite too; time per step (the throughput factor) is the median step time over the seeds that
+measured one. `RunFigures` is what one seed contributes, from a Result (`figures_of`) or a baseline file.
 """
 
 from __future__ import annotations
@@ -10,20 +12,38 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
-from suite.results import Result
+from suite.fingerprint import load_warning
+
+if TYPE_CHECKING:
+    from suite.results import Result
 
 INF = math.inf
 
 
+def _reached(status: str, time_to_target_s: float | None) -> bool:
+    return status == "reached" and time_to_target_s is not None
+
+
+def _tta(status: str, time_to_target_s: float | None) -> float:
+    return time_to_target_s if _reached(status, time_to_target_s) else INF  # type: ignore[return-value]
+
+
+def _steps(status: str, time_to_target_s: float | None, steps_to_target: int | None) -> float:
+    ok = _reached(status, time_to_target_s) and steps_to_target is not None
+    return float(steps_to_target) if ok else INF  # type: ignore[arg-type]
+
+
 def tta_or_inf(r: Result) -> float:
     """Time to target of one run; infinite where the run did not reach it."""
-    return r.time_to_target_s if r.status == "reached" and r.time_to_target_s is not None else INF
+    return _tta(r.status, r.time_to_target_s)
 
 
 def olympic_mean(values: Sequence[float]) -> float:
@@ -47,59 +67,125 @@ def spread(values: Sequence[float]) -> tuple[float, float]:
     return (min(values), max(values)) if values else (math.nan, math.nan)
 
 
+class RunFigures(BaseModel):
+    """One seed's figures, as the aggregation and compare use them. None = not measured; a run that did not
+    reach the target has time_to_target_s None and counts as infinitely slow (see `tta`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    seed: int
+    status: str
+    time_to_target_s: float | None = None
+    steps_to_target: int | None = None
+    time_per_step_s: float | None = Field(default=None, description="median step time (p50), else train_s/steps")
+    samples_per_s: float | None = None
+    mfu: float | None = None
+    peak_memory_bytes: float | None = Field(default=None, description="device allocator peak, else host peak RSS")
+    energy_j: float | None = None
+    git_sha: str | None = None
+    started_at: str | None = None
+    host_load: str | None = Field(default=None, description="a warning when the run's host was loaded")
+
+    @property
+    def reached(self) -> bool:
+        return _reached(self.status, self.time_to_target_s)
+
+    def tta(self) -> float:
+        return _tta(self.status, self.time_to_target_s)
+
+    def steps(self) -> float:
+        return _steps(self.status, self.time_to_target_s, self.steps_to_target)
+
+
+def peak_memory(memory: dict[str, object]) -> float | None:
+    for key in ("device_peak_allocated_bytes", "host_peak_rss_bytes"):
+        v = memory.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
+def time_per_step(step_time_s: dict[str, float], train_s: float, steps: int) -> float | None:
+    """The median step time (p50) where measured, else train time / steps."""
+    tps = step_time_s.get("p50")
+    return train_s / steps if tps is None and steps > 0 else tps
+
+
+def figures_of(r: Result) -> RunFigures:
+    """The figures of a fully validated Result."""
+    return RunFigures.model_construct(  # every field comes from a validated Result
+        run_id=r.run_id, seed=r.seed, status=r.status, time_to_target_s=r.time_to_target_s,
+        steps_to_target=r.steps_to_target, time_per_step_s=time_per_step(r.step_time_s, r.train_s, r.steps),
+        samples_per_s=r.throughput.get("samples_per_s"), mfu=r.mfu, peak_memory_bytes=peak_memory(r.memory),
+        energy_j=r.energy_j, git_sha=r.git.sha, started_at=r.started_at.isoformat(),
+        host_load=load_warning(r.hardware),
+    )
+
+
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    xs = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(xs) if xs else None
+
+
 @dataclass(frozen=True)
-class GroupKey:
-    hardware: str
-    workload: str
-    backend: str
-    spec_hash: str
-
-
-def key_of(r: Result) -> GroupKey:
-    return GroupKey(r.hardware.slug, r.workload, r.backend, r.spec_hash)
-
-
-def group(results: Iterable[Result]) -> dict[GroupKey, list[Result]]:
-    out: dict[GroupKey, list[Result]] = defaultdict(list)
-    for r in results:
-        out[key_of(r)].append(r)
-    return dict(out)
-
-
-@dataclass
 class Aggregate:
-    """One leaderboard row: several seeds of one (hardware, workload, backend, spec hash)."""
+    """Several seeds of one configuration: a leaderboard row, a baseline's aggregate, a study cell.
 
-    key: GroupKey
+    Time figures are inf where too many seeds missed the target and NaN with no runs; the medians of
+    optional measurements are None where no seed measured them.
+    """
+
     runs: int
     reached: int
     tta_olympic_s: float
     tta_median_s: float
     tta_min_s: float
     tta_max_s: float
-    steps_to_target_median: float
-    step_time_median_s: float
-    samples_per_s_median: float
+    steps_to_target_median: float  # a miss counts as infinite, as in time to target
+    time_per_step_median_s: float | None
+    samples_per_s_median: float | None
     mfu_median: float | None
+    peak_memory_median_bytes: float | None
+    energy_median_j: float | None
 
     @property
     def success_rate(self) -> float:
         return self.reached / self.runs if self.runs else 0.0
 
 
-def aggregate(key: GroupKey, runs: Sequence[Result]) -> Aggregate:
-    ttas = [tta_or_inf(r) for r in runs]
+def _aggregate(reached: int, ttas: list[float], steps: list[float], time_per_step_s: list[float | None],
+               samples_per_s: list[float | None], mfu: list[float | None], peak_memory_bytes: list[float | None],
+               energy_j: list[float | None]) -> Aggregate:
     lo, hi = spread(ttas)
-    steps = [float(r.steps_to_target) for r in runs if r.steps_to_target is not None and r.status == "reached"]
-    step_times = [r.step_time_s["p50"] for r in runs if "p50" in r.step_time_s]
-    sps = [r.throughput["samples_per_s"] for r in runs if "samples_per_s" in r.throughput]
-    mfus = [r.mfu for r in runs if r.mfu is not None]
     return Aggregate(
-        key=key, runs=len(runs), reached=sum(r.status == "reached" for r in runs),
+        runs=len(ttas), reached=reached,
         tta_olympic_s=olympic_mean(ttas), tta_median_s=median(ttas), tta_min_s=lo, tta_max_s=hi,
-        steps_to_target_median=median(steps) if steps else INF,
-        step_time_median_s=median(step_times), samples_per_s_median=median(sps),
-        mfu_median=median(mfus) if mfus else None,
+        steps_to_target_median=median(steps), time_per_step_median_s=_median_or_none(time_per_step_s),
+        samples_per_s_median=_median_or_none(samples_per_s), mfu_median=_median_or_none(mfu),
+        peak_memory_median_bytes=_median_or_none(peak_memory_bytes), energy_median_j=_median_or_none(energy_j),
+    )
+
+
+def aggregate(runs: Sequence[RunFigures]) -> Aggregate:
+    """The one aggregation over seeds (see the module docstring)."""
+    return _aggregate(
+        sum(r.reached for r in runs), [r.tta() for r in runs], [r.steps() for r in runs],
+        [r.time_per_step_s for r in runs], [r.samples_per_s for r in runs], [r.mfu for r in runs],
+        [r.peak_memory_bytes for r in runs], [r.energy_j for r in runs],
+    )
+
+
+def aggregate_results(runs: Sequence[Result]) -> Aggregate:
+    """`aggregate` of the runs' `figures_of`, computed straight from the Results (the site aggregates every
+    submission of 10,000 results; building a RunFigures per result made that 3x slower). The same per-seed
+    functions as RunFigures' make the two agree; tests/test_one_aggregation.py checks they do."""
+    return _aggregate(
+        sum(_reached(r.status, r.time_to_target_s) for r in runs), [_tta(r.status, r.time_to_target_s) for r in runs],
+        [_steps(r.status, r.time_to_target_s, r.steps_to_target) for r in runs],
+        [time_per_step(r.step_time_s, r.train_s, r.steps) for r in runs],
+        [r.throughput.get("samples_per_s") for r in runs], [r.mfu for r in runs],
+        [peak_memory(r.memory) for r in runs], [r.energy_j for r in runs],
     )
 
 

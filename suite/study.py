@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from suite import profiles, registry, stats
+from suite import profiles, registry, stats, study_report
 from suite.algorithms import bundles
 from suite.results import Result, now_utc
-from suite.spec import TIERS, SpecError, format_validation, load_spec, parse_yaml, read_spec_file
+from suite.site import charts
+from suite.spec import TIERS, SpecError, format_validation, parse_yaml, read_spec_file
+from suite.specload import load_spec
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 TEMPLATES = Path(__file__).resolve().parent.parent / "site" / "templates"
@@ -145,9 +147,11 @@ def score(records: list[dict[str, Any]], algorithms: list[str], tau_max: float) 
     times: dict[str, dict[str, float]] = {w: {} for w in workloads}
     for w in workloads:
         for a in algorithms:
-            ttas = [rec["time_to_target_s"] if rec["status"] == "reached" and rec["time_to_target_s"] is not None
-                    else math.inf for rec in records if rec["workload"] == w and rec["algorithm"] == a]
-            times[w][a] = stats.olympic_mean(ttas) if ttas else math.inf
+            runs = [stats.RunFigures(run_id=str(rec.get("run_id") or i), seed=int(rec.get("seed") or 0),
+                                     status=rec["status"], time_to_target_s=rec["time_to_target_s"],
+                                     steps_to_target=rec.get("steps_to_target"))
+                    for i, rec in enumerate(records) if rec["workload"] == w and rec["algorithm"] == a]
+            times[w][a] = stats.aggregate(runs).tta_olympic_s if runs else math.inf  # the one aggregation
     r = profiles.ratios(times, algorithms)
     rows: list[dict[str, Any]] = []
     for a in algorithms:
@@ -237,58 +241,9 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
-
-
-def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def profile_svg(report: dict[str, Any], width: int = 640, height: int = 380) -> str:
-    """The profiles rho_a(tau) as step lines on [1, tau_max], one colour per algorithm, scores in the legend."""
-    tau_max = report["tau_max"]
-    left, right, top, bottom = 56, 170, 28, 48
-    pw, ph = width - left - right, height - top - bottom
-
-    def x(tau: float) -> float:
-        return left + (tau - 1.0) / (tau_max - 1.0) * pw
-
-    def y(frac: float) -> float:
-        return top + (1.0 - frac) * ph
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" role="img">',
-             f'<title>Performance profiles, study {_esc(report["study"]["name"])}</title>',
-             f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>']
-    for i in range(6):
-        frac = i / 5
-        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(frac):.1f}" y2="{y(frac):.1f}" stroke="#eee"/>')
-        parts.append(f'<text x="{left - 6}" y="{y(frac) + 4:.1f}" text-anchor="end">{frac:.1f}</text>')
-    ticks = 6
-    for i in range(ticks + 1):
-        tau = 1.0 + (tau_max - 1.0) * i / ticks
-        parts.append(f'<text x="{x(tau):.1f}" y="{top + ph + 16}" text-anchor="middle">{tau:.2g}</text>')
-    parts.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">'
-                 'tau (time to target / best time to target)</text>')
-    parts.append(f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle">'
-                 'share of workloads within tau</text>')
-    score_of = {row["algorithm"]: row["score"] for row in report["scores"]}
-    for i, algo in enumerate(report["algorithms"]):
-        colour = PALETTE[i % len(PALETTE)]
-        pts = report["profiles"][algo]
-        d = f"M{x(pts[0][0]):.1f},{y(pts[0][1]):.1f}"
-        for (_, prev_rho), (tau, frac) in zip(pts, pts[1:], strict=False):
-            d += f" H{x(tau):.1f} V{y(frac):.1f}" if frac != prev_rho else f" H{x(tau):.1f}"
-        dash = ' stroke-dasharray="6 3"' if i % 2 else ""
-        parts.append(f'<path d="{d}" fill="none" stroke="{colour}" stroke-width="2.5"{dash}>'
-                     f'<title>{_esc(algo)}</title></path>')
-        ly = top + 14 + i * 18
-        parts.append(f'<line x1="{left + pw + 12}" x2="{left + pw + 32}" y1="{ly - 4}" y2="{ly - 4}" '
-                     f'stroke="{colour}" stroke-width="2.5"{dash}/>')
-        short = algo if len(algo) <= 20 else algo[:19] + "…"  # the full name is in the line's <title>
-        parts.append(f'<text x="{left + pw + 38}" y="{ly}">{_esc(short)} ({score_of[algo]:.3f})</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+def _profile_svg(report: dict[str, Any]) -> str:
+    """The same plot the site draws: suite.site.charts from the typed report that study.json reads back as."""
+    return charts.profile_svg(study_report.report_from_json(_finite_or_none(report), "<study>"))
 
 
 def html(report: dict[str, Any]) -> str:
@@ -302,7 +257,7 @@ def html(report: dict[str, Any]) -> str:
                                               for a in report["algorithms"]]})
     return env.get_template("study.html").render(
         report=report, study=report["study"], scores=report["scores"], algorithms=report["algorithms"],
-        workload_rows=rows, svg=profile_svg(report), details=report["algorithm_details"],
+        workload_rows=rows, svg=_profile_svg(report), details=report["algorithm_details"],
     )
 
 
@@ -311,7 +266,7 @@ def write_outputs(report: dict[str, Any], out_dir: Path) -> list[Path]:
     files = {
         "study.json": json.dumps(_finite_or_none(report), indent=2, default=str) + "\n",
         "study.md": markdown(report) + "\n",
-        "profile.svg": profile_svg(report) + "\n",
+        "profile.svg": _profile_svg(report) + "\n",
         "study.html": html(report),
     }
     paths = []

@@ -60,8 +60,8 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
     """Fill `run` (a harness.Run after init) with the measured steps and its status."""
     spec = run.spec
     warmup, measure_steps = spec.throughput.warmup_steps, spec.throughput.measure_steps
-    shard = getattr(backend, "data_shard", None)
-    data_rank, data_world = shard() if shard is not None else (run.dist.rank, run.dist.world)
+    shard = backend.data_shard()  # a backend with model parallelism names the shard this rank reads
+    data_rank, data_world = shard if shard is not None else (run.dist.rank, run.dist.world)
     batches = iter(workload.train_batches(data_rank, data_world))
     world = run.dist.world
     turns = Turns(os.environ.get(TURN_ENV) if run.dist.rank == 0 else None)

@@ -189,3 +189,24 @@ def write_hostile(root) -> list[Any]:
         r.final_metrics = {p: 0.5}
         written.append(write_result(root, r))
     return written
+
+
+def write_compare_report(folder, hardware_tps: dict[str, float] | None = None):
+    """A real `trainbench compare --json-out` report: 5 baseline and 5 candidate seeds per hardware of
+    cv/digits_cnn on torch; the candidate's time per step is `tps` against a 0.01 s baseline."""
+    import json
+    import random
+
+    from suite import compare as cmp
+    from tests.compare_factory import noisy_runs, write_all
+
+    rng = random.Random(7)
+    tps = hardware_tps or {"nvidia-h200-x8": 0.012, "nvidia-a100-x8": 0.01, "cpu-amd-epyc-2c": 0.008}
+    for i, (hw, t) in enumerate(sorted(tps.items())):
+        write_all(folder / "base", noisy_runs(rng, 5, hardware=hw, first_seed=10 * i, cv_steps=0.01, cv_time=0.01))
+        write_all(folder / "cand", noisy_runs(rng, 5, hardware=hw, first_seed=10 * i, time_per_step_s=t,
+                                              cv_steps=0.01, cv_time=0.01))
+    report = cmp.compare([folder / "base"], [folder / "cand"])
+    path = folder / "compare.json"
+    path.write_text(json.dumps(cmp.to_json(report), indent=2))
+    return path

@@ -15,7 +15,8 @@ import torch
 from suite import harness
 from suite.algorithms import bundles, plugins
 from suite.results import load_results
-from suite.spec import SpecError, load_spec
+from suite.spec import SpecError
+from suite.specload import load_spec
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

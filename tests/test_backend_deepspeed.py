@@ -10,7 +10,8 @@ from backend_util import CHAR_GPT, DIGITS, json_rows, trainbench
 
 from suite.backends.deepspeed import Options, ds_config, supports
 from suite.results import read_result
-from suite.spec import SpecError, load_spec
+from suite.spec import SpecError
+from suite.specload import load_spec
 
 torch.set_num_threads(1)
 pytest.importorskip("deepspeed")

@@ -12,7 +12,8 @@ from suite.backends.base import RunOptions
 from suite.backends.megatron import MegatronBackend, supports
 from suite.harness import seed_everything
 from suite.results import read_result
-from suite.spec import SpecError, load_spec
+from suite.spec import SpecError
+from suite.specload import load_spec
 from suite.workloads.base import Context, data_root
 
 torch.set_num_threads(1)

@@ -10,7 +10,8 @@ from backend_util import CHAR_GPT, DIGITS, trainbench
 
 from suite import devices
 from suite.backends.npu import NpuBackend, supports
-from suite.spec import SpecError, load_spec
+from suite.spec import SpecError
+from suite.specload import load_spec
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_npu") is not None,
                                 reason="these tests describe a machine without torch_npu")

@@ -12,7 +12,8 @@ from test_faults_lib import DIGITS, digits_data, sh
 from typer.testing import CliRunner
 
 from suite.cli import app
-from suite.spec import MAX_SPEC_BYTES, SpecError, load_spec, parse_override, validate_spec
+from suite.spec import MAX_SPEC_BYTES, SpecError, parse_override
+from suite.specload import load_spec, validate_spec
 
 
 def _spec_with(tmp_path: Path, edit, name: str = "bad.yaml") -> Path:

@@ -11,7 +11,7 @@ from tests_paths import DIGITS
 
 from suite import harness
 from suite.results import read_result
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from suite.execution import child
 from suite.execution import isolated as isolation
 from suite.execution.watchdog import MIN_STALL_S, Limits, Watchdog
 from suite.results import load_results, read_result
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 
 def _in_process(spec_path: Path, results: Path) -> tuple:

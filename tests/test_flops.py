@@ -13,7 +13,7 @@ from suite import registry
 from suite.data.base import DataMissing
 from suite.measure import flops
 from suite.models import cnn, gpt
-from suite.spec import load_spec
+from suite.specload import load_spec
 from suite.workloads.base import Context, data_root
 
 TOLERANCE = 0.05

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from test_faults_lib import digits_data, make_result
 
 from suite.results import ResultError, parse_result, result_path
-from suite.spec import SpecError, parse_override, parse_yaml, validate_spec
+from suite.spec import SpecError, parse_override, parse_yaml
+from suite.specload import validate_spec
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BASE_SPEC = digits_data()

@@ -11,7 +11,7 @@ import pytest
 
 from suite import harness
 from suite.results import read_result
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 
 def run(digits_path: Path, tmp_path: Path, overrides=None, variant=None, seed=0, env=None, monkeypatch=None):

@@ -151,7 +151,8 @@ def _in_run_batch(launcher: str, tmp_root: Path, address: str | None) -> dict[st
     tag = uuid.uuid4().hex
     proc = subprocess.run(_command(launcher, specs, folder / "res", folder, address), env=_env(TB_FAULT_TAG=tag),
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
-    _batches[launcher] = {"proc": proc, "folder": folder, "tag": tag, "records": _records(folder / "res")}
+    _batches[launcher] = {"proc": proc, "folder": folder, "tag": tag}
+    _batches[launcher]["records"] = _records(folder / "res")
     return _batches[launcher]
 
 

@@ -19,7 +19,7 @@ from suite.data.base import TensorSplits
 from suite.harness import RunRequest, run
 from suite.measure import flops, metrics, peaks
 from suite.results import read_result
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDTH, DEPTH, BATCH = 512, 4, 256

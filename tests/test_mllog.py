@@ -109,7 +109,7 @@ def test_a_failed_run_still_logs_run_stop_aborted(tmp_path, monkeypatch):
     from suite import registry
     from suite.backends.torch import TorchBackend
     from suite.harness import RunRequest, run
-    from suite.spec import load_spec
+    from suite.specload import load_spec
 
     real_step = TorchBackend.train_step
     calls = {"n": 0}

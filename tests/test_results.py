@@ -22,7 +22,7 @@ from suite.results import (
     write_atomic,
     write_result,
 )
-from suite.spec import load_spec
+from suite.specload import load_spec
 
 
 @pytest.fixture(scope="module")

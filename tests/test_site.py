@@ -11,19 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from suite import compare as cmp
+from suite.baselines import Baseline, Provenance, aggregate_figures
 from suite.results import ResultError, write_result
 from suite.site import charts as site_charts
 from suite.site.build import SiteError, build_site, fmt_s
-from suite.site.data import compare_view, verdict_class
+from suite.site.reports import compare_view, verdict_class
+from suite.stats import RunFigures
 from tests.site_factory import (
     EXPECTED_ORDER,
     EXPECTED_TTA,
     NEW_SHA,
     OLD_SHA,
     T0,
-    WL,
     XSS,
     make_result,
+    write_compare_report,
     write_hostile,
     write_standard,
 )
@@ -201,63 +204,63 @@ def test_hostile_strings_are_escaped_in_every_page(tmp_path: Path) -> None:
     assert "{{ 7*7 }}" in index  # template syntax in a result is not evaluated
 
 
-def test_compare_page_renders_rows_and_verdicts_and_survives_garbage(standard: Path, tmp_path: Path) -> None:
-    sample = {
-        "schema": 1, "verdict": "regression", "candidate": "results/", "baseline": "baselines/",
-        "rows": [
-            {"workload": WL, "hardware": "nvidia-h200-x8", "backend": "torch", "verdict": "regression",
-             "tta": {"candidate_s": 12.0, "baseline_s": 10.0, "ratio": 1.2, "p_value": 0.003},
-             "named_cause": "convergence"},
-            {"workload": WL, "hardware": "nvidia-a100-x8", "backend": "torch", "verdict": "ok",
-             "tta": {"candidate_s": 21.0, "baseline_s": 21.3, "ratio": 0.986, "p_value": 0.61}},
-            {"workload": WL, "hardware": "cpu", "backend": "torch", "verdict": XSS[1], "note": XSS[0]},
-        ],
-        "markdown": "## TrainBench compare\n\n| workload | verdict |\n|---|---|\n| cv/digits_cnn | regression |",
-    }
-    good = tmp_path / "compare.json"
-    good.write_text(json.dumps(sample))
+def test_compare_page_renders_rows_and_verdicts_and_refuses_what_is_not_a_report(standard: Path, tmp_path: Path) -> None:
+    good = write_compare_report(tmp_path)
+    data = json.loads(good.read_text())
+    data["pairs"][0]["workload"] = XSS[1]  # a hostile name, as a result file could carry
+    data["pairs"][0]["reason"] = XSS[0]
+    good.write_text(json.dumps(data))
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json")
-    listing = tmp_path / "list.json"
-    listing.write_text(json.dumps([{"verdict": "improvement", "x": 1}, 3, None]))
+    other = tmp_path / "other.json"  # valid JSON of another shape: refused by compare's reader, not guessed at
+    other.write_text(json.dumps({"verdict": "regression", "rows": [{"verdict": "improvement"}]}))
     out = tmp_path / "out"
-    build_site(standard, out, compare=[good, garbage, listing])
+    build_site(standard, out, compare=[good, garbage, other])
     pages = sorted((out / "compare").glob("*.html"))
     assert len(pages) == 3
     html = pages[0].read_text()
-    assert html.count('<span class="verdict v-bad">regression</span>') == 2  # summary and the row
-    assert '<span class="verdict v-ok">ok</span>' in html
-    assert "tta.p_value" in html and "0.003" in html and "TrainBench compare" in html
+    assert '<span class="verdict v-bad">regressed</span>' in html  # the summary and the regressed row
+    assert '<span class="verdict v-good">improved</span>' in html
+    assert '<span class="verdict v-ok">no significant change</span>' in html
+    assert "TrainBench compare" in html  # the PR comment, as compare writes it
     assert "<img" not in html and "&lt;img" in html
     assert "could not be read" in pages[1].read_text()
-    assert '<span class="verdict v-good">improvement</span>' in pages[2].read_text()
+    assert "not a compare report" in pages[2].read_text()
     index = (out / "index.html").read_text()
     assert all(f'href="{p.relative_to(out).as_posix()}"' in index for p in pages)
     with pytest.raises(SiteError, match="garbage.json"):
         build_site(standard, tmp_path / "strict", compare=[garbage], strict=True)
 
 
-def test_compare_view_of_odd_shapes_never_raises(tmp_path: Path) -> None:
-    shapes = [{}, [], 3, "text", None, {"a": {"b": {"c": [1, {"d": 2}]}}}, {"rows": [[1, 2], "x", {"y": None}]},
-              {"by_workload": {"cv/a": {"verdict": "slower", "ratio": 1.5}}}, {"verdict": {"nested": True}}]
-    for i, shape in enumerate(shapes):
-        p = tmp_path / f"c{i}.json"
-        p.write_text(json.dumps(shape))
-        compare_view(p, i)
-    view = compare_view(tmp_path / "c7.json", 7)
-    assert view.tables and view.tables[0].rows[0][0] == ("slower", "bad")
-    assert verdict_class('x" onclick="y') == "plain"
+def test_compare_view_shows_what_compare_computed(tmp_path: Path) -> None:
+    path = write_compare_report(tmp_path)
+    report = cmp.read_report(path)
+    view = compare_view(path, 0)
+    assert not view.error
+    pairs = view.tables[0]
+    assert [row[0] for row in pairs.rows] == [(p.verdict, verdict_class(p.verdict)) for p in report.pairs]
+    regressed = report.pairs[0].metric("time_to_target_s")
+    assert regressed and pairs.rows[0][6] == (f"{regressed.ratio:.4g}", "num")
+    assert sum(len(p.metrics) for p in report.pairs) == len(view.tables[1].rows)
+    assert verdict_class('x" onclick="y') == "plain" and verdict_class("regression") == "plain"  # only compare's
 
 
 def test_baseline_delta_on_the_leaderboard(standard: Path, tmp_path: Path) -> None:
     base = tmp_path / "baselines" / "nvidia-h200-x8" / "cv" / "digits_cnn"
     base.mkdir(parents=True)
-    (base / "torch.json").write_text(json.dumps({"aggregate": {"tta_olympic_s": 10.0}, "runs": 5}))
+    runs = [RunFigures(run_id=f"b{i}", seed=i, status="reached", time_to_target_s=t) for i, t in enumerate((9.0, 10.0, 11.0))]
+    b = Baseline(hardware="nvidia-h200-x8", workload="cv/digits_cnn", workload_version=1, backend="torch",
+                 spec_hash="x", noise_floor=None, aggregate=aggregate_figures(runs), runs=runs,
+                 provenance=Provenance(run_ids=["b0", "b1", "b2"], result_files=[], result_git_shas=[],
+                                       result_git_dirty=False, promoted_at="2026-12-03T00:00:00+00:00"))
+    (base / "torch.json").write_text(b.model_dump_json())  # olympic mean 10.0 s
     (tmp_path / "baselines" / "broken.json").write_text("nope")
+    (tmp_path / "baselines" / "not-a-baseline.json").write_text(json.dumps({"aggregate": {"tta_olympic_s": 10.0}}))
     report = build_site(standard, tmp_path / "out", baselines=tmp_path / "baselines")
     html = (tmp_path / "out" / "index.html").read_text()
     assert "+20.0%" in html  # 12.0 s against a 10.0 s baseline
     assert any("broken.json" in s for s in report.skipped)
+    assert any("not-a-baseline.json" in s and "not a baseline file" in s for s in report.skipped)
 
 
 def test_empty_results_folder_builds_a_page_that_says_so(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from suite.site.build import build_site
-from tests.site_factory import EXPECTED_ORDER, XSS, write_hostile, write_standard
+from tests.site_factory import EXPECTED_ORDER, XSS, write_compare_report, write_hostile, write_standard
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "_artifacts"
@@ -66,14 +66,7 @@ def tab(browser) -> Iterator[Page]:
 def standard_site(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("site")
     write_standard(tmp / "results")
-    compare = tmp / "compare.json"
-    compare.write_text(json.dumps({"verdict": "regression", "rows": [
-        {"workload": "cv/digits_cnn", "hardware": "nvidia-h200-x8", "backend": "torch", "verdict": "regression",
-         "tta": {"candidate_s": 12.0, "baseline_s": 10.0}},
-        {"workload": "cv/digits_cnn", "hardware": "nvidia-a100-x8", "backend": "torch", "verdict": "ok",
-         "tta": {"candidate_s": 100.0}},
-        {"workload": "cv/digits_cnn", "hardware": "cpu-amd-epyc-2c", "backend": "torch", "verdict": "improvement",
-         "tta": {"candidate_s": 9.0, "baseline_s": 11.0}}]}))
+    compare = write_compare_report(tmp / "compare", {"nvidia-h200-x8": 0.012, "nvidia-a100-x8": 0.01, "cpu-amd-epyc-2c": 0.008})
     build_site(tmp / "results", tmp / "out", compare=[compare])
     return tmp / "out"
 
@@ -192,8 +185,12 @@ def test_pages_are_usable_without_javascript(browser, standard_site: Path) -> No
 
 def test_hostile_result_strings_are_inert_in_the_browser(tab: Page, tmp_path: Path) -> None:
     write_hostile(tmp_path / "results")
-    compare = tmp_path / "compare.json"
-    compare.write_text(json.dumps({"verdict": XSS[0], "rows": [{"workload": p, "verdict": p} for p in XSS]}))
+    compare = write_compare_report(tmp_path / "compare", {f"hw-{i}": 0.01 for i in range(len(XSS))})
+    data = json.loads(compare.read_text())
+    for pair, payload in zip(data["pairs"], XSS, strict=True):  # hostile strings wherever a report has text
+        pair["workload"], pair["reason"], pair["metrics"][0]["note"] = payload, payload, payload
+    data["errors"] = list(XSS)
+    compare.write_text(json.dumps(data))
     out = tmp_path / "out"
     build_site(tmp_path / "results", out, compare=[compare])
     pages = sorted(out.rglob("*.html"))
@@ -254,12 +251,14 @@ def test_served_over_loopback_http(tab: Page, standard_site: Path, tmp_path: Pat
 
 def test_compare_page_lists_verdicts_and_sorts_numbers_as_numbers(tab: Page, standard_site: Path) -> None:
     tab.open(sorted((standard_site / "compare").glob("*.html"))[0])
-    table = tab.page.locator("table.compare")
+    table = tab.page.locator("table.compare").first
     assert table.locator("tbody tr").count() == 3
-    assert [v.inner_text() for v in table.locator(".verdict").all()] == ["regression", "ok", "improvement"]
-    table.locator("th", has_text="tta.candidate_s").locator("button").click()
-    col = table.locator("th", has_text="tta.candidate_s")
-    index = [h.inner_text() for h in table.locator("thead th").all()].index(col.inner_text())
+    assert [v.inner_text() for v in table.locator(".verdict").all()] == \
+        ["regressed", "improved", "no significant change"]  # compare's own order: by severity
+    head = "time to target, candidate (s)"
+    table.locator("th", has_text=head).locator("button").click()
+    index = [h.inner_text() for h in table.locator("thead th").all()].index(table.locator("th", has_text=head).inner_text())
     cells = [r.locator("td").nth(index).inner_text() for r in table.locator("tbody tr").all()]
-    assert cells == ["9", "12", "100"]  # lexicographic order would be 100, 12, 9
+    assert len(cells) == 3 and [float(c) for c in cells] == sorted(float(c) for c in cells)
+    assert sorted(cells) != cells  # ~8.5, ~10.5, ~12.5: lexicographic order would differ
     assert tab.console == []

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from suite.spec import SpecError, load_spec, parse_override, read_spec_file, validate_spec
+from suite.spec import SpecError, parse_override, read_spec_file
+from suite.specload import load_spec, validate_spec
 
 
 def write(tmp_path: Path, data: dict, name: str = "spec.yaml") -> Path:

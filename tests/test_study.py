@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from suite import profiles, registry, study
-from suite.spec import SpecError, load_spec
+from suite.spec import SpecError
+from suite.specload import load_spec
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from suite import harness, registry
-from suite.spec import load_spec
+from suite.specload import load_spec
 from suite.workloads.base import Context
 
 ROOT = Path(__file__).resolve().parents[1]

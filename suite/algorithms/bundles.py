@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from suite.algorithms import optimizers, plugins
-from suite.spec import SpecError, format_validation, load_spec, parse_yaml
+from suite.spec import SpecError, format_validation, parse_yaml
+from suite.specload import load_spec
 
 
 class Bundle(BaseModel):

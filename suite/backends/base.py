@@ -1,14 +1,24 @@
-"""The Backend contract: availability, setup (untimed), one training step, the model to evaluate, barriers."""
+"""The Backend contract, declared whole: every hook the harness, registry and CLI call is a member of `Backend`.
+
+Required (abstract): available, setup, train_step, eval_model, synchronize, parallel_layout, close.
+With defaults: Options (no options block), supports (every spec), data_shard (the process group's rank and
+world), target_may_count (always), algorithm_report (nothing to report). Callers call members directly,
+never look them up by getattr; tests/test_backend_contract.py checks both. docs/writing-a-backend.md lists them.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from pydantic import BaseModel
 from torch import nn
 
-from suite.workloads.base import Batch, Workload
+if TYPE_CHECKING:  # annotations only: the workload module imports the registry, which imports this lazily
+    from suite.devices import Device
+    from suite.workloads.base import Batch, Workload
 
 
 @dataclass
@@ -42,19 +52,76 @@ class RunOptions:
     options: dict[str, Any] = field(default_factory=dict)  # the spec's backends.<name> block, validated by it
 
 
-class Backend(Protocol):
+class Backend(ABC):
+    """Subclass this; the registry refuses a backend class that does not. Constructed as `cls(device)`."""
+
     name: ClassVar[str]
+    # the pydantic model of the spec's `backends.<name>` block (extra="forbid"); None: the block must be empty
+    Options: ClassVar[type[BaseModel] | None] = None
 
-    def available(self) -> Availability: ...
+    def __init__(self, device: Device) -> None:
+        """Constructed by the harness with the device this rank runs on; the process group already exists."""
+        self.device = device
 
-    def setup(self, workload: Workload, opts: RunOptions) -> TrainState: ...
+    @staticmethod
+    def supports(spec: Any) -> str | None:
+        """None when this backend can run the spec, else why not (naming the field to change). Reads the spec
+        only and imports no framework: it feeds `trainbench list --matrix` and refuses a pair before a run."""
+        return None
 
-    def train_step(self, state: TrainState, batch: Batch) -> StepOut: ...
+    @abstractmethod
+    def available(self) -> Availability:
+        """Installed? Hardware present? Never raises; the reason says what to install or set."""
 
-    def eval_model(self, state: TrainState) -> nn.Module: ...
+    @abstractmethod
+    def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
+        """Untimed init: build, wrap and place the model, build the optimizer; owns all parallelism."""
 
-    def synchronize(self) -> None: ...
+    @abstractmethod
+    def train_step(self, state: TrainState, batch: Batch) -> StepOut:
+        """Forward + backward + optimizer step; the loss comes back detached (reading it is a device sync)."""
 
-    def parallel_layout(self) -> dict[str, Any]: ...
+    @abstractmethod
+    def eval_model(self, state: TrainState) -> nn.Module:
+        """The module `workload.evaluate` gets: the same weights as training, no DDP wrapper."""
 
-    def close(self) -> None: ...
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Device barrier before a timer read that matters."""
+
+    @abstractmethod
+    def parallel_layout(self) -> dict[str, Any]:
+        """{"dp", "tp", "pp", ...}: recorded in every result and used for MFU/HFU."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what setup took; called on every ending, errors included."""
+
+    def data_shard(self) -> tuple[int, int] | None:
+        """(rank, world) of the data shard this rank reads; None: the process group's own rank and world.
+        Model-parallel backends override it so that tensor-parallel peers read the same batch."""
+        return None
+
+    def target_may_count(self) -> bool:
+        """False while an algorithm is still converging (pruning short of its sparsity): the target cannot count."""
+        return True
+
+    def algorithm_report(self) -> dict[str, Any]:
+        """What the algorithms did (e.g. the sparsity reached), recorded as config.algorithm_report when non-empty."""
+        return {}
+
+    def recompute_fraction(self) -> float | None:
+        """For HFU: the share of the forward this backend re-runs (activation checkpointing), in [0, 1]; None:
+        read `parallel_layout()["activation_checkpointing"]` instead."""
+        return None
+
+    def comm_dtype(self) -> str | None:
+        """The dtype gradients are reduced in, in MLPerf's names (`fp32`, `bfloat16`); None: the weights' dtype."""
+        return None
+
+
+CONTRACT: tuple[str, ...] = (
+    "name", "Options", "supports", "available", "setup", "train_step", "eval_model", "synchronize",
+    "parallel_layout", "close", "data_shard", "target_may_count", "algorithm_report", "recompute_fraction",
+    "comm_dtype",
+)

@@ -27,7 +27,7 @@ from torch import nn
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
-from suite.backends.base import Availability, RunOptions, StepOut, TrainState
+from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.torch import to_device
 from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
@@ -144,7 +144,7 @@ def _import_deepspeed() -> Any:
     return deepspeed
 
 
-class DeepSpeedBackend:
+class DeepSpeedBackend(Backend):
     name: ClassVar[str] = "deepspeed"
     Options = Options
     supports = staticmethod(supports)

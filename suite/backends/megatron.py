@@ -27,7 +27,7 @@ from torch import nn
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
-from suite.backends.base import Availability, RunOptions, StepOut, TrainState
+from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.torch import to_device
 from suite.environment import package_version
 from suite.workloads.base import Batch, Workload
@@ -189,7 +189,7 @@ class MegatronGPT(nn.Module):
         return logits[..., : self.vocab_size]
 
 
-class MegatronBackend:
+class MegatronBackend(Backend):
     name: ClassVar[str] = "megatron"
     Options = Options
     supports = staticmethod(supports)

@@ -15,9 +15,7 @@ from suite import registry
 
 def unsupported_reason(backend: str, spec: Any) -> str | None:
     """None when `backend` can run `spec`; else why not, in words that name the field to change."""
-    cls = registry.backend_class(backend)
-    check = getattr(cls, "supports", None)
-    return check(spec) if check is not None else None
+    return registry.backend_class(backend).supports(spec)
 
 
 def matrix(specs: dict[str, Any], backends: list[str] | None = None) -> dict[str, dict[str, str | None]]:
@@ -27,7 +25,8 @@ def matrix(specs: dict[str, Any], backends: list[str] | None = None) -> dict[str
 
 
 def load_all(paths: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
-    from suite.spec import SpecError, load_spec
+    from suite.spec import SpecError
+    from suite.specload import load_spec
 
     specs, problems = {}, []
     for name, path in paths.items():

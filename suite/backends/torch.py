@@ -14,7 +14,7 @@ from suite import devices
 from suite.algorithms import compression, precision
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
-from suite.backends.base import Availability, RunOptions, StepOut, TrainState
+from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.workloads.base import Batch, Workload
 
 
@@ -36,7 +36,7 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
     return batch
 
 
-class TorchBackend:
+class TorchBackend(Backend):
     name: ClassVar[str] = "torch"
     Options = Options
 

@@ -27,7 +27,8 @@ def list_(
 ) -> None:
     """The workloads under workloads/, with domain, tiers, target and budget."""
     from suite import registry
-    from suite.spec import SpecError, load_spec
+    from suite.spec import SpecError
+    from suite.specload import load_spec
 
     if matrix:
         raise typer.Exit(_print_matrix(tier, json_))
@@ -157,7 +158,8 @@ def spec_schema(out_file: Annotated[Path | None, typer.Option("--out", help="wri
 @spec_app.command("validate")
 def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")]) -> None:
     """Validate spec files; prints each problem with file and field, exits 2 if any is invalid."""
-    from suite.spec import SpecError, load_spec
+    from suite.spec import SpecError
+    from suite.specload import load_spec
 
     bad = 0
     for p in paths:

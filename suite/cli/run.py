@@ -91,6 +91,14 @@ def run(
     profile_dir: Annotated[Path, typer.Option(help="where --profile writes its Chrome/Perfetto traces")] = Path("profiles"),
     nvtx: Annotated[bool, typer.Option(help="NVTX ranges (step/forward/backward/optimizer/eval) for nsys, CUDA")] = False,
     peak_tflops: Annotated[float | None, typer.Option(help="override the per-device dense peak (TFLOP/s) for MFU")] = None,
+    attention_flops: Annotated[str, typer.Option(
+        help="attention FLOPs convention of MFU: full (PaLM, no causal discount) | causal (half); the other "
+             "figure is stored beside")] = "full",
+    mlperf_org: Annotated[str | None, typer.Option(
+        envvar="TRAINBENCH_MLPERF_ORG", help="MLLOG submission_org (default: unspecified)")] = None,
+    mlperf_division: Annotated[str, typer.Option(
+        envvar="TRAINBENCH_MLPERF_DIVISION",
+        help="MLLOG submission_division: open | closed (sets MLPerf's init limit: 240 | 30 min)")] = "open",
     algo: Annotated[str | None, typer.Option(
         help="swap the algorithm: a bundle (adamw, sgd, lion, muon, ...), a bundle .yaml, an optimizer "
              "import path pkg.mod:Class; see docs/algorithms.md")] = None,
@@ -118,6 +126,12 @@ def run(
         raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
     if peak_tflops is not None and not peak_tflops > 0:
         raise fail_input(f"--peak-tflops {peak_tflops}: must be a positive number of TFLOP/s per device")
+    if attention_flops not in ("full", "causal"):
+        raise fail_input(f"--attention-flops {attention_flops!r}: expected full or causal")
+    if mlperf_division not in ("open", "closed"):
+        raise fail_input(f"--mlperf-division {mlperf_division!r}: expected open or closed")
+    if mlperf_org is not None and not mlperf_org.strip():
+        raise fail_input("--mlperf-org: give the submitting organisation's name (not empty)")
     specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo)
 
     is_main = distributed.from_env().is_main
@@ -126,6 +140,7 @@ def run(
     requests = planner.requests(
         specs, backend, range(seed, seed + seeds), compile=compile_, threads=threads, results_dir=results,
         tier=tier, variant=variant, peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx,
+        attention_flops=attention_flops, mlperf_org=mlperf_org, mlperf_division=mlperf_division,
         mode=mode)
     options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
                              quiet=quiet, isolate=isolate and not launched)

@@ -160,11 +160,12 @@ class IsolatedRun:
 
     def __init__(self, req: RunRequest, nproc: int = 1, quiet: bool = False, startup_s: float = STARTUP_S,
                  warm: bool = True, peak_cache: str | None = None, echo: Callable[[bytes], None] | None = None,
-                 torchrun_args: list[str] | None = None):
+                 torchrun_args: list[str] | None = None, parent: tuple[int, str] | None = None):
         self.req, self.nproc, self.quiet, self.startup_s = req, nproc, quiet, startup_s
         self.warm, self.peak_cache = warm and nproc == 1, peak_cache
         self.echo = echo if echo is not None else _echo_stderr
         self.torchrun_args = torchrun_args or ["--standalone"]
+        self.parent = parent  # the process whose death stops the run (default: this one, the launcher)
         self.limits = Limits.for_budget(req.spec.budget)
         self.run_id = results.new_run_id()
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -182,7 +183,7 @@ class IsolatedRun:
     def start(self) -> IsolatedRun:
         self.tmp = Path(tempfile.mkdtemp(prefix=JOB_PREFIX))
         self.report, self.log = self.tmp / "report.json", self.tmp / "output.log"
-        me = (os.getpid(), process_start_time(os.getpid()) or "")
+        me = self.parent or (os.getpid(), process_start_time(os.getpid()) or "")
         job = Job(req=self.req, run_id=self.run_id, quiet=self.quiet, report=str(self.report),
                   heartbeat=str(self.tmp / "heartbeat"), parent=me, peak_cache=self.peak_cache,
                   env={"TRAINBENCH_PEAK_CACHE": self.peak_cache} if self.peak_cache else {})

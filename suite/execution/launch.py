@@ -66,17 +66,22 @@ class Control:
             if self.fail_fast and not self.stopping:
                 self.request_stop()
 
+    def _handler(self, signum: int, _frame: Any) -> None:
+        self.request_stop(signum)
+
+    def reclaim_signals(self) -> None:
+        """Install our handlers again after a library took SIGINT/SIGTERM for itself (ray.init does)."""
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, self._handler)
+
     @contextmanager
     def catch_signals(self) -> Iterator[Control]:
         """SIGINT/SIGTERM to the driver become stop requests (main thread only; elsewhere nothing changes)."""
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
-
-        def handler(signum: int, _frame: Any) -> None:
-            self.request_stop(signum)
-
-        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield self
         finally:

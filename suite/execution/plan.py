@@ -19,7 +19,8 @@ class PlanError(ValueError):
 def resolve_workloads(names: list[str], tier: str | None) -> list[Path]:
     """Spec paths for workload names (or paths), or for every workload of a tier."""
     from suite import registry
-    from suite.spec import TIERS, SpecError, load_spec
+    from suite.spec import TIERS, SpecError
+    from suite.specload import load_spec
 
     if tier is not None and tier not in TIERS:
         raise PlanError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")

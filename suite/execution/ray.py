@@ -12,6 +12,7 @@ would hide a flaky node, so the failure is recorded and the user re-runs.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import time
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from suite.execution.isolated import Outcome
 from suite.execution.launch import Control, Options
+from suite.execution.processes import process_start_time
 
 if TYPE_CHECKING:
     from suite.harness import RunRequest
@@ -54,8 +56,13 @@ def describe(exc: BaseException) -> str:
     return text[-4000:]
 
 
-def run_on_node(req: RunRequest, nproc: int, driver: str, stopper: Any) -> dict[str, Any]:
-    """The Ray task: one isolated run on this node; returns what the driver needs to record it."""
+def run_on_node(req: RunRequest, nproc: int, driver: str, stopper: Any,
+                driver_process: tuple[int, str] | None = None) -> dict[str, Any]:
+    """The Ray task: one isolated run on this node; returns what the driver needs to record it.
+
+    On the driver's own machine the child watches the driver itself (its death stops the run, recorded as
+    such); elsewhere it watches this task's worker, and a driver that is gone (its stop actor died) stops the
+    run through the same signal a user's stop sends."""
     import tempfile
 
     import ray
@@ -66,13 +73,16 @@ def run_on_node(req: RunRequest, nproc: int, driver: str, stopper: Any) -> dict[
     scratch = None
     if req.results_dir is not None and not here:
         scratch = Path(tempfile.mkdtemp(prefix="trainbench-ray-"))
+    same_machine = machine_id() == driver
     run = IsolatedRun(replace(req, results_dir=req.results_dir if here else scratch), nproc=nproc, quiet=True,
-                      warm=False).start()
+                      warm=False, parent=driver_process if same_machine else None).start()
     seen, signum = 0, signal.SIGTERM
     while not run.poll():
         try:
             seen, signum = ray.get(stopper.count.remote(), timeout=5)
-        except Exception:  # noqa: BLE001 - the driver is gone: our own parent watch ends the child
+        except ray.exceptions.RayActorError:  # the driver is gone (its actor with it): stop the run
+            seen = max(seen, 1)
+        except Exception:  # noqa: BLE001 - a slow answer under load: ask again next time
             pass
         while len(run.signals) < seen:
             run.stop(signum or signal.SIGTERM)
@@ -109,6 +119,7 @@ class RayLauncher:
             # address None: start a local instance; "auto" or ray://host:port: join a cluster
             ray.init(address=self.options.address, include_dashboard=False, log_to_driver=False)
             started_here = True
+        control.reclaim_signals()  # ray.init takes SIGTERM (its handler aborts the driver): stops are ours
         try:
             cluster = ray.cluster_resources()
 
@@ -128,6 +139,7 @@ class RayLauncher:
             remote = ray.remote(max_retries=0)(run_on_node)
             pending: dict[Any, RunRequest] = {}
             driver = machine_id()
+            me = (os.getpid(), process_start_time(os.getpid()) or "")
             todo = list(reversed(requests))
             sent = 0
             while todo or pending:
@@ -136,7 +148,7 @@ class RayLauncher:
                     if req.threads is None:  # Ray reserves num_cpus=threads: runs packed on a node never oversubscribe
                         req = replace(req, threads=1)
                     opts = resources_for(req, cluster, self.options.nproc)
-                    pending[remote.options(**opts).remote(req, self.options.nproc, driver, stopper)] = req
+                    pending[remote.options(**opts).remote(req, self.options.nproc, driver, stopper, me)] = req
                 if control.stopping:
                     todo.clear()
                 while sent < control.count:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from suite.measure.op_dtypes import op_dtypes, read_flags
+
 T = 1e12
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -101,19 +103,13 @@ def lookup(device_name: str, dtype: str) -> Peak | None:
 
 def tf32_enabled() -> bool:
     """Whether fp32 matmuls on CUDA run on TF32 tensor cores (then the TF32 peak is the right ceiling)."""
-    new_api = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
-    if new_api in ("tf32",):
-        return True
-    return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+    return read_flags().cuda_matmul_tf32
 
 
 def matmul_dtype(device_type: str, precision: str) -> str:
-    """The dtype whose peak bounds this run's matmuls: bf16/fp16 as asked; fp32 is TF32 where CUDA allows it."""
-    if precision in ("bf16", "fp16", "fp8"):
-        return precision
-    if device_type == "cuda" and tf32_enabled():
-        return "tf32"
-    return "fp32"
+    """The dtype this run's matmuls run in (bf16_master: bf16; fp32: TF32/HF32 where the switch allows it).
+    Convolutions and attention may differ: suite/measure/op_dtypes.py decides each op class."""
+    return op_dtypes(device_type, precision)["matmul"].dtype
 
 
 # ---- CPUs: cores x clock x FLOPs per cycle --------------------------------------------------------------
@@ -248,7 +244,8 @@ def resolve(device_type: str, device_name: str, precision: str, override_tflops:
 
 # ---- measured peak: a short GEMM benchmark in the run's precision ----------------------------------------
 
-_TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+_TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "hf32": torch.float32, "bf16": torch.bfloat16,
+                 "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -266,17 +263,31 @@ def _sync(device: torch.device) -> None:
         mod.synchronize()
 
 
-def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n: int | None = None) -> GemmResult:
+def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n: int | None = None,
+                 dtype: str | None = None) -> GemmResult:
     """Best achieved FLOP/s of square n x n matmuls in the run's dtype, within about `budget_s` seconds.
+
+    `dtype` (default: the dtype the run's matmuls run in) picks another op class's dtype, e.g. "tf32" for an
+    fp32 CNN whose convolutions run on TF32 while plain matmuls do not: the matmul TF32 switch is then turned
+    on for the benchmark only.
 
     On accelerators the timing uses device events (host timers would measure launch time only); on CPU the
     size grows from 256 until one matmul takes >= 20 ms (capped at 4096), so small CPUs stay in budget.
     """
-    dtype_name = matmul_dtype(device.type, precision)
-    dtype = _TORCH_DTYPES.get(dtype_name, torch.float32)
+    dtype_name = dtype or matmul_dtype(device.type, precision)
+    if dtype_name == "tf32" and device.type == "cuda" and not tf32_enabled():
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return measure_gemm(device, precision, budget_s, n, dtype)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+    if dtype_name not in _TORCH_DTYPES:  # fp8: a plain mm has no fp8 path (scaled GEMMs need scales): bf16
+        dtype_name = "bf16"
+    torch_dtype = _TORCH_DTYPES[dtype_name]
     accel = device.type not in ("cpu", "mps")
     if n is None:
-        n = 8192 if accel and dtype is not torch.float32 else 4096 if accel else 256
+        n = 8192 if accel and torch_dtype is not torch.float32 else 4096 if accel else 256
     # a private generator on the device: the run's global RNG streams stay exactly as seeded, and 8192^2
     # operands are not generated on the host
     try:
@@ -287,8 +298,8 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
     deadline = time.perf_counter() + budget_s
 
     def operands(size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        a = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=dtype)
-        b = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=dtype)
+        a = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=torch_dtype)
+        b = torch.randn(size, size, generator=gen, device=where).to(device=device, dtype=torch_dtype)
         return a, b
 
     a, b = operands(n)
@@ -336,7 +347,8 @@ def measure_gemm(device: torch.device, precision: str, budget_s: float = 1.0, n:
     return GemmResult(best, n, dtype_name, repeats, total)
 
 
-def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 1.0) -> GemmResult:
+def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 1.0,
+                        dtype: str | None = None) -> GemmResult:
     """`measure_gemm`, measured once per host, device, dtype and thread count for one invocation.
 
     The launcher names a cache file in $TRAINBENCH_PEAK_CACHE that the runs of one `trainbench run` share, so
@@ -348,9 +360,9 @@ def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 
 
     cache = os.environ.get("TRAINBENCH_PEAK_CACHE")
     if not cache:
-        return measure_gemm(device, precision, budget_s)
+        return measure_gemm(device, precision, budget_s, dtype=dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-    key = f"{socket.gethostname()}|{name}|{matmul_dtype(device.type, precision)}|{torch.get_num_threads()}"
+    key = f"{socket.gethostname()}|{name}|{dtype or matmul_dtype(device.type, precision)}|{torch.get_num_threads()}"
     try:
         with open(cache, encoding="utf-8") as f:
             known = json.load(f)
@@ -358,7 +370,7 @@ def measure_gemm_cached(device: torch.device, precision: str, budget_s: float = 
             return GemmResult(**known[key])
     except (OSError, ValueError, TypeError):
         known = {}
-    gemm = measure_gemm(device, precision, budget_s)
+    gemm = measure_gemm(device, precision, budget_s, dtype=dtype)
     try:
         known[key] = dataclasses.asdict(gemm)
         tmp = f"{cache}.{os.getpid()}"

@@ -75,4 +75,15 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     return 3 * fwd
 
 
-COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample)
+def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
+    """flops_per_sample split into convolutions and the linear head (matmul)."""
+    out = {"convolution": 0.0, "matmul": 0.0}
+    for kind, s in _layers(cfg, meta):
+        if kind == "conv":
+            out["convolution"] += 3 * 2 * s["cin"] * s["cout"] * s["k"] ** 2 * s["h"] * s["w"]
+        elif kind == "linear":
+            out["matmul"] += 3 * 2 * s["fin"] * s["fout"]
+    return out
+
+
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_by_class=flops_by_class)

@@ -64,4 +64,9 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     return sum(gcn_layer_train_flops(n, e + n, a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
 
 
-COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample)
+def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
+    """All model FLOPs are matmuls (suite/measure/op_dtypes.py picks their dtype's peak)."""
+    return {"matmul": flops_per_sample(cfg, meta)}
+
+
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_by_class=flops_by_class)

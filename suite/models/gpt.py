@@ -139,4 +139,12 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     return flops_per_token(cfg, meta) * cfg.seq_len
 
 
-COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_per_token=flops_per_token, param_count=param_count)
+def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
+    """flops_per_sample split: attention score/value products (12*L*H*Q*T per token, the full convention)
+    and every other matmul (6N)."""
+    attention = 12.0 * cfg.n_layer * cfg.n_head * (cfg.d_model // cfg.n_head) * cfg.seq_len * cfg.seq_len
+    return {"matmul": flops_per_sample(cfg, meta) - attention, "attention": attention}
+
+
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_per_token=flops_per_token,
+                      param_count=param_count, flops_by_class=flops_by_class)

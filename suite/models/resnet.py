@@ -103,4 +103,11 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     return 3 * fwd
 
 
-COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample)
+def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
+    """flops_per_sample split into convolutions and the linear head (matmul)."""
+    p = plan(cfg, meta)
+    head = 3 * 2.0 * p["features"] * p["classes"]
+    return {"convolution": flops_per_sample(cfg, meta) - head, "matmul": head}
+
+
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_by_class=flops_by_class)

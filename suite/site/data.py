@@ -3,8 +3,8 @@
 A *submission* is the seeds of one (workload, spec hash, hardware, backend, precision, commit): one
 leaderboard row, aggregated with suite.stats (olympic mean; a run that never reached the target is
 infinite, never missing). The leaderboard of a workload shows, per spec hash, the latest submission of
-each (hardware, backend, precision); the workload page keeps the whole history. Baseline and compare
-files belong to other modules, so they are read defensively: any JSON shape renders, none crashes.
+each (hardware, backend, precision); the workload page keeps the whole history. Baseline files are read
+through suite.baselines' typed reader (compare reports and studies: suite/site/reports.py).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite.results import Result, slug
-from suite.stats import Aggregate, GroupKey, aggregate, tta_or_inf
-
-MAX_SIDE_FILE_BYTES = 16 * 1024 * 1024  # compare / baseline JSON larger than this is refused, not parsed
+from suite import baselines as bl
+from suite.results import Result, ResultError, slug
+from suite.stats import Aggregate, aggregate_results, tta_or_inf
 
 
 def short_hash(text: str, n: int = 8) -> str:
@@ -98,8 +97,7 @@ class Submission:
 
     def __post_init__(self) -> None:
         self.runs.sort(key=lambda rr: (rr.result.seed, rr.result.started_at))
-        self.agg = aggregate(GroupKey(self.hardware, self.workload, self.backend, self.spec_hash),
-                             [rr.result for rr in self.runs])
+        self.agg = aggregate_results([rr.result for rr in self.runs])  # the one aggregation (suite.stats)
 
     @property
     def series(self) -> str:
@@ -147,12 +145,32 @@ class Submission:
 
 @dataclass
 class Baseline:
-    path: str
-    workload: str
-    hardware: str
-    backend: str
-    tta_s: float | None
-    data: dict[str, Any]
+    """A blessed baseline on the site: the file (read by suite.baselines' typed reader) and its aggregate,
+    recomputed from the stored seeds by suite.stats, so it is the figure a leaderboard row of the same runs shows."""
+
+    path: str  # relative to the baselines folder
+    baseline: bl.Baseline
+    agg: Aggregate
+
+    @property
+    def workload(self) -> str:
+        return self.baseline.workload
+
+    @property
+    def hardware(self) -> str:
+        return self.baseline.hardware
+
+    @property
+    def backend(self) -> str:
+        return self.baseline.backend
+
+    @property
+    def spec_hash(self) -> str:
+        return self.baseline.spec_hash
+
+    @property
+    def tta_s(self) -> float:
+        return self.agg.tta_olympic_s
 
 
 @dataclass
@@ -189,7 +207,9 @@ class Workload:
         return boards
 
     def baseline_for(self, s: Submission) -> Baseline | None:
-        return next((b for b in self.baselines if b.hardware == s.hardware and b.backend == s.backend), None)
+        """The baseline of the same hardware and backend, preferring one of the same spec hash."""
+        same = [b for b in self.baselines if b.hardware == s.hardware and b.backend == s.backend]
+        return next((b for b in same if b.spec_hash == s.spec_hash), same[0] if same else None)
 
 
 def rank_key(s: Submission) -> tuple[float, float, str]:
@@ -222,72 +242,17 @@ def build_workloads(rows: list[RunRow]) -> list[Workload]:
 # ---- side files: baselines and compare reports ----------------------------------------------------------
 
 
-def read_json_file(path: Path) -> Any:
-    """Parsed JSON, or ValueError naming the file."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_SIDE_FILE_BYTES:
-            raise ValueError(f"{path}: {size} bytes is too large to render")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read as JSON: {e}") from None
-
-
-def _find_number(data: Any, names: tuple[str, ...], depth: int = 0) -> float | None:
-    if not isinstance(data, dict) or depth > 3:
-        return None
-    for n in names:
-        v = data.get(n)
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return float(v)
-    for v in data.values():
-        found = _find_number(v, names, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-TTA_KEYS = ("tta_olympic_s", "time_to_target_s", "tta_s", "olympic_mean_s")
-
-
 def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
-    """baselines/<hardware>/<domain>/<workload>/<backend>.json; fields inside the file win over the path."""
+    """baselines/<hardware>/<domain>/<workload>/<backend>.json through suite.baselines' typed reader;
+    a file that is not a valid baseline is named in the errors and skipped."""
     if root is None or not root.exists():
         return [], []
-    found, errors = [], []
-    for path in sorted(p for p in root.rglob("*.json") if p.is_file() and not p.name.startswith(".")):
-        rel = path.relative_to(root)
-        try:
-            data = read_json_file(path)
-        except ValueError as e:
-            errors.append(str(e))
-            continue
-        if not isinstance(data, dict):
-            errors.append(f"{path}: a baseline must be a JSON object")
-            continue
-        parts = rel.with_suffix("").parts
-        raw_key = data.get("key")
-        key: dict[str, Any] = raw_key if isinstance(raw_key, dict) else {}
-        hardware = _str(data.get("hardware") or key.get("hardware"), parts[0] if parts else "")
-        backend = _str(data.get("backend") or key.get("backend"), parts[-1] if parts else "")
-        workload = _str(data.get("workload") or key.get("workload"), "/".join(parts[1:-1]))
-        found.append(Baseline(str(rel), workload, hardware, backend, _find_number(data, TTA_KEYS), data))
-    return found, errors
-
-
-VERDICT_CLASS = {
-    "regression": "bad", "regressed": "bad", "fail": "bad", "failed": "bad", "worse": "bad", "slower": "bad",
-    "error": "bad", "missing": "warn", "noisy": "warn", "inconclusive": "warn", "unknown": "warn",
-    "new": "warn", "improvement": "good", "improved": "good", "better": "good", "faster": "good",
-    "ok": "ok", "pass": "ok", "passed": "ok", "same": "ok", "neutral": "ok", "noise": "ok",
-    "unchanged": "ok", "within_noise": "ok", "within-noise": "ok", "no_change": "ok",
-}
-VERDICT_COLUMNS = ("verdict", "status", "result", "outcome")
-
-
-def verdict_class(value: Any) -> str:
-    """A CSS class from a fixed set: the value itself never reaches the class attribute."""
-    return VERDICT_CLASS.get(_str(value).strip().lower().replace(" ", "_"), "plain")
+    try:
+        found, errors = bl.load_baselines(root)
+    except ResultError as e:
+        return [], [str(e)]
+    base = root if root.is_dir() else root.parent
+    return [Baseline(p.relative_to(base).as_posix(), b, b.figures()) for p, b in found], errors
 
 
 def cell_text(value: Any, limit: int = 400) -> str:
@@ -311,129 +276,3 @@ def flatten(data: Any, prefix: str = "", depth: int = 0, out: dict[str, Any] | N
     else:
         out[prefix or "value"] = data
     return out
-
-
-@dataclass
-class Table:
-    title: str
-    columns: list[str]
-    rows: list[list[tuple[str, str]]]  # (text, css class) per cell
-
-    @property
-    def numeric(self) -> list[bool]:
-        """Columns whose every filled cell is a number sort numerically."""
-        return [all(row[i][1] == "num" for row in self.rows if row[i][0]) and any(row[i][0] for row in self.rows)
-                for i in range(len(self.columns))]
-
-
-def _table(title: str, items: list[Any]) -> Table:
-    flat = [flatten(x) if isinstance(x, dict) else {"value": x} for x in items]
-    columns: list[str] = []
-    for f in flat:
-        for k in f:
-            if k not in columns:
-                columns.append(k)
-    first = [c for c in columns if c.split(".")[-1] in VERDICT_COLUMNS]
-    columns = first + [c for c in columns if c not in first]
-    rows = []
-    for f in flat:
-        row = []
-        for c in columns:
-            v = f.get(c, "")
-            cls = verdict_class(v) if c.split(".")[-1] in VERDICT_COLUMNS else ("num" if isinstance(v, int | float) else "")
-            row.append((cell_text(v) if c in f else "", cls))
-        rows.append(row)
-    return Table(title, columns, rows)
-
-
-@dataclass
-class CompareView:
-    name: str
-    page: str
-    source: str
-    summary: list[tuple[str, str, str]] = field(default_factory=list)  # (key, text, css class)
-    tables: list[Table] = field(default_factory=list)
-    texts: list[tuple[str, str]] = field(default_factory=list)  # long strings (markdown report, notes)
-    error: str = ""
-
-
-def compare_view(path: Path, index: int) -> CompareView:
-    """Whatever compare wrote: top-level scalars as a summary, lists of objects as tables, long text verbatim."""
-    view = CompareView(name=path.stem, page=f"compare/{index:02d}-{slug(path.stem)}.html", source=str(path))
-    try:
-        data = read_json_file(path)
-    except ValueError as e:
-        view.error = str(e)
-        return view
-    if isinstance(data, list):
-        data = {"rows": data}
-    if not isinstance(data, dict):
-        view.summary.append(("value", cell_text(data), ""))
-        return view
-    for key, value in data.items():
-        k = str(key)
-        if isinstance(value, list) and value:
-            view.tables.append(_table(k, value))
-        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
-            view.tables.append(_table(k, [{"name": n, **v} for n, v in value.items()]))
-        elif isinstance(value, dict):
-            for fk, fv in flatten(value, k).items():
-                view.summary.append((fk, cell_text(fv), verdict_class(fv) if fk.split(".")[-1] in VERDICT_COLUMNS else ""))
-        elif isinstance(value, str) and (len(value) > 120 or "\n" in value):
-            view.texts.append((k, value))
-        else:
-            cls = verdict_class(value) if k in VERDICT_COLUMNS else ""
-            view.summary.append((k, cell_text(value), cls))
-    return view
-
-
-@dataclass
-class StudyView:
-    """A study (`trainbench study`) on the site: its score table, per-workload times and profile plot."""
-
-    name: str
-    page: str
-    source: str
-    scores: list[dict[str, Any]] = field(default_factory=list)
-    workloads: list[dict[str, Any]] = field(default_factory=list)  # {workload, cells: [(time text, ratio text)]}
-    algorithms: list[str] = field(default_factory=list)
-    tau_max: float = 0.0
-    svg: str = ""  # rendered here by suite.study.profile_svg from the numbers, never copied from the input
-    error: str = ""
-
-
-def study_view(path: Path, index: int) -> StudyView:
-    """study.json (or the folder holding it) -> a StudyView; a malformed file becomes an error on the page."""
-    import math
-
-    from suite import study
-
-    file = path / "study.json" if path.is_dir() else path
-    view = StudyView(name=path.stem if path.is_file() else path.name, page=f"study/{index:02d}-{slug(path.stem)}.html",
-                     source=str(file))
-    try:
-        data = read_json_file(file)
-        view.name = str(data["study"]["name"])
-        view.algorithms = [str(a) for a in data["algorithms"]]
-        view.tau_max = float(data["tau_max"])
-
-        def seconds(v: Any) -> float:  # the JSON writes a missed target (infinitely slow) as null
-            return math.inf if v is None else float(v)
-
-        times = {str(w): {a: seconds(per.get(a)) for a in view.algorithms} for w, per in data["times_s"].items()}
-        ratios = {a: {w: seconds(data["ratios"][a].get(w)) for w in times} for a in view.algorithms}
-        profiles = {a: [(float(t), float(f)) for t, f in data["profiles"][a]] for a in view.algorithms}
-        scores = [{"algorithm": str(r["algorithm"]), "score": float(r["score"]),
-                   "reached": int(r["workloads_reached"]), "workloads": int(r["workloads"])} for r in data["scores"]]
-        report = {"tau_max": view.tau_max, "study": {"name": view.name}, "algorithms": view.algorithms,
-                  "scores": scores, "profiles": profiles}
-        view.svg = study.profile_svg(report)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-        view.error = f"{file}: not a study report ({type(e).__name__}: {e})"
-        return view
-    view.scores = scores
-    for w, per in times.items():
-        view.workloads.append({"workload": w, "cells": [
-            (f"{per[a]:.2f} s" if math.isfinite(per[a]) else "missed",
-             f"{ratios[a][w]:.2f}" if math.isfinite(ratios[a][w]) else "inf") for a in view.algorithms]})
-    return view

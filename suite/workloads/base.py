@@ -71,6 +71,15 @@ class WorkloadBase:
     def tokens_per_sample(self) -> int:
         return 1
 
+    def flops_by_class(self) -> dict[str, float] | None:
+        """flops_per_sample split by op class (matmul, convolution, attention), or None when the model
+        component does not say (then MFU divides by the fastest peak the recipe allows)."""
+        fn = getattr(self.model_component, "flops_by_class", None)
+        meta = getattr(self, "meta", None)
+        if fn is None or meta is None:
+            return None
+        return {k: float(v) for k, v in fn(self.model_cfg, meta).items()}
+
     def local_batch_size(self, world: int) -> int:
         bs = self.spec.data.batch_size
         if bs % world:

@@ -1,0 +1,218 @@
+"""Device check for a new GPU/NPU runner: every full-tier workload's tiny variant x every backend that supports
+it, a few steps in the spec's precision with torch.compile, through the real harness. Run it first on a runner.
+
+    PYTHONPATH=$PWD python benchmarks/device_check.py                       # cuda or npu: < 8 min on one H200
+    PYTHONPATH=$PWD python benchmarks/device_check.py --device cpu --no-compile --steps 3   # dry mode (CPU)
+
+Per run it prints and records: step time (p50, device events on accelerators), MFU against the table peak and
+against the measured GEMM peak (with the dtype each op class ran in), the FLOPs cross-check (the workload's
+analytic count against FlopCounterMode on one real batch), energy (NVML), peak memory. One JSON file
+(--out), and a non-zero exit on any failure: a run that errors or diverges, a FLOPs count outside
+--flops-tolerance, a missing data set, or the time limit. A backend that is not installed is skipped with
+its reason (listed, not a failure); a pair the backend does not support is left out, as `run --tier` does.
+Data sets: the full tier reads from TRAINBENCH_DATA or a spec's data.path; `--set-json` points specs elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from suite import devices, environment, registry
+from suite.backends.support import unsupported_reason
+from suite.data.base import DataMissing
+from suite.harness import RunRequest, run
+from suite.measure import flops
+from suite.specload import load_spec
+from suite.workloads.base import Context, data_root
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+MAX_GRAPH_BATCHES = 16
+CPU_PRECISION = {"bf16": "fp32", "fp16": "fp32", "bf16_master": "fp32", "fp8": "fp32"}  # dry mode: what a CPU does well
+
+
+def full_tier() -> list[str]:
+    return sorted(name for name, path in registry.workload_files().items() if "full" in load_spec(path).tiers)
+
+
+def spec_precision(spec: Any, device_type: str) -> str:
+    """The spec's precision (a `precision` field where the spec has one), mapped to what a CPU does in dry mode."""
+    precision = getattr(spec, "precision", None) or "fp32"
+    return CPU_PRECISION.get(precision, precision) if device_type == "cpu" else precision
+
+
+def flops_cross_check(spec: Any, device: torch.device) -> dict[str, Any]:
+    """Analytic FLOPs per sample against FlopCounterMode over one real batch of the workload (model on `device`)."""
+    torch.manual_seed(0)
+    workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0, device=device))
+    model = workload.build_model().to(device)
+    workload.attach(model)
+    # graphs vary in size and the analytic figure is per graph of average size: count several batches there
+    n_batches = MAX_GRAPH_BATCHES if "avg_nodes" in getattr(workload, "meta", {}) else 1
+    batches = iter(workload.train_batches(0, 1))
+    counted = samples = 0.0
+    for _ in range(n_batches):
+        batch = next(batches)
+        counted += flops.count_train_flops(workload.loss, model, batch)
+        samples += workload.batch_samples(batch)
+    analytic = float(workload.flops_per_sample())
+    return {"analytic_per_sample": analytic, "counted_per_sample": counted / max(1.0, samples),
+            "batches": n_batches, "relative_error": flops.relative_error(analytic, counted / max(1.0, samples))}
+
+
+def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str) -> dict[str, Any]:
+    sets = dict(args.set_json.get(name, {}))
+    sets.update({"budget.max_steps": args.steps, "budget.max_train_s": args.run_limit_s,
+                 "eval.every_steps": args.steps, "schedule.total_steps": args.steps})
+    spec = load_spec(registry.find_workload(name), sets, variant="tiny")
+    precision = args.precision or spec_precision(spec, device_type)
+    row: dict[str, Any] = {"workload": name, "backend": backend, "precision": precision, "compile": args.compile,
+                           "steps_asked": args.steps}
+    t = time.perf_counter()
+    try:
+        result, _ = run(RunRequest(spec=spec, backend=backend, precision=precision, compile=args.compile,
+                                   threads=args.threads, results_dir=None, variant="tiny", overrides=sets))
+    except DataMissing as e:
+        row.update(status="data_missing", error=str(e), wall_s=time.perf_counter() - t)
+        return row
+    st = result.step_time_s
+    peak = result.peak
+    row.update(
+        status=result.status, error=result.error, wall_s=time.perf_counter() - t, steps=result.steps,
+        step_time_p50_s=st.get("p50"), step_time_first_s=st.get("first"), device_timed=bool(st.get("device_events")),
+        samples_per_s=result.throughput.get("steady_samples_per_s"), mfu=result.mfu,
+        mfu_measured_peak=result.mfu_measured_peak, hfu=result.hfu,
+        peak_tflops=peak.flops_per_s / 1e12 if peak and peak.flops_per_s else None,
+        measured_gemm_tflops=peak.measured_flops_per_s / 1e12 if peak and peak.measured_flops_per_s else None,
+        peak_rule=peak.rule if peak else None,
+        dtypes={c: v["dtype"] for c, v in peak.by_class.items()} if peak else {},
+        energy_j=result.energy_j, memory=result.memory, warnings=result.warnings,
+    )
+    if result.status in ("error", "diverged", "interrupted"):
+        return row
+    try:
+        row["flops"] = flops_cross_check(spec, devices.current().torch)
+    except Exception as e:  # noqa: BLE001 - a failed count is a failed check, recorded with its reason
+        row["flops"] = {"error": f"{type(e).__name__}: {e}"}
+    return row
+
+
+def failures_of(row: dict[str, Any], tolerance: float) -> list[str]:
+    out = []
+    where = f"{row['workload']} / {row['backend']}"
+    if row["status"] not in ("reached", "budget"):
+        out.append(f"{where}: {row['status']}: {str(row.get('error') or '')[:300]}")
+    fl = row.get("flops")
+    if fl is not None:
+        if "error" in fl:
+            out.append(f"{where}: FLOPs count failed: {fl['error']}")
+        elif not fl["relative_error"] <= tolerance:
+            out.append(f"{where}: analytic FLOPs {fl['analytic_per_sample']:.4g} vs counted "
+                       f"{fl['counted_per_sample']:.4g} per sample: {fl['relative_error']:.1%} apart (> {tolerance:.0%})")
+    return out
+
+
+def _fmt(value: Any, spec: str = ".3g") -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("workload", "backend", "prec", "status", "step p50 ms", "MFU", "MFU(gemm)", "peak TF", "gemm TF",
+            "flops err", "energy J", "mem GiB")
+    lines = [" | ".join(head), " | ".join("---" for _ in head)]
+    for r in rows:
+        mem = (r.get("memory") or {}).get("device_peak_reserved_bytes") or (r.get("memory") or {}).get(
+            "host_peak_rss_bytes")
+        fl = r.get("flops") or {}
+        lines.append(" | ".join((
+            r["workload"], r["backend"], r["precision"], r["status"],
+            _fmt(r["step_time_p50_s"] * 1e3 if r.get("step_time_p50_s") else None),
+            _fmt(r.get("mfu"), ".2%"), _fmt(r.get("mfu_measured_peak"), ".2%"), _fmt(r.get("peak_tflops")),
+            _fmt(r.get("measured_gemm_tflops")), _fmt(fl.get("relative_error"), ".1%"), _fmt(r.get("energy_j")),
+            _fmt(mem / 2**30 if isinstance(mem, (int, float)) else None))))
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", choices=("auto", "cuda", "npu", "cpu"), default="auto",
+                   help="auto: the accelerator present; cpu: the dry mode (tiny, no accelerator needed)")
+    p.add_argument("--workloads", nargs="*", default=None, help="default: every full-tier workload")
+    p.add_argument("--backends", nargs="*", default=None, help="default: every registered backend")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--precision", default=None, help="force a precision (default: each spec's)")
+    p.add_argument("--no-compile", dest="compile", action="store_false", help="eager (default: torch.compile)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--flops-tolerance", type=float, default=0.10, help="largest analytic/counted gap allowed")
+    p.add_argument("--time-limit-s", type=float, default=480.0, help="the whole check; what is left is a failure")
+    p.add_argument("--run-limit-s", type=float, default=120.0, help="one run's train-time budget")
+    p.add_argument("--set-json", type=json.loads, default={},
+                   help='per-workload spec overrides, e.g. \'{"cv/cifar10_resnet": {"data.path": "/data/cifar"}}\'')
+    p.add_argument("--out", type=Path, default=Path("device_check.json"))
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    present = devices.detect_type()
+    device_type = present if args.device == "auto" else args.device
+    if device_type == "cpu" and args.device == "auto":
+        print("device_check: no cuda or npu device here; --device cpu runs the dry mode", file=sys.stderr)
+        return EXIT_INPUT
+    if device_type != present:
+        print(f"device_check: --device {device_type}, but this machine's device is {present}", file=sys.stderr)
+        return EXIT_INPUT
+    started = time.perf_counter()
+    names = args.workloads or full_tier()
+    backends = args.backends or sorted(registry.BACKENDS)
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    failures: list[str] = []
+    for backend in backends:
+        avail = registry.backend_class(backend)(devices.current()).available()
+        if not avail.ok:
+            skipped.append({"backend": backend, "reason": f"not available: {avail.reason}"})
+            continue
+        for name in names:
+            spec = load_spec(registry.find_workload(name), args.set_json.get(name), variant="tiny")
+            reason = unsupported_reason(backend, spec)
+            if reason:
+                skipped.append({"backend": backend, "workload": name, "reason": f"unsupported: {reason}"})
+                continue
+            if time.perf_counter() - started > args.time_limit_s:
+                failures.append(f"{name} / {backend}: not run, the {args.time_limit_s:g} s time limit was reached")
+                continue
+            row = one_run(name, backend, args, device_type)
+            rows.append(row)
+            failures += failures_of(row, args.flops_tolerance)
+            print(f"[{time.perf_counter() - started:6.1f} s] {name} / {backend}: {row['status']}", file=sys.stderr)
+    if not rows:
+        failures.append("nothing ran: no available backend supports the chosen workloads")
+    dev = devices.current()
+    report = {
+        "kind": "trainbench-device-check", "device_type": device_type, "dry_mode": device_type == "cpu",
+        "wall_s": time.perf_counter() - started, "ok": not failures, "failures": failures, "skipped": skipped,
+        "settings": {"steps": args.steps, "compile": args.compile, "flops_tolerance": args.flops_tolerance,
+                     "time_limit_s": args.time_limit_s},
+        "hardware": environment.hardware(dev, dev.count()).model_dump(mode="json"),
+        "software": environment.software(), "runs": rows,
+    }
+    args.out.write_text(json.dumps(report, indent=1, default=str))
+    print(table(rows))
+    for s in skipped:
+        print(f"skipped: {s.get('workload', '*')} / {s['backend']}: {s['reason']}")
+    for f in failures:
+        print(f"FAILED: {f}")
+    print(f"{'OK' if not failures else 'FAILED'}: {len(rows)} run(s) in {report['wall_s']:.0f} s -> {args.out}")
+    return EXIT_OK if not failures else EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""The accelerator part of a run's fingerprint: driver/CUDA/cuDNN/NCCL/Triton/TE/CANN versions, per-device
+clocks, power limit, ECC, MIG, interconnect, node count, host load, container image, NCCL_*/HCCL_* environment.
+
+Every key is always present (null when absent), so two results compare key by key. NVML (nvidia-ml-py) is
+read when present; tests fake it and torch.cuda's properties on CPU. Nothing here may fail a run: each probe
+that raises leaves its value null.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+ACCEL_SOFTWARE_KEYS = ("driver", "cuda_runtime", "cudnn", "nccl", "triton", "transformer_engine", "cann",
+                       "torch_npu")
+COMM_ENV_PREFIXES = ("NCCL_", "HCCL_")
+CONTAINER_ENV = ("TRAINBENCH_CONTAINER_IMAGE", "CONTAINER_IMAGE")
+HIGH_LOAD_PER_CORE = 1.0  # a 1-min load above the core count means the run competed for the CPUs
+
+
+def _try(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001 - a probe that fails is a null, never a failed run
+        return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    return str(value)
+
+
+def _nvml() -> Any:
+    from suite.measure.energy import _nvml as load
+
+    return load()
+
+
+def accelerator_software() -> dict[str, str | None]:
+    """driver, cuda_runtime, cudnn, nccl, triton, transformer_engine, cann, torch_npu (null when absent)."""
+    import importlib.metadata
+
+    import torch
+
+    def version(dist: str) -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    out: dict[str, str | None] = dict.fromkeys(ACCEL_SOFTWARE_KEYS)
+    out["cuda_runtime"] = _text(torch.version.cuda)
+    if torch.cuda.is_available():
+        out["cudnn"] = _text(_try(torch.backends.cudnn.version))
+        nccl = _try(torch.cuda.nccl.version)
+        out["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else _text(nccl)
+        nvml = _nvml()
+        if nvml is not None:
+            out["driver"] = _text(_try(nvml.nvmlSystemGetDriverVersion))
+    out["triton"] = version("triton") or version("pytorch-triton")
+    out["transformer_engine"] = version("transformer-engine") or version("transformer_engine")
+    out["torch_npu"] = version("torch-npu")
+    home = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
+    if home:
+        out["cann"] = _cann_version(home)
+    return out
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _cann_version(home: str) -> str | None:
+    for name in ("version.cfg", "version.info"):
+        path = os.path.join(home, name)
+        text = _try(functools.partial(_read_text, path))
+        if text:
+            for line in text.splitlines():
+                key, _, value = line.partition("=")
+                if "version" in key.lower() and value.strip():
+                    return value.strip().strip('"')
+    return os.path.basename(os.path.realpath(home)) or None
+
+
+def cuda_devices(count: int) -> tuple[list[dict[str, Any]], str | None]:
+    """Per CUDA device: name, SM/memory clocks now and max (MHz), power limit (W), ECC, MIG; the interconnect."""
+    import torch
+
+    from suite.measure.energy import _handle
+
+    nvml = _nvml()
+    devices: list[dict[str, Any]] = []
+    nvlinks: list[int] = []
+    for index in range(count):
+        props = _try(functools.partial(torch.cuda.get_device_properties, index))
+        entry: dict[str, Any] = {
+            "index": index, "name": getattr(props, "name", None),
+            "memory_bytes": getattr(props, "total_memory", None),
+            "compute_capability": f"{props.major}.{props.minor}" if props is not None else None,
+            "sm_count": getattr(props, "multi_processor_count", None),
+            "sm_clock_mhz": None, "sm_clock_max_mhz": None, "memory_clock_mhz": None, "memory_clock_max_mhz": None,
+            "power_limit_w": None, "ecc": None, "mig": None,
+        }
+        handle = _handle(nvml, index)[0] if nvml is not None else None
+        if handle is not None:
+            found, links = _nvml_device(nvml, handle)
+            entry.update(found)
+            nvlinks.append(links)
+        devices.append(entry)
+    interconnect = None
+    if nvlinks:
+        interconnect = (f"NVLink: {', '.join(f'gpu{i} {n} links' for i, n in enumerate(nvlinks))}"
+                        if any(nvlinks) else "PCIe (no active NVLink)")
+    return devices, interconnect
+
+
+def _nvml_device(nvml: Any, handle: Any) -> tuple[dict[str, Any], int]:
+    """Clocks, power limit, ECC and MIG of one NVML device, and its count of active NVLink links."""
+    sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
+    out: dict[str, Any] = {
+        "sm_clock_mhz": _try(lambda: nvml.nvmlDeviceGetClockInfo(handle, sm)),
+        "sm_clock_max_mhz": _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, sm)),
+        "memory_clock_mhz": _try(lambda: nvml.nvmlDeviceGetClockInfo(handle, mem)),
+        "memory_clock_max_mhz": _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, mem)),
+    }
+    limit = _try(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))  # milliwatts
+    out["power_limit_w"] = limit / 1e3 if limit is not None else None
+    ecc = _try(lambda: nvml.nvmlDeviceGetEccMode(handle))  # (current, pending)
+    out["ecc"] = bool(ecc[0]) if isinstance(ecc, (tuple, list)) else None
+    mig = _try(lambda: nvml.nvmlDeviceGetMigMode(handle))
+    out["mig"] = bool(mig[0]) if isinstance(mig, (tuple, list)) else None
+    links = 0
+    for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = _try(functools.partial(nvml.nvmlDeviceGetNvLinkState, handle, link))
+        if state is None:  # no such link (or no NVLink at all)
+            break
+        links += int(bool(state))
+    return out, links
+
+
+def npu_devices(count: int) -> list[dict[str, Any]]:
+    import torch
+
+    npu = getattr(torch, "npu", None)
+    return [{"index": i, "name": _try(functools.partial(npu.get_device_name, i)) if npu else None}
+            for i in range(count)]
+
+
+def load_average() -> list[float] | None:
+    value = _try(os.getloadavg)
+    return [round(float(v), 2) for v in value] if value else None
+
+
+def comm_env() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(COMM_ENV_PREFIXES)}
+
+
+def container_image() -> str | None:
+    return next((os.environ[k] for k in CONTAINER_ENV if os.environ.get(k)), None)
+
+
+def node_count(world: int) -> int:
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or 0)
+    nnodes = os.environ.get("NNODES") or os.environ.get("SLURM_NNODES")
+    if nnodes and nnodes.isdigit():
+        return int(nnodes)
+    return max(1, world // local) if local else 1
+
+
+def high_load(load_avg: list[float] | None, cpu_cores: int) -> bool:
+    """True when the host's 1-minute load was above its core count: the run shared the machine."""
+    return bool(load_avg) and load_avg[0] > HIGH_LOAD_PER_CORE * max(1, cpu_cores)  # type: ignore[index]
+
+
+def load_warning(hardware: Any) -> str | None:
+    """A sentence for compare and the site when a run's host was loaded at its start or end, else None."""
+    cores = getattr(hardware, "cpu_cores", 1) or 1
+    loads: list[list[float]] = [v for v in (getattr(hardware, "load_avg_start", None),
+                                            getattr(hardware, "load_avg_end", None)) if v]
+    worst = [v[0] for v in loads if high_load(v, cores)]
+    if not worst:
+        return None
+    peak = max(worst)
+    return f"host load {peak:g} on {cores} cores during the run: timings may be slowed by other work"

@@ -1,0 +1,156 @@
+"""The site's view of compare reports and studies, read only through their owners' typed readers
+(suite.compare.read_report, suite.study_report.read_study): nothing here guesses at a JSON shape.
+
+A file that its reader refuses becomes an error box on its page (or a SiteError under --strict).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite import compare as cmp
+from suite.results import slug
+from suite.site import charts
+from suite.study_report import StudyReport, StudyReportError, read_study
+
+MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # a compare report larger than this is refused, not parsed
+
+# compare's verdicts -> a CSS class from a fixed set: the value itself never reaches the class attribute
+VERDICT_CLASS = {cmp.REGRESSED: "bad", cmp.NOT_COMPARABLE: "warn", cmp.IMPROVED: "good", cmp.SAME: "ok"}
+
+
+def verdict_class(value: object) -> str:
+    return VERDICT_CLASS.get(value, "plain") if isinstance(value, str) else "plain"
+
+
+def _num_text(x: float | None, unit: str = "") -> tuple[str, str]:
+    if x is None or math.isnan(x):
+        return "", ""
+    return cmp.fmt(x, unit) if unit else ("∞" if math.isinf(x) else f"{x:.4g}"), "num"
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[tuple[str, str]]]  # (text, css class) per cell; class "num" sorts numerically
+
+    @property
+    def numeric(self) -> list[bool]:
+        """Columns whose every filled cell is a number sort numerically."""
+        return [all(row[i][1] == "num" for row in self.rows if row[i][0]) and any(row[i][0] for row in self.rows)
+                for i in range(len(self.columns))]
+
+
+@dataclass
+class CompareView:
+    name: str
+    page: str
+    source: str
+    summary: list[tuple[str, str, str]] = field(default_factory=list)  # (key, text, css class)
+    tables: list[Table] = field(default_factory=list)
+    texts: list[tuple[str, str]] = field(default_factory=list)  # the PR comment's Markdown, bad files
+    error: str = ""
+
+
+def _pairs_table(report: cmp.Report) -> Table:
+    rows = []
+    for p in report.pairs:
+        tta = p.metric("time_to_target_s")
+        base = tta.baseline.center if tta and tta.baseline else None
+        cand = tta.candidate.center if tta and tta.candidate else None
+        rows.append([
+            (p.verdict, verdict_class(p.verdict)), (p.workload, ""), (p.backend, ""), (p.hardware, ""),
+            _num_text(base), _num_text(cand), _num_text(tta.ratio if tta else None),
+            _num_text(tta.p_value if tta else None), (p.reason or p.cause or "", ""),
+        ])
+    return Table("comparisons", ["verdict", "workload", "backend", "hardware", "time to target, baseline (s)",
+                                 "time to target, candidate (s)", "ratio", "p (beyond floor)", "cause / reason"], rows)
+
+
+def _metrics_table(report: cmp.Report) -> Table:
+    rows = []
+    for p in report.pairs:
+        for m in p.metrics:
+            rows.append([
+                (p.workload, ""), (p.backend, ""), (p.hardware, ""), (m.label, ""),
+                _num_text(m.baseline.center if m.baseline else None), _num_text(m.candidate.center if m.candidate else None),
+                _num_text(m.ratio), _num_text(m.p_value), (m.verdict, verdict_class(m.verdict)), (m.note, ""),
+            ])
+    return Table("every metric", ["workload", "backend", "hardware", "metric", "baseline", "candidate", "ratio",
+                                  "p (beyond floor)", "verdict", "note"], rows)
+
+
+def compare_view(path: Path, index: int) -> CompareView:
+    """A compare JSON report -> its page: the summary, one row per comparison, every metric, the PR comment."""
+    view = CompareView(name=path.stem, page=f"compare/{index:02d}-{slug(path.stem)}.html", source=str(path))
+    try:
+        size = path.stat().st_size
+        if size > MAX_SIDE_FILE_BYTES:
+            raise cmp.ReportError(f"{path}: {size} bytes is too large to render")
+        report = cmp.read_report(path)
+    except (OSError, cmp.ReportError) as e:
+        view.error = str(e)
+        return view
+    regressed = any(p.verdict == cmp.REGRESSED for p in report.pairs)
+    overall = cmp.REGRESSED if regressed else ("no regression" if report.exit_code == cmp.EXIT_OK else "nothing comparable")
+    view.summary.append(("verdict", overall, verdict_class(cmp.REGRESSED) if regressed else
+                         ("ok" if report.exit_code == cmp.EXIT_OK else "warn")))
+    view.summary += [(verdict, str(n), verdict_class(verdict) if n else "") for verdict, n in report.counts.items()]
+    view.summary += [("exit code", str(report.exit_code), ""),
+                     ("files", f"{report.baseline_files} baseline, {report.candidate_files} candidate, "
+                               f"{len(report.errors)} bad", ""),
+                     ("test", f"{report.settings.test}, alpha {report.settings.alpha}", ""),
+                     ("gating metrics", ", ".join(report.settings.gate), "")]
+    if report.pairs:
+        view.tables = [_pairs_table(report), _metrics_table(report)]
+    if report.errors:
+        view.texts.append(("bad files", "\n".join(report.errors)))
+    view.texts.append(("PR comment (Markdown)", cmp.to_markdown(report)))
+    return view
+
+
+@dataclass
+class StudyView:
+    """A study (`trainbench study`) on the site: its score table, per-workload times and profile plot."""
+
+    name: str
+    page: str
+    source: str
+    report: StudyReport | None = None
+    workloads: list[dict[str, object]] = field(default_factory=list)  # {workload, cells: [(time, ratio)]}
+    svg: str = ""  # drawn by suite.site.charts from the numbers, never copied from the input
+    error: str = ""
+
+    @property
+    def scores(self) -> list[dict[str, object]]:
+        return [{"algorithm": s.algorithm, "score": s.score, "reached": s.workloads_reached, "workloads": s.workloads}
+                for s in (self.report.scores if self.report else [])]
+
+    @property
+    def algorithms(self) -> list[str]:
+        return self.report.algorithms if self.report else []
+
+    @property
+    def tau_max(self) -> float:
+        return self.report.tau_max if self.report else 0.0
+
+
+def study_view(path: Path, index: int) -> StudyView:
+    """study.json (or the folder holding it) -> a StudyView; a malformed file becomes an error on the page."""
+    file = path / "study.json" if path.is_dir() else path
+    view = StudyView(name=path.stem if path.is_file() else path.name, page=f"study/{index:02d}-{slug(path.stem)}.html",
+                     source=str(file))
+    try:
+        report = read_study(path)
+    except StudyReportError as e:
+        view.error = str(e)
+        return view
+    view.name, view.report, view.svg = report.name, report, charts.profile_svg(report)
+    for w, per in report.times_s.items():
+        view.workloads.append({"workload": w, "cells": [
+            (f"{per[a]:.2f} s" if math.isfinite(per[a]) else "missed",
+             f"{report.ratios[a][w]:.2f}" if math.isfinite(report.ratios[a][w]) else "inf") for a in report.algorithms]})
+    return view
