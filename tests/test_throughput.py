@@ -10,7 +10,7 @@ from pathlib import Path
 
 from suite import harness
 from suite.results import SCHEMA_VERSION, read_result
-from suite.spec import load_spec
+from suite.specload import load_spec
 from suite.throughput import Turns
 
 
