@@ -6,6 +6,7 @@ uses is suite/runfiles.py (both re-exported here, where compare and the CLI look
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -80,7 +81,9 @@ def build_baselines(
     now = datetime.now(UTC).isoformat(timespec="seconds")
     for (workload, backend), recs in sorted(by_wb.items()):
         for label, attr, flag in (("hardware", lambda r: r.key.hardware, "--hardware SLUG"),
-                                  ("spec hashes", lambda r: r.spec_hash, "--spec-hash HASH")):
+                                  ("spec hashes", lambda r: r.spec_hash, "--spec-hash HASH"),
+                                  ("configurations", lambda r: json.dumps(r.comparison, sort_keys=True),
+                                   "the result files of one precision / compile / process count")):
             groups: dict[str, list[str]] = defaultdict(list)
             for rec in recs:
                 groups[attr(rec)].append(rec.source)
@@ -109,6 +112,7 @@ def build_baselines(
         out.append(Baseline(
             hardware=first.key.hardware, workload=workload, workload_version=first.workload_version,
             backend=backend, spec_hash=first.spec_hash, noise_floor=first.noise_floor,
+            comparison_key=first.comparison or None,
             aggregate=aggregate_figures(runs), runs=runs,
             provenance=Provenance(
                 run_ids=[r.run_id for r in runs], result_files=sorted(r.source for r in recs),

@@ -61,6 +61,7 @@ class RunRequest:
     attention_flops: str = "full"  # MFU's attention convention: full (PaLM) | causal (half); the other beside
     mlperf_org: str | None = None  # MLLOG submission_org
     mlperf_division: str = "open"  # MLLOG submission_division; sets MLPerf's init limit (closed 30, open 240 min)
+    mode: str = "tta"  # tta | throughput (suite/throughput.py: timed steps only, no evaluation, status measured)
 
 
 @dataclass
@@ -224,6 +225,11 @@ class Run:
         if not self.clock["init_within_limit"]:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
+        if req.mode == "throughput":  # its own loop: warm-up, then every step timed; no evaluation, no target
+            from suite import throughput
+
+            throughput.measure(self, workload, backend, state)
+            return
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
         self.inst.run_start()
@@ -320,6 +326,7 @@ class Run:
             "variant": req.variant,
             "precision": req.precision,
             "compile": req.compile,
+            "mode": req.mode,
             "threads": torch.get_num_threads(),
             **req.extra_config,
             **self.inst.config_fields(),
@@ -374,8 +381,20 @@ class Run:
             seed=req.seed,
             world_size=world,
             error=self.error,
+            mode=req.mode,  # type: ignore[arg-type]
+            step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
             **{**measured, "warnings": self.warnings + measured["warnings"]},
         )
+
+
+def _compact_steps(the_run: Run) -> list[float]:
+    from suite import throughput
+
+    try:  # device events where the device has them (the step's device time), else the host's synced timings
+        device_times = the_run.inst.timer.device_times_s()
+    except Exception:  # noqa: BLE001 - result_fields reports the unreadable timers
+        device_times = []
+    return throughput.compact(device_times or the_run.step_times)
 
 
 def _data_root() -> Path:

@@ -21,9 +21,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-SCHEMA_VERSION = 1
-Status = Literal["reached", "budget", "diverged", "error", "interrupted"]
-STATUSES: tuple[str, ...] = ("reached", "budget", "diverged", "error", "interrupted")
+SCHEMA_VERSION = 2  # 2: throughput mode (status `measured`, `mode`, `step_times_s`)
+Status = Literal["reached", "budget", "diverged", "error", "interrupted", "measured"]
+STATUSES: tuple[str, ...] = ("reached", "budget", "diverged", "error", "interrupted", "measured")
+Mode = Literal["tta", "throughput"]
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 
 
@@ -97,6 +98,9 @@ class Result(_Model):
     config: dict[str, Any] = Field(description="the resolved spec and run configuration")
     parallel: dict[str, Any] = Field(default_factory=dict, description="dp, tp, pp, zero_stage, offload")
     status: Status
+    mode: Mode = Field(default="tta", description="tta: to the target on the clock; throughput: timed steps only")
+    step_times_s: list[float] = Field(default_factory=list, description="throughput mode: every measured step's "
+                                      "seconds (device events on accelerators, else perf_counter after a sync)")
     time_to_target_s: float | None = None
     train_s: float
     eval_s: float
@@ -162,7 +166,9 @@ class ResultError(ValueError):
 
 # ---- migrations ---------------------------------------------------------------------------------------
 # MIGRATIONS[v] turns a schema-v dict into a schema-(v+1) dict. Add one per schema bump; never edit old ones.
-MIGRATIONS: dict[int, Any] = {}
+MIGRATIONS: dict[int, Any] = {
+    1: lambda d: d,  # v2 added status `measured` and the optional `mode` / `step_times_s`: a v1 file is a v2 file
+}
 
 
 def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:

@@ -16,8 +16,10 @@ from typing import Any
 
 import msgspec
 
+from suite import compare_key
 from suite.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
 from suite.fingerprint import load_warning
+from suite.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
 from suite.results import (
     MAX_RESULT_BYTES,
     Result,
@@ -46,10 +48,15 @@ class _LeanCompare(msgspec.Struct, frozen=True):
 
 class _LeanSpec(msgspec.Struct, frozen=True):
     compare: _LeanCompare = _LeanCompare()
+    backends: dict[str, Any] = {}
+    throughput: dict[str, Any] = {}
 
 
 class _LeanConfig(msgspec.Struct, frozen=True):
     spec: _LeanSpec = _LeanSpec()
+    precision: str = "fp32"
+    compile: bool = False
+    mode: str = "tta"
 
 
 class _LeanHardware(msgspec.Struct, frozen=True):
@@ -88,6 +95,9 @@ class _LeanResult(msgspec.Struct, frozen=True):
     memory: dict[str, Any] = {}
     energy_j: float | None = None
     git: _LeanGit = _LeanGit()
+    world_size: int = 1
+    parallel: dict[str, Any] = {}
+    mode: str = "tta"
 
 
 class _Head(msgspec.Struct):
@@ -115,6 +125,8 @@ class Side:
     workload_version: dict[str, int] = field(default_factory=dict)
     noise_floor: dict[str, float | None] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
+    comparison: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))  # per spec hash
+    measured_floor: NoiseFloor | None = None  # an A/A-measured floor stored with the baseline (wins over the spec's)
 
 
 def _noise_floor_of(config: dict[str, Any]) -> float | None:
@@ -135,12 +147,18 @@ class RunRecord:
     noise_floor: float | None
     figures: RunFigures
     git_dirty: bool
+    comparison: dict[str, Any] = field(default_factory=dict)  # suite/compare_key.py
+
+    @property
+    def mode(self) -> str:
+        return str(self.comparison.get("mode", "tta"))
 
 
 def record_of_result(r: Result, source: str) -> RunRecord:
     return RunRecord(
         source, SideKey(r.hardware.slug, r.workload, r.backend), r.spec_hash, r.workload_version,
         _noise_floor_of(r.config), figures_of(r), bool(r.git.dirty),
+        compare_key.key_of(r.config, backend=r.backend, world_size=r.world_size, parallel=r.parallel, mode=r.mode),
     )
 
 
@@ -160,10 +178,13 @@ def _lean_record(d: _LeanResult, source: str) -> RunRecord:
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,
         d.config.spec.compare.noise_floor, figures, bool(d.git.dirty),
+        compare_key.key_of({"precision": d.config.precision, "compile": d.config.compile, "mode": d.config.mode,
+                            "spec": {"backends": d.config.spec.backends, "throughput": d.config.spec.throughput}},
+                           backend=d.backend, world_size=d.world_size, parallel=d.parallel, mode=d.mode),
     )
 
 
-def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline:
+def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline | NoiseFloor:
     """One result file (-> RunRecord) or baseline file (-> Baseline); ResultError names the file on failure."""
     source = str(path)
     try:
@@ -195,6 +216,8 @@ def _classify(text: bytes, source: str, validate: bool) -> RunRecord | Baseline:
         raise ResultError(f"{source}: top level must be a JSON object") from None
     if head.kind == BASELINE_KIND:
         return parse_baseline(json.loads(text), source)
+    if head.kind == FLOOR_KIND:
+        return parse_floor(json.loads(text), source)
     # an older schema, --validate, or a file the lean decoder refused: the full schema decides, so compare,
     # promote and `results validate` give one verdict per file (the lean decoder once refused "mfu": "NaN",
     # the writer's own encoding of a NaN, which the full schema reads)
@@ -211,6 +234,7 @@ class Loaded:
     baselines: list[tuple[str, Baseline]]
     errors: list[str]
     files: int
+    floors: list[NoiseFloor] = field(default_factory=list)
 
 
 def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = False) -> Loaded:
@@ -219,6 +243,7 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
 
     records: list[RunRecord] = []
     baselines: list[tuple[str, Baseline]] = []
+    floors: list[NoiseFloor] = []
     errors: list[str] = []
     files = 0
     for root in paths:
@@ -242,9 +267,11 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
                 continue
             if isinstance(item, Baseline):
                 baselines.append((str(path), item))
+            elif isinstance(item, NoiseFloor):
+                floors.append(item)
             else:
                 records.append(item)
-    return Loaded(records, baselines, errors, files)
+    return Loaded(records, baselines, errors, files, floors)
 
 
 def sides(loaded: Loaded) -> dict[SideKey, Side]:
@@ -259,6 +286,7 @@ def sides(loaded: Loaded) -> dict[SideKey, Side]:
         side.by_spec[rec.spec_hash].append(rec.figures)
         side.workload_version[rec.spec_hash] = rec.workload_version
         side.noise_floor[rec.spec_hash] = rec.noise_floor
+        side.comparison[rec.spec_hash].append(rec.comparison)
         side.sources.append(rec.source)
     for source, b in loaded.baselines:
         key = SideKey(b.hardware, b.workload, b.backend)
@@ -268,5 +296,10 @@ def sides(loaded: Loaded) -> dict[SideKey, Side]:
         side.by_spec[b.spec_hash].extend(fresh)
         side.workload_version[b.spec_hash] = b.workload_version
         side.noise_floor[b.spec_hash] = b.noise_floor
+        if b.comparison_key is not None:
+            side.comparison[b.spec_hash].append(b.comparison_key)
         side.sources.append(source)
+    for f in loaded.floors:
+        key = SideKey(f.hardware, f.workload, f.backend)
+        out.setdefault(key, Side(key)).measured_floor = f
     return out

@@ -28,7 +28,7 @@ MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
-_NOT_HASHED = ("description", "tiers", "variants", "compare")
+_NOT_HASHED = ("description", "tiers", "variants", "compare", "throughput")
 
 
 class SpecError(ValueError):
@@ -158,6 +158,14 @@ class CompareSpec(_Strict):
     )
 
 
+class ThroughputSpec(_Strict):
+    """`trainbench run --mode throughput`: untimed init, `warmup_steps` left out, then `measure_steps` timed one by one.
+    Not in the spec hash (the comparison key carries both numbers, suite/compare_key.py)."""
+
+    warmup_steps: int = Field(default=20, ge=0, description="steps run before timing starts (caches, allocator, JIT)")
+    measure_steps: int = Field(default=200, gt=0, description="steps whose every time is recorded")
+
+
 class WorkloadSpec(_Strict):
     name: str = Field(description="`<domain>/<name>`; must match the file's place under workloads/")
     domain: Domain
@@ -187,6 +195,7 @@ class WorkloadSpec(_Strict):
     )
     compare: CompareSpec = CompareSpec()
     parallel: ParallelSpec | None = Field(default=None, description="process layout; default: all data parallel")
+    throughput: ThroughputSpec = ThroughputSpec()
 
     @field_validator("name")
     @classmethod

@@ -104,7 +104,7 @@ def test_zizmor_flags_the_classic_pwn_request(tmp_path):
 def test_pinned_least_privilege_bounded(name):
     wf = load(name)
     assert wf["permissions"] == {}, "top-level permissions must be empty; jobs ask for what they need"
-    assert "concurrency" in wf
+    assert "concurrency" in wf or all("concurrency" in job for job in wf["jobs"].values())
     for job_id, job in wf["jobs"].items():
         assert "permissions" in job, f"{name}:{job_id} has no permissions block"
         assert "timeout-minutes" in job, f"{name}:{job_id} has no timeout"
@@ -140,12 +140,54 @@ def test_comment_workflow_never_runs_pr_code():
     text = (WF / "bench-comment.yml").read_text()
     # the PR's head is only ever passed as data (a SHA to look up), never as a ref to check out or run
     assert "head_sha" not in str([s.get("with") for _, s in steps(wf)])
-    assert "pip install --no-deps -r scripts/ci/gh-requirements.txt" in text
+    assert "pip install --no-deps --require-hashes -r scripts/ci/gh-requirements.txt" in text
+
+
+def test_gh_requirements_are_pinned_and_hashed():
+    text = (ROOT / "scripts/ci/gh-requirements.txt").read_text()
+    entries = [e for e in text.replace("\\\n", " ").splitlines() if e.strip() and not e.startswith("#")]
+    assert entries
+    for entry in entries:
+        assert re.match(r"^[\w.-]+==\S+ ", entry) and re.search(r"--hash=sha256:[0-9a-f]{64}", entry), entry
+
+
+def test_comment_only_after_a_benchmark_that_concluded():
+    """A cancelled bench-pr (superseded by a push) must not post an error status or overwrite the comment."""
+    job = load("bench-comment.yml")["jobs"]["comment"]
+    for conclusion, posts in (("success", True), ("failure", True), ("cancelled", False), ("skipped", False),
+                              ("timed_out", False), ("action_required", False)):
+        ctx = {"github": {"event": {"workflow_run": {"event": "pull_request", "conclusion": conclusion}}}}
+        assert bool(Expr(job["if"], ctx).value()) is posts, conclusion
+
+
+def test_a_label_never_cancels_a_running_benchmark():
+    """The concurrency group with cancel-in-progress is on the gated job, not the workflow: an event the job
+    skips (any label but run-bench) never enters the group, so it cannot cancel the benchmark in progress."""
+    wf = load("bench-pr.yml")
+    assert "concurrency" not in wf
+    job = wf["jobs"]["bench"]
+    assert job["concurrency"]["cancel-in-progress"] is True and "if" in job
+    assert bool(Expr(job["if"], _event("pull_request", "labeled", label="doc")).value()) is False
+
+
+def test_pr_bench_checks_out_the_labelled_commit_and_refuses_a_moved_head():
+    wf = load("bench-pr.yml")
+    job = wf["jobs"]["bench"]
+    checkout = next(s for _, s in steps(wf) if str(s.get("uses", "")).startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "${{ github.event.pull_request.head.sha || github.sha }}"
+    guard = next(s for s in job["steps"] if "moved" in s.get("name", ""))
+    assert "HEAD_SHA" in guard["run"] and "exit 1" in guard["run"]
+    assert job["env"]["HEAD_SHA"] == "${{ github.event.pull_request.head.sha || github.sha }}"
+    # throughput A/B by default, time to target only on the bench-tta label
+    assert any("bench_ab.sh" in s.get("run", "") for s in job["steps"])
+    tta = next(s for s in job["steps"] if "--seeds" in s.get("run", ""))
+    assert tta["if"] == "env.RUN_TTA == 'true'" and "--seeds 5" in tta["run"]
+    assert "bench-tta" in job["env"]["RUN_TTA"]
 
 
 def test_pr_bench_cannot_write_anything():
     wf = load("bench-pr.yml")
-    assert wf["jobs"]["bench"]["permissions"] == {"contents": "read"}
+    assert wf["jobs"]["bench"]["permissions"] == {"contents": "read", "pull-requests": "read"}
     assert "pull_request_target" not in wf["on"]
 
 
@@ -156,7 +198,10 @@ def test_nightly_runs_main_only_and_only_publish_writes():
         if str(step.get("uses", "")).startswith("actions/checkout@"):
             assert step["with"]["ref"] in ("main", "results"), job_id
     writers = {j for j, job in wf["jobs"].items() if "write" in str(job["permissions"])}
-    assert writers == {"publish", "deploy"}
+    assert writers == {"publish", "deploy", "history"}
+    assert wf["jobs"]["history"]["permissions"] == {"contents": "read", "issues": "write"}
+    history = " ".join(s.get("run", "") for s in wf["jobs"]["history"]["steps"])
+    assert "trainbench history" in history and "$GITHUB_STEP_SUMMARY" in history and "gh change-issues" in history
     assert wf["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
     assert wf["jobs"]["deploy"]["environment"]["name"] == "github-pages"
 
@@ -330,11 +375,12 @@ def test_publish_results_appends_and_never_replaces(tmp_path):
     night1 = tmp_path / "n1" / "nightly-h200" / "h200" / "cv" / "digits_cnn" / "torch"
     night1.mkdir(parents=True)
     (night1 / "20261203T020000Z-aa.json").write_text('{"a": 1}')
+    (night1 / "20261203T020000Z-aa.mllog").write_text(':::MLLOG {"key": "run_start"}\n')
     env = {**os.environ, "REMOTE_URL": str(remote), "GITHUB_TOKEN": "", "GITHUB_RUN_ID": "1"}
     script = str(ROOT / "scripts/ci/publish_results.sh")
     p = subprocess.run(["bash", script, str(tmp_path / "n1")], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert "appended 1 file" in p.stdout
+    assert "appended 2 file" in p.stdout  # the result and its :::MLLOG side-car
     # the next night: one new file, and the old one again (unchanged) -> appended, nothing rewritten
     night2 = tmp_path / "n2" / "nightly-h200" / "h200" / "cv" / "digits_cnn" / "torch"
     night2.mkdir(parents=True)
@@ -344,6 +390,7 @@ def test_publish_results_appends_and_never_replaces(tmp_path):
     assert p.returncode == 0, p.stderr
     files = _git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "results").split()
     assert files == ["README.md", "results/h200/cv/digits_cnn/torch/20261203T020000Z-aa.json",
+                     "results/h200/cv/digits_cnn/torch/20261203T020000Z-aa.mllog",
                      "results/h200/cv/digits_cnn/torch/20261204T020000Z-bb.json"]
     assert len(_git("--git-dir", str(remote), "log", "--oneline", "results").splitlines()) == 2
     # a changed file under an existing name is refused: results are append-only

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# nightly.yml: append new result files to the `results` branch (created on first use). Append-only: a
+# nightly.yml: append new result files and their :::MLLOG side-cars (*.mllog) to the `results` branch
+# (created on first use). Append-only: a
 # file that already exists there is never replaced; a different file under an existing name fails the job.
 # Usage: publish_results.sh DIR (holding one folder per downloaded artifact, each with results under it).
 # Needs GITHUB_TOKEN and GITHUB_REPOSITORY; REMOTE_URL overrides the remote (tests use a local bare repo).
@@ -40,7 +41,7 @@ while IFS= read -r -d '' f; do
   mkdir -p "$(dirname "$dest")"
   cp "$f" "$dest"
   added=$((added + 1))
-done < <(find "$src" -type f \( -name '*.json' -o -name '*.log' \) -print0)
+done < <(find "$src" -type f \( -name '*.json' -o -name '*.mllog' -o -name '*.log' \) -print0)
 git add -A
 if git diff --cached --quiet; then
   echo "results: nothing new"

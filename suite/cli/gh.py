@@ -204,6 +204,36 @@ def runner_register(
 
 
 
+@gh_app.command("change-issues")
+def gh_change_issues(
+    history_file: Annotated[Path, typer.Option("--history", help="`trainbench history --json` output")],
+    repo: RepoOpt = None,
+    label: Annotated[str, typer.Option(help="label of the issues (and what is searched)")] = "change-point",
+    only_worse: Annotated[bool, typer.Option(help="only change points that made a metric worse")] = True,
+) -> None:
+    """Open, or update in place, one GitHub issue per change point of the nightly history."""
+    import json
+
+    from suite.github import GitHub, upsert_issue
+
+    try:
+        report = json.loads(history_file.read_text(encoding="utf-8"))
+        points = [c for c in report["change_points"] if c["worse"] or not only_worse]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise fail_input(f"--history {history_file}: not a `trainbench history --json` report ({e})") from None
+    name = _repo(repo)
+    gh = _gh_call(GitHub)
+    for c in points:
+        title = (f"Change point: {c['workload']} {c['metric']} {c['change']:+.1%} on {c['hardware']} "
+                 f"({c['backend']}, {c['precision']})")
+        body = (f"`trainbench history` found a change point (p = {c['p_value']:.3g}) in {c['metric']} of "
+                f"`{c['workload']}` on {c['hardware']} ({c['backend']}, {c['precision']}, {c['mode']}): "
+                f"{c['before']:.6g} -> {c['after']:.6g} ({c['change']:+.1%}).\n\nThe change is between commits "
+                f"`{c['before_sha'] or '?'}` ({c['before_at']}) and `{c['after_sha'] or '?'}` ({c['after_at']}).\n")
+        done = _gh_call(lambda title=title, body=body, c=c: upsert_issue(gh, name, c["id"], title, body, (label,)))
+        say(f"{done['action']} issue #{done['number']}: {title}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(gh_app, name="gh")
     app.add_typer(runner_app, name="runner")

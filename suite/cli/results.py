@@ -156,6 +156,12 @@ def compare(
     gate: Annotated[str | None, typer.Option(help="comma-separated metrics whose regression fails (exit 1)")] = None,
     strict: Annotated[bool, typer.Option(help="a bad result file is an error (exit 2), not skipped")] = False,
     validate: Annotated[bool, typer.Option(help="validate every file against the full Result schema (slower)")] = False,
+    floors: Annotated[list[Path] | None, typer.Option(
+        "--floors", help="folder/file of A/A-measured noise floors (`trainbench calibrate`), e.g. baselines/")] = None,
+    throughput_noise_floor: Annotated[float, typer.Option(
+        help="throughput A/B: relative change ignored where no floor was measured")] = 0.01,
+    min_runs: Annotated[int, typer.Option(help="throughput A/B: fewest runs per side")] = 4,
+    min_steps: Annotated[int, typer.Option(help="throughput A/B: fewest measured steps per run")] = 20,
 ) -> None:
     """Compare candidate runs against baselines. Exit 0: no regression; 1: a regression; 2: bad input or
     nothing comparable."""
@@ -165,8 +171,9 @@ def compare(
         raise fail_input(f"--format {format_!r}: expected md or json")
     try:
         settings = cmp.Settings(alpha=alpha, default_noise_floor=noise_floor, min_seeds=min_seeds,
-                                gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else cmp.DEFAULT_GATE)
-        report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate)
+                                gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else cmp.DEFAULT_GATE,
+                                throughput_noise_floor=throughput_noise_floor, min_runs=min_runs, min_steps=min_steps)
+        report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate, floors=floors)
     except ValueError as e:  # ResultError is a ValueError: a missing path, or a bad file under --strict
         raise fail_input(str(e)) from None
     as_json = json.dumps(cmp.to_json(report), indent=2) + "\n" if format_ == "json" or json_out else ""

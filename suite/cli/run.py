@@ -41,7 +41,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
         if metric in r["final_metrics"]:
             t = r["target"]
             final += f" (target {'>=' if t['mode'] == 'max' else '<='} {t['value']:g})"
-        colour = {"reached": "green", "budget": "yellow"}.get(r["status"], "red")
+        colour = {"reached": "green", "measured": "green", "budget": "yellow"}.get(r["status"], "red")
         table.add_row(
             escape(r["workload"]), escape(r["backend"]), str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
             str(r["steps"]), f"{sps:,.0f}" if sps else "-", final,
@@ -106,6 +106,9 @@ def run(
     algo: Annotated[str | None, typer.Option(
         help="swap the algorithm: a bundle (adamw, sgd, lion, muon, ...), a bundle .yaml, an optimizer "
              "import path pkg.mod:Class; see docs/algorithms.md")] = None,
+    mode: Annotated[str, typer.Option(
+        help="tta: train to the target on the clock | throughput: warm-up, then the spec's throughput.measure_steps "
+             "timed one by one (no evaluation; status measured)")] = "tta",
     isolate: Annotated[bool, typer.Option(
         help="run each run in a child process of its own, so a crash, hang or kill ends that run, not the suite "
         "(--no-isolate: in this process, e.g. under a debugger)")] = True,
@@ -136,6 +139,8 @@ def run(
     from suite.algorithms import precision as precision_mod
     from suite.execution import launch
 
+    if mode not in ("tta", "throughput"):
+        raise fail_input(f"--mode {mode!r}: expected tta or throughput")
     if precision is not None and precision not in precision_mod.RECIPES:
         raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
     if peak_tflops is not None and not peak_tflops > 0:
@@ -154,7 +159,8 @@ def run(
     requests = planner.requests(
         specs, backend, range(seed, seed + seeds), compile=compile_, threads=threads, results_dir=results,
         tier=tier, variant=variant, peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx,
-        attention_flops=attention_flops, mlperf_org=mlperf_org, mlperf_division=mlperf_division)
+        attention_flops=attention_flops, mlperf_org=mlperf_org, mlperf_division=mlperf_division,
+        mode=mode)
     options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
                              quiet=quiet, isolate=isolate and not launched, torchrun_args=rendezvous)
     try:

@@ -1,5 +1,5 @@
 """GitHub REST client over requests: sticky PR comments, commit statuses and check runs, job summaries,
-workflow artifacts and runner registration tokens, with bounded retries and a token that never leaks.
+workflow artifacts, runner registration tokens and change-point issues, with bounded retries and a token that never leaks.
 
 Modules: `transport` (token, errors, retries, one call, origin check), `pagination`, `artifacts`
 (download + safe zip extraction), `runners` (registration), `client` (the `GitHub` class the CLI uses).
@@ -17,6 +17,7 @@ from suite.github.client import (
     state_from_exit_code,
     write_step_summary,
 )
+from suite.github.issues import ISSUE_MARKER_PREFIX, upsert_issue
 from suite.github.runners import runner_config_command
 from suite.github.transport import (
     API_VERSION,
@@ -34,8 +35,8 @@ from suite.github.transport import (
 )
 
 __all__ = [
-    "API_VERSION", "DEFAULT_API_URL", "MARKER_PREFIX", "MAX_COMMENT_CHARS", "MAX_STATUS_DESCRIPTION",
+    "API_VERSION", "DEFAULT_API_URL", "ISSUE_MARKER_PREFIX", "MARKER_PREFIX", "MAX_COMMENT_CHARS", "MAX_STATUS_DESCRIPTION",
     "MAX_SUMMARY_BYTES", "STATES", "STATE_OF_EXIT", "AuthError", "GitHub", "GitHubError", "NotFound",
     "RateLimited", "RetryPolicy", "check_token", "redact", "register_secret", "runner_config_command",
-    "safe_extract", "same_origin", "state_from_exit_code", "token_from_env", "write_step_summary",
+    "safe_extract", "same_origin", "state_from_exit_code", "token_from_env", "upsert_issue", "write_step_summary",
 ]

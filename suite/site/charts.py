@@ -125,8 +125,10 @@ def line_chart(
     height: int = 300,
     title: str = "",
     chart_id: str = "",
+    markers: Sequence[tuple[float, str]] = (),
 ) -> Markup:
-    """An inline SVG line/scatter chart. Points at y=inf go into a labelled band above the plot."""
+    """An inline SVG line/scatter chart. Points at y=inf go into a labelled band above the plot. `markers`:
+    (x, label) drawn as dashed vertical lines (change points found by suite/history.py)."""
     finite = [p for s in series for p in s.points if math.isfinite(p.y) and math.isfinite(p.x)]
     has_inf = any(math.isinf(p.y) for s in series for p in s.points)
     xs = [p.x for s in series for p in s.points if math.isfinite(p.x) and (x_kind != "log" or p.x > 0)]
@@ -243,6 +245,11 @@ def line_chart(
             else:
                 out.append(f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3"><title>{tip}</title></circle>')
         out.append("</g>")
+    for mx, label in markers:  # change points: a dashed line where the new level starts
+        if math.isfinite(mx) and (x_kind != "log" or mx > 0):
+            x = sx(mx)
+            out.append(f'<g class="change-point"><line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" '
+                       f'stroke-dasharray="4 3"/><title>{escape(label)}</title></g>')
     # legend above the plot, as many entries a row as fit
     if legend:
         out.append('<g class="legend">')

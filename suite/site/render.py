@@ -79,6 +79,22 @@ def palette(w: Workload) -> dict[str, int]:
     return {name: i for i, name in enumerate(sorted({s.series for s in w.submissions}))}
 
 
+def change_markers(series: list) -> list[tuple[float, str]]:
+    """(x, label) of each change point in each series (suite/history.py: ruptures + a permutation test)."""
+    from suite.history import MIN_SEGMENT, change_points
+
+    marks = []
+    for s in series:
+        pts = sorted((p for p in s.points if math.isfinite(p.y) and p.y > 0), key=lambda p: p.x)
+        if len(pts) < 2 * MIN_SEGMENT:
+            continue
+        for cp in change_points([p.y for p in pts]):
+            before, after = pts[cp.index - 1].y, pts[cp.index].y
+            marks.append((pts[cp.index].x, f"change point in {s.name}: {before:.4g} -> {after:.4g} "
+                                           f"(p {cp.p_value:.3g}); see `trainbench history`"))
+    return marks
+
+
 def history_charts(w: Workload) -> list:
     colours = palette(w)
     by_series: dict[str, list[Submission]] = {}
@@ -93,7 +109,7 @@ def history_charts(w: Workload) -> list:
     log = bool(finite) and max(finite) / min(finite) > 30
     out = [charts.line_chart(tta, x_label="date (UTC)", y_label="time to target, olympic mean (s)", x_kind="time",
                              y_kind="log" if log else "linear", title="Time to target over time",
-                             width=CHART_W, chart_id="chart-tta-history")]
+                             width=CHART_W, chart_id="chart-tta-history", markers=change_markers(tta))]
     mfu = [charts.Series(name, [charts.Point(s.timestamp, 100 * s.agg.mfu_median,
                                              f"{name} @ {s.sha[:10]}: MFU {fmt_pct(s.agg.mfu_median)}")
                                 for s in subs if s.agg.mfu_median is not None], colour=colours[name])

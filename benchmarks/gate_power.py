@@ -1,0 +1,180 @@
+"""How often does the throughput A/B gate catch a 5% slower step, and how often does it cry wolf?
+
+Two parts, both at the PR workflow's settings (scripts/ci/bench_ab.sh: lockstep rounds, paired two-level
+bootstrap, 95% interval, the noise floor):
+
+  simulate   >= 1,000 A/A and >= 1,000 A/B comparisons from tests/ab_factory.py's noise model, its spreads
+             either given or estimated from real A/A results (--noise-from DIR, e.g. the real part's output);
+  real       `trainbench ab` for real on this machine against a throw-away git repository (tests/ab_repo.py):
+             head = base + a sleep in the CNN's forward of 5% of the measured median step, and head = base
+             (A/A). Each session runs ROUNDS x RUNS_PER_BLOCK runs a side; the runs are cut into disjoint
+             comparisons of --runs-per-comparison paired runs each, every one decided by `compare`.
+
+  PYTHONPATH=. python benchmarks/gate_power.py simulate [--comparisons 1000] [--noise-from DIR]
+  PYTHONPATH=. python benchmarks/gate_power.py real [--sessions 1] [--runs-per-block 40] [--out DIR]
+
+Prints one JSON object; the figures and the machine's load (uptime) go into the report. Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from ab_factory import Noise, simulate  # noqa: E402
+
+from suite import compare as cmp  # noqa: E402
+from suite import compare_ab  # noqa: E402
+
+
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def estimate_noise(results: Path) -> Noise:
+    """Spreads of a real A/A run (base/ and head/ under `results`): rounds from the runs' shared level, runs from
+    the paired log-ratio, steps from the within-run spread, outliers from steps > 1.5x their run's median."""
+    from suite.baselines import load_paths
+
+    sides = []
+    for name in ("base", "head"):
+        loaded = load_paths([results / name])
+        groups = compare_ab.groups(loaded, name, 1)
+        (g,) = groups.values()
+        sides.append([np.asarray(s) for s in g.steps])
+    n = min(len(sides[0]), len(sides[1]))
+    med = np.array([[np.median(r) for r in side[:n]] for side in sides])
+    log_ratio = np.log(med[1] / med[0])
+    run_sd = float(np.std(log_ratio, ddof=1) / np.sqrt(2)) if n > 2 else 0.01
+    round_sd = float(np.std(np.log(med.mean(axis=0)), ddof=1)) if n > 2 else 0.05
+    steps = [np.log(r / np.median(r)) for side in sides for r in side]
+    flat = np.concatenate(steps)
+    mad = float(np.median(np.abs(flat)) * 1.4826)
+    outlier_p = float(np.mean(flat > np.log(1.5)))
+    return Noise(round_sd=round_sd, run_sd=run_sd, step_sd=mad, outlier_p=outlier_p)
+
+
+def run_simulation(args: argparse.Namespace) -> dict:
+    noise = estimate_noise(args.noise_from) if args.noise_from else Noise(args.round_sd, args.run_sd, args.step_sd,
+                                                                           args.outlier_p)
+    rng = np.random.default_rng(args.seed)
+    counts = {"aa_regressed": 0, "ab_regressed": 0, "ab_suspicious": 0, "aa_suspicious": 0}
+    t = time.perf_counter()
+    for i in range(args.comparisons):
+        for kind, slow in (("aa", 1.0), ("ab", 1.0 + args.slowdown)):
+            base, head = simulate(rng, args.rounds, args.steps, slow, noise=noise)
+            iv = compare_ab.ratio_interval(base, head, args.alpha, n_boot=args.n_boot, seed=i, paired=True)
+            verdict = compare_ab.verdict(iv, args.floor)[0]
+            counts[f"{kind}_regressed"] += verdict == "regressed"
+            counts[f"{kind}_suspicious"] += verdict == "suspicious"
+    n = args.comparisons
+    return {
+        "part": "simulate", "comparisons_each": n, "rounds": args.rounds, "steps_per_run": args.steps,
+        "slowdown": args.slowdown, "noise_floor": args.floor, "alpha": args.alpha, "noise": noise.__dict__,
+        "power_regressed": counts["ab_regressed"] / n, "ab_suspicious": counts["ab_suspicious"] / n,
+        "aa_false_regressed": counts["aa_regressed"] / n, "aa_suspicious": counts["aa_suspicious"] / n,
+        "seconds": round(time.perf_counter() - t, 1), "load": load(),
+    }
+
+
+def _ab(repo: Path, base: str, head: str, out: Path, args: argparse.Namespace) -> float:
+    cmd = [sys.executable, "-m", "suite.cli", "ab", "--repo", str(repo), "--base", base, "--head", head,
+           "-w", args.workload, "--rounds", str(args.rounds_real), "--runs-per-block", str(args.runs_per_block),
+           "--threads", str(args.threads), "--deps", "shared", "--out", str(out),
+           "--set", f"throughput.measure_steps={args.steps}", "--set", f"throughput.warmup_steps={args.warmup}"]
+    t = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.returncode != 0:
+        raise SystemExit(f"trainbench ab failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return time.perf_counter() - t
+
+
+def _cut(out: Path, per: int, floor: float, alpha: float) -> list[str]:
+    """Disjoint comparisons of `per` paired runs each from one session's base/ and head/ folders."""
+    from suite.baselines import load_paths
+
+    g = [next(iter(compare_ab.groups(load_paths([out / s]), s, 1).values())) for s in ("base", "head")]
+    n = min(len(g[0].steps), len(g[1].steps))
+    verdicts = []
+    for lo in range(0, n - per + 1, per):
+        iv = compare_ab.ratio_interval(g[0].steps[lo:lo + per], g[1].steps[lo:lo + per], alpha, paired=True)
+        verdicts.append(compare_ab.verdict(iv, floor)[0])
+    return verdicts
+
+
+def run_real(args: argparse.Namespace) -> dict:
+    from ab_repo import make_repo
+
+    work = args.out.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    # the median step of this machine, now: the injected sleep is 5% of it
+    probe_repo, base, _ = make_repo(work / "probe", None)
+    probe = work / "probe-ab"
+    args_probe = argparse.Namespace(**{**vars(args), "rounds_real": 1, "runs_per_block": 2})
+    _ab(probe_repo, base, base, probe, args_probe)
+    from suite.baselines import load_paths
+
+    (group,) = compare_ab.groups(load_paths([probe / "base"]), "base", 1).values()
+    steps = np.concatenate([np.asarray(r) for r in group.steps])
+    median_s = float(np.median(steps))
+    sleep_s = args.slowdown * median_s
+    out: dict = {"part": "real", "workload": args.workload, "median_step_s": median_s, "sleep_s": sleep_s,
+                 "threads": args.threads, "steps_per_run": args.steps, "runs_per_comparison": args.per,
+                 "noise_floor": args.floor, "load_before": load(), "sessions": []}
+    for kind, slow in (("aa", None), ("ab", sleep_s)):
+        for s in range(args.sessions):
+            repo, base, head = make_repo(work / f"{kind}{s}", slow)
+            ab_out = work / f"{kind}{s}-ab"
+            seconds = _ab(repo, base, head, ab_out, args)
+            verdicts = _cut(ab_out, args.per, args.floor, args.alpha)
+            out["sessions"].append({"kind": kind, "seconds": round(seconds, 1), "verdicts": verdicts,
+                                    "results": str(ab_out), "load": load()})
+    for kind in ("aa", "ab"):
+        v = [x for s in out["sessions"] if s["kind"] == kind for x in s["verdicts"]]
+        out[f"{kind}_comparisons"] = len(v)
+        out[f"{kind}_regressed"] = sum(x == "regressed" for x in v)
+    out["load_after"] = load()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=("simulate", "real"))
+    ap.add_argument("--comparisons", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=10, help="simulate: rounds a comparison (the workflow's ROUNDS)")
+    ap.add_argument("--steps", type=int, default=200, help="measured steps a run (the spec's default)")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--slowdown", type=float, default=0.05)
+    ap.add_argument("--floor", type=float, default=cmp.DEFAULT_THROUGHPUT_FLOOR)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--round-sd", type=float, default=0.05)
+    ap.add_argument("--run-sd", type=float, default=0.01)
+    ap.add_argument("--step-sd", type=float, default=0.05)
+    ap.add_argument("--outlier-p", type=float, default=0.01)
+    ap.add_argument("--noise-from", type=Path, help="estimate the noise from a real A/A folder (base/, head/)")
+    ap.add_argument("--workload", default="cv/digits_cnn")
+    ap.add_argument("--sessions", type=int, default=1, help="real: `trainbench ab` sessions per kind")
+    ap.add_argument("--rounds-real", type=int, default=1, help="real: rounds a session")
+    ap.add_argument("--runs-per-block", type=int, default=40, help="real: runs a side per round")
+    ap.add_argument("--per", type=int, default=4, help="real: paired runs per comparison")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/out/gate_power"))
+    args = ap.parse_args()
+    result = run_simulation(args) if args.part == "simulate" else run_real(args)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

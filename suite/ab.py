@@ -1,0 +1,244 @@
+"""A/B on one runner: both commits checked out side by side, each in its own environment, run in alternating
+blocks (AB BA AB ... or a seeded random order) so that drift and noisy neighbours hit both sides alike.
+
+Layout under `out`: `src/base`, `src/head` (git worktrees), `env/base`, `env/head` (one venv each, one shared
+pip cache), `base/` and `head/` (each side's results folder), `ab.json` (what ran, in which order, how long).
+`trainbench compare --baseline out/base --candidate out/head` decides (docs/compare.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SIDES = ("base", "head")
+
+
+class ABError(ValueError):
+    """Bad input or a failed preparation (a ref that does not resolve, a failed install); exit 2."""
+
+
+@dataclass
+class Side:
+    name: str
+    ref: str
+    sha: str
+    src: Path
+    python: Path
+
+
+@dataclass
+class Block:
+    round: int
+    side: str
+    seconds: float
+    exit_code: int
+
+
+@dataclass
+class ABPlan:
+    repo: Path
+    out: Path
+    workloads: list[str]
+    rounds: int = 10
+    order: str = "alternate"  # alternate: AB BA AB BA ...; random: a seeded coin per round
+    seed: int = 0
+    backend: str = "torch"
+    threads: int | None = None
+    sets: list[str] = field(default_factory=list)
+    nproc: int = 1
+    deps: str = "install"  # install: pip install -e each worktree; shared: this interpreter's packages
+    extras: str = ""
+    lockstep: bool = True  # both sides' processes at once, alternating step by step (suite/throughput.py: Turns)
+    runs_per_block: int = 1  # runs (seeds) per process: amortises the interpreter's start-up on a slow machine
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise ABError(f"git {' '.join(args)} (in {repo}) failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout.strip()
+
+
+def resolve(repo: Path, ref: str, flag: str) -> str:
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except ABError:
+        raise ABError(f"{flag} {ref!r}: not a commit in {repo} (fetch it first, e.g. `git fetch origin {ref}`)") from None
+
+
+def order_of(rounds: int, order: str, seed: int) -> list[tuple[int, str]]:
+    """(round, side) blocks. `alternate` counterbalances: AB, BA, AB, ... so neither side always goes first."""
+    if order not in ("alternate", "random"):
+        raise ABError(f"--order {order!r}: expected alternate or random")
+    rng = random.Random(seed)
+    blocks: list[tuple[int, str]] = []
+    for r in range(rounds):
+        first_base = (r % 2 == 0) if order == "alternate" else rng.random() < 0.5
+        pair = SIDES if first_base else SIDES[::-1]
+        blocks += [(r, s) for s in pair]
+    return blocks
+
+
+def _worktree(repo: Path, sha: str, dest: Path) -> None:
+    if dest.exists():
+        if _git(dest, "rev-parse", "HEAD") == sha:
+            return  # prepared before (a rerun): reuse
+        _git(repo, "worktree", "remove", "--force", str(dest))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _git(repo, "worktree", "prune")  # a worktree folder deleted by hand stays registered until pruned
+    _git(repo, "worktree", "add", "--force", "--detach", str(dest), sha)
+
+
+def _venv(src: Path, env: Path, plan: ABPlan, log: Callable[[str], None]) -> Path:
+    """One venv per side. `install`: the side's own dependencies (pip, shared cache). `shared`: this interpreter's
+    installed packages with the side's own code first (both sides then differ only in code)."""
+    python = env / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip" if plan.deps == "shared" else "--upgrade-deps",
+                        str(env)], check=True, capture_output=True, timeout=600)
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    if plan.deps == "shared":
+        # the side's code first, then this interpreter's packages (torch and friends, installed once)
+        (site / "_trainbench_ab.pth").write_text(f"{src}\n{sysconfig.get_paths()['purelib']}\n")
+        return python
+    constraints = src / "constraints" / "dev.txt"
+    target = f"{src}[{plan.extras}]" if plan.extras else str(src)
+    cmd = [str(python), "-m", "pip", "install", "--quiet", "-e", target]
+    if constraints.exists():
+        cmd[4:4] = ["-c", str(constraints)]
+    env_vars = {**os.environ, "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR", str(plan.out / "pip-cache"))}
+    log(f"installing {src.name}: {' '.join(cmd)}")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=3600)
+    if done.returncode != 0:
+        raise ABError(f"installing {src} failed:\n{done.stderr[-3000:]}")
+    return python
+
+
+def prepare(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> list[Side]:
+    if plan.deps not in ("install", "shared"):
+        raise ABError(f"--deps {plan.deps!r}: expected install or shared")
+    shas = {"base": resolve(plan.repo, base, "--base"), "head": resolve(plan.repo, head, "--head")}
+    sides = []
+    for name, ref in (("base", base), ("head", head)):
+        src = (plan.out / "src" / name).resolve()
+        _worktree(plan.repo, shas[name], src)
+        python = _venv(src, (plan.out / "env" / name).resolve(), plan, log)
+        sides.append(Side(name, ref, shas[name], src, python))
+    return sides
+
+
+def _command(side: Side, plan: ABPlan, round_: int) -> tuple[list[str], dict[str, str]]:
+    results = (plan.out / side.name).resolve()
+    cmd = [str(side.python), "-m", "suite.cli", "run", *plan.workloads, "--mode", "throughput", "--backend",
+           plan.backend, "--seed", str(round_ * plan.runs_per_block),
+           "--seeds", str(plan.runs_per_block), "--results", str(results), "--quiet", "--no-isolate"]
+    if plan.threads is not None:
+        cmd += ["--threads", str(plan.threads)]
+    if plan.nproc > 1:
+        cmd += ["--nproc", str(plan.nproc)]
+    for s in plan.sets:
+        cmd += ["--set", s]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{side.python.parent}{os.pathsep}{env.get('PATH', '')}"
+    return cmd, env
+
+
+def _refused(side: Side, code: int, stderr: str) -> None:
+    if code == 2:  # bad input: the same on every block, so stop now with the run's own message
+        raise ABError(f"{side.name} ({side.sha[:12]}): `trainbench run` refused: {stderr.strip()[-2000:]}")
+
+
+def run_block(side: Side, plan: ABPlan, round_: int) -> Block:
+    """One `trainbench run --mode throughput` of every workload, from the side's own checkout and venv."""
+    cmd, env = _command(side, plan, round_)
+    t = time.perf_counter()
+    done = subprocess.run(cmd, cwd=side.src, env=env, capture_output=True, text=True, timeout=7200)
+    _refused(side, done.returncode, done.stderr)
+    return Block(round_, side.name, time.perf_counter() - t, done.returncode)
+
+
+def run_lockstep(first: Side, second: Side, plan: ABPlan, round_: int) -> list[Block]:
+    """Both sides at once, alternating step by step through two FIFOs; `first` takes the first step."""
+    from suite.throughput import TURN_ENV
+
+    turn_dir = Path(tempfile.mkdtemp(prefix="ab-turns-"))
+    fifos = [turn_dir / "a", turn_dir / "b"]
+    for f in fifos:
+        os.mkfifo(f, 0o600)
+    holder = [os.open(f, os.O_RDWR) for f in fifos]  # kept open: a FIFO without a holder loses its token
+    try:
+        os.write(holder[0], b"t")  # the first side's token
+        procs = []
+        t = time.perf_counter()
+        for side, (inp, out) in ((first, fifos), (second, fifos[::-1])):
+            cmd, env = _command(side, plan, round_)
+            env[TURN_ENV] = f"{inp}:{out}"
+            procs.append((side, subprocess.Popen(cmd, cwd=side.src, env=env, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True)))
+        blocks = []
+        for side, proc in procs:
+            _, stderr = proc.communicate(timeout=7200)
+            _refused(side, proc.returncode, stderr)
+            blocks.append(Block(round_, side.name, time.perf_counter() - t, proc.returncode))
+        return blocks
+    finally:
+        for fd in holder:
+            os.close(fd)
+        shutil.rmtree(turn_dir, ignore_errors=True)
+
+
+def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lambda _: None) -> dict:
+    """Prepare both sides, run the blocks, write `ab.json`; returns its content."""
+    if plan.runs_per_block < 1:
+        raise ABError(f"--runs-per-block {plan.runs_per_block}: need at least 1")
+    if plan.rounds < 1:
+        raise ABError(f"--rounds {plan.rounds}: need at least 1 (compare needs 4 runs a side)")
+    if not plan.workloads:
+        raise ABError("--workloads: name at least one workload (e.g. cv/digits_cnn)")
+    plan.out.mkdir(parents=True, exist_ok=True)
+    sides = {s.name: s for s in prepare(plan, base, head, log)}
+    blocks: list[Block] = []
+    schedule = order_of(plan.rounds, plan.order, plan.seed)
+    if plan.lockstep:
+        for i in range(0, len(schedule), 2):
+            (round_, a), (_, b) = schedule[i], schedule[i + 1]
+            done = run_lockstep(sides[a], sides[b], plan, round_)
+            log(f"round {round_ + 1}/{plan.rounds} {a}+{b} in lockstep: {done[-1].seconds:.1f} s, exit "
+                f"{[x.exit_code for x in done]}")
+            blocks += done
+    else:
+        for round_, name in schedule:
+            block = run_block(sides[name], plan, round_)
+            log(f"round {round_ + 1}/{plan.rounds} {name}: {block.seconds:.1f} s, exit {block.exit_code}")
+            blocks.append(block)
+    manifest = {
+        "kind": "trainbench-ab", "schema_version": 1,
+        "sides": {s.name: {"ref": s.ref, "sha": s.sha, "results": str((plan.out / s.name).resolve())}
+                  for s in sides.values()},
+        "same_commit": sides["base"].sha == sides["head"].sha,
+        "plan": {**asdict(plan), "repo": str(plan.repo), "out": str(plan.out)},
+        "blocks": [asdict(b) for b in blocks],
+    }
+    (plan.out / "ab.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def clean(plan_out: Path, repo: Path, sides: Sequence[str] = SIDES) -> None:
+    """Remove the worktrees (the results and ab.json stay)."""
+    for name in sides:
+        src = plan_out / "src" / name
+        if src.exists():
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(src)], capture_output=True)
+    shutil.rmtree(plan_out / "src", ignore_errors=True)

@@ -1,0 +1,135 @@
+"""`trainbench ab` (two commits, one runner, alternating blocks), `trainbench calibrate` (an A/A noise floor) and
+`trainbench history` (change points in the nightly results)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, say
+
+
+def ab(
+    base: Annotated[str, typer.Option(help="the base commit (a ref or sha in --repo)")],
+    head: Annotated[str, typer.Option(help="the head commit; the same as --base for an A/A run (calibration)")],
+    workloads: Annotated[list[str], typer.Option("--workloads", "-w", help="workloads to measure (repeat)")],
+    repo: Annotated[Path, typer.Option(help="the git repository holding both commits")] = Path("."),
+    out: Annotated[Path, typer.Option(help="working folder: worktrees, venvs, base/ and head/ results")] = Path("ab"),
+    rounds: Annotated[int, typer.Option(min=1, help="blocks per side (one run per workload each)")] = 10,
+    order: Annotated[str, typer.Option(help="alternate (AB BA AB ...) | random (a seeded coin per round)")] = "alternate",
+    seed: Annotated[int, typer.Option(help="seed of the random order")] = 0,
+    backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
+    threads: Annotated[int | None, typer.Option(help="torch threads per process (set it: neighbours)")] = None,
+    nproc: Annotated[int, typer.Option(min=1, help="processes per run (torchrun)")] = 1,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="spec override for both sides, e.g. "
+                                                   "throughput.measure_steps=300")] = None,
+    deps: Annotated[str, typer.Option(help="install: pip install each commit into its own venv (shared pip cache) | "
+                                      "shared: each venv sees this interpreter's packages, its own code")] = "install",
+    extras: Annotated[str, typer.Option(help="extras to install with --deps install, e.g. deepspeed")] = "",
+    lockstep: Annotated[bool, typer.Option(help="run both sides at once, alternating step by step (--no-lockstep: "
+                                           "one side after the other in blocks)")] = True,
+    runs_per_block: Annotated[int, typer.Option(min=1, help="runs (seeds) per process; >1 amortises start-up, "
+                                                "but runs of one process share its state")] = 1,
+) -> None:
+    """Run two commits alternately on this machine in throughput mode; each side's results in its own folder."""
+    from suite import ab as ab_mod
+
+    plan = ab_mod.ABPlan(repo=repo.resolve(), out=out, workloads=list(workloads), rounds=rounds, order=order,
+                         seed=seed, backend=backend, threads=threads, sets=list(set_ or []), nproc=nproc, deps=deps,
+                         extras=extras, lockstep=lockstep, runs_per_block=runs_per_block)
+    try:
+        manifest = ab_mod.run_ab(plan, base, head, log=lambda line: err.print(line, markup=False, highlight=False))
+    except ab_mod.ABError as e:
+        raise fail_input(str(e)) from None
+    bad = [b for b in manifest["blocks"] if b["exit_code"] != 0]
+    say(f"A/B written under {out}/: base {manifest['sides']['base']['sha'][:12]} -> {out}/base, head "
+        f"{manifest['sides']['head']['sha'][:12]} -> {out}/head; next: trainbench compare --baseline {out}/base "
+        f"--candidate {out}/head")
+    if bad:
+        err.print(f"{len(bad)} block(s) did not exit 0 (see the result files' status)", markup=False)
+    raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
+
+
+def calibrate(
+    a: Annotated[Path, typer.Option("--a", help="results of the first side of an A/A run (same commit)")],
+    b: Annotated[Path, typer.Option("--b", help="results of the second side")],
+    to: Annotated[Path, typer.Option(help="baselines folder the floor is stored in")] = Path("baselines"),
+    alpha: Annotated[float, typer.Option(help="level of the interval")] = 0.05,
+    min_steps: Annotated[int, typer.Option(help="fewest measured steps per run")] = 20,
+    min_runs: Annotated[int, typer.Option(help="fewest runs per side")] = 4,
+    json_: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Measure each workload's noise floor on this runner from an A/A comparison and store it with the baselines."""
+    from suite import compare_ab
+    from suite.baselines import checkout_sha, load_paths
+    from suite.noise_floor import AAMeasurement, NoiseFloor, floor_from_aa, write_floor
+
+    try:
+        la, lb = load_paths([a], strict=True), load_paths([b], strict=True)
+        if not compare_ab.check_modes(la, lb):
+            raise compare_ab.CompareInputError(f"{a}, {b}: no throughput results (run `trainbench ab --base X --head X`)")
+        ga, gb = compare_ab.groups(la, "first", min_steps), compare_ab.groups(lb, "second", min_steps)
+    except ValueError as e:
+        raise fail_input(str(e)) from None
+    if set(ga) != set(gb):
+        raise fail_input(f"the two sides measured different workloads/hardware: {sorted(map(str, set(ga) ^ set(gb)))}")
+    rows = []
+    for key in sorted(ga, key=lambda k: (k.workload, k.backend)):
+        x, y = ga[key], gb[key]
+        if min(len(x.steps), len(y.steps)) < min_runs:
+            raise fail_input(f"{key.workload}: {len(x.steps)} and {len(y.steps)} runs; at least {min_runs} a side")
+        if x.spec_hashes != y.spec_hashes:
+            raise fail_input(f"{key.workload}: the sides ran different specs: an A/A run uses one commit twice")
+        iv = compare_ab.ratio_interval(x.steps, y.steps, alpha, paired=compare_ab.paired(x, y))
+        floor = NoiseFloor(
+            hardware=key.hardware, workload=key.workload, backend=key.backend,
+            comparison_key=x.records[0].comparison, noise_floor=floor_from_aa(iv.ratio, iv.ci_low, iv.ci_high),
+            aa=AAMeasurement(ratio=iv.ratio, ci_low=iv.ci_low, ci_high=iv.ci_high, runs_per_side=len(x.steps),
+                             steps_per_run=min(map(len, x.steps + y.steps))),
+            measured_at=datetime.now(UTC).isoformat(timespec="seconds"), git_sha=checkout_sha())
+        path = write_floor(to, floor)
+        rows.append({"workload": key.workload, "hardware": key.hardware, "backend": key.backend,
+                     "noise_floor": floor.noise_floor, "aa_ratio": iv.ratio, "ci": [iv.ci_low, iv.ci_high],
+                     "path": str(path)})
+    if json_:
+        emit_json(rows)
+    else:
+        for r in rows:
+            say(f"{r['workload']} on {r['hardware']} ({r['backend']}): A/A x{r['aa_ratio']:.4f} "
+                f"[{r['ci'][0]:.4f}, {r['ci'][1]:.4f}] -> noise floor {r['noise_floor']:.1%}, written to {r['path']}")
+    raise typer.Exit(EXIT_OK)
+
+
+def history(
+    results: Annotated[Path, typer.Option(help="results folder (e.g. a checkout of the results branch)")] = Path("results"),
+    json_: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    summary: Annotated[Path | None, typer.Option(help="also append a Markdown table here (e.g. $GITHUB_STEP_SUMMARY)")] = None,
+    alpha: Annotated[float, typer.Option(help="significance level of each change point (permutation test)")] = 0.001,
+    min_points: Annotated[int, typer.Option(help="shortest series that is searched")] = 8,
+) -> None:
+    """Change points in every series (workload x hardware x backend x precision x metric), by run date."""
+    from suite import history as hist
+
+    if not results.exists():
+        raise fail_input(f"--results {results}: no such folder")
+    if not 0 < alpha < 1:
+        raise fail_input(f"--alpha {alpha}: must be between 0 and 1")
+    report = hist.history(results, alpha=alpha, min_points=min_points)
+    if json_:
+        emit_json(report)
+    else:
+        say(hist.to_markdown(report))
+    if summary is not None:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(hist.to_markdown(report) + "\n")
+    raise typer.Exit(EXIT_OK)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ab)
+    app.command()(calibrate)
+    app.command()(history)
+

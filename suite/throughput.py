@@ -1,0 +1,141 @@
+"""Throughput mode (`trainbench run --mode throughput`): the step loop that the A/B gate measures.
+
+After the harness's untimed init: `warmup_steps` untimed steps, then `measure_steps` steps each timed on its
+own (device events on accelerators; on CPU perf_counter after a synchronize on both sides of the step). No
+evaluation, no target, no budget stop: the run ends `measured` after its steps (or `interrupted` on a signal,
+`diverged` on a non-finite loss). Every measured step's time goes into the result (`step_times_s`), because
+compare's confidence interval resamples steps within runs (docs/compare.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import time
+from typing import Any
+
+from suite import distributed
+
+CONTINUE, DIVERGED, INTERRUPTED = 0, 3, 4
+TURN_ENV = "TRAINBENCH_AB_TURN"  # "IN_FIFO:OUT_FIFO", set by `trainbench ab --lockstep` (suite/ab.py)
+TURN_WAIT_S = 120.0  # the other side is gone (or measures fewer steps): stop waiting, run free
+
+
+class Turns:
+    """Lockstep with the other side of an A/B: wait for the token before each step, pass it on after.
+
+    Two processes (base and head) then alternate step by step, A B A B ..., so a neighbour's burst or a clock
+    change hits both sides' steps alike. Without the variable (a plain run) every call is a no-op.
+    """
+
+    def __init__(self, spec: str | None):
+        self.fds: tuple[int, int] | None = None
+        if spec:
+            inp, out = spec.split(":", 1)
+            # O_RDWR: opening a FIFO this way never blocks (two processes opening for read would deadlock)
+            self.fds = (os.open(inp, os.O_RDWR), os.open(out, os.O_RDWR))
+
+    def wait(self) -> None:
+        if self.fds is None:
+            return
+        ready, _, _ = select.select([self.fds[0]], [], [], TURN_WAIT_S)
+        if not ready:
+            self.close()  # the other side ended or hangs: measure on alone rather than hang
+            return
+        os.read(self.fds[0], 1)
+
+    def done(self) -> None:
+        if self.fds is not None:
+            os.write(self.fds[1], b"t")
+
+    def close(self) -> None:
+        if self.fds is not None:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = None
+
+
+def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
+    """Fill `run` (a harness.Run after init) with the measured steps and its status."""
+    spec = run.spec
+    warmup, measure_steps = spec.throughput.warmup_steps, spec.throughput.measure_steps
+    shard = backend.data_shard()  # a backend with model parallelism names the shard this rank reads
+    data_rank, data_world = shard if shard is not None else (run.dist.rank, run.dist.world)
+    batches = iter(workload.train_batches(data_rank, data_world))
+    world = run.dist.world
+    turns = Turns(os.environ.get(TURN_ENV) if run.dist.rank == 0 else None)
+
+    def step() -> Any:
+        return backend.train_step(state, next(batches))
+
+    def stop_code(out: Any) -> int:
+        c = CONTINUE
+        run.last_loss = float(out.loss)
+        if not math.isfinite(run.last_loss):
+            c = DIVERGED
+        elif run.flag.signum is not None:
+            c = INTERRUPTED
+        return distributed.all_max(c) if world > 1 else c
+
+    try:
+        code = _loop(run, spec, warmup, measure_steps, step, stop_code, backend, turns)
+    finally:
+        turns.close()
+    run.status = {CONTINUE: "measured", DIVERGED: "diverged", INTERRUPTED: "interrupted"}[code]
+    if code == DIVERGED:
+        run.error = f"non-finite loss {run.last_loss} at step {run.steps}"
+    if code == INTERRUPTED:
+        run.error = "stopped by a signal"
+
+
+def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_code: Any, backend: Any,
+          turns: Turns) -> int:
+    code = CONTINUE
+    for _ in range(warmup):  # untimed: caches, the allocator, lazy init and compilation settle here
+        turns.wait()
+        out = step()
+        backend.synchronize()
+        turns.done()
+        code = stop_code(out)
+        if code != CONTINUE:
+            break
+    backend.synchronize()
+    run.inst.run_start()
+    t0 = time.perf_counter()
+    run.t0 = t0
+    next_progress = t0 + 1.0
+    while code == CONTINUE and run.steps < measure_steps:
+        turns.wait()  # lockstep with the other side of an A/B (a no-op otherwise), outside the timed window
+        backend.synchronize()
+        ts = time.perf_counter()
+        run.inst.step_begin()
+        out = step()
+        run.inst.step_end()
+        backend.synchronize()
+        run.step_times.append(time.perf_counter() - ts)
+        turns.done()
+        run.steps += 1
+        run.samples += spec.data.batch_size
+        code = stop_code(out)  # outside the timed window: the loss read and the agreement across ranks
+        now = time.perf_counter()
+        if now >= next_progress:
+            next_progress = now + 1.0
+            run.progress(_progress(run, now - t0))
+    backend.synchronize()
+    run.total_s = time.perf_counter() - t0
+    run.train_s = math.fsum(run.step_times)  # the measured steps only (in lockstep the wall clock holds waits)
+    run.inst.clock_stopped()
+    run.memory = run.device.memory_stats()
+    return code
+
+
+def _progress(run: Any, elapsed_s: float) -> Any:
+    from suite.harness import Progress
+
+    return Progress("step", run.spec.name, run.req.seed, run.steps, elapsed_s, run.last_loss)
+
+
+def compact(times_s: list[float]) -> list[float]:
+    """Step times rounded to 0.1 µs: far below any timer's resolution, a third of the JSON."""
+    return [round(t, 7) for t in times_s]

@@ -1,0 +1,55 @@
+"""A throw-away git repository holding this project's code at two commits, for the A/B gate's tests and
+benchmarks/gate_power.py: `base`, and a `head` that either sleeps in the CNN's forward (a slower step without a
+spec change) or changes nothing but a text file (identical code)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COPIED = ("suite", "workloads", "pyproject.toml", "constraints")
+SLEEP_LAYER = '''
+
+class _InjectedSleep(nn.Module):
+    """A slower step with the same spec: the A/B gate's test regression."""
+
+    def forward(self, x):
+        import time
+
+        time.sleep({seconds!r})
+        return x
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(where: Path, slow_s: float | None) -> tuple[Path, str, str]:
+    """(repo, base sha, head sha). slow_s: the sleep per forward in head; None: head changes only a text file."""
+    repo = where / "repo"
+    repo.mkdir(parents=True)
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif src.exists():
+            shutil.copy2(src, repo / name)
+    (repo / "README.md").write_text("A/B test repository\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "ab@example.invalid")
+    _git(repo, "config", "user.name", "ab test")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    base = _git(repo, "rev-parse", "HEAD")
+    if slow_s is None:
+        (repo / "README.md").write_text("A/B test repository, same code\n")
+    else:
+        cnn = repo / "suite" / "models" / "cnn.py"
+        text = cnn.read_text()
+        text = text.replace("    return nn.Sequential(*mods)", "    return nn.Sequential(_InjectedSleep(), *mods)")
+        cnn.write_text(text + SLEEP_LAYER.format(seconds=slow_s))
+    _git(repo, "commit", "-q", "-am", "head")
+    return repo, base, _git(repo, "rev-parse", "HEAD")
