@@ -11,6 +11,7 @@ schema version, or one DuckDB cannot open, is deleted and rebuilt from the files
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 import zipfile
@@ -26,7 +27,7 @@ from suite.index import archive as archive_mod
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
-INDEX_SCHEMA = 1
+INDEX_SCHEMA = 2  # 2: the comparison key (suite/compare_key.py) of each run
 INDEX_DIR = ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
@@ -39,7 +40,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "VARCHAR"), ("tta_s", "DOUBLE"), ("train_s", "DOUBLE"), ("total_s", "DOUBLE"), ("steps", "BIGINT"),
     ("steps_to_target", "BIGINT"), ("time_per_step_s", "DOUBLE"), ("samples_per_s", "DOUBLE"), ("mfu", "DOUBLE"),
     ("peak_memory_bytes", "DOUBLE"), ("energy_j", "DOUBLE"), ("noise_floor", "DOUBLE"), ("target_metric", "VARCHAR"),
-    ("target_value", "DOUBLE"), ("host_load", "VARCHAR"), ("result", "VARCHAR"),
+    ("target_value", "DOUBLE"), ("host_load", "VARCHAR"), ("result", "VARCHAR"), ("comparison", "VARCHAR"),
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -156,6 +157,7 @@ def _num(v: Any) -> float | None:
 
 def row_of(rel: str, source: str, r: results_mod.Result) -> tuple[list[Any], list[list[Any]]]:
     """The `runs` row and the `series` rows of one validated result."""
+    from suite import compare_key
     from suite.fingerprint import load_warning
     from suite.runfiles import _noise_floor_of  # the figures compare uses, computed once
     from suite.stats import peak_memory, time_per_step
@@ -178,6 +180,8 @@ def row_of(rel: str, source: str, r: results_mod.Result) -> tuple[list[Any], lis
         r.steps_to_target, tps, r.throughput.get("samples_per_s"), r.mfu, peak_memory(r.memory), r.energy_j,
         _noise_floor_of(r.config), target.get("metric") if isinstance(target.get("metric"), str) else None,
         _num(target.get("value")), load_warning(r.hardware), r.model_dump_json(),
+        json.dumps(compare_key.key_of(r.config, backend=r.backend, world_size=r.world_size, parallel=r.parallel,
+                                      mode=r.mode)),
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v] for p in r.eval_curve for m, v in p.metrics.items()]
     return run, series
