@@ -73,8 +73,10 @@ def test_digits_reaches_its_target_under_deepspeed_and_records_the_layout(tmp_pa
     assert row["status"] == "reached", row
     result = read_result(next(tmp_path.rglob("*.json")))
     assert result.backend == "deepspeed" and result.backend_version
-    assert result.parallel == {"dp": 1, "tp": 1, "pp": 1, "zero_stage": 0, "offload": None,
-                               "gradient_accumulation_steps": 1}
+    deepspeed_keys = ("dp", "tp", "pp", "zero_stage", "offload", "gradient_accumulation_steps")
+    assert {k: result.parallel.get(k) for k in deepspeed_keys} == {
+        "dp": 1, "tp": 1, "pp": 1, "zero_stage": 0, "offload": None, "gradient_accumulation_steps": 1}
+    assert result.parallel["fsdp"] == 1 and result.parallel["ac"] == "none"  # the whole layout is recorded
     assert "RANK" not in os.environ  # the backend's env set-up did not leak into this process
 
 
