@@ -11,7 +11,7 @@ import os
 import subprocess
 import tempfile
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,14 +25,13 @@ from suite.baseline_schema import (  # noqa: F401 - re-exported
     parse_baseline,
     read_baseline,
 )
-from suite.results import ResultError, slug
+from suite.noise_floor import NoiseFloor
+from suite.results import ResultError, json_files, slug
 from suite.runfiles import (  # noqa: F401 - re-exported: compare and the CLI read runs through here
     Loaded,
     RunRecord,
     Side,
     SideKey,
-    json_files,
-    load_paths,
     read_file,
     record_of_result,
     sides,
@@ -159,3 +158,41 @@ def write_baseline(root: Path, b: Baseline, replace: bool = False) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = False) -> Loaded:
+    """Every result and baseline file under `paths`; bad files are named in `errors` (or raise under strict)."""
+    from suite import index
+
+    records: list[RunRecord] = []
+    baselines: list[tuple[str, Baseline]] = []
+    floors: list[NoiseFloor] = []
+    errors: list[str] = []
+    files = 0
+    for root in paths:
+        if not root.exists():
+            raise ResultError(f"{root}: no such file or folder")
+        if index.enabled(root):  # a folder: through the results index (suite/index), updated first
+            part = index.compare_inputs(root, strict, validate)
+            records += part.records
+            baselines += part.baselines
+            errors += part.errors
+            files += part.files
+            floors += part.floors
+            continue
+        for path in json_files(root):
+            files += 1
+            try:
+                item = read_file(path, validate)
+            except ResultError as e:
+                if strict:
+                    raise
+                errors.append(str(e))
+                continue
+            if isinstance(item, Baseline):
+                baselines.append((str(path), item))
+            elif isinstance(item, NoiseFloor):
+                floors.append(item)
+            else:
+                records.append(item)
+    return Loaded(records, baselines, errors, files, floors)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite import devices, distributed, environment, registry
+from suite import devices, distributed, environment, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
 from suite.measure import mllog
@@ -166,6 +166,10 @@ class Run:
                                 config_filename=Path(req.spec_source).name if req.spec_source else "")
         self.clock: dict[str, Any] = {}
 
+    def step_progress(self, elapsed_s: float) -> Progress:
+        """The progress line of the step just finished (the throughput loop reports through it too)."""
+        return Progress("step", self.spec.name, self.req.seed, self.steps, elapsed_s, self.last_loss)
+
     # ---- the flow --------------------------------------------------------------------------------------
 
     def execute(self) -> Result:
@@ -226,8 +230,6 @@ class Run:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
         if req.mode == "throughput":  # its own loop: warm-up, then every step timed; no evaluation, no target
-            from suite import throughput
-
             throughput.measure(self, workload, backend, state)
             return
 
@@ -388,8 +390,6 @@ class Run:
 
 
 def _compact_steps(the_run: Run) -> list[float]:
-    from suite import throughput
-
     try:  # device events where the device has them (the step's device time), else the host's synced timings
         device_times = the_run.inst.timer.device_times_s()
     except Exception:  # noqa: BLE001 - result_fields reports the unreadable timers

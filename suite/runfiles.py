@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +25,6 @@ from suite.results import (
     ResultError,
     Status,
     check_started_at,
-    json_files,
     parse_result,
 )
 from suite.results import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
@@ -235,43 +233,6 @@ class Loaded:
     errors: list[str]
     files: int
     floors: list[NoiseFloor] = field(default_factory=list)
-
-
-def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = False) -> Loaded:
-    """Every result and baseline file under `paths`; bad files are named in `errors` (or raise under strict)."""
-    from suite import index
-
-    records: list[RunRecord] = []
-    baselines: list[tuple[str, Baseline]] = []
-    floors: list[NoiseFloor] = []
-    errors: list[str] = []
-    files = 0
-    for root in paths:
-        if not root.exists():
-            raise ResultError(f"{root}: no such file or folder")
-        if index.enabled(root):  # a folder: through the results index (suite/index), updated first
-            part = index.compare_inputs(root, strict, validate)
-            records += part.records
-            baselines += part.baselines
-            errors += part.errors
-            files += part.files
-            continue
-        for path in json_files(root):
-            files += 1
-            try:
-                item = read_file(path, validate)
-            except ResultError as e:
-                if strict:
-                    raise
-                errors.append(str(e))
-                continue
-            if isinstance(item, Baseline):
-                baselines.append((str(path), item))
-            elif isinstance(item, NoiseFloor):
-                floors.append(item)
-            else:
-                records.append(item)
-    return Loaded(records, baselines, errors, files, floors)
 
 
 def sides(loaded: Loaded) -> dict[SideKey, Side]:

@@ -131,9 +131,7 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
 
 
 def _progress(run: Any, elapsed_s: float) -> Any:
-    from suite.harness import Progress
-
-    return Progress("step", run.spec.name, run.req.seed, run.steps, elapsed_s, run.last_loss)
+    return run.step_progress(elapsed_s)
 
 
 def compact(times_s: list[float]) -> list[float]:

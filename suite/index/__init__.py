@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from suite.index import store
-from suite.index.archive import ArchiveError, ArchiveReport, pack  # noqa: F401 - the package's API
+from suite.index.archive import ArchiveError, ArchiveReport  # noqa: F401 - the package's API
+from suite.index.pack import pack  # noqa: F401 - the package's API
 from suite.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
 from suite.results import Result, ResultError
 
@@ -129,11 +130,13 @@ def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
     index; every file the index could not take as a result (a baseline file, a bad file) read again by
     baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
     from suite.baseline_schema import Baseline
+    from suite.noise_floor import NoiseFloor
     from suite.runfiles import Loaded, read_file
 
     recs, _ = records(root)
     bad = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=False)
     baselines: list[tuple[str, Any]] = []
+    floors: list[Any] = []
     errors: list[str] = []
     for rel, source, error in sorted(bad, key=lambda r: _path_key(r[0])):
         if source:  # a bad member of an archive: only the index's message exists
@@ -150,10 +153,12 @@ def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
             continue
         if isinstance(item, Baseline):
             baselines.append((str(root / rel), item))
+        elif isinstance(item, NoiseFloor):  # a measured A/A floor (trainbench calibrate) beside the baselines
+            floors.append(item)
         else:  # changed since it was indexed: read now, indexed by the next update
             recs.append(item)
     n_files = query(root, "SELECT count(*) FROM files", refresh=False)[0][0]
-    return Loaded(recs, baselines, errors, n_files)
+    return Loaded(recs, baselines, errors, n_files, floors)
 
 
 def nights(root: Path, refresh: bool = True) -> list[str]:
