@@ -19,6 +19,8 @@ class AirbenchSGD(torch.optim.SGD):
     """Nesterov SGD with airbench's two parameter groups: BN biases (tagged `airbench_bias_scaled` by the model)
     at `bias_scaler` x the learning rate and the same absolute decay; everything else at the learning rate."""
 
+    groups_params_itself = True  # it makes its own two groups from the tensors (build_optimizer hands it tensors)
+
     def __init__(self, params: Iterable[Any], lr: float = 11.5, momentum: float = 0.85,
                  weight_decay: float = 0.0153, bias_scaler: float = 64.0, batch_size: int = 1024):
         kilostep_scale = 1024 * (1 + 1 / (1 - momentum))
