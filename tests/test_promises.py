@@ -294,7 +294,7 @@ def test_repository_names_are_checked_before_any_request(repo):
     from suite import github
 
     with pytest.raises(ValueError, match="expected OWNER/NAME"):
-        github._check_repo(repo)
+        github.check_repo(repo)
 
 
 def test_kv_rows_escape_keys_and_values_and_mark_mono_cells():

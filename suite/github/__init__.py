@@ -27,6 +27,7 @@ from suite.github.transport import (
     NotFound,
     RateLimited,
     RetryPolicy,
+    check_repo,
     check_token,
     redact,
     register_secret,
@@ -37,6 +38,6 @@ from suite.github.transport import (
 __all__ = [
     "API_VERSION", "DEFAULT_API_URL", "ISSUE_MARKER_PREFIX", "MARKER_PREFIX", "MAX_COMMENT_CHARS", "MAX_STATUS_DESCRIPTION",
     "MAX_SUMMARY_BYTES", "STATES", "STATE_OF_EXIT", "AuthError", "GitHub", "GitHubError", "NotFound",
-    "RateLimited", "RetryPolicy", "check_token", "redact", "register_secret", "runner_config_command",
+    "RateLimited", "RetryPolicy", "check_repo", "check_token", "redact", "register_secret", "runner_config_command",
     "safe_extract", "same_origin", "state_from_exit_code", "token_from_env", "upsert_issue", "write_step_summary",
 ]
