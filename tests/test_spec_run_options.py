@@ -43,7 +43,7 @@ def test_unset_fields_leave_the_spec_hash_alone():
 
 
 def test_micro_batch_size_must_divide_the_batch():
-    with pytest.raises(SpecError, match=r"data: .*micro_batch_size 48 must divide batch_size 64"):
+    with pytest.raises(SpecError, match=r"data: .*micro_batch_size 48 does not divide batch_size 64"):
         load_spec(DIGITS, {"data.batch_size": 64, "data.micro_batch_size": 48})
     with pytest.raises(SpecError, match=r"data.micro_batch_size: Input should be greater than or equal to 1"):
         load_spec(DIGITS, {"data.micro_batch_size": 0})
