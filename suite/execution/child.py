@@ -120,11 +120,11 @@ def _child_main(job_path: str) -> int:
     # kill this process between the end of the run and the end of its write: outside the harness's own
     # handlers a signal is only noted (one that came early still stops the run). The parent's backstop ends
     # a child that will not stop.
-    # a launcher that blocks signals in its threads (a Ray worker does) hands that mask down through exec:
-    # unblock the two a stop is made of, or a forwarded SIGINT would never arrive
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda signum, _frame: _early_signals.append(signum))
+    # a launcher that blocks signals in its threads (a Ray worker does) hands that mask down through exec:
+    # unblock the two a stop is made of (after our handlers, so one that waited is noted, not fatal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     with open(job_path, "rb") as f:
         job: Job = pickle.load(f)  # noqa: S301 - written by our parent, in its private 0700 folder
     os.environ.update(job.env)
