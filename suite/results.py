@@ -222,19 +222,14 @@ def read_result(path: Path) -> Result:
     return parse_result(text, str(path))
 
 
-def json_files(root: Path) -> list[Path]:
-    """The *.json files under root, sorted, hidden (temporary) files left out: the ONE walk every results
-    reader uses (validate, show, compare, promote, the site).
-
-    Symlinked folders are followed, as the writer writes through them (a `results/<hardware>` link to a
-    bigger disk is a normal set-up); each real folder is visited once, so a link loop ends. os.walk is ~3x
-    faster than Path.rglob on 10,000 files.
-    """
-    if root.is_file():
-        return [root]
+def walk_folders(root: Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, list[str], os.stat_result]]:
+    """(folder, file names, the folder's stat) of each real folder under root: symlinked folders are followed,
+    as the writer writes through them (a `results/<hardware>` link to a bigger disk is a normal set-up), and
+    each real folder is visited once, so a link loop ends. `skip`: folder names left out at the top."""
     seen: set[tuple[int, int]] = set()
-    found: list[str] = []
     for folder, dirs, names in os.walk(root, followlinks=True):
+        if skip and folder == str(root):
+            dirs[:] = [d for d in dirs if d not in skip]
         try:
             st = os.stat(folder)
         except OSError:
@@ -244,7 +239,17 @@ def json_files(root: Path) -> list[Path]:
             dirs[:] = []
             continue
         seen.add((st.st_dev, st.st_ino))
-        found += [os.path.join(folder, n) for n in names if n.endswith(".json") and not n.startswith(".")]
+        yield folder, names, st
+
+
+def json_files(root: Path) -> list[Path]:
+    """The *.json files under root, sorted, hidden (temporary) files left out: the ONE walk every results
+    reader uses (validate, show, compare, promote, the site; the index walks the same `walk_folders`).
+    os.walk is ~3x faster than Path.rglob on 10,000 files."""
+    if root.is_file():
+        return [root]
+    found = [os.path.join(folder, n) for folder, names, _ in walk_folders(root)
+             for n in names if n.endswith(".json") and not n.startswith(".")]
     return [Path(p) for p in sorted(found) if os.path.isfile(p)]
 
 

@@ -229,21 +229,8 @@ def _loose_files(root: Path, known: dict[str, tuple[int, int]], dir_mtimes: dict
     mtimes: dict[str, int] = {}
     base = len(str(root)) + 1
     now_ns = time.time_ns()
-    seen: set[tuple[int, int]] = set()
-    # symlinked folders are followed, each real folder once (a link loop ends): results.json_files' rule
-    for folder, dirs, names in os.walk(root, followlinks=True):
+    for folder, names, st_dir in results_mod.walk_folders(root, skip=(INDEX_DIR,)):  # the readers' one walk
         rel_dir = folder[base:].replace(os.sep, "/")
-        if folder == str(root):
-            dirs[:] = [d for d in dirs if d != INDEX_DIR]
-        try:
-            st_dir = os.stat(folder)
-        except OSError:
-            dirs[:] = []
-            continue
-        if (st_dir.st_dev, st_dir.st_ino) in seen:
-            dirs[:] = []
-            continue
-        seen.add((st_dir.st_dev, st_dir.st_ino))
         dir_mtime = st_dir.st_mtime_ns
         mtimes[rel_dir] = dir_mtime
         trusted = not rescan and dir_mtimes.get(rel_dir) == dir_mtime and dir_mtime < now_ns - RACY_NS
