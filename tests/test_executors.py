@@ -102,17 +102,17 @@ def test_ray_resource_requests():
     assert resources_for(RunRequest(spec=spec), {"CPU": 32, "GPU": 8}, nproc=4) == {"num_cpus": 1, "num_gpus": 4}
 
 
-# ---- Ray: one local 2-CPU cluster for the whole session ----------------------------------------------------
+# ---- Ray: one local 2-CPU cluster for this module ----------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
     ray = require("ray")
     saved = os.environ.get("PYTHONPATH")
     # the raylet and its workers inherit this environment: they must import this worktree's `suite`
     os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + (saved or "")
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                  _temp_dir=str(tmp_path_factory.mktemp("ray")),
                  runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
         yield ray

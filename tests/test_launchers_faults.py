@@ -49,6 +49,10 @@ DRIVER = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT, "parent_sigkill": 
 CASES = [*IN_RUN, "dead_rank", *DRIVER]
 # Ray on loopback only (it would otherwise publish this machine's outbound address), with a token of its own
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
+# every process of this module's Ray head inherits this tag, so teardown stops this head and nothing else:
+# `ray stop --force` would kill every Ray instance on the machine, the session's in-process driver included,
+# and a driver whose raylet dies ends its process (here: pytest itself, with exit code 1 and no summary)
+RAY_HEAD_TAG = uuid.uuid4().hex
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -66,7 +70,7 @@ def ray_address(tmp_path_factory) -> Any:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp = tmp_path_factory.mktemp("ray")
-    e = _env()
+    e = _env(TB_RAY_HEAD=RAY_HEAD_TAG)
     start = subprocess.run([str(ray_bin), "start", "--head", "--num-cpus=2", f"--port={port}",
                             "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={temp}",
                             "--disable-usage-stats"], env=e, capture_output=True, text=True, timeout=300)
@@ -74,13 +78,26 @@ def ray_address(tmp_path_factory) -> Any:
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([str(ray_bin), "stop", "--force"], env=e, capture_output=True, timeout=120)
+        _stop_tagged("TB_RAY_HEAD", RAY_HEAD_TAG)
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------
 
 
-def _tagged(tag: str) -> list[int]:
+def _stop_tagged(name: str, tag: str, grace_s: float = 15.0) -> None:
+    """SIGTERM every live process whose environment carries name=tag, then SIGKILL what is left after grace_s."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _tagged(tag, name):
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while _tagged(tag, name) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def _tagged(tag: str, name: str = "TB_FAULT_TAG") -> list[int]:
     """Processes whose environment carries this invocation's tag (the driver, its children, torchrun, ranks)."""
     pids = []
     for d in Path("/proc").iterdir():
@@ -91,7 +108,7 @@ def _tagged(tag: str) -> list[int]:
             state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if f"TB_FAULT_TAG={tag}".encode() in environ.split(b"\0") and state not in ("Z", "X"):
+        if f"{name}={tag}".encode() in environ.split(b"\0") and state not in ("Z", "X") and int(d.name) != os.getpid():
             pids.append(int(d.name))
     return pids
 
