@@ -179,11 +179,6 @@ def _in_run_batch(launcher: str, tmp_root: Path, address: str | None) -> dict[st
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_fault_is_recorded_under_every_launcher(launcher, case, tmp_path_factory, request):
-    if (launcher, case) == ("ray", "parent_sigkill"):
-        request.applymarker(pytest.mark.xfail(
-            reason="open (issue 13): when the driver is SIGKILLed, Ray kills the task's worker and, with it, the "
-                   "isolated child before its parent watch can record the run (seen 2026-12-03); no record appears",
-            strict=False))
     address = request.getfixturevalue("ray_address") if launcher == "ray" else None
     root = tmp_path_factory.getbasetemp() / "launcher-faults"
     if case in IN_RUN:

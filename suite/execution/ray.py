@@ -6,8 +6,14 @@ so a hang, crash or OOM on a node is recorded exactly as it is locally. A run of
 requests (the driver's SIGINT/SIGTERM, --fail-fast) reach the tasks through a small actor they poll; each
 stops its child, which records `interrupted`. Results: a task on the driver's own machine (same kernel boot
 id) lets the child write into the results folder itself, as locally; a task elsewhere returns the result and
-its MLLOG text and the driver writes them. Tasks are not retried (max_retries=0): a silently repeated run
+its MLLOG text and the driver writes them. Runs are not retried (max_restarts=0): a silently repeated run
 would hide a flaky node, so the failure is recorded and the user re-runs.
+
+A run lives in a detached actor of its own, not a plain task: Ray kills a dead driver's tasks at once, and
+their worker's child processes with them, so the isolated child could never record that its driver died
+(SIGKILL to `trainbench run`). A detached actor outlives the driver; its child notices the driver's death
+like a local one does, records the run `interrupted`, and the actor then ends itself. The driver kills each
+actor once it holds the actor's reply.
 """
 
 from __future__ import annotations
@@ -76,16 +82,19 @@ def run_on_node(req: RunRequest, nproc: int, driver: str, stopper: Any,
     same_machine = machine_id() == driver
     run = IsolatedRun(replace(req, results_dir=req.results_dir if here else scratch), nproc=nproc, quiet=True,
                       warm=False, parent=driver_process if same_machine else None).start()
-    seen, signum = 0, signal.SIGTERM
+    seen, signum, orphan = 0, signal.SIGTERM, False
     while not run.poll():
         try:
             seen, signum = ray.get(stopper.count.remote(), timeout=5)
         except ray.exceptions.RayActorError:  # the driver is gone (its actor with it): stop the run
-            seen = max(seen, 1)
+            seen, orphan = max(seen, 1), True
         except Exception:  # noqa: BLE001 - a slow answer under load: ask again next time
             pass
-        while len(run.signals) < seen:
-            run.stop(signum or signal.SIGTERM)
+        if not orphan and same_machine and driver_process is not None:
+            orphan = process_start_time(driver_process[0]) != driver_process[1]
+        if not (same_machine and orphan):  # on the driver's machine its death stops the child by itself
+            while len(run.signals) < seen:
+                run.stop(signum or signal.SIGTERM)
         time.sleep(0.2)
     out = run.outcome()
     mllog = None
@@ -98,8 +107,30 @@ def run_on_node(req: RunRequest, nproc: int, driver: str, stopper: Any,
         import shutil
 
         shutil.rmtree(scratch, ignore_errors=True)
+    if orphan or _driver_gone(stopper):
+        ray.actor.exit_actor()  # nobody will ask for the reply or kill this detached actor: end it here
     return {"result": out.result.model_dump_json(), "path": str(out.path) if here and out.path else None,
             "mllog": mllog, "data_missing": out.data_missing, "signalled": out.signalled, "rc": out.returncode}
+
+
+def _driver_gone(stopper: Any) -> bool:
+    import ray
+
+    try:
+        ray.get(stopper.count.remote(), timeout=30)
+    except ray.exceptions.RayActorError:
+        return True
+    except Exception:  # noqa: BLE001 - slow, not gone: the driver kills this actor when it reads the reply
+        return False
+    return False
+
+
+class RunHost:
+    """One run's detached actor (see the module docstring): the same task body, a lifetime of its own."""
+
+    def run(self, req: RunRequest, nproc: int, driver: str, stopper: Any,
+            driver_process: tuple[int, str] | None = None) -> dict[str, Any]:
+        return run_on_node(req, nproc, driver, stopper, driver_process)
 
 
 class RayLauncher:
@@ -136,8 +167,9 @@ class RayLauncher:
                     return self.n, self.signum
 
             stopper = Stopper.remote()  # type: ignore[attr-defined]
-            remote = ray.remote(max_retries=0)(run_on_node)
+            host_class = ray.remote(max_restarts=0, max_task_retries=0)(RunHost)
             pending: dict[Any, RunRequest] = {}
+            hosts: dict[Any, Any] = {}
             driver = machine_id()
             me = (os.getpid(), process_start_time(os.getpid()) or "")
             todo = list(reversed(requests))
@@ -148,7 +180,9 @@ class RayLauncher:
                     if req.threads is None:  # Ray reserves num_cpus=threads: runs packed on a node never oversubscribe
                         req = replace(req, threads=1)
                     opts = resources_for(req, cluster, self.options.nproc)
-                    pending[remote.options(**opts).remote(req, self.options.nproc, driver, stopper, me)] = req
+                    host = host_class.options(lifetime="detached", **opts).remote()
+                    ref = host.run.remote(req, self.options.nproc, driver, stopper, me)
+                    pending[ref], hosts[ref] = req, host
                 if control.stopping:
                     todo.clear()
                 while sent < control.count:
@@ -161,14 +195,18 @@ class RayLauncher:
                     req = pending.pop(ref)
                     try:
                         reply = ray.get(ref)
-                    except Exception as e:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...: recorded
+                    except Exception as e:  # noqa: BLE001 - RayTaskError, RayActorError, ...: recorded
+                        ray.kill(hosts.pop(ref))
                         result = results.error_result(req, "error", f"ray task failed: {describe(e)}",
                                                       fingerprint(), world_size=self.options.nproc)
                         path = results.write_run(req.results_dir, result) if req.results_dir else None
                         yield Outcome(result, path, None)
                         continue
+                    ray.kill(hosts.pop(ref))
                     yield self._record(req, reply)
         finally:
+            for host in hosts.values():  # only when the loop did not finish (an error here): no actor outlives us
+                ray.kill(host)
             if started_here:
                 ray.shutdown()
 
