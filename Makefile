@@ -12,7 +12,9 @@ DATA_STAMP := $(VENV)/.data-$(shell cat scripts/install_data.sh 2>/dev/null | sh
 TOOLS_STAMP := $(VENV)/.tools-$(shell cat scripts/install_actionlint.sh 2>/dev/null | sha1sum | cut -c1-12)
 RESULTS ?= results
 SITE ?= site/_build
-PYTEST_ARGS ?=
+# two test files at a time: most tests wait on a child process (each pinned to one thread), so two workers fill
+# two cores; a file stays on one worker (its module fixtures are built once). PYTEST_ARGS= runs them serially.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: help install data tools browser demo test lint lint-workflows mutation clean
 

@@ -19,6 +19,21 @@ torch.set_num_threads(1)  # tests may run beside other processes: never oversubs
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
+@pytest.fixture(scope="module")
+def ray_alone():
+    """Held for a module that starts a Ray instance: two Ray instances on one machine (pytest-xdist runs test
+    files side by side) would contend for Ray's fixed default ports, so such modules take turns."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "trainbench-tests-ray.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture
 def digits_path() -> Path:
     return DIGITS

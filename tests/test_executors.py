@@ -106,7 +106,7 @@ def test_ray_resource_requests():
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
+def ray_cluster(ray_alone, tmp_path_factory):
     ray = require("ray")
     saved = os.environ.get("PYTHONPATH")
     # the raylet and its workers inherit this environment: they must import this worktree's `suite`

@@ -63,7 +63,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ray_address(tmp_path_factory) -> Any:
+def ray_address(ray_alone, tmp_path_factory) -> Any:
     ray_bin = Path(sys.executable).with_name("ray")
     assert ray_bin.exists(), "ray is a dev dependency: `make install` installs it"
     with socket.socket() as s:
