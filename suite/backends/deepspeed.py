@@ -313,7 +313,17 @@ class _EngineCall(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         out = self.engine(*(_cast(a, self.cast_dtype) for a in args), **kwargs)
-        return out.float() if self.cast_dtype is not None and isinstance(out, torch.Tensor) else out
+        if self.cast_dtype is None:
+            return out
+        if isinstance(out, tuple):  # e.g. PPO's (policy head, value)
+            return tuple(o.float() if isinstance(o, torch.Tensor) else o for o in out)
+        return out.float() if isinstance(out, torch.Tensor) else out
+
+    @property
+    def module(self) -> nn.Module:
+        """The workload's own model inside the engine: a workload that calls its model's methods besides
+        forward (PPO's `distribution`, `obs_norm`) finds them here, as it would under DDP."""
+        return self.engine.module
 
 
 class _EvalView(_EngineCall):

@@ -45,10 +45,20 @@ class ObsNorm(nn.Module):
         self.var.copy_((self.var * self.count + b_var * b_n + delta**2 * self.count * b_n / total) / total)
         self.count.copy_(total)
 
+    def _apply(self, fn: Any, recurse: bool = True) -> ObsNorm:
+        # a backend that casts the whole model to bf16/fp16 (DeepSpeed) would cast the running statistics too,
+        # and a bf16 count stops growing at 256: they stay fp32 wherever the model goes
+        super()._apply(fn, recurse)
+        for name in ("mean", "var", "count"):
+            buf = getattr(self, name)
+            if buf.dtype != torch.float32:
+                setattr(self, name, buf.float())
+        return self
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return x
-        return ((x - self.mean) / torch.sqrt(self.var + 1e-8)).clamp(-10, 10)
+        return ((x - self.mean) / torch.sqrt(self.var + 1e-8)).clamp(-10, 10).to(x.dtype)
 
 
 def _tower(dims: list[int], act: type[nn.Module], out_gain: float) -> nn.Sequential:
@@ -77,13 +87,19 @@ class ActorCritic(nn.Module):
             self.log_std = nn.Parameter(torch.full((n_act,), cfg.log_std_init))
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(action logits or Gaussian means, state values)."""
+        """(policy head, state values). The head is the action logits, or for continuous actions the Gaussian
+        means and log-stds side by side: every parameter is read inside forward, where a sharding wrapper
+        (ZeRO-3, FSDP) has gathered it; `log_std` read outside would be this rank's empty shard."""
         x = self.obs_norm(obs)
-        return self.actor(x), self.critic(x).squeeze(-1)
+        head = self.actor(x)
+        if self.continuous:
+            head = torch.cat([head, self.log_std.expand_as(head)], dim=-1)
+        return head, self.critic(x).squeeze(-1)
 
     def distribution(self, head: torch.Tensor) -> Distribution:
         if self.continuous:
-            return Normal(head, self.log_std.exp().expand_as(head))
+            mean, log_std = head.chunk(2, dim=-1)
+            return Normal(mean, log_std.exp())
         return Categorical(logits=head)
 
     def log_prob(self, dist: Distribution, action: torch.Tensor) -> torch.Tensor:
@@ -95,7 +111,7 @@ class ActorCritic(nn.Module):
         return e.sum(-1) if self.continuous else e
 
     def greedy(self, head: torch.Tensor) -> torch.Tensor:
-        return head if self.continuous else head.argmax(-1)
+        return head.chunk(2, dim=-1)[0] if self.continuous else head.argmax(-1)
 
 
 def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:

@@ -18,7 +18,14 @@ from suite.workloads.base import Batch, Context, WorkloadBase
 
 
 def _unwrap(model: nn.Module) -> Any:
-    return getattr(model, "_orig_mod", model)  # torch.compile keeps the real module here
+    """The policy network itself (its distribution, obs_norm, greedy), under whatever wraps it: torch.compile
+    (`_orig_mod`), DDP or a DeepSpeed engine and its eval view (`module`)."""
+    for _ in range(8):  # a few wrappers deep at most; a loop guard, not a limit anyone reaches
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if not isinstance(inner, nn.Module):
+            break
+        model = inner
+    return model
 
 
 class RunningStd:
@@ -174,7 +181,6 @@ class PPO(WorkloadBase):
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         cfg, net = self.env_cfg, _unwrap(model)
-        net = getattr(net, "module", net)  # DDP
         head, value = model(batch["obs"])
         dist = net.distribution(head)
         logp = net.log_prob(dist, batch["act"])
