@@ -225,7 +225,8 @@ class Run:
         self.device.reset_peak_memory()
         backend.synchronize()
         self.init_s = time.perf_counter() - t_init
-        self.clock = mllog.clock_record(self.init_s, self.inst.data_staging_s, req.mlperf_division)
+        self.clock = mllog.clock_record(self.init_s, self.inst.data_staging_s, req.mlperf_division,
+                                        spec.init_limit(req.mlperf_division))
         if not self.clock["init_within_limit"]:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")

@@ -138,14 +138,20 @@ class EvalSpec(_Strict):
 
 
 MAX_BUDGET_S = 30 * 86400.0  # 1e308 s is as much "no limit" as .inf (refused): 30 days bounds every real run
+DEFAULT_MAX_INIT_S = 600.0  # the init window of a spec outside the full tier when budget.max_init_s is unset
+# MLPerf training rules: init_stop within 30 min of init_start (closed), 240 min (open); the checker's compile_time_mins
+MLPERF_INIT_LIMIT_S = {"closed": 30 * 60.0, "open": 240 * 60.0}
 
 
 class Budget(_Strict):
     max_train_s: float = Field(gt=0, le=MAX_BUDGET_S,
                                description="wall-clock limit of the timed run; past it the run ends as budget")
     max_steps: int | None = Field(default=None, gt=0)
-    max_init_s: float = Field(default=600.0, gt=0, le=MAX_BUDGET_S,
-                              description="limit of the untimed init (model, data, backend)")
+    max_init_s: float | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_S,
+        description="limit of the untimed init (model, data, backend); past it the watchdog ends the run. Unset: "
+        "MLPerf's init limit of the division the run declares (30 min closed, 240 min open) for a spec in the "
+        "full tier, 600 s for any other")
     watchdog_s: float | None = Field(
         default=None, gt=0, le=MAX_BUDGET_S,
         description="a single step or eval taking longer than this ends the run as error"
@@ -219,6 +225,19 @@ class WorkloadSpec(_Strict):
             return set(v)
         return v  # anything else: pydantic names the problem (a TypeError here would escape as a crash)
 
+    def init_limit(self, division: str) -> tuple[float, str]:
+        """The longest the untimed init may take in a run that declares this MLPerf division, and where that
+        figure comes from: `budget.max_init_s` when set, else MLPerf's limit for a full-tier spec (the watchdog
+        and the recorded rule then agree), else DEFAULT_MAX_INIT_S (a hang guard for the small tiers)."""
+        if self.budget.max_init_s is not None:
+            return self.budget.max_init_s, f"budget.max_init_s={self.budget.max_init_s:g}"
+        if "full" in self.tiers:
+            limit = MLPERF_INIT_LIMIT_S.get(division, MLPERF_INIT_LIMIT_S["closed"])
+            return limit, (f"MLPerf's init limit for the {division} division ({limit / 60:g} min; a full-tier spec "
+                           f"without budget.max_init_s)")
+        return DEFAULT_MAX_INIT_S, (f"default {DEFAULT_MAX_INIT_S:g} s (not a full-tier spec; set "
+                                    f"budget.max_init_s to change it)")
+
     def canonical(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
@@ -243,6 +262,8 @@ class WorkloadSpec(_Strict):
         data.pop("parallel", None)
         if not data["optimizer"].get("weight_decay"):
             data["optimizer"].pop("decay", None)  # which parameters decay changes nothing when nothing decays
+        if data["budget"].get("max_init_s") is None:  # derived since (init_limit): hashed as the value it replaced,
+            data["budget"]["max_init_s"] = DEFAULT_MAX_INIT_S  # so no spec hash moved when the default became derived
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

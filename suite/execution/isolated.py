@@ -169,7 +169,7 @@ class IsolatedRun:
         self.under_torchrun = nproc > 1 or self.torchrun_args != ["--standalone"]
         self.warm = self.warm and not self.under_torchrun
         self.parent = parent  # the process whose death stops the run (default: this one, the launcher)
-        self.limits = Limits.for_budget(req.spec.budget)
+        self.limits = Limits.for_run(req.spec, req.mlperf_division)
         self.run_id = results.new_run_id()
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.signals: list[int] = []

@@ -6,7 +6,8 @@ run has measured so far, hands it to `on_fire` (which writes it), and hard-exits
 the CLI runs each run in a child process of its own (suite/execution/isolated.py): the suite goes on with the next.
 
 Limits, all from the spec's budget:
-- init: `budget.max_init_s` (init is untimed but bounded);
+- init: `WorkloadSpec.init_limit(division)`: `budget.max_init_s` when set, else MLPerf's init limit of the
+  run's division for a full-tier spec (30 min closed, 240 min open), else 600 s (init is untimed but bounded);
 - stall: no training step and no evaluation finished for `budget.watchdog_s` seconds, by default
   max(60 s, a quarter of `budget.max_train_s`);
 - whole run: `budget.max_train_s` plus one stall window past run_start (the loop checks the budget after
@@ -15,6 +16,7 @@ Limits, all from the spec's budget:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -24,10 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from suite.spec import DEFAULT_MAX_INIT_S
+
 if TYPE_CHECKING:
     from suite.harness import Run
     from suite.results import Result
-    from suite.spec import Budget
+    from suite.spec import Budget, WorkloadSpec
 
 EXIT_TIMEOUT = 124  # what timeout(1) exits with: the parent reads the result, the code only says "watchdog"
 MIN_STALL_S = 60.0
@@ -39,6 +43,13 @@ class Limits:
     stall_s: float  # longest time without a finished step or evaluation
     run_s: float  # longest time from run_start to the end of the run
     stall_source: str  # which setting stall_s came from, for the message a user reads
+    init_source: str = "budget.max_init_s"  # which rule init_s came from, for the message a user reads
+
+    @classmethod
+    def for_run(cls, spec: WorkloadSpec, division: str) -> Limits:
+        """The limits of a run of `spec` that declares MLPerf `division` (its init window follows that rule)."""
+        init_s, init_source = spec.init_limit(division)
+        return dataclasses.replace(cls.for_budget(spec.budget), init_s=init_s, init_source=init_source)
 
     @classmethod
     def for_budget(cls, budget: Budget) -> Limits:
@@ -47,7 +58,8 @@ class Limits:
         else:
             stall = max(MIN_STALL_S, 0.25 * budget.max_train_s)
             source = f"default max({MIN_STALL_S:g} s, budget.max_train_s/4); set budget.watchdog_s to change it"
-        return cls(init_s=budget.max_init_s, stall_s=stall, run_s=budget.max_train_s + stall, stall_source=source)
+        init_s = budget.max_init_s if budget.max_init_s is not None else DEFAULT_MAX_INIT_S
+        return cls(init_s=init_s, stall_s=stall, run_s=budget.max_train_s + stall, stall_source=source)
 
     def worst_case_s(self) -> float:
         """The latest a watched run can end (its watchdog fires by then): the parent's backstop starts here."""
@@ -77,7 +89,7 @@ class Watchdog:
     ):
         self.run = run
         self.on_fire = on_fire
-        self.limits = limits or Limits.for_budget(run.spec.budget)
+        self.limits = limits or Limits.for_run(run.spec, run.req.mlperf_division)
         self.poll_s = poll_s if poll_s is not None else min(0.5, self.limits.stall_s / 10)
         self.hard_exit = hard_exit
         self.exit_code = exit_code
@@ -141,7 +153,7 @@ class Watchdog:
         t0 = run.t0
         if t0 is None:
             if now - self._started > lim.init_s:
-                return f"timeout: init still running after {now - self._started:.1f} s (budget.max_init_s={lim.init_s:g})"
+                return f"timeout: init still running after {now - self._started:.1f} s (limit {lim.init_s:g} s: {lim.init_source})"
             return None
         progress = (run.steps, len(run.curve))
         if progress != self._progress:

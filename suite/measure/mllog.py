@@ -26,6 +26,7 @@ from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
 from suite.results import write_atomic
+from suite.spec import MLPERF_INIT_LIMIT_S
 
 PREFIX = ":::MLLOG "
 _ids = itertools.count()
@@ -152,13 +153,13 @@ class MLLogRecorder:
         return write_atomic(path, self.text())
 
 
-MLPERF_INIT_LIMIT_S = {"closed": 30 * 60.0, "open": 240 * 60.0}  # training rules (the checker's compile_time_mins)
-
-
-def clock_record(init_s: float, staging_s: float | None, division: str) -> dict[str, Any]:
-    """What the result says about MLPerf's clock rules: the data staging (declared, off the clock) and init."""
+def clock_record(init_s: float, staging_s: float | None, division: str,
+                 window: tuple[float, str] | None = None) -> dict[str, Any]:
+    """What the result says about MLPerf's clock rules: the data staging (declared, off the clock) and init;
+    `window` is the watchdog's init limit and its source (WorkloadSpec.init_limit), recorded beside MLPerf's."""
     limit = MLPERF_INIT_LIMIT_S.get(division, MLPERF_INIT_LIMIT_S["closed"])
     return {
+        "init_window_s": window[0] if window else None, "init_window_source": window[1] if window else None,
         "data_staging_s": staging_s, "data_on_clock": False, "cache_clear": False,
         "data_staging": "declared: the workload's data set is read, normalised and moved to the device during "
                         "init, before run_start, once per run (seed); the MLLOG's cache_clear carries the time",
