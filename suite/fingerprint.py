@@ -1,5 +1,6 @@
 """The accelerator part of a run's fingerprint: driver/CUDA/cuDNN/NCCL/Triton/TE/CANN versions, per-device
-clocks, power limit, ECC, MIG, interconnect, node count, host load, container image, NCCL_*/HCCL_* environment.
+clocks, power limit, ECC, MIG, interconnect, node count, host load, container image, NCCL_*/HCCL_* environment;
+on Ascend, the SoC, cores and memory per device and CANN/driver versions as torch_npu reports them.
 
 Every key is always present (null when absent), so two results compare key by key. NVML (nvidia-ml-py) is
 read when present; tests fake it and torch.cuda's properties on CPU. Nothing here may fail a run: each probe
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +70,33 @@ def accelerator_software() -> dict[str, str | None]:
     home = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
     if home:
         out["cann"] = _cann_version(home)
+    torch_npu = loaded_torch_npu()
+    if torch_npu is not None:
+        out["torch_npu"] = out["torch_npu"] or _text(getattr(torch_npu, "__version__", None))
+        out["cann"] = npu_component_version(torch_npu, "CANN") or _text(getattr(torch.version, "cann", None)) \
+            or out["cann"]
+        if out["driver"] is None:
+            out["driver"] = npu_component_version(torch_npu, "DRIVER")
     return out
+
+
+def loaded_torch_npu() -> Any:
+    """torch_npu when this process has it loaded (torch autoloads it on an Ascend machine), else None. Never
+    imported here: without CANN its import fails (FACTS.md), and a fingerprint must not."""
+    return sys.modules.get("torch_npu")
+
+
+def npu_component_version(torch_npu: Any, module: str) -> str | None:
+    """torch_npu's own report of an Ascend component's version (`get_cann_version(module=...)`: CANN, DRIVER,
+    RUNTIME, HCCL...; in torch_npu.utils or torch_npu.npu.utils by release). It answers "" for a CANN older than
+    8.1.RC1 or an unknown module: None here."""
+    for owner in (getattr(torch_npu, "utils", None), getattr(getattr(torch_npu, "npu", None), "utils", None)):
+        getter = getattr(owner, "get_cann_version", None)
+        if getter is not None:
+            value = _text(_try(functools.partial(getter, module=module)))
+            if value:
+                return value
+    return None
 
 
 def _read_text(path: str) -> str:
@@ -144,12 +172,37 @@ def _nvml_device(nvml: Any, handle: Any) -> tuple[dict[str, Any], int]:
     return out, links
 
 
+def npu_soc_version(npu: Any) -> int | None:
+    """The SoC id torch_npu reports (e.g. 223 for Ascend910B3; 220-225 are the 910B family, 250-255 the 910C)."""
+    torch_npu = loaded_torch_npu()
+    for getter in (getattr(npu, "get_soc_version", None),
+                   getattr(getattr(torch_npu, "npu", None), "get_soc_version", None),
+                   getattr(getattr(torch_npu, "_C", None), "_npu_get_soc_version", None)):
+        if getter is not None:
+            value = _try(getter)
+            if isinstance(value, int) and value >= 0:
+                return value
+    return None
+
+
 def npu_devices(count: int) -> list[dict[str, Any]]:
+    """Per Ascend device, from torch_npu's properties: name (the SoC's, e.g. Ascend910B3), the SoC id, memory,
+    cube (matrix) and vector core counts, L2 cache size."""
     import torch
 
     npu = getattr(torch, "npu", None)
-    return [{"index": i, "name": _try(functools.partial(npu.get_device_name, i)) if npu else None}
-            for i in range(count)]
+    soc = npu_soc_version(npu) if npu is not None else None
+    out = []
+    for index in range(count):
+        props = _try(functools.partial(npu.get_device_properties, index)) if npu is not None else None
+        name = _try(functools.partial(npu.get_device_name, index)) if npu is not None else None
+        out.append({
+            "index": index, "name": _text(name) or _text(getattr(props, "name", None)), "soc_version": soc,
+            "memory_bytes": getattr(props, "total_memory", None),
+            "cube_cores": getattr(props, "cube_core_num", None), "vector_cores": getattr(props, "vector_core_num", None),
+            "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+        })
+    return out
 
 
 def load_average() -> list[float] | None:

@@ -159,3 +159,62 @@ def test_the_run_page_warns_about_a_busy_host(tmp_path):
         pages.update({rid: text for rid in paths if f"run {rid}" in text})
     assert 'id="host-load"' in pages["busy0001"] and "host load 7.5 on 2 cores" in pages["busy0001"]
     assert 'id="host-load"' not in pages["quiet001"]
+
+
+# ---- Ascend: what torch_npu exposes, faked (torch_npu is never installed on a CPU machine, FACTS.md) ----------
+
+
+@pytest.fixture
+def fake_ascend(monkeypatch):
+    """A process with torch_npu loaded on a 910B3 box: torch.npu's device calls, torch_npu.utils.get_cann_version."""
+    import sys
+    from types import ModuleType
+
+    props = SimpleNamespace(name="Ascend910B3", total_memory=64 * 2**30, cube_core_num=20, vector_core_num=40,
+                            L2_cache_size=192 * 2**20)
+    npu = SimpleNamespace(get_device_properties=lambda i: props, get_device_name=lambda i: "Ascend910B3",
+                          get_soc_version=lambda: 223, device_count=lambda: 8)
+    versions = {"CANN": "8.3.RC1", "DRIVER": "25.2.0", "HCCL": "8.3.RC1"}
+    torch_npu = ModuleType("torch_npu")
+    torch_npu.__version__ = "2.13.0"
+    torch_npu.utils = SimpleNamespace(get_cann_version=lambda module="CANN": versions.get(module, ""))
+    monkeypatch.setitem(sys.modules, "torch_npu", torch_npu)
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    return torch_npu
+
+
+def test_npu_software_records_cann_driver_and_torch_npu(fake_ascend, monkeypatch):
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    sw = environment.software()
+    assert (sw["cann"], sw["driver"], sw["torch_npu"]) == ("8.3.RC1", "25.2.0", "2.13.0")
+    assert sw["cudnn"] is None and sw["nccl"] is None  # the CUDA keys stay present, null
+
+
+def test_npu_versions_fall_back_when_torch_npu_cannot_say(fake_ascend, monkeypatch, tmp_path):
+    """An older CANN (< 8.1.RC1) makes get_cann_version answer "": the toolkit's version file is read instead."""
+    fake_ascend.utils = SimpleNamespace(get_cann_version=lambda module="CANN": "")
+    (tmp_path / "version.cfg").write_text("runtime_running_version=[8.0.0:8.0.RC3]\ntoolkit_version=8.0.RC3\n")
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path))
+    sw = environment.software()
+    assert sw["cann"] == "[8.0.0:8.0.RC3]" and sw["driver"] is None and sw["torch_npu"] == "2.13.0"
+
+
+def test_npu_devices_record_the_soc_cores_and_memory(fake_ascend):
+    device = SimpleNamespace(type="npu", name=lambda: "Ascend910B3")
+    hw = environment.hardware(device, 2)
+    assert [d["index"] for d in hw.devices] == [0, 1]
+    assert hw.devices[0] == {"index": 0, "name": "Ascend910B3", "soc_version": 223, "memory_bytes": 64 * 2**30,
+                             "cube_cores": 20, "vector_cores": 40, "l2_cache_bytes": 192 * 2**20}
+
+
+def test_npu_probes_that_fail_are_null(fake_ascend, monkeypatch):
+    def broken(*_a, **_k):
+        raise RuntimeError("npu not initialised")
+
+    monkeypatch.setattr(torch, "npu", SimpleNamespace(get_device_properties=broken, get_device_name=broken,
+                                                      get_soc_version=broken), raising=False)
+    fake_ascend.utils = SimpleNamespace(get_cann_version=broken)
+    [d] = fingerprint.npu_devices(1)
+    assert d["name"] is None and d["soc_version"] is None and d["cube_cores"] is None
+    assert fingerprint.npu_component_version(fake_ascend, "CANN") is None
