@@ -1,8 +1,15 @@
-"""Device check for a new GPU/NPU runner: every full-tier workload's tiny variant x every backend that supports
-it, a few steps in the spec's precision with torch.compile, through the real harness. Run it first on a runner.
+"""Device check for a new GPU/NPU runner, run it first on a runner. In order, within --time-limit-s:
+the fingerprint; the measured GEMM peak per dtype the device offers (fp32, tf32/hf32, bf16, fp16) beside the
+table's; time to target of a small workload (cv/digits_cnn, to its own target, through the real harness); then
+every full-tier workload's tiny variant x every backend that supports it, a few steps in the spec's precision
+with torch.compile, with the GPT memory estimate beside the measured peak and the full spec's "fits the device"
+verdict for this device's memory.
 
     PYTHONPATH=$PWD python benchmarks/device_check.py                       # cuda or npu: < 8 min on one H200
     PYTHONPATH=$PWD python benchmarks/device_check.py --device cpu --no-compile --steps 3   # dry mode (CPU)
+
+The JSON goes to --out, by default $OUT/device_check.json when OUT is set (a lent device machine), else
+./device_check.json.
 
 Per run it prints and records: step time (p50, device events on accelerators), MFU against the table peak and
 against the measured GEMM peak (with the dtype each op class ran in), the FLOPs cross-check (the workload's
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,11 +37,15 @@ from suite import devices, environment, registry
 from suite.backends.support import unsupported_reason
 from suite.data.base import DataMissing
 from suite.harness import RunRequest, run
-from suite.measure import flops
+from suite.measure import flops, memory, peaks
 from suite.specload import load_spec
 from suite.workloads.base import Context, data_root
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+TTA_WORKLOAD = "cv/digits_cnn"  # installed with the package's data (scikit-learn); reaches 0.97 in seconds
+# the dtypes whose GEMM peak is measured, per device type (fp8 needs scaled GEMMs: not a plain mm)
+GEMM_DTYPES = {"cuda": ("fp32", "tf32", "bf16", "fp16"), "npu": ("fp32", "hf32", "bf16", "fp16"),
+               "cpu": ("fp32", "bf16")}
 MAX_GRAPH_BATCHES = 16
 CPU_PRECISION = {"bf16": "fp32", "fp16": "fp32", "bf16_master": "fp32", "fp8": "fp32"}  # dry mode: what a CPU does well
 
@@ -95,6 +107,8 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
         dtypes={c: v["dtype"] for c, v in peak.by_class.items()} if peak else {},
         energy_j=result.energy_j, memory=result.memory, warnings=result.warnings,
     )
+    if spec.model.arch == "gpt":
+        row["memory_estimate"] = memory_row(name, spec, precision, result.memory, args.device_bytes)
     if result.status in ("error", "diverged", "interrupted"):
         return row
     try:
@@ -102,6 +116,77 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
     except Exception as e:  # noqa: BLE001 - a failed count is a failed check, recorded with its reason
         row["flops"] = {"error": f"{type(e).__name__}: {e}"}
     return row
+
+
+def memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], device_bytes: int | None) -> dict:
+    """The GPT estimator on the tiny run (beside what it measured) and the full spec's fit on this device."""
+    est = memory.estimate_spec(tiny, precision)
+    got = measured.get("device_peak_allocated_bytes")
+    row: dict[str, Any] = {"tiny_estimate_bytes": est.peak_bytes, "tiny_measured_bytes": got,
+                           "tiny_ratio": est.peak_bytes / got if isinstance(got, (int, float)) and got > 0 else None}
+    full = load_spec(registry.find_workload(name))
+    full_est = memory.estimate_spec(full)
+    row.update(full_estimate_bytes=full_est.peak_bytes, full_phase=full_est.phase)
+    if device_bytes:
+        fit = memory.fits(full_est, device_bytes)
+        row.update(full_fits=fit.fits, full_fit=fit.reason)
+    return row
+
+
+def device_memory_bytes(hardware: Any) -> int | None:
+    """One device's memory: the accelerator's (the fingerprint's first device), the host's in dry mode."""
+    if hardware.device_type == "cpu":
+        return hardware.memory_bytes
+    first = hardware.devices[0] if hardware.devices else {}
+    return first.get("memory_bytes")
+
+
+def gemm_table(device_type: str, device_name: str, measure: Any, dtypes: tuple[str, ...] | None = None,
+               threads: int | None = None) -> list[dict[str, Any]]:
+    """Per dtype: the measured GEMM FLOP/s (`measure(dtype) -> peaks.GemmResult`) beside the table's dense peak."""
+    rows = []
+    for dtype in dtypes or GEMM_DTYPES.get(device_type, ("fp32",)):
+        row: dict[str, Any] = {"dtype": dtype}
+        try:
+            got = measure(dtype)
+            row.update(measured_tflops=got.flops_per_s / 1e12, n=got.n, repeats=got.repeats, ran_as=got.dtype)
+        except Exception as e:  # noqa: BLE001 - a dtype the device cannot do is a row with its reason
+            row.update(measured_tflops=None, error=f"{type(e).__name__}: {e}")
+        table = peaks.cpu_peak(dtype, threads) if device_type == "cpu" else peaks.lookup(device_name, dtype)
+        row["table_tflops"] = table.flops_per_s / 1e12 if table else None
+        row["table_source"] = table.source if table else None
+        m, t = row["measured_tflops"], row["table_tflops"]
+        row["measured_over_table"] = m / t if m and t else None
+        rows.append(row)
+    return rows
+
+
+def measure_gemm_exactly(device: torch.device, budget_s: float) -> Any:
+    """measure(dtype) for gemm_table: "fp32" with the TF32/HF32 switch off, "tf32" with it on (then restored)."""
+    def measure(dtype: str) -> peaks.GemmResult:
+        if device.type != "cuda" or dtype not in ("fp32", "tf32"):
+            return peaks.measure_gemm(device, "fp32", budget_s, dtype=dtype)
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        try:
+            return peaks.measure_gemm(device, "fp32", budget_s, dtype=dtype)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+
+    return measure
+
+
+def tta_run(args: argparse.Namespace) -> dict[str, Any]:
+    """A small workload to its own target through the harness: time to target, steps, MFU; `reached` or a failure."""
+    spec = load_spec(registry.find_workload(args.tta_workload), args.set_json.get(args.tta_workload))
+    precision = spec.precision or "fp32"
+    t = time.perf_counter()
+    result, _ = run(RunRequest(spec=spec, backend="torch", precision=precision, compile=bool(spec.compile),
+                               threads=args.threads, results_dir=None))
+    return {"workload": args.tta_workload, "backend": "torch", "precision": precision, "status": result.status,
+            "error": result.error, "time_to_target_s": result.time_to_target_s, "steps_to_target": result.steps_to_target,
+            "train_s": result.train_s, "init_s": result.init_s, "mfu": result.mfu, "wall_s": time.perf_counter() - t,
+            "target": f"{spec.target.metric} {'>=' if spec.target.mode == 'max' else '<='} {spec.target.value:g}"}
 
 
 def failures_of(row: dict[str, Any], tolerance: float) -> list[str]:
@@ -144,7 +229,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("auto", "cuda", "npu", "cpu"), default="auto",
                    help="auto: the accelerator present; cpu: the dry mode (tiny, no accelerator needed)")
-    p.add_argument("--workloads", nargs="*", default=None, help="default: every full-tier workload")
+    p.add_argument("--workloads", nargs="*", default=None,
+                   help="default: every full-tier workload; given with no names: none (the GEMM peaks and TTA only)")
     p.add_argument("--backends", nargs="*", default=None, help="default: every registered backend")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--precision", default=None, help="force a precision (default: each spec's)")
@@ -155,8 +241,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run-limit-s", type=float, default=120.0, help="one run's train-time budget")
     p.add_argument("--set-json", type=json.loads, default={},
                    help='per-workload spec overrides, e.g. \'{"cv/cifar10_resnet": {"data.path": "/data/cifar"}}\'')
-    p.add_argument("--out", type=Path, default=Path("device_check.json"))
-    return p.parse_args(argv)
+    p.add_argument("--gemm-budget-s", type=float, default=1.0, help="seconds per dtype of the GEMM benchmark")
+    p.add_argument("--tta-workload", default=TTA_WORKLOAD, help="the small workload run to its target")
+    p.add_argument("--no-tta", dest="tta", action="store_false", help="skip the time-to-target run")
+    p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMM peaks")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default: $OUT/device_check.json when OUT is set, else ./device_check.json")
+    args = p.parse_args(argv)
+    if args.out is None:
+        args.out = Path(os.environ["OUT"]) / "device_check.json" if os.environ.get("OUT") else Path("device_check.json")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,11 +264,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"device_check: --device {device_type}, but this machine's device is {present}", file=sys.stderr)
         return EXIT_INPUT
     started = time.perf_counter()
-    names = args.workloads or full_tier()
+    names = full_tier() if args.workloads is None else args.workloads  # `--workloads` alone: none (GEMM, TTA only)
     backends = args.backends or sorted(registry.BACKENDS)
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     failures: list[str] = []
+    dev = devices.current()
+    devices.set_threads(args.threads)
+    hardware = environment.hardware(dev, dev.count())
+    args.device_bytes = device_memory_bytes(hardware)
+    gemm: list[dict[str, Any]] = []
+    if args.gemm:
+        gemm = gemm_table(device_type, hardware.device_name or "", measure_gemm_exactly(dev.torch, args.gemm_budget_s),
+                          threads=args.threads)
+        failures += [f"GEMM {g['dtype']}: {g['error']}" for g in gemm if g.get("error")]
+        print(f"[{time.perf_counter() - started:6.1f} s] GEMM peaks measured", file=sys.stderr)
+    tta: dict[str, Any] | None = None
+    if args.tta:
+        tta = tta_run(args)
+        if tta["status"] != "reached":
+            failures.append(f"time to target: {tta['workload']} ended {tta['status']}, not reached: "
+                            f"{str(tta.get('error') or '')[:300]}")
+        print(f"[{time.perf_counter() - started:6.1f} s] {tta['workload']} to target: {tta['status']}", file=sys.stderr)
     for backend in backends:
         avail = registry.backend_class(backend)(devices.current()).available()
         if not avail.ok:
@@ -193,18 +304,27 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             failures += failures_of(row, args.flops_tolerance)
             print(f"[{time.perf_counter() - started:6.1f} s] {name} / {backend}: {row['status']}", file=sys.stderr)
-    if not rows:
+    if not rows and names:
         failures.append("nothing ran: no available backend supports the chosen workloads")
-    dev = devices.current()
+    wall = time.perf_counter() - started
+    if wall > args.time_limit_s:
+        failures.append(f"the check took {wall:.0f} s, over its {args.time_limit_s:g} s limit")
     report = {
         "kind": "trainbench-device-check", "device_type": device_type, "dry_mode": device_type == "cpu",
-        "wall_s": time.perf_counter() - started, "ok": not failures, "failures": failures, "skipped": skipped,
+        "wall_s": wall, "ok": not failures, "failures": failures, "skipped": skipped,
         "settings": {"steps": args.steps, "compile": args.compile, "flops_tolerance": args.flops_tolerance,
-                     "time_limit_s": args.time_limit_s},
-        "hardware": environment.hardware(dev, dev.count()).model_dump(mode="json"),
-        "software": environment.software(), "runs": rows,
+                     "time_limit_s": args.time_limit_s, "gemm_budget_s": args.gemm_budget_s},
+        "hardware": hardware.model_dump(mode="json"), "software": environment.software(),
+        "device_memory_bytes": args.device_bytes, "gemm": gemm, "tta": tta, "runs": rows,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, default=str))
+    for g in gemm:
+        print(f"GEMM {g['dtype']:5}: measured {_fmt(g['measured_tflops'])} TFLOP/s, table {_fmt(g['table_tflops'])}"
+              f" ({_fmt(g['measured_over_table'], '.0%')})")
+    if tta is not None:
+        print(f"TTA {tta['workload']}: {tta['status']} in {_fmt(tta['time_to_target_s'])} s "
+              f"({tta['steps_to_target']} steps, MFU {_fmt(tta['mfu'], '.2%')})")
     print(table(rows))
     for s in skipped:
         print(f"skipped: {s.get('workload', '*')} / {s['backend']}: {s['reason']}")
