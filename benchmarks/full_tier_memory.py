@@ -1,6 +1,8 @@
 """Device memory of each full-tier spec at its micro-batch, from a measurement on the CPU: the bytes autograd
 saves for backward per sample (counted with saved_tensors_hooks under the spec's autocast dtype, one small
-batch), times the micro-batch, plus weights, gradients and optimizer state. docs/workloads.md quotes it.
+batch), times the micro-batch, plus weights, gradients and optimizer state. docs/workloads.md quotes it. GPT specs
+also get the estimator's figure (suite/measure/memory.py, which tests/test_memory_estimate.py holds to torch's own
+count); their CPU measurement at 1 x 1024 bf16 is slow on a shared machine.
 
     PYTHONPATH=. python benchmarks/full_tier_memory.py [--out benchmarks/out/full_tier_memory.json]
 """
@@ -15,6 +17,7 @@ import torch
 
 from suite import registry
 from suite.algorithms import precision as recipes
+from suite.measure import memory
 from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +83,8 @@ def main() -> None:
         rows[name] = {"precision": rec.name, "micro_batch": micro, "params": params,
                       "saved_per_sample_bytes": per_sample, "state_bytes": state,
                       "estimate_gb": (per_sample * micro + state) / 1e9}
+        if spec.model.arch == "gpt":
+            rows[name]["estimator"] = memory.estimate_spec(spec).as_dict()
         print(f"{name}: {rec.name}, micro-batch {micro}: {per_sample / 1e6:.1f} MB saved per sample, "
               f"{state / 1e9:.2f} GB weights+grads+optimizer -> {rows[name]['estimate_gb']:.1f} GB")
     args.out.parent.mkdir(parents=True, exist_ok=True)
