@@ -245,9 +245,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tta-workload", default=TTA_WORKLOAD, help="the small workload run to its target")
     p.add_argument("--no-tta", dest="tta", action="store_false", help="skip the time-to-target run")
     p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMM peaks")
+    p.add_argument("--synthetic-data", type=Path, default=None, metavar="DIR",
+                   help="write small files in each full-tier data set's real on-disk format under DIR (tests/"
+                        "datafiles.py) and point the specs at them: a machine without the data sets (a lent device "
+                        "with no network) still checks steps, MFU, FLOPs and memory; accuracy figures mean nothing")
     p.add_argument("--out", type=Path, default=None,
                    help="default: $OUT/device_check.json when OUT is set, else ./device_check.json")
     args = p.parse_args(argv)
+    if args.synthetic_data is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from datafiles import full_tier_overrides
+
+        synthetic = full_tier_overrides(args.synthetic_data)
+        args.set_json = {name: {**sets, **args.set_json.get(name, {})} for name, sets in synthetic.items()} | {
+            name: sets for name, sets in args.set_json.items() if name not in synthetic}
     if args.out is None:
         args.out = Path(os.environ["OUT"]) / "device_check.json" if os.environ.get("OUT") else Path("device_check.json")
     return args
@@ -313,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         "kind": "trainbench-device-check", "device_type": device_type, "dry_mode": device_type == "cpu",
         "wall_s": wall, "ok": not failures, "failures": failures, "skipped": skipped,
         "settings": {"steps": args.steps, "compile": args.compile, "flops_tolerance": args.flops_tolerance,
-                     "time_limit_s": args.time_limit_s, "gemm_budget_s": args.gemm_budget_s},
+                     "time_limit_s": args.time_limit_s, "gemm_budget_s": args.gemm_budget_s,
+                     "synthetic_data": str(args.synthetic_data) if args.synthetic_data else None},
         "hardware": hardware.model_dump(mode="json"), "software": environment.software(),
         "device_memory_bytes": args.device_bytes, "gemm": gemm, "tta": tta, "runs": rows,
     }

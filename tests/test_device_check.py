@@ -26,13 +26,11 @@ def _check(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dic
 
 @pytest.mark.slow  # two tiny full-tier runs on CPU, ~30 s
 def test_dry_mode_runs_full_tier_tiny_variants_and_records_every_figure(tmp_path):
-    from datafiles import full_tier_overrides
-
-    sets = full_tier_overrides(tmp_path / "data")
     proc, report = _check(tmp_path, "--steps", "3", "--backends", "torch", "--workloads", "cv/cifar10_resnet",
-                          "nlp/gpt2_124m", "--set-json", json.dumps(sets))
+                          "nlp/gpt2_124m", "--synthetic-data", str(tmp_path / "data"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert report["ok"] is True and report["dry_mode"] is True and report["failures"] == []
+    assert report["settings"]["synthetic_data"] == str(tmp_path / "data")  # the files the tests' writers make
     assert [r["workload"] for r in report["runs"]] == ["cv/cifar10_resnet", "nlp/gpt2_124m"]
     for r in report["runs"]:
         assert r["status"] in ("reached", "budget") and r["steps"] <= 3
