@@ -189,9 +189,12 @@ def tta_run(args: argparse.Namespace) -> dict[str, Any]:
             "target": f"{spec.target.metric} {'>=' if spec.target.mode == 'max' else '<='} {spec.target.value:g}"}
 
 
-def failures_of(row: dict[str, Any], tolerance: float) -> list[str]:
+def failures_of(row: dict[str, Any], tolerance: float, dry_mode: bool = False) -> list[str]:
     out = []
     where = f"{row['workload']} / {row['backend']}"
+    fit = row.get("memory_estimate") or {}
+    if not dry_mode and fit.get("full_fits") is False:  # the runner cannot hold the full spec: say so now
+        out.append(f"{where}: the full spec {fit['full_fit']}")
     if row["status"] not in ("reached", "budget"):
         out.append(f"{where}: {row['status']}: {str(row.get('error') or '')[:300]}")
     fl = row.get("flops")
@@ -313,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             row = one_run(name, backend, args, device_type)
             rows.append(row)
-            failures += failures_of(row, args.flops_tolerance)
+            failures += failures_of(row, args.flops_tolerance, dry_mode=device_type == "cpu")
             print(f"[{time.perf_counter() - started:6.1f} s] {name} / {backend}: {row['status']}", file=sys.stderr)
     if not rows and names:
         failures.append("nothing ran: no available backend supports the chosen workloads")

@@ -133,6 +133,10 @@ def test_device_memory_and_the_full_gpt2_fit_on_a_faked_h200():
     row = dc.memory_row("nlp/gpt2_124m", tiny, "bf16", {"device_peak_allocated_bytes": 10**6}, 141 * 10**9)
     assert row["full_fits"] is True and "fits: estimated peak 30.9 GiB" in row["full_fit"]
     assert row["tiny_ratio"] == pytest.approx(row["tiny_estimate_bytes"] / 10**6)
+    small = dc.memory_row("nlp/gpt2_124m", tiny, "bf16", {}, 24 * 10**9)  # a 24 GB card cannot hold it
+    run = {"workload": "nlp/gpt2_124m", "backend": "torch", "status": "budget", "memory_estimate": small}
+    assert any("the full spec does NOT fit" in f for f in dc.failures_of(run, 0.1))
+    assert dc.failures_of(run, 0.1, dry_mode=True) == []  # the CPU's memory says nothing of a runner's
 
 
 def test_out_defaults_under_OUT(monkeypatch, tmp_path):
