@@ -153,11 +153,13 @@ LATEST_START = datetime(2200, 1, 1, tzinfo=UTC)
 
 
 def check_started_at(v: datetime) -> datetime:
+    """A plausible start, always with its zone: a time written without one (`2026-11-01`, a hand-edited file)
+    is read as UTC, as the writer writes every start (a naive start beside aware ones crashed `site build`)."""
     aware = v if v.tzinfo is not None else v.replace(tzinfo=UTC)
     if not EARLIEST_START <= aware < LATEST_START:
         raise ValueError(f"{v.isoformat()} is not a plausible run start (expected a time between "
                          f"{EARLIEST_START.year} and {LATEST_START.year})")
-    return v
+    return aware
 
 
 class ResultError(ValueError):
@@ -194,6 +196,9 @@ def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
     return data
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def parse_result(text: str, source: str) -> Result:
     try:
         data = json.loads(text)
@@ -203,6 +208,12 @@ def parse_result(text: str, source: str) -> Result:
         raise ResultError(f"{source}: not a result: nested too deeply") from None
     if not isinstance(data, dict):
         raise ResultError(f"{source}: top level must be a JSON object")
+    if _SURROGATE_ESCAPE.search(text):  # only a file with an escaped surrogate pays for the whole check
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # the index once crashed storing one, and no page can show it
+            raise ResultError(f"{source}: a string holds a lone UTF-16 surrogate (an escape such as \\ud800 "
+                              "without its pair): not text; regenerate the file") from None
     data = migrate(data, source)
     try:
         return Result.model_validate(data)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,83 +18,19 @@ from suite import compare_key
 from suite.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
 from suite.fingerprint import load_warning
 from suite.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
-from suite.results import (
-    MAX_RESULT_BYTES,
-    Result,
-    ResultError,
-    Status,
-    check_started_at,
-    parse_result,
-)
+from suite.result_lean import DECODER as LEAN_DECODER
+from suite.result_lean import LeanResult, started_at_iso
+from suite.results import MAX_RESULT_BYTES, Result, ResultError, parse_result
 from suite.results import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 from suite.stats import RunFigures, figures_of, peak_memory, time_per_step
 
 # ---- the lean reader ---------------------------------------------------------------------------------------
 # Parsing a whole result (config, eval curve, software table) is nearly all of the cost of comparing 10,000
 # files: the stdlib json module alone took ~8 s for 10,000 files of 15 KB on the dev machine, pydantic's full
-# validation more. compare needs ~20 fields, so the lean path decodes straight into a msgspec Struct that
-# declares only them: msgspec checks the type of every field it reads and skips the rest without building
-# Python objects (~0.4 s for the same files). A type error names the file and the JSON path. `--validate` (and
-# `trainbench results validate`) run the full pydantic schema; files of an older schema always go through the
-# migrations and pydantic.
-
-
-class _LeanCompare(msgspec.Struct, frozen=True):
-    noise_floor: float | None = None
-
-
-class _LeanSpec(msgspec.Struct, frozen=True):
-    compare: _LeanCompare = _LeanCompare()
-    backends: dict[str, Any] = {}
-    throughput: dict[str, Any] = {}
-
-
-class _LeanConfig(msgspec.Struct, frozen=True):
-    spec: _LeanSpec = _LeanSpec()
-    precision: str = "fp32"
-    compile: bool = False
-    mode: str = "tta"
-
-
-class _LeanHardware(msgspec.Struct, frozen=True):
-    slug: str
-    cpu_cores: int = 1
-    load_avg_start: list[float] | None = None
-    load_avg_end: list[float] | None = None
-
-
-class _LeanGit(msgspec.Struct, frozen=True):
-    sha: str | None = None
-    dirty: bool | None = None
-
-
-class _LeanResult(msgspec.Struct, frozen=True):
-    """The fields of a Result that compare and promote read; the rest of the file is skipped unbuilt."""
-
-    schema_version: int
-    run_id: str
-    started_at: str
-    workload: str
-    workload_version: int
-    spec_hash: str
-    backend: str
-    status: Status
-    train_s: float
-    steps: int
-    hardware: _LeanHardware
-    seed: int
-    config: _LeanConfig = _LeanConfig()
-    time_to_target_s: float | None = None
-    steps_to_target: int | None = None
-    throughput: dict[str, float] = {}
-    step_time_s: dict[str, float] = {}
-    mfu: float | None = None
-    memory: dict[str, Any] = {}
-    energy_j: float | None = None
-    git: _LeanGit = _LeanGit()
-    world_size: int = 1
-    parallel: dict[str, Any] = {}
-    mode: str = "tta"
+# validation more. So a current result file is decoded straight into suite/result_lean.py's msgspec mirror of
+# Result, which checks every field as strictly as the schema does and skips `config` unbuilt (~0.4 s for the
+# same files). A file the mirror refuses goes to the full pydantic schema (with the migrations), which decides
+# and words the error: one verdict per file for every reader. `--validate` always takes the full schema.
 
 
 class _Head(msgspec.Struct):
@@ -103,7 +38,6 @@ class _Head(msgspec.Struct):
     kind: Any = None
 
 
-_LEAN = msgspec.json.Decoder(_LeanResult)
 _HEAD = msgspec.json.Decoder(_Head)
 
 
@@ -160,12 +94,7 @@ def record_of_result(r: Result, source: str) -> RunRecord:
     )
 
 
-def _lean_record(d: _LeanResult, source: str) -> RunRecord:
-    try:
-        started_at = check_started_at(datetime.fromisoformat(d.started_at)).isoformat()  # as a Result spells it
-    except ValueError:
-        raise ResultError(f"{source}: started_at: {d.started_at!r} is not an ISO 8601 time of a plausible "
-                          "run start") from None
+def _lean_record(d: LeanResult, started_at: str, source: str) -> RunRecord:
     figures = RunFigures.model_construct(  # every field was type-checked by the decoder
         run_id=d.run_id, seed=d.seed, status=d.status, time_to_target_s=d.time_to_target_s,
         steps_to_target=d.steps_to_target, time_per_step_s=time_per_step(d.step_time_s, d.train_s, d.steps),
@@ -198,31 +127,41 @@ def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline | Nois
         raise ResultError(f"{source}: not a result: nested too deeply") from None
 
 
-def _classify(text: bytes, source: str, validate: bool) -> RunRecord | Baseline:
-    if not validate:
-        try:  # the common case first: a current result file, decoded once
-            d = _LEAN.decode(text)
-            if d.schema_version == RESULT_SCHEMA_VERSION:
-                return _lean_record(d, source)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            pass  # a baseline, an older schema, or a bad file: classified below, with a precise message
+def _lean(text: bytes, source: str) -> RunRecord | None:
+    """The record of a current result file that the lean mirror accepts (and so the full schema would); None
+    sends the file to the full schema, which decides and words the error."""
     try:
-        head = _HEAD.decode(text)
-    except msgspec.DecodeError as e:
-        raise ResultError(f"{source}: not valid JSON (truncated or corrupt?): {e}") from None
-    except msgspec.ValidationError:
-        raise ResultError(f"{source}: top level must be a JSON object") from None
-    if head.kind == BASELINE_KIND:
-        return parse_baseline(json.loads(text), source)
-    if head.kind == FLOOR_KIND:
-        return parse_floor(json.loads(text), source)
-    # an older schema, --validate, or a file the lean decoder refused: the full schema decides, so compare,
-    # promote and `results validate` give one verdict per file (the lean decoder once refused "mfu": "NaN",
-    # the writer's own encoding of a NaN, which the full schema reads)
+        d = LEAN_DECODER.decode(text)
+        if d.schema_version != RESULT_SCHEMA_VERSION:
+            return None  # an older schema goes through the migrations; a newer one is refused there
+        started_at = started_at_iso(d.started_at)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        return None
+    return _lean_record(d, started_at, source)
+
+
+def _classify(text: bytes, source: str, validate: bool) -> RunRecord | Baseline | NoiseFloor:
+    if not validate:  # the common case first: a current result file, decoded once
+        record = _lean(text, source)
+        if record is not None:
+            return record
     try:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ResultError(f"{source}: cannot read: {e}") from None
+    try:
+        kind = _HEAD.decode(text).kind
+    except msgspec.ValidationError:
+        raise ResultError(f"{source}: top level must be a JSON object") from None
+    except msgspec.DecodeError:  # JSON that Python's json reads and msgspec does not (a bare NaN, a lone
+        kind = None  # surrogate) is not refused here: the full reader below judges it as `results validate` does
+    if kind == BASELINE_KIND:
+        return parse_baseline(json.loads(decoded), source)
+    if kind == FLOOR_KIND:
+        return parse_floor(json.loads(decoded), source)
+    # an older schema, --validate, or a file the lean mirror refused: the full schema decides, so every reader
+    # gives one verdict per file (the lean decoder once refused "mfu": "NaN", the writer's own encoding of a NaN,
+    # and accepted unknown fields, which the full schema refuses)
     return record_of_result(parse_result(decoded, source), source)  # full schema, migrations, clear errors
 
 
