@@ -7,6 +7,7 @@ so the import graph has no circle (tests/test_import_graph.py).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +36,38 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None, variant: str 
 
 
 def check_name_place(spec: WorkloadSpec, path: Path, overrides: dict[str, Any] | None = None) -> None:
-    """A spec under workloads/ is named by its place (`workloads/cv/digits_cnn.yaml` is `cv/digits_cnn`):
-    otherwise its runs are recorded, compared and published under another workload's name."""
+    """A spec's name says which workload its runs belong to. A spec under workloads/ is named by its place
+    (`workloads/cv/digits_cnn.yaml` is `cv/digits_cnn`); a spec anywhere else may not claim a built-in
+    workload's name. Otherwise its runs are recorded, compared and published as another workload's."""
     root = registry.workloads_root().resolve()
     try:
         real = path.resolve()
     except (OSError, ValueError):
         return
-    if real.parent.parent != root or real.suffix not in (".yaml", ".yml"):
+    if real.parent.parent == root and real.suffix in (".yaml", ".yml"):
+        expected = f"{real.parent.name}/{real.stem}"
+        if spec.name != expected:
+            msg = (f"is {spec.name!r}, but this file is workloads/{expected}{real.suffix}: a spec's name must match "
+                   f"its place under workloads/ (copy the file to workloads/{spec.name}.yaml to make a new workload)")
+            raise SpecError(str(path), blame_overrides([("name", msg)], overrides))
         return
-    expected = f"{real.parent.name}/{real.stem}"
-    if spec.name != expected:
-        msg = (f"is {spec.name!r}, but this file is workloads/{expected}{real.suffix}: a spec's name must match its "
-               f"place under workloads/ (copy the file to workloads/{spec.name}.yaml to make a new workload)")
+    builtin = registry.workload_files()
+    if spec.name in builtin:
+        msg = (f"is {spec.name!r}, the name of the built-in workload {_shown(builtin[spec.name])}, but this spec is "
+               f"another file: its runs would be recorded, compared and published as that workload's. Give it a "
+               f"name of its own, e.g. `name: {_own_name(spec.name, real, builtin)}`")
         raise SpecError(str(path), blame_overrides([("name", msg)], overrides))
+
+
+def _shown(path: Path) -> str:
+    return f"workloads/{path.parent.name}/{path.name}"
+
+
+def _own_name(name: str, real: Path, builtin: dict[str, Path]) -> str:
+    """A free name for a copy: the file's own stem in the same domain, else `<name>_copy`."""
+    domain = name.split("/")[0]
+    stem = re.sub(r"[^a-z0-9_-]+", "_", real.stem.lower()).strip("_-") or "copy"
+    for candidate in (f"{domain}/{stem}", f"{name}_copy", *(f"{name}_copy{i}" for i in range(2, 100))):
+        if candidate not in builtin:
+            return candidate
+    return f"{name}_mine"

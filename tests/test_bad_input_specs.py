@@ -18,6 +18,7 @@ from suite.specload import load_spec, validate_spec
 
 def _spec_with(tmp_path: Path, edit, name: str = "bad.yaml") -> Path:
     data = digits_data()
+    data["name"] = "cv/test_digits_copy"  # a copy outside workloads/ may not claim the built-in name
     edit(data)
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))

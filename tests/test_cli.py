@@ -63,7 +63,8 @@ def test_user_spec_file_runs(tmp_path):
     spec = (tmp_path / "mine.yaml")
     from tests_paths import DIGITS
 
-    spec.write_text(DIGITS.read_text().replace("val_size: 360", "val_size: 300"))
+    spec.write_text(DIGITS.read_text().replace("val_size: 360", "val_size: 300")
+                    .replace("name: cv/digits_cnn", "name: cv/test_mine"))  # a user's copy has a name of its own
     p = sh("run", str(spec), "--variant", "tiny", "--results", str(tmp_path / "r"), "--json", "--quiet")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)[0]["status"] == "budget"

@@ -92,6 +92,46 @@ def test_every_shipped_spec_is_named_by_its_place():
         assert load_spec(path).name == name
 
 
+def _digits_copy(folder: Path, file: str, name: str) -> Path:
+    data = yaml.safe_load(DIGITS.read_text())
+    data["name"] = name
+    path = folder / file
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("file", "claimed", "suggested"), [
+    ("mine.yaml", "cv/imagenet_resnet50", "cv/mine"),  # the digits model claiming another workload's name
+    ("digits_cnn.yaml", "cv/digits_cnn", "cv/digits_cnn_copy"),  # a plain copy under its own built-in name
+])
+def test_a_spec_outside_workloads_claiming_a_built_in_name_is_refused(tmp_path, file, claimed, suggested):
+    path = _digits_copy(tmp_path, file, claimed)
+    with pytest.raises(SpecError) as e:
+        load_spec(path)
+    text = str(e.value)
+    assert str(path) in text and "name: is " + repr(claimed) in text
+    assert f"the built-in workload workloads/{claimed}.yaml" in text and f"`name: {suggested}`" in text
+    assert load_spec(_digits_copy(tmp_path, "ok.yaml", suggested)).name == suggested  # the suggestion is free
+
+
+def test_cli_refuses_a_copy_claiming_a_built_in_name_with_exit_2(tmp_path):
+    path = _digits_copy(tmp_path, "mine.yaml", "cv/imagenet_resnet50")
+    for args in (["spec", "validate", str(path)], ["run", str(path), "--variant", "tiny", "--quiet",
+                                                     "--results", str(tmp_path / "res")]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, res.output
+        assert "name: is 'cv/imagenet_resnet50', the name of the built-in workload" in " ".join(res.output.split())
+    assert not (tmp_path / "res").exists() or not list((tmp_path / "res").rglob("*.json"))
+
+
+def test_set_name_to_a_built_in_name_is_refused_on_a_users_spec(tmp_path):
+    path = _digits_copy(tmp_path, "mine.yaml", "cv/test_mine")
+    assert load_spec(path).name == "cv/test_mine"
+    with pytest.raises(SpecError, match=r"name: is 'cv/digits_cnn', the name of the built-in workload .*"
+                                        r"\(from --set name='cv/digits_cnn'\)"):
+        load_spec(path, _overrides("name=cv/digits_cnn"))
+
+
 # ---- item 13: a backend import path that is not a backend ----------------------------------------------------
 
 
@@ -142,7 +182,7 @@ def test_yaml_merge_keys_are_plain_yaml(tmp_path):
     assert parse_yaml("d: &d {a: 1, b: 2}\nx:\n  <<: *d\n  b: 3\n", "s") == {"d": {"a": 1, "b": 2}, "x": {"a": 1, "b": 3}}
     with pytest.raises(SpecError, match="duplicate key 'a'"):
         parse_yaml("x: {a: 1, a: 2}\n", "s")
-    text = DIGITS.read_text() + "  short: &short\n    budget.max_train_s: 30\n  shorter:\n    <<: *short\n    eval.every_steps: 5\n"
+    text = DIGITS.read_text().replace("name: cv/digits_cnn", "name: cv/test_merge") + "  short: &short\n    budget.max_train_s: 30\n  shorter:\n    <<: *short\n    eval.every_steps: 5\n"
     path = tmp_path / "cv_merge.yaml"
     path.write_text(text)
     spec = load_spec(path, variant="shorter")
@@ -276,26 +316,65 @@ def test_matrix_says_npu_is_untested_on_hardware_until_a_result_exists(tmp_path,
 # ---- item 19: a time budget hit on a loaded host is named in the run summary -----------------------------------
 
 
-def test_budget_note_only_for_time_budgets_on_a_loaded_host():
+def _ran(workload: str, seed: int, status: str, steps: int, load: float | None, end: float | None = None):
+    from tests.site_factory import make_result
+
+    r = make_result(workload, "cpu-amd-epyc-2c", seed=seed, status=status, tta_s=None if status != "reached" else 5.0)
+    r.steps = steps
+    r.hardware.cpu_cores = 2
+    r.hardware.load_avg_start = None if load is None else [load, load, load]
+    r.hardware.load_avg_end = None if end is None else [end, end, end]
+    return r
+
+
+def test_budget_note_reads_the_load_each_result_recorded(monkeypatch):
     from suite.cli.notes import budget_note
 
-    rows = [{"workload": "cv/digits_cnn", "seed": 0, "status": "budget", "steps": 50},
-            {"workload": "cv/digits_cnn", "seed": 1, "status": "reached", "steps": 30},
-            {"workload": "nlp/topics_gpt", "seed": 0, "status": "budget", "steps": 350}]
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # the machine is quiet now
     limits = {"cv/digits_cnn": (60.0, None), "nlp/topics_gpt": (60.0, 350)}  # topics stopped on its steps
-    assert budget_note(rows, limits, load=1.0, cores=2) is None
-    note = budget_note(rows, limits, load=11.5, cores=2)
+    ran = [_ran("cv/digits_cnn", 0, "budget", 50, load=11.5), _ran("cv/digits_cnn", 1, "reached", 30, load=11.5),
+           _ran("nlp/topics_gpt", 0, "budget", 350, load=11.5), _ran("cv/digits_cnn", 2, "budget", 50, load=0.5),
+           _ran("cv/digits_cnn", 3, "budget", 50, load=None)]
+    note = budget_note(ran, limits)
     assert note is not None and "1 run(s) hit their time budget" in note and "cv/digits_cnn seed 0" in note
-    assert "topics_gpt" not in note and "load average 11.5 on 2 cores" in note
+    assert "topics_gpt" not in note and "seed 2" not in note and "seed 3" not in note  # quiet, or no load recorded
+    assert "recorded load average up to 11.5 on 2 cores" in note
+    end_loaded = budget_note([_ran("cv/digits_cnn", 4, "budget", 50, load=0.5, end=7.0)], limits)
+    assert end_loaded is not None and "up to 7.0 on 2 cores" in end_loaded  # loaded by the end of the run
 
 
-@pytest.mark.slow
-def test_run_summary_names_a_time_budget_hit_on_a_loaded_host(tmp_path, monkeypatch):
-    import suite.cli.notes as notes
+def test_budget_note_is_silent_for_runs_recorded_quiet_on_a_machine_busy_now(monkeypatch):
+    from suite.cli.notes import budget_note
 
-    monkeypatch.setattr(notes, "host_load", lambda: (12.0, 2))
+    monkeypatch.setattr(os, "getloadavg", lambda: (30.0, 30.0, 30.0))
+    assert budget_note([_ran("cv/digits_cnn", 0, "budget", 50, load=0.5, end=1.5)], {"cv/digits_cnn": (60.0, None)}) is None
+
+
+def _run_on_a_budget(tmp_path: Path, recorded: float, now: float, monkeypatch) -> str:
+    import suite.environment as environment
+    import suite.fingerprint as fingerprint
+
+    monkeypatch.setattr(fingerprint, "load_average", lambda: [recorded, recorded, recorded])
+    monkeypatch.setattr(environment, "load_average", lambda: [recorded, recorded, recorded])
+    monkeypatch.setattr(os, "getloadavg", lambda: (now, now, now))
+    monkeypatch.setattr("suite.devices.cpu_cores", lambda: 2)
     res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--no-isolate", "--quiet", "--threads", "1",
                                    "--set", "budget.max_train_s=0.3", "--set", "target.value=0.9999",
                                    "--results", str(tmp_path / "res")])
     assert "budget" in res.output, res.output
-    assert "hit their time budget (budget.max_train_s) on a loaded host (load average 12.0 on 2 cores)" in res.output
+    written = next((tmp_path / "res").rglob("*.json"))
+    assert json.loads(written.read_text())["hardware"]["load_avg_end"] == [recorded] * 3
+    return " ".join(res.output.split())
+
+
+@pytest.mark.slow
+def test_run_summary_names_a_time_budget_hit_on_a_host_the_result_records_as_loaded(tmp_path, monkeypatch):
+    text = _run_on_a_budget(tmp_path, recorded=12.0, now=0.1, monkeypatch=monkeypatch)
+    assert "hit their time budget (budget.max_train_s) on a loaded host (recorded load average up to 12.0 on 2 " \
+           "cores)" in text
+
+
+@pytest.mark.slow
+def test_run_summary_says_nothing_when_the_result_records_a_quiet_host(tmp_path, monkeypatch):
+    text = _run_on_a_budget(tmp_path, recorded=0.2, now=12.0, monkeypatch=monkeypatch)
+    assert "hit their time budget" not in text

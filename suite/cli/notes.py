@@ -55,19 +55,35 @@ def hardware_tested(results: Path, backends: Iterable[str] = HARDWARE_UNTESTED) 
     return found
 
 
-def budget_note(rows: list[dict[str, Any]], limits: dict[str, tuple[float, int | None]], load: float,
-                cores: int) -> str | None:
-    """One line when runs ended on their wall-clock budget while the host was loaded (it reads like a
-    regression, and may be the machine). `limits`: workload -> (budget.max_train_s, budget.max_steps)."""
-    if not is_loaded(load, cores):
-        return None
-    hit = []
-    for r in rows:
-        max_s, max_steps = limits.get(r["workload"], (None, None))
-        if r["status"] == "budget" and max_s is not None and (max_steps is None or r["steps"] < max_steps):
-            hit.append(f"{r['workload']} seed {r['seed']}")
+def recorded_load(hardware: Any) -> tuple[float, int] | None:
+    """(the higher 1-minute load a result recorded, at its start or end; its cores) when that load was high by
+    compare's rule (suite.fingerprint.high_load), else None (a quiet run, or no load recorded: an OS without
+    a load average, a result of an older trainbench)."""
+    from suite.fingerprint import high_load
+
+    cores = int(getattr(hardware, "cpu_cores", 1) or 1)
+    loads = [v for v in (getattr(hardware, "load_avg_start", None), getattr(hardware, "load_avg_end", None)) if v]
+    high = [v[0] for v in loads if high_load(v, cores)]
+    return (max(high), cores) if high else None
+
+
+def budget_note(results: Iterable[Any], limits: dict[str, tuple[float, int | None]]) -> str | None:
+    """One line when runs ended on their wall-clock budget while their host was loaded (it reads like a
+    regression, and may be the machine). The load is the one each result recorded (hardware.load_avg_start
+    and _end), so the note says what the record says, not how busy the machine is when the summary prints.
+    `limits`: workload -> (budget.max_train_s, budget.max_steps)."""
+    hit: list[tuple[str, float, int]] = []
+    for r in results:
+        max_s, max_steps = limits.get(r.workload, (None, None))
+        if r.status != "budget" or max_s is None or (max_steps is not None and r.steps >= max_steps):
+            continue  # not a time budget: the run ended on its step budget, or did not end on a budget
+        load = recorded_load(r.hardware)
+        if load is not None:
+            hit.append((f"{r.workload} seed {r.seed}", *load))
     if not hit:
         return None
-    return (f"note: {len(hit)} run(s) hit their time budget (budget.max_train_s) on a loaded host (load average "
-            f"{load:.1f} on {cores} cores): {', '.join(hit[:5])}{' ...' if len(hit) > 5 else ''}. This may be the "
-            "machine, not a regression: rerun on a quiet host before comparing")
+    _, load, cores = max(hit, key=lambda h: h[1])
+    names = [h[0] for h in hit]
+    return (f"note: {len(hit)} run(s) hit their time budget (budget.max_train_s) on a loaded host (recorded load "
+            f"average up to {load:.1f} on {cores} cores): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}. "
+            "This may be the machine, not a regression: rerun on a quiet host before comparing")

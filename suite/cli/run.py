@@ -168,6 +168,7 @@ def run(
     except ValueError as e:
         raise fail_input(str(e)) from None
     rows: list[dict[str, Any]] = []
+    ran: list[Any] = []  # the Results, for the loaded-host note (rows hold what --json prints)
     bad = False
     for outcome in launch.launch(requests, options, launch.Control(fail_fast=fail_fast)):
         result = outcome.result
@@ -180,6 +181,7 @@ def run(
             say_err(outcome.write_error)
             sys.stdout.write(result.model_dump_json() + "\n")  # the measurements, so nothing is lost
         rows.append(_row(result, outcome.path))
+        ran.append(result)
         if result.status in launch.BAD:
             bad = True
             if is_main and result.error and not quiet:
@@ -191,7 +193,7 @@ def run(
         else:
             out.print(_summary_table(rows))
             out.print(f"results written under {results}/", markup=False, highlight=False, soft_wrap=True)
-        _note_loaded_host(rows, specs)
+        _note_loaded_host(ran, specs)
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
 
 
@@ -206,12 +208,12 @@ def write_or_report(root: Path, result: Any) -> Path | None:
         return None
 
 
-def _note_loaded_host(rows: list[dict[str, Any]], specs: list[tuple[Path, Any]]) -> None:
-    """Say so when runs ended on their time budget on a loaded host (load read now, at the end of the run)."""
-    from suite.cli.notes import budget_note, host_load
+def _note_loaded_host(ran: list[Any], specs: list[tuple[Path, Any]]) -> None:
+    """Say so when runs ended on their time budget on a loaded host (the load each result recorded)."""
+    from suite.cli.notes import budget_note
 
     limits = {p.spec.name: (p.spec.budget.max_train_s, p.spec.budget.max_steps) for _, p in specs}
-    note = budget_note(rows, limits, *host_load())
+    note = budget_note(ran, limits)
     if note:
         err.print(note, markup=False, highlight=False, soft_wrap=True)
 
