@@ -26,6 +26,7 @@ Status = Literal["reached", "budget", "diverged", "error", "interrupted", "measu
 STATUSES: tuple[str, ...] = ("reached", "budget", "diverged", "error", "interrupted", "measured")
 Mode = Literal["tta", "throughput"]
 MAX_RESULT_BYTES = 64 * 1024 * 1024
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # a JSON escape of half a UTF-16 pair
 
 
 class _Model(BaseModel):
@@ -153,8 +154,7 @@ LATEST_START = datetime(2200, 1, 1, tzinfo=UTC)
 
 
 def check_started_at(v: datetime) -> datetime:
-    """A plausible start, always with its zone: a time written without one (`2026-11-01`, a hand-edited file)
-    is read as UTC, as the writer writes every start (a naive start beside aware ones crashed `site build`)."""
+    # a start without a zone (`2026-11-01`) is read as UTC, as written: naive beside aware crashed `site build`
     aware = v if v.tzinfo is not None else v.replace(tzinfo=UTC)
     if not EARLIEST_START <= aware < LATEST_START:
         raise ValueError(f"{v.isoformat()} is not a plausible run start (expected a time between "
@@ -194,9 +194,6 @@ def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
         version += 1
         data["schema_version"] = version
     return data
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def parse_result(text: str, source: str) -> Result:
