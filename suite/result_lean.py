@@ -24,32 +24,28 @@ from suite.results import Status, check_started_at
 Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
-class _Strict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A mirror of a pydantic model with extra="forbid"."""
+# A mirror of a pydantic model with extra="forbid" says `forbid_unknown_fields=True`; a part of a free-form
+# dict of Result (`config`) does not: there the keys compare reads are typed and the rest skipped.
 
 
-class _Open(msgspec.Struct, frozen=True):
-    """Part of a free-form dict of Result (`config`): the keys compare reads are typed, the rest skipped."""
-
-
-class LeanCompare(_Open):
+class LeanCompare(msgspec.Struct, frozen=True):
     noise_floor: float | None = None
 
 
-class LeanSpec(_Open):
+class LeanSpec(msgspec.Struct, frozen=True):
     compare: LeanCompare = LeanCompare()
     backends: dict[str, Any] = {}
     throughput: dict[str, Any] = {}
 
 
-class LeanConfig(_Open):
+class LeanConfig(msgspec.Struct, frozen=True):
     spec: LeanSpec = LeanSpec()
     precision: str = "fp32"
     compile: bool = False
     mode: str = "tta"
 
 
-class LeanEvalPoint(_Strict):
+class LeanEvalPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     step: Int
     samples: Int
     elapsed_s: float
@@ -57,7 +53,7 @@ class LeanEvalPoint(_Strict):
     metrics: dict[str, float]
 
 
-class LeanPeak(_Strict):
+class LeanPeak(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     device: str
     dtype: str
     flops_per_s: float | None
@@ -71,7 +67,7 @@ class LeanPeak(_Strict):
     by_class: dict[str, dict[str, Any]] = {}
 
 
-class LeanHardware(_Strict):
+class LeanHardware(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     slug: str
     device_type: str
     device_name: str
@@ -89,13 +85,13 @@ class LeanHardware(_Strict):
     comm_env: dict[str, str] = {}
 
 
-class LeanGit(_Strict):
+class LeanGit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sha: str | None = None
     dirty: bool | None = None
     branch: str | None = None
 
 
-class LeanResult(_Strict):
+class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Every field of suite.results.Result; `config` is read only as far as compare needs it."""
 
     schema_version: Int

@@ -82,8 +82,8 @@ def budget_note(results: Iterable[Any], limits: dict[str, tuple[float, int | Non
             hit.append((f"{r.workload} seed {r.seed}", *load))
     if not hit:
         return None
-    _, load, cores = max(hit, key=lambda h: h[1])
+    _, peak, cores = max(hit, key=lambda h: h[1])
     names = [h[0] for h in hit]
     return (f"note: {len(hit)} run(s) hit their time budget (budget.max_train_s) on a loaded host (recorded load "
-            f"average up to {load:.1f} on {cores} cores): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}. "
+            f"average up to {peak:.1f} on {cores} cores): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}. "
             "This may be the machine, not a regression: rerun on a quiet host before comparing")
