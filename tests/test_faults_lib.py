@@ -147,7 +147,7 @@ def write_spec(folder: Path, name: str, fault: str = "none", steps: int = 40, **
     data["budget"] = {"max_train_s": 60, "max_steps": steps, **budget}
     data["target"].update(target)
     data["variants"] = {}
-    data["name"] = f"cv/test_{name.lower()}"  # a copy has a name of its own: never a built-in workload's
+    data["name"] = "cv/test_digits_copy"  # a copy has a name of its own, never a built-in workload's
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

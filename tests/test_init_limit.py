@@ -56,6 +56,7 @@ def write_spec(folder: Path, name: str, tiers: list[str], init_sleep_s: float = 
     data["budget"] = {"max_train_s": 60, "max_steps": 2, **budget}
     data["eval"] = {"every_steps": 2}
     data["tiers"], data["variants"] = tiers, {}
+    data["name"] = "cv/test_digits_copy"  # a copy has a name of its own, never a built-in workload's
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
