@@ -116,6 +116,10 @@ class ParallelSpec(_Strict):
     cp: int = Field(default=1, ge=1, description="context parallel (only 1 is implemented)")
     schedule: Literal["gpipe", "1f1b"] = Field(default="1f1b", description="pipeline schedule when pp > 1")
     ac: Literal["none", "selective", "full"] = Field(default="none", description="activation checkpointing")
+    sp: bool | None = Field(default=None, description="sequence parallelism of the norms and residual stream "
+                            "over the tp group; default: on when tp > 1 (as torchtitan)")
+    loss_parallel: bool | None = Field(default=None, description="vocab-parallel LM head and cross-entropy over "
+                                       "the tp group (torchtitan's loss_parallel); default: on when tp > 1")
 
 
 class Target(_Strict):

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 DIMS = ("dp", "fsdp", "tp", "pp", "cp")
+OPTIONS = ("schedule", "ac", "sp", "loss_parallel")
 
 
 def is_gpt(arch: str) -> bool:
@@ -40,6 +41,8 @@ class Layout:
     cp: int = 1
     schedule: str = "1f1b"
     ac: str = "none"
+    sp: bool = False  # sequence parallelism over the tp group (norms and residual stream sharded by sequence)
+    loss_parallel: bool = False  # vocab-parallel LM head and cross-entropy over the tp group
 
     @property
     def world(self) -> int:
@@ -65,9 +68,10 @@ def parse_flag(text: str) -> dict[str, Any]:
             continue
         key, sep, value = part.partition("=")
         key = key.strip()
-        if not sep or key not in (*DIMS, "schedule", "ac"):
+        if not sep or key not in (*DIMS, *OPTIONS):
             raise LayoutError(f"--parallel {text!r}: expected DIM=N[,DIM=N...] with DIM one of {', '.join(DIMS)} "
-                              "(and schedule=gpipe|1f1b, ac=none|selective|full), e.g. --parallel fsdp=2,tp=2")
+                              "(and schedule=gpipe|1f1b, ac=none|selective|full, sp=true|false, "
+                              "loss_parallel=true|false), e.g. --parallel fsdp=2,tp=2")
         if key in DIMS:
             try:
                 out[f"parallel.{key}"] = int(value)
@@ -98,8 +102,15 @@ def resolve(parallel: Any, world: int) -> Layout:
                               "(--nproc x --nnodes); their product must equal the process count")
     if parallel.cp != 1:
         raise LayoutError(f"parallel cp={parallel.cp}: context parallelism is not implemented (use cp=1)")
+    for name in ("sp", "loss_parallel"):
+        if getattr(parallel, name) and parallel.tp == 1:
+            raise LayoutError(f"parallel.{name}: shards over the tensor-parallel group, so it needs parallel.tp > 1 "
+                              f"(e.g. --parallel tp=2,{name}=true)")
+    # torchtitan's defaults: with tensor parallelism, sequence parallel norms and loss parallel are on
+    sp = parallel.tp > 1 if parallel.sp is None else parallel.sp
+    loss_parallel = parallel.tp > 1 if parallel.loss_parallel is None else parallel.loss_parallel
     return Layout(dp=dp, fsdp=parallel.fsdp, tp=parallel.tp, pp=parallel.pp, cp=parallel.cp,
-                  schedule=parallel.schedule, ac=parallel.ac)
+                  schedule=parallel.schedule, ac=parallel.ac, sp=sp, loss_parallel=loss_parallel)
 
 
 def micro_batches(spec: Any, layout: Layout) -> tuple[int, int]:

@@ -79,6 +79,7 @@ class TorchBackend(Backend):
         self.recompute = 0.0
         self.mesh: Any = None
         self.pipeline: pipeline.Pipeline | None = None
+        self.compiled: str | None = None  # what torch.compile wraps: "blocks" (each, torchtitan) or "model"
 
     def available(self) -> Availability:
         return Availability(True, version=torch.__version__)
@@ -109,6 +110,7 @@ class TorchBackend(Backend):
                 checkpoint.apply_ac(raw, lay.ac)
             if opts.compile:
                 model = torch.compile(model)  # type: ignore[assignment]
+                self.compiled = "model"
             if self.world > 1:
                 ids = [self.device.index] if self.device.type in ("cuda", "npu") else None
                 model = nn.parallel.DistributedDataParallel(
@@ -153,11 +155,12 @@ class TorchBackend(Backend):
         """torchtitan's order: TP, activation checkpointing, per-block compile, FSDP (or the pipeline split)."""
         self.mesh = m = mesh.build(lay, self.device.type)
         if lay.tp > 1:
-            tensor.apply_tp(raw, m["tp"])
+            tensor.apply_tp(raw, m["tp"], sequence_parallel=lay.sp, loss_parallel=lay.loss_parallel)
         checkpoint.apply_ac(raw, lay.ac)
         if opts.compile:
             for block in raw.blocks:  # type: ignore[union-attr]
                 block.compile()  # per block, in place: composes with fully_shard's per-block hooks
+            self.compiled = "blocks"
         if lay.pp > 1:
             self.pipeline = pipeline.Pipeline(raw, m, lay, self.n_micro, self.device.torch, self._stage_loss)
             return raw, self.pipeline.parameters()
@@ -221,7 +224,7 @@ class TorchBackend(Backend):
         for i, micro in enumerate(chunks):
             last = i == len(chunks) - 1
             fsdp.set_gradient_sync(state.model, last)
-            with self._no_sync(state.model, last):
+            with self._no_sync(state.model, last), self._loss_context():
                 with self._autocast():
                     loss = self.workload.loss(state.model, micro)
                 scaled = loss / len(chunks) if len(chunks) > 1 else loss
@@ -229,8 +232,16 @@ class TorchBackend(Backend):
                     state.scaler.scale(scaled).backward()
                 else:
                     scaled.backward()
-            total += loss.detach().float()
+            total += tensor.gathered(loss.detach()).float()
         return total / len(chunks)
+
+    def _loss_context(self) -> AbstractContextManager[Any]:
+        """Loss parallel: the workload's cross-entropy (and its backward) on vocabulary-sharded logits."""
+        if not self.layout.loss_parallel:
+            return nullcontext()
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        return loss_parallel()
 
     def target_may_count(self) -> bool:
         """False while a compression method is still converging (e.g. pruning before its final sparsity)."""
@@ -244,6 +255,8 @@ class TorchBackend(Backend):
         if self.pipeline is not None:
             self.pipeline.sync_for_eval()  # called before each evaluation: every rank's copy up to date
         model = state.model.module if isinstance(state.model, nn.parallel.DistributedDataParallel) else state.model
+        if self.layout.loss_parallel:  # the workload's evaluation reads whole logits
+            return tensor.GatherLogits(model)
         return model
 
     def synchronize(self) -> None:
@@ -251,7 +264,8 @@ class TorchBackend(Backend):
 
     def parallel_layout(self) -> dict[str, Any]:
         return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
-                "activation_checkpointing": self.layout.ac, "recompute_fraction": self.recompute}
+                "activation_checkpointing": self.layout.ac, "recompute_fraction": self.recompute,
+                "compile": self.compiled}
 
     def recompute_fraction(self) -> float | None:
         return self.recompute

@@ -60,10 +60,12 @@ class Block(nn.Module):
         self.gelu = "tanh" if cfg.gelu == "tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
         # heads are counted from the projection's width, so a tensor-parallel shard (n_head / tp heads, its
-        # qkv rows grouped [Q_r; K_r; V_r] by suite/backends/parallel/tensor.py) runs this same code
-        q, k, v = self.qkv(self.ln_1(x)).chunk(3, dim=2)
+        # qkv rows grouped [Q_r; K_r; V_r] by suite/backends/parallel/tensor.py) runs this same code; the
+        # sequence length too, as under sequence parallelism x holds a sequence shard and qkv all of it
+        qkv = self.qkv(self.ln_1(x))
+        b, t, _ = qkv.shape
+        q, k, v = qkv.chunk(3, dim=2)
         q, k, v = (z.reshape(b, t, -1, self.head_dim).transpose(1, 2) for z in (q, k, v))
         drop = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=drop)

@@ -1,11 +1,23 @@
-"""Tensor parallelism of the suite GPT with DTensor (`parallelize_module`, Megatron's column/row plan).
+"""Tensor parallelism of the suite GPT with DTensor (`parallelize_module`), torchtitan's plan for its llama.
 
 Per block: qkv and fc column-parallel (each rank computes n_head / tp heads and 1/tp of the MLP), proj and
-fc_out row-parallel (their outputs all-reduced). The fused qkv weight is [Q; K; V]; a column shard of it
-would mix Q and K rows, so its rows are first regrouped to [Q_0; K_0; V_0; Q_1; ...] (heads of rank r
-together), after which rank r's shard is exactly [Q_r; K_r; V_r] (Megatron stores its qkv the same way).
-The embedding, the norms and the (tied) LM head stay replicated: every TP rank sees the same full inputs
-there and computes the same gradients, so they stay identical without communication.
+fc_out row-parallel. The fused qkv weight is [Q; K; V]; a column shard of it would mix Q and K rows, so its
+rows are first regrouped to [Q_0; K_0; V_0; Q_1; ...] (heads of rank r together), after which rank r's shard
+is exactly [Q_r; K_r; V_r] (Megatron stores its qkv the same way).
+
+Sequence parallelism (`sp`, torchtitan's default with tp): between the blocks' column/row pairs the residual
+stream is sharded by sequence (Shard(1)), the norms run on their sequence shard (`SequenceParallel`), and the
+row-parallel outputs are reduce-scattered instead of all-reduced; the column-parallel inputs all-gather the
+sequence back (torchtitan declares that with `PrepareModuleInput` on its attention and feed-forward modules;
+this GPT's block has no such submodules, so the same redistribution is the `input_layouts` of qkv and fc).
+The embeddings then produce sequence shards: the token embedding is vocabulary-parallel (row-wise, its
+output reduce-scattered to Shard(1)) and the position table is split by position (Shard(0)).
+
+Loss parallel (`loss_parallel`): the LM head is column-parallel over the vocabulary and its logits stay a
+vocabulary-sharded DTensor; the backend computes the workload's cross-entropy inside torch's
+`loss_parallel()` (no rank ever holds all logits). Under sp or loss parallel the head's weight is sharded by
+vocabulary rows, as is the token embedding's, so a tied embedding stays one (sharded) parameter.
+Without either, the embeddings, norms and head stay replicated (every TP rank sees the same full inputs).
 """
 
 from __future__ import annotations
@@ -35,13 +47,62 @@ def _group_qkv_by_rank(linear: nn.Linear, tp: int) -> None:
         linear.bias.copy_(linear.bias.view(3, tp, d // tp).transpose(0, 1).reshape(d_out))
 
 
-def apply_tp(model: nn.Module, tp_mesh: Any) -> None:
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+def apply_tp(model: nn.Module, tp_mesh: Any, sequence_parallel: bool = False, loss_parallel: bool = False) -> None:
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
 
     tp = tp_mesh.size()
+    seq = Shard(1)  # the residual stream's layout between blocks: batch, SEQUENCE, hidden
     for block in model.blocks:  # type: ignore[union-attr]
         _group_qkv_by_rank(block.qkv, tp)
-        parallelize_module(block, tp_mesh, {
-            "qkv": ColwiseParallel(), "proj": RowwiseParallel(),
-            "fc": ColwiseParallel(), "fc_out": RowwiseParallel(),
-        })
+        if sequence_parallel:
+            plan = {
+                "ln_1": SequenceParallel(), "qkv": ColwiseParallel(input_layouts=seq),
+                "proj": RowwiseParallel(output_layouts=seq),
+                "ln_2": SequenceParallel(), "fc": ColwiseParallel(input_layouts=seq),
+                "fc_out": RowwiseParallel(output_layouts=seq),
+            }
+        else:
+            plan = {"qkv": ColwiseParallel(), "proj": RowwiseParallel(),
+                    "fc": ColwiseParallel(), "fc_out": RowwiseParallel()}
+        parallelize_module(block, tp_mesh, plan)
+    if not (sequence_parallel or loss_parallel):
+        return
+    tied = model.lm_head.weight is model.wte.weight  # type: ignore[union-attr]
+    head_in = seq if sequence_parallel else Replicate()
+    top: dict[str, Any] = {
+        "wte": RowwiseParallel(input_layouts=Replicate(), output_layouts=head_in),
+        "lm_head": ColwiseParallel(input_layouts=head_in,
+                                   output_layouts=Shard(-1) if loss_parallel else Replicate(),
+                                   use_local_output=not loss_parallel),
+    }
+    if sequence_parallel:
+        top["wpe"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(0))  # positions x hidden
+        top["ln_f"] = SequenceParallel()
+    parallelize_module(model, tp_mesh, top)
+    if tied:  # each module distributed its own copy of the shared weight: both are Shard(0); keep one
+        model.lm_head.weight = model.wte.weight  # type: ignore[union-attr]
+
+
+def gathered(output: Any) -> Any:
+    """A vocabulary-sharded DTensor of logits (loss parallel) as the full local tensor, for evaluation."""
+    from torch.distributed.tensor import DTensor
+
+    return output.full_tensor() if isinstance(output, DTensor) else output
+
+
+class GatherLogits(nn.Module):
+    """The model for evaluation under loss parallel: the same module, its logits gathered over the tp group
+    (every TP rank evaluates, as every rank takes part in the blocks' collectives)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return gathered(self.model(*args, **kwargs))

@@ -1,0 +1,101 @@
+"""The torch backend's tensor parallelism as torchtitan runs it: sequence-parallel norms, a vocabulary-parallel
+LM head with loss parallel, and per-block compile composed with FSDP2; each against the one-process loss curve.
+
+Tolerance: SAME_MATH (2e-3), argued in tests/test_layouts.py: the same arithmetic in another order. Sequence
+parallelism adds reduce-scatters and all-gathers (exact) and per-shard norms (the same per-token arithmetic);
+the vocabulary-parallel embedding and cross-entropy sum partial results over ranks. Seen (quiet machine, 20
+steps): 9.6e-4 (sp + loss parallel), 9.5e-4 (loss parallel only), 1.1e-3 (sp only), 4.7e-4 (plain TP); the
+first eight steps agree to 5e-7, the rest is AdamW amplifying rounding (see tests/test_layouts.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from backend_util import CHAR_GPT, ROOT, env
+from curves import loss_curve
+from test_layouts import SAME_MATH, STEPS, _get, _launch, agree
+
+from suite.backends import layout
+from suite.specload import load_spec
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def single() -> list[float]:
+    return loss_curve(CHAR_GPT, "torch", STEPS)
+
+
+def test_tp_implies_sequence_and_loss_parallel_as_torchtitan():
+    assert layout.parse_flag("tp=2,sp=false,loss_parallel=true") == {
+        "parallel.tp": 2, "parallel.sp": "false", "parallel.loss_parallel": "true"}
+    on = layout.resolve(load_spec(CHAR_GPT, {"parallel.tp": 2}).parallel, 2)
+    assert (on.sp, on.loss_parallel) == (True, True)
+    off = layout.resolve(load_spec(CHAR_GPT, {"parallel.tp": 2, "parallel.sp": "false",
+                                              "parallel.loss_parallel": False}).parallel, 2)
+    assert (off.sp, off.loss_parallel) == (False, False)
+    assert layout.resolve(load_spec(CHAR_GPT, {"parallel.fsdp": 2}).parallel, 2).sp is False
+    assert "needs parallel.tp > 1" in layout.check(load_spec(CHAR_GPT, {"parallel.sp": True}), 2)
+    assert "parallel.loss_parallel" in layout.check(load_spec(CHAR_GPT, {"parallel.loss_parallel": True}), 2)
+
+
+@pytest.mark.slow
+def test_the_tp_plan_shards_what_it_says(tmp_path):
+    """Seen from inside the model on 2 ranks: under sp the first norm gets half the sequence and the vocabulary
+    is split in the (tied) embedding; under loss parallel the logits stay vocabulary-sharded; evaluation sees
+    whole logits either way."""
+    out = tmp_path / "plan.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "tp_plan", str(out), str(CHAR_GPT)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=900)
+    assert p.returncode == 0, p.stderr[-4000:]
+    rows = {(r["sp"], r["loss_parallel"]): r for r in json.loads(out.read_text())}
+    b, t = rows[(True, True)]["batch"]
+    vocab = rows[(False, False)]["logits_local"][-1]
+    for (sp, lp), r in rows.items():
+        assert r["tied"], r  # the head and the embedding stay one parameter
+        assert (r["layout"]["sp"], r["layout"]["loss_parallel"]) == (sp, lp)
+        assert r["ln_1_input"] == [b, t // 2 if sp else t, r["ln_1_input"][-1]]
+        assert r["ln_1_weight"] == (["R"] if sp else None)  # a replicated DTensor on its sequence shard
+        assert r["wte"] == (["S(0)"] if sp or lp else None)  # vocabulary rows split over the 2 ranks
+        assert r["logits"] == (["S(2)"] if lp else None)
+        assert r["logits_local"] == [b, t, vocab // 2 if lp else vocab]
+        assert r["eval_logits"] == ["Tensor", b, t, vocab]
+
+
+TP = [
+    ({"parallel.tp": 2}, {"sp": True, "loss_parallel": True}),
+    ({"parallel.tp": 2, "parallel.sp": False}, {"sp": False, "loss_parallel": True}),
+    ({"parallel.tp": 2, "parallel.loss_parallel": False}, {"sp": True, "loss_parallel": False}),
+    ({"parallel.tp": 2, "parallel.sp": False, "parallel.loss_parallel": False}, {"sp": False, "loss_parallel": False}),
+]
+
+
+@pytest.mark.slow
+def test_sequence_and_loss_parallel_match_one_process(single, tmp_path):
+    rows = _launch(tmp_path, 2, [{"backend": "torch", "overrides": o} for o, _ in TP])
+    for overrides, expect in TP:
+        r = _get(rows, "torch", overrides)
+        assert {k: r["layout"][k] for k in expect} == {**expect}, (overrides, r["layout"])
+        agree(r["losses"], single, SAME_MATH, f"torch {overrides}")
+
+
+@pytest.mark.slow
+def test_per_block_compile_composes_with_fsdp2(single, tmp_path):
+    """torch.compile on each block (torchtitan's), under FSDP2's per-block hooks: the same curve. Slow on CPU:
+    a cold inductor compile per rank (minutes on a loaded 2-core machine)."""
+    job = {"backend": "torch", "overrides": {"parallel.fsdp": 2}, "compile": True}
+    out = tmp_path / "curves.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "curves", str(out), str(CHAR_GPT), str(STEPS), json.dumps(job)]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1500,
+                       env=env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
+    assert p.returncode == 0, p.stderr[-4000:]
+    (r,) = json.loads(out.read_text())
+    assert r["layout"]["compile"] == "blocks" and r["layout"]["fsdp"] == 2
+    agree(r["losses"], single, SAME_MATH, "fsdp=2 per-block compile")
