@@ -82,8 +82,6 @@ def supports(spec: Any) -> str | None:
     if par is not None and par.fsdp > 1:
         return ("parallel.fsdp: Megatron shards optimizer state with its distributed optimizer (CUDA), not FSDP; "
                 "use dp")
-    if par is not None and par.ac != "none":
-        return "parallel.ac: activation checkpointing (Megatron's recompute_granularity) is not wired here yet"
     return None
 
 
@@ -171,7 +169,8 @@ class MegatronBackend(Backend):
         spec = workload.spec
         tp, pp = degrees(spec, o)
         self._init_parallel(tp, pp)
-        self.layout = layouts.Layout(dp=self.dp, tp=tp, pp=pp, schedule="1f1b")
+        self.layout = layouts.Layout(dp=self.dp, tp=tp, pp=pp, schedule="1f1b",
+                                     ac=spec.parallel.ac if spec.parallel is not None else "none")
         self.micro, self.n_micro = layouts.micro_batches(spec, self.layout)
         seed = int(getattr(getattr(workload, "ctx", None), "seed", 0))
         tensor_parallel.model_parallel_cuda_manual_seed(seed + 1)
@@ -195,7 +194,9 @@ class MegatronBackend(Backend):
             bf16=bf16, params_dtype=torch.bfloat16 if bf16 else torch.float32,
             bias_dropout_fusion=False, masked_softmax_fusion=False, gradient_accumulation_fusion=False,
             apply_rope_fusion=False, persist_layer_norm=False, batch_p2p_sync=on_cuda,
+            **recompute_config(spec.parallel.ac if spec.parallel is not None else "none"),
         )
+        self.recompute = recompute_fraction(self.layout.ac, cfg, vocab)
         first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
         gpt = GPTModel(
             config=tcfg, transformer_layer_spec=self._layer_spec(on_cuda), vocab_size=padded_vocab,
@@ -329,7 +330,11 @@ class MegatronBackend(Backend):
                 "distributed_optimizer": bool(getattr(self, "_megatron_optimizer", False)
                                               and self.opts.use_distributed_optimizer),
                 "sequence_parallel": getattr(self, "sequence_parallel", False),
-                "layer_spec": getattr(self, "layer_spec", None), "loss": "vocab_parallel_cross_entropy"}
+                "layer_spec": getattr(self, "layer_spec", None), "loss": "vocab_parallel_cross_entropy",
+                "activation_checkpointing": lay.ac, "recompute_fraction": getattr(self, "recompute", 0.0)}
+
+    def recompute_fraction(self) -> float | None:
+        return getattr(self, "recompute", 0.0)
 
     def close(self) -> None:
         if self._parallel_ready:
@@ -343,6 +348,30 @@ class MegatronBackend(Backend):
         if self.shim is not None:
             self.shim.remove()
             self.shim = None
+
+
+def recompute_config(ac: str) -> dict[str, Any]:
+    """`parallel.ac` as Megatron's TransformerConfig: full recomputes every transformer layer (uniform, one
+    layer a unit, as torch's per-block checkpoint); selective recomputes Megatron's default module, the core
+    attention (softmax(QK^T)V: the activations that grow with the sequence squared)."""
+    if ac == "full":
+        return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+    if ac == "selective":
+        return {"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}
+    return {}
+
+
+def recompute_fraction(ac: str, cfg: Any, vocab: int) -> float:
+    """The share of the forward's FLOPs re-run in backward, for HFU. Forward per token: a third of PaLM's
+    6N + 12·L·d·T. full: the layers (2 x their parameters) and attention (4·L·d·T), as torch's (parallel/
+    checkpoint.py); selective: core attention only (QK^T and AV: 4·L·d·T)."""
+    if ac == "none":
+        return 0.0
+    d, L, t = cfg.d_model, cfg.n_layer, cfg.seq_len
+    block_params = L * (4 + 2 * cfg.mlp_ratio) * d * d
+    forward = (6 * (block_params + vocab * d) + 12 * L * d * t) / 3
+    attention = 4 * L * d * t
+    return (2 * block_params + attention if ac == "full" else attention) / forward
 
 
 def _te_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
