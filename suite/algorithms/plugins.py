@@ -33,8 +33,8 @@ def refusals(spec: Any, backend: str, precision_name: str, device_type: str) -> 
         precision.recipe(precision_name)
     except precision.PrecisionUnsupported as e:
         return [str(e)]
-    if precision_name == "bf16_master" and backend != "torch":
-        out.append(f"--precision bf16_master is implemented by the torch backend only, not {backend!r}")
+    if precision_name in ("bf16_master", "float8") and backend != "torch":
+        out.append(f"--precision {precision_name} is implemented by the torch backend only, not {backend!r}")
     else:
         reason = precision.unsupported_reason(precision_name, device_type)
         if reason:

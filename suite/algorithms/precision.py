@@ -24,6 +24,7 @@ class Recipe:
     weights_dtype: torch.dtype
     loss_scaling: bool = False
     fp32_master: bool = False
+    float8: bool = False  # Linear matmuls in float8 through torchao (suite/algorithms/float8.py)
 
 
 RECIPES: dict[str, Recipe] = {
@@ -35,6 +36,9 @@ RECIPES: dict[str, Recipe] = {
                torch.float32, loss_scaling=True),
         Recipe("bf16_master", "bf16 weights and grads, fp32 master copies stepped by the optimizer",
                torch.bfloat16, torch.bfloat16, fp32_master=True),
+        Recipe("float8", "fp32 weights, float8 matmuls in the Linear layers (torchao, dynamic tensorwise "
+               "scaling), bf16 autocast elsewhere; CUDA compute capability 8.9+", torch.bfloat16, torch.float32,
+               float8=True),
     )
 }
 
@@ -56,6 +60,12 @@ def autocast_type(device_type: str) -> str:
 def unsupported_reason(name: str, device_type: str) -> str | None:
     """Why this device cannot run the recipe, or None when it can (probed, not assumed)."""
     rec = recipe(name)
+    if rec.float8:
+        from suite.algorithms import float8
+
+        reason = float8.unsupported_reason(device_type)
+        if reason:
+            return f"{name}: {reason}"
     if rec.autocast_dtype is None:
         return None
     if device_type == "cuda" and rec.autocast_dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
@@ -148,7 +158,7 @@ class Precision:
         return {"name": rec.name, "description": rec.description,
                 "autocast_dtype": str(rec.autocast_dtype).removeprefix("torch.") if rec.autocast_dtype else None,
                 "weights_dtype": str(rec.weights_dtype).removeprefix("torch."), "loss_scaling": rec.loss_scaling,
-                "fp32_master": rec.fp32_master}
+                "fp32_master": rec.fp32_master, "float8": rec.float8}
 
 
 def describe(name: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from suite import devices
-from suite.algorithms import compression, precision
+from suite.algorithms import compression, float8, precision
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
@@ -79,6 +79,7 @@ class TorchBackend(Backend):
         self.recompute = 0.0
         self.mesh: Any = None
         self.pipeline: pipeline.Pipeline | None = None
+        self.float8_layers: list[str] = []  # the Linear layers --precision float8 converted
         self.compiled: str | None = None  # what torch.compile wraps: "blocks" (each, torchtitan) or "model"
 
     def available(self) -> Availability:
@@ -100,6 +101,8 @@ class TorchBackend(Backend):
         self.compression = compression.build(spec.compression, raw, spec.budget.max_steps)
         self.precision = precision.Precision(opts.precision, self.device.type)
         train_params = self.precision.prepare(raw)
+        if self.precision.recipe.float8:  # before TP/FSDP wrap the layers, as torchtitan's converters
+            self.float8_layers = float8.convert(raw)
         self._autocast = self.precision.autocast
         self.recompute = checkpoint.recompute_fraction(lay.ac, raw)
         model: nn.Module = raw
@@ -142,8 +145,11 @@ class TorchBackend(Backend):
         if lay.pp > 1:
             reasons.append(pipeline.pp_unsupported(raw, lay))
         if self._sharded(lay):
-            if opts.precision not in ("fp32", "bf16"):
+            if opts.precision not in ("fp32", "bf16", "float8"):
                 reasons.append(f"--precision {opts.precision}: layouts with fsdp/tp/pp run fp32 or bf16")
+            if opts.precision == "float8" and (lay.tp > 1 or lay.pp > 1):
+                reasons.append("--precision float8 with tp/pp is not implemented (torchao's float8 TP plans are "
+                               "not wired); it runs with dp and fsdp")
             if spec.compression is not None:
                 reasons.append("compression with fsdp/tp/pp layouts is not implemented (use a dp layout)")
         problems = [r for r in reasons if r]
@@ -166,7 +172,7 @@ class TorchBackend(Backend):
             return raw, self.pipeline.parameters()
         if lay.fsdp > 1 or lay.dp > 1:  # HSDP (dp replicas of fsdp shards); with fsdp=1 plain replication
             fsdp.apply_fsdp(raw, m["dp", "fsdp"] if lay.dp > 1 else m["fsdp"], opts.precision)
-            if opts.precision == "bf16":
+            if opts.precision in ("bf16", "float8"):
                 self._autocast = nullcontext  # bf16 is the MixedPrecisionPolicy's (fsdp.py)
         return raw, [p for p in raw.parameters() if p.requires_grad]
 
@@ -248,7 +254,10 @@ class TorchBackend(Backend):
         return self.compression is None or bool(self.compression.target_may_count())
 
     def algorithm_report(self) -> dict[str, Any]:
-        return {"compression": self.compression.report()} if self.compression is not None else {}
+        out: dict[str, Any] = {"compression": self.compression.report()} if self.compression is not None else {}
+        if self.float8_layers:
+            out["float8"] = {"converted_linear_layers": self.float8_layers}
+        return out
 
     def eval_model(self, state: TrainState) -> nn.Module:
         # evaluate the compiled module where there is one (same weights); never the DDP wrapper

@@ -16,7 +16,7 @@ from torch import nn
 def mp_policy(precision: str) -> Any:
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
-    if precision == "bf16":
+    if precision in ("bf16", "float8"):  # float8: bf16 outside the float8 matmuls, as torchtitan
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     return MixedPrecisionPolicy()
 
