@@ -68,7 +68,7 @@ def test_the_flag_is_spec_overrides():
 
 def test_the_product_must_equal_the_process_count():
     spec = load_spec(CHAR_GPT, {"parallel.tp": 2})
-    assert layout.resolve(spec.parallel, 4) == layout.Layout(dp=2, tp=2)  # dp left out takes the rest
+    assert layout.resolve(spec.parallel, 4) == layout.Layout(dp=2, tp=2, sp=True, loss_parallel=True)  # dp: the rest
     assert layout.resolve(None, 3) == layout.Layout(dp=3)
     assert "does not divide the 2 processes" in layout.check(load_spec(CHAR_GPT, {"parallel.tp": 4}), 2)
     explicit = load_spec(CHAR_GPT, {"parallel.dp": 2, "parallel.tp": 2})
@@ -307,7 +307,9 @@ def test_the_matrix_says_which_layouts_each_backend_supports():
 
     specs = {n: load(registry.find_workload(n)) for n in ("nlp/topics_gpt", "cv/digits_cnn")}
     grid = layout_matrix(specs, ["torch", "deepspeed", "megatron"])
-    assert grid["nlp/topics_gpt"]["torch"] == {"fsdp=2": None, "tp=2": None, "pp=2": None, "ac=full": None}
+    assert grid["nlp/topics_gpt"]["torch"] == {"fsdp=2": None, "tp=2": None, "pp=2": None, "ac=full": None,
+                                               "ac=selective": None, "tp=2,sp": None, "tp=2,loss_parallel": None}
+    assert grid["nlp/topics_gpt"]["megatron"]["ac=selective"] is None and grid["nlp/topics_gpt"]["megatron"]["tp=2,sp"] is None
     assert grid["nlp/topics_gpt"]["megatron"]["pp=2"] is None and "not FSDP" in grid["nlp/topics_gpt"]["megatron"]["fsdp=2"]
     assert "zero_stage: 3" in grid["nlp/topics_gpt"]["deepspeed"]["fsdp=2"] and grid["nlp/topics_gpt"]["deepspeed"]["ac=full"] is None
     assert grid["cv/digits_cnn"]["torch"]["fsdp=2"] is None and "model.arch gpt" in grid["cv/digits_cnn"]["torch"]["tp=2"]

@@ -42,6 +42,10 @@ def test_tp_implies_sequence_and_loss_parallel_as_torchtitan():
     assert layout.resolve(load_spec(CHAR_GPT, {"parallel.fsdp": 2}).parallel, 2).sp is False
     assert "needs parallel.tp > 1" in layout.check(load_spec(CHAR_GPT, {"parallel.sp": True}), 2)
     assert "parallel.loss_parallel" in layout.check(load_spec(CHAR_GPT, {"parallel.loss_parallel": True}), 2)
+    from suite.backends import megatron
+
+    no_lp = load_spec(CHAR_GPT, {"parallel.tp": 2, "parallel.loss_parallel": False})
+    assert "always computes the vocab-parallel cross-entropy" in megatron.supports(no_lp)
 
 
 @pytest.mark.slow
@@ -99,3 +103,21 @@ def test_per_block_compile_composes_with_fsdp2(single, tmp_path):
     (r,) = json.loads(out.read_text())
     assert r["layout"]["compile"] == "blocks" and r["layout"]["fsdp"] == 2
     agree(r["losses"], single, SAME_MATH, "fsdp=2 per-block compile")
+
+
+def test_megatron_sequence_parallel_is_refused_without_transformer_engine():
+    """Megatron's local layer spec builds torch LayerNorms, which assert `not config.sequence_parallel`: on CPU
+    the backend says so before building anything (refused in setup, before the process groups)."""
+    from suite import devices, registry
+    from suite.backends.base import RunOptions
+    from suite.workloads.base import Context, data_root
+
+    spec = load_spec(CHAR_GPT, {"parallel.tp": 2, "parallel.sp": True})
+    device = devices.current(0)
+    workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0, device=device.torch))
+    be = registry.backend_class("megatron")(device)
+    try:
+        with pytest.raises(ValueError, match="needs Transformer Engine's layer spec"):
+            be.setup(workload, RunOptions())
+    finally:
+        be.close()

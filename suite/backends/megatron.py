@@ -13,11 +13,13 @@ and Transformer Engine's layer spec when `transformer_engine` imports (the local
 On CPU: Megatron hard-codes CUDA for its RNG tracker, `torch.cuda.current_device()`, a few schedule tensors
 and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetime of one run only, a torch
 optimizer from the spec trains the model, and data-parallel gradients are averaged by torch DDP over
-Megatron's data-parallel group (no sequence parallelism: gloo has no reduce-scatter).
+Megatron's data-parallel group. Sequence parallelism needs Transformer Engine's layer spec (the local spec's
+torch LayerNorm refuses it), so on CPU `parallel.sp` is refused with that reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import socket
 from contextlib import nullcontext
@@ -37,6 +39,7 @@ from suite.backends.base import Availability, Backend, RunOptions, StepOut, Trai
 from suite.backends.layout import is_gpt
 from suite.backends.megatron_cpu import CpuShim
 from suite.backends.megatron_model import MegatronGPT, megatron_state
+from suite.backends.megatron_recompute import recompute_config, recompute_fraction
 from suite.backends.megatron_step import MegatronSteps, PipelineEval
 from suite.backends.torch import to_device
 from suite.environment import package_version
@@ -55,7 +58,8 @@ class Options(BaseModel):
     pp: int = Field(default=1, ge=1, description="pipeline-parallel degree (prefer the spec's parallel.pp)")
     use_distributed_optimizer: bool = Field(default=True, description="CUDA only: Megatron's ZeRO-1 optimizer")
     sequence_parallel: bool | None = Field(
-        default=None, description="Megatron sequence parallelism with tp > 1 (default: on with CUDA, off on CPU)")
+        default=None, description="Megatron sequence parallelism with tp > 1 (prefer the spec's parallel.sp; "
+        "default: on where Transformer Engine's layer spec is used, which it needs)")
     grad_clip: float | None = Field(default=None, gt=0)
 
 
@@ -79,10 +83,21 @@ def supports(spec: Any) -> str | None:
     if n_layer % pp:
         return f"pipeline parallelism pp={pp} does not divide model.n_layer={n_layer} (Megatron splits layers evenly)"
     par = spec.parallel
+    if par is not None and par.loss_parallel is False and tp > 1:
+        return ("parallel.loss_parallel=false: Megatron always computes the vocab-parallel cross-entropy over the "
+                "tp group (leave loss_parallel unset)")
     if par is not None and par.fsdp > 1:
         return ("parallel.fsdp: Megatron shards optimizer state with its distributed optimizer (CUDA), not FSDP; "
                 "use dp")
     return None
+
+
+def sequence_parallel_wanted(spec: Any, opts: Options) -> bool | None:
+    """The spec's parallel.sp, else backends.megatron.sequence_parallel (older specs); None: the default."""
+    par = spec.parallel
+    if par is not None and par.sp is not None:
+        return bool(par.sp)
+    return opts.sequence_parallel
 
 
 def degrees(spec: Any, opts: Options) -> tuple[int, int]:
@@ -157,9 +172,13 @@ class MegatronBackend(Backend):
         if opts.compile:
             raise ValueError("--compile is not supported by the megatron backend")
         on_cuda = self.device.type == "cuda"
+        want_sp = sequence_parallel_wanted(workload.spec, o)
+        te = on_cuda and importlib.util.find_spec("transformer_engine") is not None
+        if want_sp and degrees(workload.spec, o)[0] > 1 and not te:
+            raise ValueError("parallel.sp: Megatron's sequence parallelism needs Transformer Engine's layer spec "
+                             "(CUDA with transformer-engine installed); the local spec's torch LayerNorm refuses it. "
+                             "Set parallel.sp=false (or run the torch backend, whose TP has sequence parallelism)")
         if not on_cuda:
-            if o.sequence_parallel:
-                raise ValueError("backends.megatron.sequence_parallel: needs reduce-scatter, which gloo (CPU) lacks")
             self.shim = CpuShim()
             self.shim.install()
         from megatron.core import parallel_state, tensor_parallel
@@ -182,7 +201,9 @@ class MegatronBackend(Backend):
         bf16 = opts.precision == "bf16"
         if opts.precision not in ("fp32", "bf16"):
             raise ValueError(f"--precision {opts.precision}: the megatron backend supports fp32 and bf16")
-        self.sequence_parallel = bool(tp > 1 and (o.sequence_parallel if o.sequence_parallel is not None else on_cuda))
+        self.sequence_parallel = bool(tp > 1 and (want_sp if want_sp is not None else te))
+        # the loss is always vocab_parallel_cross_entropy: loss parallel whenever there is a tp group
+        self.layout = dataclasses.replace(self.layout, sp=self.sequence_parallel, loss_parallel=tp > 1)
         tcfg = TransformerConfig(
             num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
             ffn_hidden_size=cfg.mlp_ratio * cfg.d_model, add_bias_linear=cfg.bias,
@@ -348,30 +369,6 @@ class MegatronBackend(Backend):
         if self.shim is not None:
             self.shim.remove()
             self.shim = None
-
-
-def recompute_config(ac: str) -> dict[str, Any]:
-    """`parallel.ac` as Megatron's TransformerConfig: full recomputes every transformer layer (uniform, one
-    layer a unit, as torch's per-block checkpoint); selective recomputes Megatron's default module, the core
-    attention (softmax(QK^T)V: the activations that grow with the sequence squared)."""
-    if ac == "full":
-        return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
-    if ac == "selective":
-        return {"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}
-    return {}
-
-
-def recompute_fraction(ac: str, cfg: Any, vocab: int) -> float:
-    """The share of the forward's FLOPs re-run in backward, for HFU. Forward per token: a third of PaLM's
-    6N + 12·L·d·T. full: the layers (2 x their parameters) and attention (4·L·d·T), as torch's (parallel/
-    checkpoint.py); selective: core attention only (QK^T and AV: 4·L·d·T)."""
-    if ac == "none":
-        return 0.0
-    d, L, t = cfg.d_model, cfg.n_layer, cfg.seq_len
-    block_params = L * (4 + 2 * cfg.mlp_ratio) * d * d
-    forward = (6 * (block_params + vocab * d) + 12 * L * d * t) / 3
-    attention = 4 * L * d * t
-    return (2 * block_params + attention if ac == "full" else attention) / forward
 
 
 def _te_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

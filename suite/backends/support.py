@@ -40,6 +40,8 @@ def load_all(paths: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
 # layouts probed for `trainbench list --matrix` (each on its own; combinations follow the same rules)
 PROBE_LAYOUTS: dict[str, dict[str, Any]] = {
     "fsdp=2": {"fsdp": 2}, "tp=2": {"tp": 2}, "pp=2": {"pp": 2}, "ac=full": {"ac": "full"},
+    "ac=selective": {"ac": "selective"}, "tp=2,sp": {"tp": 2, "sp": True},
+    "tp=2,loss_parallel": {"tp": 2, "loss_parallel": True},
 }
 
 
