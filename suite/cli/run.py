@@ -78,7 +78,7 @@ def run(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a spec field: --set optimizer.lr=0.01")] = None,
     variant: Annotated[str | None, typer.Option(help="a named override set from the spec, e.g. tiny")] = None,
     precision: Annotated[
-        str | None, typer.Option(help="fp32 | bf16 | fp16 | bf16_master (default: the --algo bundle's, else fp32)")
+        str | None, typer.Option(help="fp32 | bf16 | fp16 | bf16_master | float8 (CUDA 8.9+, torchao) (default: the --algo bundle's, else fp32)")
     ] = None,
     compile_: Annotated[bool | None, typer.Option(
         "--compile/--no-compile", help="torch.compile the model (default: the spec's `compile`, else eager)")] = None,
@@ -113,8 +113,9 @@ def run(
         help="run each run in a child process of its own, so a crash, hang or kill ends that run, not the suite "
         "(--no-isolate: in this process, e.g. under a debugger)")] = True,
     parallel: Annotated[str | None, typer.Option(
-        help="process layout, e.g. fsdp=2 | tp=2 | pp=2,schedule=gpipe | dp=2,fsdp=2,tp=2 (product = processes; "
-             "the spec's parallel: block as --set parallel.X=N)")] = None,
+        help="process layout, e.g. fsdp=2 | tp=2 | pp=2,schedule=gpipe | dp=2,fsdp=2,tp=2 | tp=2,sp=false "
+             "(product = processes; with tp, sp and loss_parallel default on; the spec's parallel: block as "
+             "--set parallel.X=N)")] = None,
     ac: Annotated[str | None, typer.Option(help="activation checkpointing: none | selective | full")] = None,
     nnodes: Annotated[int, typer.Option(min=1, help="machines of a multi-node run (torchrun --nnodes)")] = 1,
     node_rank: Annotated[int, typer.Option(min=0, help="this machine's place in a multi-node run (0 = node 0)")] = 0,
