@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 Domain = Literal["cv", "nlp", "gnn", "rl"]
 Tier = Literal["smoke", "standard", "full"]
 # the precision recipes of suite/algorithms/precision.py, named here so that loading a spec imports no torch
-PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master")
-Precision = Literal["fp32", "bf16", "fp16", "bf16_master"]
+PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master", "float8")
+Precision = Literal["fp32", "bf16", "fp16", "bf16_master", "float8"]
 TIERS: tuple[Tier, ...] = ("smoke", "standard", "full")
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a page of YAML; anything larger is a mistake or an attack
 MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of `&a [*b, *b]` can mean billions

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 OP_CLASSES = ("matmul", "convolution", "attention")
-PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master", "fp8")
+PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master", "fp8", "float8")  # float8: the torchao recipe
 # the MLPerf log's names (lowest_numerical_precision_in_*): HF32 is not in its list; TF32 is its closest
 MLPERF_DTYPE = {"fp32": "fp32", "tf32": "tf32", "hf32": "tf32", "bf16": "bfloat16", "fp16": "fp16", "fp8": "fp8"}
 
@@ -79,9 +79,10 @@ def op_dtypes(device_type: str, precision: str, flags: BackendFlags | None = Non
     if precision == "bf16_master":
         why = "bf16 weights and activations (the fp32 master copies live only in the optimizer)"
         return {c: OpDtype(c, "bf16", why) for c in OP_CLASSES}
-    if precision == "fp8":
+    if precision in ("fp8", "float8"):
+        style = "torchao Float8Linear" if precision == "float8" else "Transformer Engine style"
         return {
-            "matmul": OpDtype("matmul", "fp8", "fp8 recipe: linear GEMMs in fp8 (Transformer Engine style)"),
+            "matmul": OpDtype("matmul", "fp8", f"{precision} recipe: linear GEMMs in fp8 ({style})"),
             "convolution": OpDtype("convolution", "bf16", "fp8 recipes keep convolutions in bf16"),
             "attention": OpDtype("attention", "bf16", "fp8 recipe: attention products stay in bf16"),
         }
