@@ -32,11 +32,14 @@ LAYOUTS: list[tuple[str, str, int, dict[str, Any]]] = [
     ("micro-batches 4x8", "torch", 1, {"data.micro_batch_size": 8}),
     ("dp=2 (DDP)", "torch", 2, {}),
     ("fsdp=2", "torch", 2, {"parallel.fsdp": 2}),
-    ("tp=2", "torch", 2, {"parallel.tp": 2}),
+    ("tp=2", "torch", 2, {"parallel.tp": 2}),  # with sequence parallelism and loss parallel (the default)
+    ("tp=2 plain (no sp or loss parallel)", "torch", 2,
+     {"parallel.tp": 2, "parallel.sp": False, "parallel.loss_parallel": False}),
     ("pp=2 gpipe", "torch", 2, {"parallel.pp": 2, "parallel.schedule": "gpipe"}),
     ("pp=2 1f1b", "torch", 2, {"parallel.pp": 2, "parallel.schedule": "1f1b"}),
     ("megatron pp=2", "megatron", 2, {"parallel.pp": 2}),
     ("megatron tp=2", "megatron", 2, {"parallel.tp": 2}),
+    ("megatron ac=full", "megatron", 1, {"parallel.ac": "full"}),
 ]
 
 
