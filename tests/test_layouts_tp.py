@@ -121,3 +121,25 @@ def test_megatron_sequence_parallel_is_refused_without_transformer_engine():
             be.setup(workload, RunOptions())
     finally:
         be.close()
+
+
+def test_a_padded_vocabulary_turns_the_default_loss_parallel_off():
+    """gpt2_124m pads 50257 to 50304 and its loss drops the padding columns (a slice that replicates sharded
+    logits: loss_parallel() then fails, seen on 2 ranks): the default gives loss parallel up (recorded in the
+    layout), an explicit `loss_parallel: true` is refused with the reason."""
+    from suite import devices, registry
+    from suite.backends.torch import TorchBackend
+    from suite.workloads.base import Context, data_root
+
+    def fit(overrides: dict) -> layout.Layout:
+        spec = load_spec(registry.find_workload("nlp/topics_gpt"), {"parallel.tp": 2, **overrides})
+        workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0,
+                                                                device=devices.current(0).torch))
+        lay = layout.resolve(spec.parallel, 2)
+        return TorchBackend._loss_parallel_fits(workload.build_model(), lay, spec, workload)
+
+    assert fit({}).loss_parallel is True  # the data's own vocabulary: nothing to cut
+    padded = fit({"model.vocab_size": 128})
+    assert (padded.sp, padded.loss_parallel) == (True, False)
+    with pytest.raises(ValueError, match="vocabulary is padded"):
+        fit({"model.vocab_size": 128, "parallel.loss_parallel": True})

@@ -5,6 +5,7 @@ Gradient accumulation: the spec's micro-batches, loss scaled 1/k, gradients sync
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
@@ -96,6 +97,7 @@ class TorchBackend(Backend):
         self.layout = lay = layouts.resolve(spec.parallel, self.world)
         self.micro, self.n_micro = layouts.micro_batches(spec, lay)
         raw = workload.build_model().to(self.device.torch)
+        self.layout = lay = self._loss_parallel_fits(raw, lay, spec, workload)
         self._check_layout(raw, lay, opts, spec)
         # compression and the precision recipe change the single-device model, before compile and DDP wrap it
         self.compression = compression.build(spec.compression, raw, spec.budget.max_steps)
@@ -135,6 +137,21 @@ class TorchBackend(Backend):
     def _sharded(lay: layouts.Layout) -> bool:
         """A layout beyond plain DDP: needs a DeviceMesh and the parallel/ functions."""
         return lay.fsdp > 1 or lay.tp > 1 or lay.pp > 1
+
+    @staticmethod
+    def _loss_parallel_fits(raw: nn.Module, lay: layouts.Layout, spec: Any, workload: Workload) -> layouts.Layout:
+        """Loss parallel needs the workload's cross-entropy over every logit column. A vocabulary padded past the
+        data's (gpt2_124m: 50304 for 50257) is cut back by the loss (`logits[..., :V]`), which replicates the
+        sharded logits: the default then turns loss parallel off (recorded); asking for it is refused."""
+        real = (getattr(workload, "meta", None) or {}).get("vocab_size")
+        head = getattr(raw, "lm_head", None)
+        if not (lay.loss_parallel and real and isinstance(head, nn.Linear) and head.out_features > int(real)):
+            return lay
+        if spec.parallel is not None and spec.parallel.loss_parallel:
+            raise ValueError(f"parallel.loss_parallel: the model's vocabulary is padded ({head.out_features} > the "
+                             f"data's {real}) and the workload's loss drops the padding columns, which a "
+                             "vocabulary-sharded cross-entropy cannot; set parallel.loss_parallel=false")
+        return dataclasses.replace(lay, loss_parallel=False)
 
     def _check_layout(self, raw: nn.Module, lay: layouts.Layout, opts: RunOptions, spec: Any) -> None:
         reasons = []
