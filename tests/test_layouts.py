@@ -277,7 +277,7 @@ def test_four_process_layouts_match_one_process(single, tmp_path):
         agree(r["losses"], single, MEGATRON if backend == "megatron" else SAME_MATH, f"{backend} {overrides}")
 
 
-CLI_LAYOUTS = [("torch", "fsdp=2", {"fsdp": 2}), ("torch", "tp=2", {"tp": 2}),
+CLI_LAYOUTS = [("torch", "fsdp=2", {"fsdp": 2}), ("torch", "tp=2", {"tp": 2, "sp": True, "loss_parallel": True}),
                ("torch", "pp=2", {"pp": 2, "micro_batches": 2}), ("megatron", "pp=2", {"pp": 2, "micro_batches": 2})]
 
 
