@@ -25,7 +25,9 @@ def test_float8_converts_the_blocks_linear_layers_not_the_head():
     cfg = gpt.Config(n_layer=2, n_head=4, d_model=64, seq_len=32)
     model = gpt.build(cfg, {"vocab_size": 96})
     model.extra = nn.Linear(10, 20)  # not multiples of 16: the float8 GEMM cannot take it
+    before = [id(p) for p in model.parameters()]
     converted = float8.convert(model)
+    assert [id(p) for p in model.parameters()] == before  # the same Parameters: an optimizer built before still steps them
     assert converted == [f"blocks.{i}.{n}" for i in range(2) for n in ("qkv", "proj", "fc", "fc_out")]
     assert all(isinstance(model.get_submodule(n), Float8Linear) for n in converted)
     assert type(model.lm_head) is nn.Linear and type(model.extra) is nn.Linear  # the head stays high precision
