@@ -38,7 +38,7 @@ def _row_and_baseline(tmp_path: Path, missed: int) -> tuple[stats.Aggregate, sta
     write_all(tmp_path / "res", _runs(missed))
     path = _promote(tmp_path / "res", tmp_path / "baselines")
     loaded = load_results(tmp_path / "res")
-    (w,) = build_workloads([RunRow(p, p.name, r, "r/x.html", "r/x.json") for p, r in loaded.results])
+    (w,) = build_workloads([RunRow.of_result(p.parent, p.name, r) for p, r in loaded.results])
     (sub,) = w.submissions
     (site_base,), errors = load_baselines(tmp_path / "baselines")
     assert not errors

@@ -83,6 +83,46 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
     return Indexed(entries, [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors], report)
 
 
+# ---- the site: typed rows for every page, the full Result only for the run pages that are rendered ----------
+
+
+def site_rows(root: Path, columns: Sequence[str], strict: bool = False
+              ) -> tuple[list[tuple[Any, ...]], list[str], UpdateReport]:
+    """`columns` of every valid run (then the file's size and mtime as the index recorded them), in
+    results.load_results's order, and the bad files named as it names them; no result JSON is parsed."""
+    report = update(root)
+    with reading(root, refresh=False) as con:
+        errors = sorted(con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall(),
+                        key=lambda row: _path_key(row[0]))
+        if strict and errors:
+            rel, source, error = errors[0]
+            raise ResultError(f"{_display(root, rel, source)}: {error}")
+        cols = ", ".join(f"r.{c}" for c in columns)
+        rows = con.execute(f"SELECT {cols}, f.size, f.mtime_ns FROM runs r JOIN files f USING (path)").fetchall()
+    rows.sort(key=lambda row: _path_key(row[0]))
+    return rows, [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors], report
+
+
+def results_of(root: Path, rels: Sequence[str]) -> dict[str, Result]:
+    """The full Result of each run named (by its path under the results folder), from the index."""
+    with reading(root, refresh=False) as con:
+        rows = con.execute("SELECT path, result FROM runs WHERE path IN (SELECT unnest($1::VARCHAR[]))",
+                           [list(rels)]).fetchall()
+    return {rel: Result.model_validate_json(text) for rel, text in rows}
+
+
+def curves(root: Path, rels: Sequence[str], metric: str | None) -> dict[str, list[tuple[int, float, float]]]:
+    """(step, elapsed_s, value) of `metric` for each run named, in the order of its eval curve."""
+    out: dict[str, list[tuple[int, float, float]]] = {rel: [] for rel in rels}
+    if metric is None or not rels:
+        return out
+    rows = query(root, "SELECT path, step, elapsed_s, value FROM series WHERE metric = $2 AND path IN "
+                       "(SELECT unnest($1::VARCHAR[])) ORDER BY path, i", [list(rels), metric], refresh=False)
+    for rel, step, elapsed, value in rows:
+        out[rel].append((step, elapsed, value))
+    return out
+
+
 def bad_files(root: Path, refresh: bool = True) -> list[str]:
     """Every bad file the index skipped, named as load_results names it, in path order."""
     rows = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=refresh)

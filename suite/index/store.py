@@ -11,7 +11,6 @@ schema version, or one DuckDB cannot open, is deleted and rebuilt from the files
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 import zipfile
@@ -24,28 +23,15 @@ import duckdb
 
 from suite import results as results_mod
 from suite.index import archive as archive_mod
+from suite.index.rows import RUN_COLUMNS, SERIES_COLUMNS, row_of
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
-INDEX_SCHEMA = 2  # 2: the comparison key (suite/compare_key.py) of each run
+INDEX_SCHEMA = 3  # 2: the comparison key (suite/compare_key.py) of each run; 3: the site's columns, series order
 INDEX_DIR = ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
 
-RUN_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("path", "VARCHAR"), ("source", "VARCHAR"), ("run_id", "VARCHAR"), ("started_at", "VARCHAR"),
-    ("started_ts", "DOUBLE"), ("day", "VARCHAR"), ("workload", "VARCHAR"), ("domain", "VARCHAR"),
-    ("workload_version", "INTEGER"), ("spec_hash", "VARCHAR"), ("backend", "VARCHAR"), ("hardware", "VARCHAR"),
-    ("precision", "VARCHAR"), ("git_sha", "VARCHAR"), ("git_dirty", "BOOLEAN"), ("seed", "BIGINT"),
-    ("status", "VARCHAR"), ("tta_s", "DOUBLE"), ("train_s", "DOUBLE"), ("total_s", "DOUBLE"), ("steps", "BIGINT"),
-    ("steps_to_target", "BIGINT"), ("time_per_step_s", "DOUBLE"), ("samples_per_s", "DOUBLE"), ("mfu", "DOUBLE"),
-    ("peak_memory_bytes", "DOUBLE"), ("energy_j", "DOUBLE"), ("noise_floor", "DOUBLE"), ("target_metric", "VARCHAR"),
-    ("target_value", "DOUBLE"), ("host_load", "VARCHAR"), ("result", "VARCHAR"), ("comparison", "VARCHAR"),
-)
-SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
-    ("metric", "VARCHAR"), ("value", "DOUBLE"),
-)
 DIR_COLUMNS: tuple[tuple[str, str], ...] = (("path", "VARCHAR"), ("mtime_ns", "BIGINT"))
 FILE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("source", "VARCHAR"), ("size", "BIGINT"), ("mtime_ns", "BIGINT"), ("error", "VARCHAR"),
@@ -149,42 +135,6 @@ def _open_checked(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
 
 
 # ---- reading the files --------------------------------------------------------------------------------
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def row_of(rel: str, source: str, r: results_mod.Result) -> tuple[list[Any], list[list[Any]]]:
-    """The `runs` row and the `series` rows of one validated result."""
-    from suite import compare_key
-    from suite.fingerprint import load_warning
-    from suite.runfiles import _noise_floor_of  # the figures compare uses, computed once
-    from suite.stats import peak_memory, time_per_step
-
-    raw_spec = r.config.get("spec")
-    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
-    raw_target = spec.get("target")
-    target: dict[str, Any] = raw_target if isinstance(raw_target, dict) else {}
-    raw_domain = spec.get("domain")  # as suite.site.data.domain_of
-    domain = raw_domain if isinstance(raw_domain, str) and raw_domain else (
-        r.workload.partition("/")[0] if "/" in r.workload else "other")
-    precision = r.config.get("precision")
-    tps = time_per_step(r.step_time_s, r.train_s, r.steps)
-    ts = r.started_at.timestamp()
-    run = [
-        rel, source, r.run_id, r.started_at.isoformat(), ts, time.strftime("%Y-%m-%d", time.gmtime(ts)),
-        r.workload, domain, r.workload_version, r.spec_hash, r.backend, r.hardware.slug,
-        precision if isinstance(precision, str) else ("fp32" if precision is None else str(precision)),
-        r.git.sha, bool(r.git.dirty), r.seed, r.status, r.time_to_target_s, r.train_s, r.total_s, r.steps,
-        r.steps_to_target, tps, r.throughput.get("samples_per_s"), r.mfu, peak_memory(r.memory), r.energy_j,
-        _noise_floor_of(r.config), target.get("metric") if isinstance(target.get("metric"), str) else None,
-        _num(target.get("value")), load_warning(r.hardware), r.model_dump_json(),
-        json.dumps(compare_key.key_of(r.config, backend=r.backend, world_size=r.world_size, parallel=r.parallel,
-                                      mode=r.mode)),
-    ]
-    series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v] for p in r.eval_curve for m, v in p.metrics.items()]
-    return run, series
 
 
 @dataclass

@@ -9,6 +9,7 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
 import json
 import math
@@ -22,22 +23,23 @@ from typing import Any
 import jinja2
 
 from suite.fingerprint import load_warning
-from suite.results import Loaded, load_results
-from suite.site.data import RunRow, Workload, build_workloads, cell_text, load_baselines, short_hash
-from suite.site.output import SiteError, check_out_apart, previous_files, prune, staged
+from suite.results import Result, load_results
+from suite.site.data import ROW_COLUMNS, RunRow, Workload, build_workloads, cell_text, load_baselines
+from suite.site.output import MARKER, SiteError, Txn, check_out_apart, previous_files, prune, transaction
 from suite.site.pages import (
-    MARKER,
     SITE_DIR,
     Job,
     code_version,
     copy_if_changed,
-    read_manifest,
+    read_manifest_all,
     render_page,
     run_pages,
+    signature,
     worker_count,
 )
 from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-exported for callers and tests
     MAX_CURVES,
+    CurveSource,
     convergence_chart,
     eval_names,
     eval_rows,
@@ -48,6 +50,7 @@ from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-expo
     history_charts,
     kv_rows,
     record_tables,
+    result_curve,
     run_charts,
     sort_value,
 )
@@ -64,7 +67,8 @@ class BuildReport:
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     index_bytes: int = 0
-    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, run_pages, other_pages
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, group, run_pages, other_pages
+    rendered: int = 0  # pages rendered this time (the others were kept: their inputs had not changed)
 
 
 def _env() -> jinja2.Environment:
@@ -102,14 +106,43 @@ def clip_text(text: str, limit: int = MAX_PAGE_TEXT) -> str:
 # ---- the build ------------------------------------------------------------------------------------------
 
 
-def _load(results: Path, strict: bool, use_index: bool | None) -> tuple[Loaded, dict[str, str]]:
-    """Through the index when it is on, else by walking the files; and which runs live in an archive."""
+@dataclass
+class _Inputs:
+    """The runs as rows, the bad files, and where each page's full Result and curves come from."""
+
+    rows: list[RunRow]
+    errors: list[str]
+    fetch: Callable[[list[str]], dict[str, Result]]
+    curves: CurveSource
+
+
+def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
+    """Through the index when it is on (typed rows; a Result is read only for a page that is rendered), else by
+    walking the files (every Result read, its row made by the index's own row function)."""
     from suite import index
 
+    root = results if results.is_dir() else results.parent
     if use_index if use_index is not None else index.enabled(results):
-        ix = index.load(results, strict=strict)
-        return Loaded(ix.results, ix.errors), {e.rel: e.source for e in ix.entries if e.source}
-    return load_results(results, strict=strict), {}
+        found, errors, _ = index.site_rows(results, ROW_COLUMNS, strict=strict)
+        rows = []
+        for values in found:
+            rr = RunRow.of(root, values[:-2])
+            rr.sig = signature(rr, values[-2], values[-1])
+            rows.append(rr)
+        return _Inputs(rows, errors, functools.partial(index.results_of, results),
+                       lambda runs, metric: index.curves(results, [rr.rel for rr in runs], metric))
+    loaded = load_results(results, strict=strict)
+    full: dict[str, Result] = {}
+    rows = []
+    for path, r in loaded.results:
+        rel = path.relative_to(root).as_posix()
+        full[rel] = r
+        rr = RunRow.of_result(root, rel, r)
+        st = path.stat()
+        rr.sig = signature(rr, st.st_size, st.st_mtime_ns)
+        rows.append(rr)
+    return _Inputs(rows, loaded.errors, lambda rels: {rel: full[rel] for rel in rels},
+                   lambda runs, metric: {rr.rel: result_curve(full[rr.rel], metric) for rr in runs})
 
 
 def _prepare_out(out: Path) -> None:
@@ -154,17 +187,13 @@ def build_site(
     for st in studies:
         if not (st.is_file() or (st / "study.json").is_file()):
             raise SiteError(f"--study {st}: no such file (give a study.json or the folder `trainbench study` wrote)")
-    loaded, archived = _load(results, strict, use_index)  # strict: ResultError naming the file propagates
+    inputs = _load(results, strict, use_index)  # strict: ResultError naming the file propagates
     phases = {"load": time.perf_counter() - t0}
     base, base_errors = load_baselines(baselines)
     if strict and base_errors:
         raise SiteError(base_errors[0])
     root = results if results.is_dir() else results.parent
-    rows = []
-    for path, r in loaded.results:
-        rel = path.relative_to(root).as_posix()
-        rid = short_hash(rel, 16)
-        rows.append(RunRow(path, rel, r, f"r/{rid}.html", f"r/{rid}.json"))
+    rows = inputs.rows
     workloads = build_workloads(rows)
     for w in workloads:
         w.baselines = [b for b in base if b.workload == w.name]
@@ -174,38 +203,53 @@ def build_site(
     if strict and view_errors:
         raise SiteError(view_errors[0])
 
-    skipped = [_relative_error(e, root) for e in loaded.errors + base_errors]
-    with staged(out) as stage:
-        written = _build_into(stage, rows, workloads, views, study_views, skipped, jobs, phases, root, archived)
+    skipped = [_relative_error(e, root) for e in inputs.errors + base_errors]
+    phases["group"] = time.perf_counter() - t0 - phases["load"]
+    with transaction(out) as txn:
+        written = _build_into(txn, rows, workloads, views, study_views, skipped, jobs, phases, root, inputs)
     index = out / "index.html"
     return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
                        pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
+                       rendered=phases.pop("rendered_pages", 0),
                        seconds=time.perf_counter() - t0, index_bytes=index.stat().st_size,
                        phases_s={k: round(v, 3) for k, v in phases.items()})
 
 
-def _build_into(out: Path, rows: list[RunRow], workloads: list[Workload], views: list[CompareView],
+def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: list[CompareView],
                 study_views: list[StudyView], skipped: list[str], jobs: int | None,
-                phases: dict[str, float], root: Path, archived: Any) -> set[str]:
-    """Render every page into `out` (the staging folder), write the manifest, prune; the files written."""
+                phases: dict[str, float], root: Path, inputs: _Inputs) -> set[str]:
+    """Render every page whose inputs changed into the site folder, write the manifest, prune; the files
+    written or kept. A workload page whose digest (its runs' rows and page inputs, the site code) is as the
+    last build recorded is kept unrendered, like a run page whose result file is unchanged."""
+    out = txn.out
     _prepare_out(out)
     version = code_version()
     previous = previous_files(out)
+    old = read_manifest_all(out, version)
     job = Job(_env(), out, {"compares": views, "studies": study_views, "n_results": len(rows)},
-              [(rr, w) for w in workloads for rr in w.runs], read_manifest(out, version), root, archived)
+              [(rr, w) for w in workloads for rr in w.runs], old.get("runs", {}), root, inputs.fetch)
     t1 = time.perf_counter()
-    run_files, manifest = run_pages(job, worker_count(jobs, len(rows)))
+    run_files, manifest, rendered = run_pages(job, worker_count(jobs, len(rows)))
     phases["run_pages"] = time.perf_counter() - t1
     t1 = time.perf_counter()
     written = set(run_files)
     domains: dict[str, list[Workload]] = {}
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)
-    latest = max((rr.result.started_at for rr in rows), default=None)
+    latest = max((rr.started_at for rr in rows), default=None)
+    common = _digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views], len(rows))
+    old_pages = old.get("pages", {})
+    pages: dict[str, str] = {}
     for w in workloads:
-        curve, n_curves = convergence_chart(w)
+        digest = pages[w.page] = _digest(common, w.name, [(b.path, repr(b.agg)) for b in w.baselines],
+                                         [rr.sig for rr in w.runs])
+        if old_pages.get(w.page) == digest and (out / w.page).is_file():
+            written.add(w.page)
+            continue
+        rendered += 1
+        curve, n_curves = convergence_chart(w, inputs.curves)
         written.add(render_page(job, w.page, "workload.html", w=w, history=history_charts(w), convergence=curve,
-                            n_curves=n_curves, max_curves=MAX_CURVES))
+                                n_curves=n_curves, max_curves=MAX_CURVES))
     for v in views:
         written.add(render_page(job, v.page, "compare.html", view=v))
     for sv in study_views:
@@ -216,17 +260,20 @@ def _build_into(out: Path, rows: list[RunRow], workloads: list[Workload], views:
             written.add(f"static/{asset.name}")
     # the index last: a reader who sees the new index finds every page it links
     written.add(render_page(job, "index.html", "index.html", domains=domains, skipped=skipped, latest=latest,
-                        hardware=sorted({rr.result.hardware.slug for rr in rows}),
-                        backends=sorted({rr.result.backend for rr in rows}), n_workloads=len(workloads)))
-    # the marker doubles as the manifest: the run pages the next build may keep, and every file this build
-    # wrote (the only files a later build may prune)
-    (out / MARKER).unlink(missing_ok=True)
-    (out / MARKER).write_text(json.dumps({"built_by": "trainbench site build", "code": version,
-                                          "runs": dict(sorted(manifest.items())),
-                                          "files": sorted(written)}) + "\n", encoding="utf-8")
+                        hardware=sorted({rr.hardware for rr in rows}),
+                        backends=sorted({rr.backend for rr in rows}), n_workloads=len(workloads)))
+    phases["rendered_pages"] = rendered + len(views) + len(study_views) + 1
+    # the marker doubles as the manifest: the run and workload pages the next build may keep, and every file
+    # this build wrote (the only files a later build may prune)
     prune(out, written, previous)
+    txn.commit(json.dumps({"built_by": "trainbench site build", "code": version, "pages": dict(sorted(pages.items())),
+                           "runs": dict(sorted(manifest.items())), "files": sorted(written)}) + "\n")
     phases["other_pages"] = time.perf_counter() - t1
     return written
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha1(json.dumps(parts, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _relative_error(message: str, root: Path) -> str:

@@ -14,13 +14,16 @@ import json
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from suite import baselines as bl
 from suite.results import Result, ResultError, slug
-from suite.stats import Aggregate, aggregate_results, tta_or_inf
+from suite.stats import Aggregate, RunFigures, aggregate
+from suite.stats import _tta as tta_of
 
 
 def short_hash(text: str, n: int = 8) -> str:
@@ -50,34 +53,98 @@ def target_of(r: Result) -> dict[str, Any]:
     return t if isinstance(t, dict) else {}
 
 
-def target_metric(r: Result) -> str | None:
-    m = target_of(r).get("metric")
+def target_metric(target: dict[str, Any]) -> str | None:
+    m = target.get("metric")
     return m if isinstance(m, str) else None
 
 
-def target_value(r: Result) -> float | None:
-    v = target_of(r).get("value")
+def target_value(target: dict[str, Any]) -> float | None:
+    v = target.get("value")
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def domain_of(r: Result) -> str:
-    d = spec_of(r).get("domain")
-    return d if isinstance(d, str) and d else (r.workload.partition("/")[0] if "/" in r.workload else "other")
+# the index columns (suite/index/rows.py) a run row is made of, in RunRow's order after path and the page names
+ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hardware", "backend", "precision",
+               "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
+               "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
+               "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
+               "target", "mllog")
 
 
-@dataclass
+@dataclass(slots=True)
 class RunRow:
-    path: Path  # the result file
+    """One run as the leaderboards, workload pages and run lists show it: the index's typed columns, never the
+    whole Result (which only the run's own page reads). Quacks like suite.stats.RunFigures for `aggregate`."""
+
+    path: Path  # the result file (where it was, for a run kept in an archive)
     rel: str  # its path under the results folder, shown and hashed into the page name
-    result: Result
     page: str  # r/<id>.html, relative to the site root
     json_copy: str  # r/<id>.json
+    source: str  # '' for a loose file, else the archive (relative to the results folder) holding it
+    run_id: str
+    seed: int
+    status: str
+    started_at: datetime
+    hardware: str
+    backend: str
+    precision: str
+    git_sha: str | None
+    dirty: bool
+    spec_hash: str
+    workload: str
+    domain: str
+    time_to_target_s: float | None
+    n_steps: int
+    steps_to_target: int | None
+    train_s: float
+    samples_per_s: float | None
+    time_per_step_s: float | None
+    mfu: float | None
+    peak_memory_bytes: float | None
+    energy_j: float | None
+    energy_to_target_j: float | None
+    backend_version: str
+    device_name: str
+    device_count: int
+    algorithm: str
+    description: str
+    target: dict[str, Any]
+    mllog: str | None
+    sig: list[Any] = field(default_factory=list)  # what the run page depends on (pages._signature)
     mllog_copy: str | None = None  # r/<id>.mllog.txt when the named log exists beside the result
-    mllog_note: str = ""  # why there is no log link, when Result.mllog names one
+    mllog_note: str = ""  # why there is no log link, when the result names one
+
+    @classmethod
+    def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
+        """A row from the ROW_COLUMNS values of the index (or of suite.index.rows.row_of on a Result)."""
+        rel, source, run_id, seed, status, started, *rest = values
+        rid = short_hash(rel, 16)
+        target = json.loads(rest[-2]) if rest[-2] else {}
+        return cls(root / rel, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status,
+                   datetime.fromisoformat(started), *rest[:-2], target, rest[-1])
+
+    @classmethod
+    def of_result(cls, root: Path, rel: str, r: Result) -> RunRow:
+        """The same row from a full Result (the file walk): the index's own row function, so both agree."""
+        from suite.index.rows import RUN_NAMES, row_of
+
+        run = dict(zip(RUN_NAMES, row_of(rel, "", r, with_json=False)[0], strict=True))
+        return cls.of(root, [run[c] for c in ROW_COLUMNS])
 
     @property
+    def reached(self) -> bool:
+        return self.status == "reached" and self.time_to_target_s is not None
+
     def tta(self) -> float:
-        return tta_or_inf(self.result)
+        return tta_of(self.status, self.time_to_target_s)
+
+    def steps(self) -> float:
+        """Steps to target, infinite when the target was not reached (RunFigures.steps)."""
+        return float(self.steps_to_target) if self.reached and self.steps_to_target is not None else math.inf
+
+    @property
+    def sha(self) -> str:
+        return self.git_sha or "unknown"
 
 
 def _median(xs: list[float]) -> float | None:
@@ -96,16 +163,16 @@ class Submission:
     agg: Aggregate = field(init=False)
 
     def __post_init__(self) -> None:
-        self.runs.sort(key=lambda rr: (rr.result.seed, rr.result.started_at))
-        self.agg = aggregate_results([rr.result for rr in self.runs])  # the one aggregation (suite.stats)
+        self.runs.sort(key=lambda rr: (rr.seed, rr.started_at))
+        self.agg = aggregate(cast(list[RunFigures], self.runs))  # the one aggregation (suite.stats)
 
     @property
     def series(self) -> str:
         return f"{self.hardware} · {self.backend} · {self.precision}"
 
     @property
-    def latest(self) -> Result:
-        return max((rr.result for rr in self.runs), key=lambda r: r.started_at)
+    def latest(self) -> RunRow:
+        return max(self.runs, key=lambda r: r.started_at)
 
     @property
     def timestamp(self) -> float:
@@ -114,33 +181,28 @@ class Submission:
     @property
     def algorithm(self) -> str:
         """The `--algo` label the runs were made with ('' for the spec's own optimizer)."""
-        algo = self.latest.config.get("algorithm")
-        return str(algo.get("label", "")) if isinstance(algo, dict) else ""
+        return self.latest.algorithm
 
     @property
     def dirty(self) -> bool:
-        return any(rr.result.git.dirty for rr in self.runs)
+        return any(rr.dirty for rr in self.runs)
 
     @property
     def backend_version(self) -> str:
-        return _str(self.latest.backend_version)
+        return self.latest.backend_version
 
     @property
     def device(self) -> str:
-        hw = self.latest.hardware
-        return f"{hw.device_name} ×{hw.device_count}"
+        latest = self.latest
+        return f"{latest.device_name} ×{latest.device_count}"
 
     @property
     def energy_to_target_j(self) -> float | None:
-        return _median([r.result.energy_to_target_j for r in self.runs if r.result.energy_to_target_j is not None])
+        return _median([r.energy_to_target_j for r in self.runs if r.energy_to_target_j is not None])
 
     @property
     def energy_j(self) -> float | None:
-        return _median([r.result.energy_j for r in self.runs if r.result.energy_j is not None])
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        return _median([r.result.throughput["tokens_per_s"] for r in self.runs if "tokens_per_s" in r.result.throughput])
+        return _median([r.energy_j for r in self.runs if r.energy_j is not None])
 
 
 @dataclass
@@ -183,16 +245,16 @@ class Workload:
     baselines: list[Baseline] = field(default_factory=list)
 
     @property
-    def latest(self) -> Result:
-        return max((rr.result for rr in self.runs), key=lambda r: r.started_at)
+    def latest(self) -> RunRow:
+        return max(self.runs, key=lambda r: r.started_at)
 
     @property
     def description(self) -> str:
-        return _str(spec_of(self.latest).get("description"))
+        return self.latest.description
 
     @property
     def target(self) -> dict[str, Any]:
-        return target_of(self.latest)
+        return self.latest.target
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
         """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
@@ -225,16 +287,15 @@ def build_workloads(rows: list[RunRow]) -> list[Workload]:
     workloads: dict[str, Workload] = {}
     groups: dict[tuple[str, ...], list[RunRow]] = defaultdict(list)
     for rr in rows:
-        r = rr.result
-        w = workloads.get(r.workload)
+        w = workloads.get(rr.workload)
         if w is None:
-            w = workloads[r.workload] = Workload(r.workload, domain_of(r), workload_page(r.workload))
+            w = workloads[rr.workload] = Workload(rr.workload, rr.domain, workload_page(rr.workload))
         w.runs.append(rr)
-        groups[(r.workload, r.spec_hash, r.hardware.slug, r.backend, precision_of(r), r.git.sha or "unknown")].append(rr)
+        groups[(rr.workload, rr.spec_hash, rr.hardware, rr.backend, rr.precision, rr.sha)].append(rr)
     for (wl, spec_hash, hw, backend, precision, sha), runs in groups.items():
         workloads[wl].submissions.append(Submission(wl, spec_hash, hw, backend, precision, sha, runs))
     for w in workloads.values():
-        w.runs.sort(key=lambda rr: rr.result.started_at)
+        w.runs.sort(key=lambda rr: rr.started_at)
         w.submissions.sort(key=lambda s: s.timestamp)
     return sorted(workloads.values(), key=lambda w: (w.domain, w.name))
 

@@ -1,5 +1,5 @@
-"""The site's output folder: kept apart from its inputs, built into a staging folder and swapped in, and
-pruned only of files the previous build listed in its manifest (never a file the site did not write)."""
+"""The site's output folder: kept apart from its inputs, written in place as one transaction (rolled back on
+failure), and pruned only of files the previous build listed in its manifest (never a file the site did not write)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from suite.site.pages import MARKER  # a folder holding this file is ours to replace; the file is the manifest
+MARKER = ".trainbench-site"  # a folder holding this file is ours to replace; the file is the manifest
 
 
 class SiteError(Exception):
@@ -53,53 +53,143 @@ def prune(out: Path, written: set[str], previous: set[str]) -> None:
     for rel in sorted(previous - written - {MARKER}):
         path = (root / rel).resolve()
         if root in path.parents and path.is_file():
-            path.unlink()
+            if _TXN is not None:
+                _TXN.remove(path)
+            else:
+                path.unlink()
+
+
+# ---- a build as a transaction on the site folder ---------------------------------------------------------
+# A build writes into --out in place, so a rebuild costs what changed, not what exists (seeding a staging copy
+# of 250,000 pages with hard links, and deleting the old copy, took longer than rendering a night's pages).
+# Before a file is created its name is appended to a journal; before one is replaced or pruned, the old file
+# is hard-linked into a backup. A failed build (or, at the next build, one that was killed) is rolled back
+# from those two: every page is then as it was. The new manifest is put in place last, after COMMITTED.
+
+TXN_PREFIX = ".txn-"
+_TXN: Txn | None = None  # the build's transaction, inherited by forked page renderers
+
+
+class Txn:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.stage = out.parent / f".{out.name}{TXN_PREFIX}{os.getpid()}"
+        self._fd: dict[int, int] = {}  # pid -> its journal (each forked renderer writes its own)
+        self._seen: set[str] = set()
+
+    def begin(self) -> None:
+        shutil.rmtree(self.stage, ignore_errors=True)
+        (self.stage / "backup").mkdir(parents=True)
+        if not self.out.exists():
+            (self.stage / "created").write_text("", encoding="utf-8")  # a rollback removes the folder
+
+    def _journal(self, rel: str) -> None:
+        pid = os.getpid()
+        fd = self._fd.get(pid)
+        if fd is None:
+            fd = self._fd[pid] = os.open(self.stage / f"new-{pid}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(fd, (rel + "\n").encode("utf-8", "surrogateescape"))
+
+    def before_write(self, path: Path) -> None:
+        """Called before `path` (under out) is created or replaced: journal it, or keep the old file."""
+        rel = path.relative_to(self.out).as_posix()
+        if rel in self._seen:
+            return
+        self._seen.add(rel)
+        if path.exists():
+            backup = self.stage / "backup" / rel
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, backup)
+        else:
+            self._journal(rel)
+
+    def remove(self, path: Path) -> None:
+        """Prune a file: moved into the backup, so a rollback restores it."""
+        backup = self.stage / "backup" / path.relative_to(self.out).as_posix()
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, backup)
+
+    def commit(self, marker_text: str) -> None:
+        for fd in self._fd.values():
+            os.close(fd)
+        self._fd.clear()
+        (self.stage / "manifest").write_text(marker_text, encoding="utf-8")
+        (self.stage / "COMMITTED").write_text("", encoding="utf-8")
+        finish(self.out, self.stage)
+
+    def rollback(self) -> None:
+        for fd in self._fd.values():
+            os.close(fd)
+        self._fd.clear()
+        undo(self.out, self.stage)
+
+
+def finish(out: Path, stage: Path) -> None:
+    """Complete a committed build: its manifest into place, the backups dropped."""
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(stage / "manifest", out / MARKER)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def undo(out: Path, stage: Path) -> None:
+    """Roll an uncommitted build back: remove what it created, put back what it replaced or pruned."""
+    if (stage / "created").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(stage, ignore_errors=True)
+        return
+    for journal in stage.glob("new-*"):
+        for rel in journal.read_text(encoding="utf-8", errors="surrogateescape").splitlines():
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                (out / rel).unlink()
+    backup = stage / "backup"
+    for folder, _, names in os.walk(backup):
+        for name in names:
+            src = Path(folder, name)
+            dst = out / src.relative_to(backup)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def before_write(path: Path) -> None:
+    if _TXN is not None:
+        _TXN.before_write(path)
 
 
 @contextlib.contextmanager
-def staged(out: Path) -> Iterator[Path]:
-    """Build into a sibling folder seeded with hard links to the current site, then swap it into place.
-
-    A build that fails leaves the previous site as it was. The seed keeps rebuilds incremental (unchanged
-    pages are kept, not rewritten); writers unlink before writing, so the old site's files never change.
-    """
+def transaction(out: Path) -> Iterator[Txn]:
+    """Build into `out` in place as one transaction: on any failure every file is as it was before."""
+    global _TXN
     final = out.resolve()
     final.parent.mkdir(parents=True, exist_ok=True)
-    _clear_stale_stages(final)
-    stage = final.parent / f".{final.name}.staging-{os.getpid()}"
-    shutil.rmtree(stage, ignore_errors=True)
-    if final.is_dir():
-        shutil.copytree(final, stage, symlinks=True, copy_function=_link_or_copy)
-    else:
-        stage.mkdir()
+    _recover_stale(final)
+    txn = Txn(final)
+    txn.begin()
+    _TXN = txn
     try:
-        yield stage
+        yield txn
     except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
+        txn.rollback()
         raise
-    old = final.parent / f".{final.name}.old-{os.getpid()}"
-    if final.exists():
-        os.rename(final, old)
-    os.rename(stage, final)
-    shutil.rmtree(old, ignore_errors=True)
+    finally:
+        _TXN = None
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def _clear_stale_stages(final: Path) -> None:
-    """Remove the staging and old folders of builds that were killed (their process is gone)."""
+def _recover_stale(final: Path) -> None:
+    """Finish or roll back the transactions of builds that were killed (their process is gone), and remove the
+    staging folders of the copy-and-swap builds before them."""
     for p in final.parent.glob(f".{final.name}.*-*"):
         kind, _, pid = p.name.rpartition("-")
-        if not (kind.endswith((".staging", ".old")) and pid.isdigit()) or int(pid) == os.getpid():
+        if not (kind.endswith((".staging", ".old", TXN_PREFIX[:-1])) and pid.isdigit()) or int(pid) == os.getpid():
             continue
         try:
             os.kill(int(pid), 0)
+            continue
         except ProcessLookupError:
-            shutil.rmtree(p, ignore_errors=True)
-        except OSError:
             pass
+        except OSError:
+            continue
+        if kind.endswith(TXN_PREFIX[:-1]):
+            (finish if (p / "COMMITTED").exists() else undo)(final, p)
+        else:
+            shutil.rmtree(p, ignore_errors=True)

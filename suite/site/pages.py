@@ -1,26 +1,31 @@
 """Run pages, written incrementally: a page whose result, log and site code are unchanged since the last build
-(the manifest in the output's marker file) is kept unrendered; many pages render in forked workers.
+(the manifest in the output's marker file) is kept unrendered, and its Result is never read; many pages render
+in forked workers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from suite.site.data import RunRow, Workload, flatten, precision_of
+from suite.results import Result
+from suite.site import output
+from suite.site.data import RunRow, Workload, flatten
+from suite.site.output import MARKER
 from suite.site.render import eval_names, eval_rows, kv_rows, record_tables, run_charts
 
 SITE_DIR = Path(__file__).resolve().parents[2] / "site"
-MARKER = ".trainbench-site"  # a folder holding this file is ours to replace; it doubles as the manifest
 
 
 def _safe_log_name(name: str) -> bool:
@@ -30,7 +35,7 @@ def _safe_log_name(name: str) -> bool:
 
 def _attach_mllog(rr: RunRow, out: Path) -> None:
     """Copy the :::MLLOG file a result names, only when it is a plain file right beside the result."""
-    name = rr.result.mllog
+    name = rr.mllog
     if not name:
         return
     if not _safe_log_name(name):
@@ -48,6 +53,10 @@ def _attach_mllog(rr: RunRow, out: Path) -> None:
     copy_if_changed(src, out / rr.mllog_copy)
 
 
+ResultSource = Callable[[list[str]], dict[str, Result]]  # run rels -> their full Results (for their pages)
+CHUNK = 500  # run pages whose Results are fetched at once
+
+
 @dataclass
 class Job:
     """What every run-page worker needs; module-global so forked workers inherit it instead of pickling it."""
@@ -58,7 +67,7 @@ class Job:
     runs: list[tuple[RunRow, Workload]]
     cache: dict[str, Any] = field(default_factory=dict)  # the previous build's manifest, by run page
     root: Path = Path()  # the results folder
-    archived: dict[str, str] = field(default_factory=dict)  # rel -> the archive (under root) that holds the run
+    fetch: ResultSource | None = None  # only the pages that are rendered read their Result
 
 
 _JOB: Job | None = None
@@ -73,6 +82,7 @@ def write_if_changed(path: Path, text: str | bytes) -> None:
             return
     except OSError:
         pass
+    output.before_write(path)  # the build's transaction keeps the old file (or notes the new one)
     path.unlink(missing_ok=True)  # a hard link into the previous site (see site/output.py): never write through it
     with open(path, "wb") as f:
         f.write(data)
@@ -86,7 +96,8 @@ def copy_if_changed(src: Path, dst: Path) -> None:
             return
     except OSError:
         pass
-    dst.unlink(missing_ok=True)  # a hard link into the previous site: never write through it
+    output.before_write(dst)
+    dst.unlink(missing_ok=True)  # the transaction's backup is a hard link to it: never write through it
     shutil.copy2(src, dst)
 
 
@@ -97,70 +108,83 @@ def render_page(job: Job, rel: str, template: str, common: bool = True, **ctx: A
     return rel
 
 
-def _attach_archived(rr: RunRow, job: Job, source: str) -> None:
+def _attach_archived(rr: RunRow, job: Job) -> None:
     """The JSON copy and MLLOG log of a run kept in a monthly archive (suite.index.archive), from the archive."""
     from suite.index import archive
 
-    write_if_changed(job.out / rr.json_copy, archive.read_bytes(job.root, source, rr.rel))
-    name = rr.result.mllog
+    write_if_changed(job.out / rr.json_copy, archive.read_bytes(job.root, rr.source, rr.rel))
+    name = rr.mllog
     if not name:
         return
     if not _safe_log_name(name):
         rr.mllog_note = "the log name in this result is not a plain file name; not linked"
         return
     log = Path(rr.rel).parent.joinpath(name).as_posix()
-    if not archive.has_member(job.root, source, log):
+    if not archive.has_member(job.root, rr.source, log):
         rr.mllog_note = "the MLPerf log this result names is not beside it"
         return
     rr.mllog_copy = rr.page.removesuffix(".html") + ".mllog.txt"
-    write_if_changed(job.out / rr.mllog_copy, archive.read_bytes(job.root, source, log))
+    write_if_changed(job.out / rr.mllog_copy, archive.read_bytes(job.root, rr.source, log))
 
 
-def _signature(rr: RunRow, job: Job) -> list[Any]:
-    """What a run page's bytes depend on besides the site code: its result file and the log beside it."""
-    source = job.archived.get(rr.rel)
-    if source is not None:  # an archive is rewritten only to add members: its size and mtime stand for all
-        ast = (job.root / source).stat()
-        return [rr.rel, source, ast.st_size, ast.st_mtime_ns]
-    st = rr.path.stat()
-    sig: list[Any] = [rr.rel, st.st_size, st.st_mtime_ns]
-    if rr.result.mllog and _safe_log_name(rr.result.mllog):
+def signature(rr: RunRow, size: int, mtime_ns: int) -> list[Any]:
+    """What a run page's bytes depend on besides the site code: its result file (size and mtime, as the index
+    recorded them) and the log beside it. An archive is rewritten only to add members: its size and mtime
+    (the index's record for an archived run) stand for all of them."""
+    if rr.source:
+        return [rr.rel, rr.source, size, mtime_ns]
+    sig: list[Any] = [rr.rel, size, mtime_ns]
+    if rr.mllog and _safe_log_name(rr.mllog):
         try:
-            lst = (rr.path.parent / rr.result.mllog).stat()
+            lst = (rr.path.parent / rr.mllog).stat()
             sig += [lst.st_size, lst.st_mtime_ns]
         except OSError:
             sig.append(None)
     return sig
 
 
-def _render_runs(lo: int, hi: int) -> tuple[list[str], dict[str, Any]]:
-    """Run pages lo..hi: (files written or kept, manifest entries). A page whose inputs and site code are
-    unchanged since the last build (per the manifest) is kept as it is, unrendered."""
+def plan_runs(job: Job) -> tuple[list[int], list[str], dict[str, Any]]:
+    """Which run pages to render (indices into job.runs); the files and manifest entries of the others, kept
+    as they are because their inputs and the site code are unchanged since the last build."""
+    existing: set[str] = set()
+    with contextlib.suppress(OSError), os.scandir(job.out / "r") as it:
+        existing = {"r/" + e.name for e in it}
+    todo: list[int] = []
+    kept: list[str] = []
+    manifest: dict[str, Any] = {}
+    for i, (rr, _) in enumerate(job.runs):
+        old = job.cache.get(rr.page)
+        if old is not None and old["sig"] == rr.sig and all(f in existing for f in old["files"]):
+            kept += old["files"]
+            manifest[rr.page] = old
+        else:
+            todo.append(i)
+    return todo, kept, manifest
+
+
+def _render_runs(todo: list[int]) -> tuple[list[str], dict[str, Any]]:
+    """Render the run pages `todo` (indices into the job's runs): (files written, manifest entries)."""
     job = _JOB
-    assert job is not None
+    assert job is not None and job.fetch is not None
     written: list[str] = []
     manifest: dict[str, Any] = {}
-    for rr, w in job.runs[lo:hi]:
-        sig = _signature(rr, job)
-        old = job.cache.get(rr.page)
-        if old is not None and old["sig"] == sig and all((job.out / f).is_file() for f in old["files"]):
-            written += old["files"]
-            manifest[rr.page] = old
-            continue
-        source = job.archived.get(rr.rel)
-        if source is None:
-            _attach_mllog(rr, job.out)
-            copy_if_changed(rr.path, job.out / rr.json_copy)
-        else:
-            _attach_archived(rr, job, source)
-        files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
-        r = rr.result
-        names = eval_names(r)
-        files.append(render_page(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
-                             record=record_tables(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
-                             precision=precision_of(r), eval_names=names, eval_rows=eval_rows(r, names)))
-        written += files
-        manifest[rr.page] = {"sig": sig, "files": files}
+    for lo in range(0, len(todo), CHUNK):
+        part = [job.runs[i] for i in todo[lo:lo + CHUNK]]
+        results = job.fetch([rr.rel for rr, _ in part])
+        for rr, w in part:
+            r = results[rr.rel]
+            if not rr.source:
+                _attach_mllog(rr, job.out)
+                copy_if_changed(rr.path, job.out / rr.json_copy)
+            else:
+                _attach_archived(rr, job)
+            files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
+            names = eval_names(r)
+            files.append(render_page(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
+                                     record=record_tables(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
+                                     precision=rr.precision, eval_names=names, eval_rows=eval_rows(r, names)))
+            written += files
+            manifest[rr.page] = {"sig": rr.sig, "files": files}
     return written, manifest
 
 
@@ -174,14 +198,20 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-def read_manifest(out: Path, version: str) -> dict[str, Any]:
+def read_manifest_all(out: Path, version: str) -> dict[str, Any]:
+    """The last build's manifest ("runs": run page -> its signature and files; "pages": workload page -> its
+    input digest), or nothing when it was built by other site code."""
     try:
         data = json.loads((out / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("code") != version or not isinstance(data.get("runs"), dict):
         return {}
-    return data["runs"]
+    return {"runs": data["runs"], "pages": data.get("pages") if isinstance(data.get("pages"), dict) else {}}
+
+
+def read_manifest(out: Path, version: str) -> dict[str, Any]:
+    return read_manifest_all(out, version).get("runs", {})
 
 
 def worker_count(requested: int | None, n_runs: int) -> int:
@@ -196,35 +226,37 @@ def worker_count(requested: int | None, n_runs: int) -> int:
     return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
-def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any]]:
+def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
+    """Every run page: kept, or rendered (in `jobs` forked workers); (files, manifest, pages rendered)."""
     global _JOB
+    todo, written, manifest = plan_runs(job)
     _JOB = job
     try:
-        n = len(job.runs)
-        if jobs <= 1 or n < 2:
-            gc.freeze()  # the loaded results live until the end: spare them the collector's repeated walks
+        n = len(todo)
+        if jobs <= 1 or n < 2 * CHUNK:
+            gc.freeze()  # the loaded rows live until the end: spare them the collector's repeated walks
             try:
-                return _render_runs(0, n)
+                files, entries = _render_runs(todo)
             finally:
                 gc.unfreeze()
+            manifest.update(entries)
+            return written + files, manifest, n
         import concurrent.futures
         import multiprocessing
 
-        chunk = max(1, -(-n // (jobs * 4)))
-        bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
-        written: list[str] = []
-        manifest: dict[str, Any] = {}
+        step = max(CHUNK, -(-n // (jobs * 4)))
+        parts = [todo[lo:lo + step] for lo in range(0, n, step)]
         # freeze the parent's heap out of the collector: otherwise each forked worker's gc walks (and so
-        # copies, page by page) every Result the parent holds, which made 2 workers slower than 1
+        # copies, page by page) every row the parent holds, which made 2 workers slower than 1
         gc.freeze()
         try:
             with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
                                                         initializer=gc.disable) as pool:
-                for files, entries in pool.map(_render_runs, *zip(*bounds, strict=True)):
+                for files, entries in pool.map(_render_runs, parts):
                     written += files
                     manifest.update(entries)
         finally:
             gc.unfreeze()
-        return written, manifest
+        return written, manifest, n
     finally:
         _JOB = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,12 +18,14 @@ from markupsafe import Markup
 from suite.results import Result
 from suite.site import charts
 from suite.site.data import (
+    RunRow,
     Submission,
     Workload,
     cell_text,
     flatten,
     short_hash,
     target_metric,
+    target_of,
     target_value,
 )
 
@@ -121,21 +123,29 @@ def history_charts(w: Workload) -> list:
     return out
 
 
-def convergence_chart(w: Workload) -> tuple[Any, int]:
-    """Seeds of the newest submission per configuration: MAX_CURVES curves shared out, at least one each."""
+Curve = list[tuple[int, float, float]]  # (step, elapsed_s, value) of one run's target metric, in curve order
+CurveSource = Callable[[list[RunRow], "str | None"], dict[str, Curve]]  # runs, metric -> curve by run rel
+
+
+def result_curve(r: Result, metric: str | None) -> Curve:
+    return [(p.step, p.elapsed_s, p.metrics[metric]) for p in r.eval_curve if metric in p.metrics]  # type: ignore[index]
+
+
+def convergence_chart(w: Workload, curves: CurveSource) -> tuple[Any, int]:
+    """Seeds of the newest submission per configuration: MAX_CURVES curves shared out, at least one each. Only
+    these runs' curves are read (`curves`: from the index's series table, or from the Results of a file walk)."""
     colours = palette(w)
     latest: dict[str, Submission] = {}
     for s in w.submissions:
         if s.series not in latest or s.timestamp > latest[s.series].timestamp:
             latest[s.series] = s
-    metric = target_metric(w.latest)
+    metric = target_metric(w.target)
     per_series = max(1, MAX_CURVES // max(1, len(latest)))
-    series = []
-    for name, sub in sorted(latest.items()):
-        for rr in sub.runs[:per_series]:
-            series.append(charts.Series(f"{name} · seed {rr.result.seed}", _curve_points(rr.result, metric),
-                                        group=name, colour=colours[name]))
-    target = target_value(w.latest)
+    picked = [(name, rr) for name, sub in sorted(latest.items()) for rr in sub.runs[:per_series]]
+    points = curves([rr for _, rr in picked], metric)
+    series = [charts.Series(f"{name} · seed {rr.seed}", _points(points.get(rr.rel, []), metric), group=name,
+                            colour=colours[name]) for name, rr in picked]
+    target = target_value(w.target)
     refs = [charts.RefLine(target, f"target {metric} {charts.fmt_num(target)}")] if target is not None else []
     ends = [s.points[-1].x for s in series if s.points and s.points[-1].x > 0]
     log_x = bool(ends) and max(ends) / min(ends) > 20  # one slow device would squash every other curve
@@ -145,23 +155,28 @@ def convergence_chart(w: Workload) -> tuple[Any, int]:
                              width=2 * CHART_W, chart_id="chart-convergence"), len(series)
 
 
+def _points(curve: Curve, metric: str | None) -> list[charts.Point]:
+    return [charts.Point(elapsed, value, f"step {step}, {elapsed:.3g} s: {metric} {value:.4g}")
+            for step, elapsed, value in curve]
+
+
 def _curve_points(r: Result, metric: str | None) -> list[charts.Point]:
-    return [charts.Point(p.elapsed_s, p.metrics[metric], f"step {p.step}, {p.elapsed_s:.3g} s: {metric} "
-                         f"{p.metrics[metric]:.4g}") for p in r.eval_curve if metric in p.metrics]
+    return _points(result_curve(r, metric), metric)
 
 
 def eval_names(r: Result) -> list[str]:
-    metric = target_metric(r)
+    metric = target_metric(target_of(r))
     return sorted({k for p in r.eval_curve for k in p.metrics}, key=lambda k: (k != metric, k))
 
 
 def run_charts(r: Result) -> list:
-    metric = target_metric(r)
+    target = target_of(r)
+    metric, value = target_metric(target), target_value(target)
     out = []
     for name in eval_names(r):
         refs = []
-        if name == metric and target_value(r) is not None:
-            refs = [charts.RefLine(target_value(r), f"target {charts.fmt_num(target_value(r))}")]  # type: ignore[arg-type]
+        if name == metric and value is not None:
+            refs = [charts.RefLine(value, f"target {charts.fmt_num(value)}")]
         out.append(charts.line_chart([charts.Series(f"seed {r.seed}", _curve_points(r, name))],
                                      x_label="time since run start, on the TTA clock (s)", y_label=f"eval {name}",
                                      ref_lines=refs, width=620, height=260, title=f"eval {name}",

@@ -1,0 +1,81 @@
+"""What the index holds of one result: the typed `runs` row and the `series` rows, computed once per file.
+
+Every figure a reader needs is a column here, computed by the same functions the readers used on a full
+Result (suite.stats, suite.fingerprint, suite.compare_key): the site's leaderboards, workload pages and run
+lists, compare and history then read columns, never the result JSON (kept in `result` for the pages that
+show every field). The site's file walk (TRAINBENCH_INDEX=0) builds its rows with this same function, so the
+two roads cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from suite import results as results_mod
+
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"), ("source", "VARCHAR"), ("run_id", "VARCHAR"), ("started_at", "VARCHAR"),
+    ("started_ts", "DOUBLE"), ("day", "VARCHAR"), ("workload", "VARCHAR"), ("domain", "VARCHAR"),
+    ("workload_version", "INTEGER"), ("spec_hash", "VARCHAR"), ("backend", "VARCHAR"), ("hardware", "VARCHAR"),
+    ("precision", "VARCHAR"), ("git_sha", "VARCHAR"), ("git_dirty", "BOOLEAN"), ("seed", "BIGINT"),
+    ("status", "VARCHAR"), ("tta_s", "DOUBLE"), ("train_s", "DOUBLE"), ("total_s", "DOUBLE"), ("steps", "BIGINT"),
+    ("steps_to_target", "BIGINT"), ("time_per_step_s", "DOUBLE"), ("samples_per_s", "DOUBLE"), ("mfu", "DOUBLE"),
+    ("peak_memory_bytes", "DOUBLE"), ("energy_j", "DOUBLE"), ("noise_floor", "DOUBLE"), ("target_metric", "VARCHAR"),
+    ("target_value", "DOUBLE"), ("host_load", "VARCHAR"), ("result", "VARCHAR"), ("comparison", "VARCHAR"),
+    # what the site's leaderboards and workload pages show besides the figures above (index schema 3)
+    ("energy_to_target_j", "DOUBLE"), ("backend_version", "VARCHAR"), ("device_name", "VARCHAR"),
+    ("device_count", "BIGINT"), ("algorithm", "VARCHAR"), ("description", "VARCHAR"), ("target", "VARCHAR"),
+    ("mllog", "VARCHAR"),
+)
+SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
+    ("metric", "VARCHAR"), ("value", "DOUBLE"), ("i", "BIGINT"),  # i: the point's place in the eval curve
+)
+RUN_NAMES = tuple(c for c, _ in RUN_COLUMNS)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _text(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default if value is None else str(value)
+
+
+def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True) -> tuple[list[Any], list[list[Any]]]:
+    """The `runs` row (in RUN_COLUMNS order) and the `series` rows of one validated result. `with_json`
+    False leaves the `result` column None (the site's file walk holds the Result itself)."""
+    from suite import compare_key
+    from suite.fingerprint import load_warning
+    from suite.runfiles import _noise_floor_of  # the figures compare uses, computed once
+    from suite.stats import peak_memory, time_per_step
+
+    raw_spec = r.config.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+    raw_target = spec.get("target")
+    target: dict[str, Any] = raw_target if isinstance(raw_target, dict) else {}
+    raw_domain = spec.get("domain")
+    domain = raw_domain if isinstance(raw_domain, str) and raw_domain else (
+        r.workload.partition("/")[0] if "/" in r.workload else "other")
+    algo = r.config.get("algorithm")
+    tps = time_per_step(r.step_time_s, r.train_s, r.steps)
+    ts = r.started_at.timestamp()
+    run = [
+        rel, source, r.run_id, r.started_at.isoformat(), ts, time.strftime("%Y-%m-%d", time.gmtime(ts)),
+        r.workload, domain, r.workload_version, r.spec_hash, r.backend, r.hardware.slug,
+        _text(r.config.get("precision"), "fp32"), r.git.sha, bool(r.git.dirty), r.seed, r.status,
+        r.time_to_target_s, r.train_s, r.total_s, r.steps, r.steps_to_target, tps, r.throughput.get("samples_per_s"),
+        r.mfu, peak_memory(r.memory), r.energy_j, _noise_floor_of(r.config),
+        target.get("metric") if isinstance(target.get("metric"), str) else None, _num(target.get("value")),
+        load_warning(r.hardware), r.model_dump_json() if with_json else None,
+        json.dumps(compare_key.key_of(r.config, backend=r.backend, world_size=r.world_size, parallel=r.parallel,
+                                      mode=r.mode)),
+        r.energy_to_target_j, _text(r.backend_version), r.hardware.device_name, r.hardware.device_count,
+        str(algo.get("label", "")) if isinstance(algo, dict) else "", _text(spec.get("description")),
+        json.dumps(target), r.mllog,
+    ]
+    series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
+              for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]
+    return run, series
