@@ -10,13 +10,17 @@ Result.model_dump_json(indent=1) at results.result_path, as write_result does, b
   index_noop_s        index again with nothing new (the scan every reader pays first)
   index_incr_s        index after one night of 10,000 new result files
   site_cold_s         site build from the index into an empty folder (N + 10,000 results)   [--site]
+  site_noop_s         the same build again with nothing new                                 [--site]
   site_incr_s         the same build again after another 1,000 new results                  [--site]
   compare_s           the last night against the night before (records from the index + compare's verdicts)
   history_s           every series' olympic time to target per commit
 
     PYTHONPATH=$PWD python benchmarks/index_scale.py --results 10000 [--site] [--keep DIR]
 
-Prints one JSON line. Peak memory is this process's maximum RSS (and the forked page renderers' largest).
+Prints one JSON line. Peak memory is this process's maximum RSS after each step (rss_mb: it only grows, so
+the step where it rises is the one that needed it) and the forked page renderers' largest. With --keep DIR,
+the N results are written once (DIR/populated-N marks them) and reused by later runs: the night and the
+extra results, the index and the site are removed again at the end.
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ WORKLOADS = [f"{d}/bench_{i:02d}" for i, d in enumerate(("cv", "nlp", "gnn", "rl
 COMBOS = [(w, h, b) for w in WORKLOADS for h in HARDWARE for b in BACKENDS]
 
 
-def populate(root: Path, start: int, n: int, per_day: int) -> None:
+def populate(root: Path, start: int, n: int, per_day: int) -> list[Path]:
     """Results start..start+n of the sequence: `per_day` results a day, each day's submissions on one commit."""
+    written = []
     for i in range(start, start + n):
         day, k = divmod(i, per_day)
         ci, seed = divmod(k, SEEDS)
@@ -62,6 +67,8 @@ def populate(root: Path, start: int, n: int, per_day: int) -> None:
         path = result_path(root, r)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(r.model_dump_json(indent=1), encoding="utf-8")
+        written.append(path)
+    return written
 
 
 CPU: dict[str, float] = {}  # step -> CPU seconds (this process's threads + finished children): load-independent
@@ -92,47 +99,68 @@ def _compare_last_night(root: Path) -> dict[str, int]:
     return {"baseline_runs": len(base), "candidate_runs": len(cand), "pairs": len(pairs)}
 
 
+def _rss_mb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=int, default=10_000, help="results before the night of 10,000 new ones")
     ap.add_argument("--site", action="store_true", help="also time the site build (cold and incremental)")
-    ap.add_argument("--keep", type=Path, help="keep the results and site here instead of a temp folder")
+    ap.add_argument("--keep", type=Path, help="keep (and reuse) the N results here instead of a temp folder")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="trainbench-index-scale-"))
     res, out = work / "results", work / "site"
     per_day = len(COMBOS) * SEEDS  # 1,200 a day: N = 250,000 is about seven months of nights
     figures: dict[str, object] = {"results": args.results, "cpus": len(os.sched_getaffinity(0))}
+    rss: dict[str, int] = {}
+    added: list[Path] = []
+    marker = work / f"populated-{args.results}"
     try:
-        populate_s, _ = _timed(lambda: populate(res, 0, args.results, per_day))
-        figures["populate_s"] = populate_s
+        if marker.exists():
+            figures["populate_s"] = "reused"
+        else:
+            figures["populate_s"], _ = _timed(lambda: populate(res, 0, args.results, per_day))
+            marker.write_text("", encoding="utf-8")
         shutil.rmtree(res / ".index", ignore_errors=True)
         figures["load_before"] = round(os.getloadavg()[0], 2)
         figures["index_cold_s"], rep = _timed(lambda: index.update(res), "index_cold")
         figures["index_cold_phases_s"] = rep.phases_s
+        rss["index_cold"] = _rss_mb()
         figures["index_noop_s"], _ = _timed(lambda: index.update(res), "index_noop")
-        populate(res, args.results, NIGHT, per_day)
+        added += populate(res, args.results, NIGHT, per_day)
         figures["index_incr_s"], rep = _timed(lambda: index.update(res), "index_incr")
         figures["index_incr_read"] = rep.read
         figures["index_incr_phases_s"] = rep.phases_s
+        rss["index_incr"] = _rss_mb()
         figures["db_bytes"] = index.db_path(res).stat().st_size
         figures["result_bytes"] = sum(f.stat().st_size for f in res.rglob("*.json"))
         figures["compare_s"], figures["compare"] = _timed(lambda: _compare_last_night(res), "compare")
+        rss["compare"] = _rss_mb()
         figures["history_s"], series = _timed(lambda: index.history(res), "history")
         figures["history_series"] = len(series)
         figures["history_points"] = sum(len(s.points) for s in series)
-        figures["rss_before_site_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        rss["history"] = _rss_mb()
         if args.site:
             from suite.site.build import build_site
 
             shutil.rmtree(out, ignore_errors=True)
+            figures["load_before_site"] = round(os.getloadavg()[0], 2)
             figures["site_cold_s"], rep = _timed(lambda: build_site(res, out), "site_cold")
             figures["site_cold_phases_s"] = rep.phases_s
             figures["index_html_bytes"] = rep.index_bytes
-            populate(res, args.results + NIGHT, 1_000, per_day)
+            figures["largest_workload_page_bytes"] = max(p.stat().st_size for p in (out / "w").glob("*.html"))
+            rss["site_cold"] = _rss_mb()
+            figures["site_noop_s"], rep = _timed(lambda: build_site(res, out), "site_noop")
+            figures["site_noop_rendered"] = rep.rendered
+            added += populate(res, args.results + NIGHT, 1_000, per_day)
             figures["site_incr_s"], rep = _timed(lambda: build_site(res, out), "site_incr")
             figures["site_incr_phases_s"] = rep.phases_s
+            figures["site_incr_rendered"] = rep.rendered
             figures["site_pages"] = rep.pages
-        figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+            rss["site_incr"] = _rss_mb()
+        figures["rss_mb"] = rss
+        figures["peak_rss_mb"] = _rss_mb()
         figures["peak_rss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
         figures["load_after"] = round(os.getloadavg()[0], 2)
         figures["cpu_s"] = CPU
@@ -141,6 +169,11 @@ def main() -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
+        else:  # back to the N results alone, for the next run
+            for p in added:
+                p.unlink(missing_ok=True)
+            shutil.rmtree(res / ".index", ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,18 @@ SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("metric", "VARCHAR"), ("value", "DOUBLE"), ("i", "BIGINT"),  # i: the point's place in the eval curve
 )
 RUN_NAMES = tuple(c for c, _ in RUN_COLUMNS)
+_TARGETS: dict[str, dict[str, Any]] = {}
+
+
+def target_of(column: str | None) -> dict[str, Any]:
+    """The spec's target of a run, from its `target` column: a few distinct targets among many runs, each
+    parsed once (the dict is shared: read it, never change it)."""
+    if not column:
+        return {}
+    target = _TARGETS.get(column)
+    if target is None:
+        target = _TARGETS[column] = json.loads(column)
+    return target
 
 
 def _num(v: Any) -> float | None:

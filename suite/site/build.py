@@ -226,7 +226,9 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
     version = code_version()
     previous = previous_files(out)
     old = read_manifest_all(out, version)
-    job = Job(_env(), out, {"compares": views, "studies": study_views, "n_results": len(rows)},
+    # what every page but a run page shows (the count of results is on the index only: a workload page whose
+    # runs did not change then stays byte for byte the same, and is kept)
+    job = Job(_env(), out, {"compares": views, "studies": study_views},
               [(rr, w) for w in workloads for rr in w.runs], old.get("runs", {}), root, inputs.fetch)
     t1 = time.perf_counter()
     run_files, manifest, rendered = run_pages(job, worker_count(jobs, len(rows)))
@@ -237,7 +239,7 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)
     latest = max((rr.started_at for rr in rows), default=None)
-    common = _digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views], len(rows))
+    common = _digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
     old_pages = old.get("pages", {})
     pages: dict[str, str] = {}
     for w in workloads:
@@ -260,6 +262,7 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
             written.add(f"static/{asset.name}")
     # the index last: a reader who sees the new index finds every page it links
     written.add(render_page(job, "index.html", "index.html", domains=domains, skipped=skipped, latest=latest,
+                            n_results=len(rows),
                         hardware=sorted({rr.hardware for rr in rows}),
                         backends=sorted({rr.backend for rr in rows}), n_workloads=len(workloads)))
     phases["rendered_pages"] = rendered + len(views) + len(study_views) + 1

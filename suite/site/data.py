@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from suite import baselines as bl
+from suite.index.rows import target_of as target_of_column
 from suite.results import Result, ResultError, slug
 from suite.stats import Aggregate, RunFigures, aggregate
 from suite.stats import _tta as tta_of
@@ -119,7 +120,7 @@ class RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.index.rows.row_of on a Result)."""
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
-        target = json.loads(rest[-2]) if rest[-2] else {}
+        target = target_of_column(rest[-2])
         return cls(root / rel, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status,
                    datetime.fromisoformat(started), *rest[:-2], target, rest[-1])
 
