@@ -82,9 +82,14 @@ def _cpu_s() -> float:
 def _timed(fn, name: str = ""):  # noqa: ANN001, ANN202
     t, c = time.perf_counter(), _cpu_s()
     value = fn()
+    wall = round(time.perf_counter() - t, 2)
     if name:
         CPU[name] = round(_cpu_s() - c, 2)
-    return round(time.perf_counter() - t, 2), value
+        # progress on stderr: a long run that is stopped still leaves its figures so far
+        print(json.dumps({"step": name, "wall_s": wall, "cpu_s": CPU[name], "load": round(os.getloadavg()[0], 2),
+                          "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}),
+              file=sys.stderr, flush=True)
+    return wall, value
 
 
 def _compare_last_night(root: Path) -> dict[str, int]:
