@@ -62,7 +62,7 @@ BREAKAGES = [
         "            os.fsync(f.fileno())\n", "            pass\n",
         (P + "test_write_atomic_fsyncs_the_file_before_the_link_and_the_folder_after",)),
     Breakage(
-        "noise-floor-7pc", "suite/compare.py",
+        "noise-floor-7pc", "suite/compare_model.py",
         "DEFAULT_NOISE_FLOOR = 0.05", "DEFAULT_NOISE_FLOOR = 0.07",
         (P + "test_default_noise_floor_is_five_percent",)),
     Breakage(
