@@ -71,9 +71,11 @@ browser:
 test: install data tools browser lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-# mutation testing of the functions that carry the documented promises; slow, so not part of `make test`
+# mutation testing of the functions that carry the documented promises; slow, so not part of `make test`.
+# MUTANTS='pattern ...' limits it to some mutants (default: every name in scripts/mutation_targets.txt)
+MUTANTS ?=
 mutation: install data
-	MUTMUT=$(VENV)/bin/mutmut PY=$(PY) bash scripts/mutation.sh
+	MUTMUT=$(VENV)/bin/mutmut PY=$(PY) MUTANTS='$(MUTANTS)' bash scripts/mutation.sh
 
 clean:
 	rm -rf $(VENV) site/_build .pytest_cache mutants
