@@ -108,6 +108,38 @@ def test_write_atomic_fsyncs_the_file_before_the_link_and_the_folder_after(tmp_p
     assert not list(path.parent.glob(".tmp-*"))
 
 
+def test_write_atomic_links_from_a_flushed_temporary_in_the_same_folder_and_leaks_nothing(tmp_path, monkeypatch):
+    """The temporary lies in the result's own folder (one file system: the link is atomic), holds every byte
+    (UTF-8) when it is fsynced, is gone afterwards, and no file descriptor stays open."""
+    links: list[tuple[Path, Path]] = []
+    sizes: list[int] = []
+    real_fsync, real_link = os.fsync, os.link
+
+    def fsync(fd: int) -> None:
+        sizes.append(os.fstat(fd).st_size)
+        real_fsync(fd)
+
+    def link(src, dst, *a, **kw) -> None:
+        links.append((Path(src), Path(dst)))
+        real_link(src, dst, *a, **kw)
+
+    monkeypatch.setattr(results_mod.os, "fsync", fsync)
+    monkeypatch.setattr(results_mod.os, "link", link)
+    text = '{"note": "µs, ±2 %, naïve"}\n'
+    fds = len(os.listdir("/proc/self/fd"))
+    path = results_mod.write_atomic(tmp_path / "a" / "b" / "r.json", text)  # two folders that do not exist yet
+    assert path == tmp_path / "a" / "b" / "r.json" and path.read_bytes() == text.encode("utf-8")
+    assert links[0][0].parent == path.parent and links[0][1] == path
+    assert sizes[0] == len(text.encode("utf-8"))  # flushed before the fsync, not only at close
+    second = results_mod.write_atomic(path.parent / "s.json", "{}")  # the folder exists now: fine
+    assert second.read_text() == "{}"
+    assert len(os.listdir("/proc/self/fd")) == fds  # the folder's descriptor is closed again
+    with pytest.raises(FileExistsError):
+        results_mod.write_atomic(path, "{}")  # append-only: never replaced
+    assert path.read_bytes() == text.encode("utf-8")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["r.json", "s.json"]  # no temporary left behind
+
+
 def test_write_run_writes_the_side_car_before_the_result_each_atomically(tmp_path, monkeypatch):
     from test_faults_lib import make_result
 
