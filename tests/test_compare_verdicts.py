@@ -125,6 +125,7 @@ def test_a_clear_slowdown_regresses_with_the_exact_p_value():
     assert r.p_value == pytest.approx(2 / math.comb(12, 6)) == r.p_any_change  # complete separation
     assert r.baseline == cmp.Summary(6, pytest.approx(10.25), pytest.approx(10.25), 10.0, 10.5)
     assert r.candidate.center == pytest.approx(12.3) and r.gating and r.lower_is_better
+    assert (r.name, r.label, r.unit) == ("time_to_target_s", "time to target", "s")
 
 
 def test_a_clear_speed_up_improves():
@@ -154,6 +155,8 @@ def test_a_significant_change_smaller_than_the_floor_is_no_change_and_says_so():
     assert r.verdict == cmp.SAME and r.p_value == 1.0  # moved by the floor, the candidate is no longer slower
     assert r.p_any_change == pytest.approx(0.0173, abs=1e-4)  # but the plain test sees a change
     assert r.note == "a change is significant (p 0.0173), one beyond the 5% noise floor is not"
+    at_alpha = judge(BASE, [x * 1.03 for x in BASE], s=cmp.Settings(alpha=r.p_any_change))
+    assert at_alpha.note.startswith("a change is significant")  # p exactly alpha is significant
 
 
 def test_the_floor_is_the_margin_of_the_test():
@@ -181,6 +184,13 @@ def test_ranks_beyond_the_floor_but_aggregates_within_it_are_no_change():
     assert (r.verdict, r.note) == (cmp.SAME, "within the 5% noise floor")
 
 
+def test_a_zero_floor_still_calls_equal_aggregates_no_change():
+    # equal olympic means (11.25 both, ratio exactly 1) although the ranks differ: |badness| 0 <= log1p(0)
+    r = judge([10.0] * 8 + [20.0, 20.0], [11.25] * 10, floor=0.0)
+    assert r.ratio == 1.0 and r.p_value <= S.alpha
+    assert (r.verdict, r.note) == (cmp.SAME, "within the 0% noise floor")
+
+
 def test_ranks_and_aggregate_disagreeing_on_the_direction_is_no_change():
     # 15 of 20 candidate seeds beat every baseline seed, but five very slow ones lift its olympic mean
     r = judge([100.0 + i for i in range(20)], [50.0] * 15 + [1000.0] * 5)
@@ -193,12 +203,18 @@ def test_a_candidate_that_stops_reaching_the_target_regresses_infinitely():
     assert r.verdict == cmp.REGRESSED and r.ratio == INF and r.badness == INF
 
 
+def test_a_baseline_that_never_reached_and_a_candidate_that_does_improves():
+    r = judge([INF] * 6, BASE)
+    assert (r.verdict, r.ratio, r.note) == (cmp.IMPROVED, 0.0, "")
+
+
 def test_both_aggregates_infinite_the_ranks_decide():
     mostly = [10.0 + 0.1 * i for i in range(12)] + [INF] * 2  # 2 of 14 failed: olympic mean already infinite
     rarely = [10.0, 10.1] + [INF] * 12
     r = judge(mostly, rarely)
     assert r.ratio is None and r.verdict == cmp.REGRESSED and r.p_value <= S.alpha
     assert r.note == "ratio undefined: both aggregates are infinite (too many runs did not reach the target)"
+    assert judge(mostly, rarely, s=cmp.Settings(alpha=r.p_value)).verdict == cmp.REGRESSED  # p == alpha counts
     assert judge(rarely, mostly).verdict == cmp.IMPROVED
     r = judge(mostly, list(mostly))
     assert (r.verdict, r.p_value) == (cmp.SAME, 1.0) and r.note.startswith("ratio undefined")
@@ -236,12 +252,14 @@ def test_a_pair_regresses_when_a_gating_metric_regresses():
     assert p.verdict == cmp.REGRESSED and (p.noise_floor, p.noise_floor_source) == (0.05, "default")
     assert p.metric("time_to_target_s").verdict == cmp.REGRESSED and p.reason == ""
     assert (p.baseline.runs, p.baseline.reached, p.candidate.runs) == (6, 6, 6)
+    # attributed: neither steps to target nor time per step was measured here, so neither factor alone
+    assert p.cause == "neither factor alone (evaluation time, overhead, or changes below the test's power)"
 
 
 def test_a_non_gating_metric_never_decides_the_pair():
     p = pair(side(runs(tta=BASE, mfu=[0.5] * 6)), side(runs(tta=BASE, mfu=[0.3] * 6)))
     assert p.metric("mfu").verdict == cmp.REGRESSED and not p.metric("mfu").gating
-    assert p.verdict == cmp.SAME
+    assert p.verdict == cmp.SAME and p.cause is None
 
 
 def test_the_pair_improves_on_a_gating_improvement():
@@ -267,6 +285,8 @@ def test_the_tta_looks_worse_boundary_is_the_floor():
     m.ratio = 1.05  # just beyond log1p(0.05) (1.05 is not exactly representable: 1.0500000000000000444)
     assert cmp._tta_looks_worse(p)
     m.ratio = 1.0 + 0.05 * (1 - 1e-9)
+    assert not cmp._tta_looks_worse(p)
+    p.noise_floor, m.ratio = 0.0, 1.0  # badness 0 == log1p(0): not worse (the comparison is strict)
     assert not cmp._tta_looks_worse(p)
     p.metrics = [x for x in p.metrics if x.name != "time_to_target_s"]
     assert not cmp._tta_looks_worse(p)
@@ -297,7 +317,8 @@ def test_a_pair_of_mixed_configurations_is_not_comparable_and_judges_no_metric()
     p = pair(base, cand)
     assert p.verdict == cmp.NOT_COMPARABLE and p.reason.startswith("different configuration")
     assert {m.verdict for m in p.metrics} == {cmp.NOT_COMPARABLE}
-    assert all(m.note == p.reason and m.ratio is None and m.p_value is None for m in p.metrics)
+    assert all(m.note == p.reason and m.ratio is None and m.p_value is None and m.p_any_change is None
+               for m in p.metrics)
     assert p.metric("time_to_target_s").baseline.n == 6  # the figures are still shown
 
 
