@@ -250,6 +250,7 @@ def pair(base: Side, cand: Side, s: cmp.Settings = S) -> cmp.PairReport:
 def test_a_pair_regresses_when_a_gating_metric_regresses():
     p = pair(side(runs(tta=BASE)), side(runs(tta=[x * 1.2 for x in BASE])))
     assert p.verdict == cmp.REGRESSED and (p.noise_floor, p.noise_floor_source) == (0.05, "default")
+    assert (p.hardware, p.workload, p.backend) == ("cpu-test", "cv/digits_cnn", "torch")
     assert p.metric("time_to_target_s").verdict == cmp.REGRESSED and p.reason == ""
     assert (p.baseline.runs, p.baseline.reached, p.candidate.runs) == (6, 6, 6)
     # attributed: neither steps to target nor time per step was measured here, so neither factor alone
