@@ -166,7 +166,16 @@ def test_the_floor_is_the_margin_of_the_test():
     assert r.verdict == cmp.SAME and r.note.endswith("one beyond the 25% noise floor is not")
     faster = [x / 1.2 for x in BASE]
     assert judge(BASE, faster, floor=0.05).verdict == cmp.IMPROVED
-    assert judge(BASE, faster, floor=0.25).verdict == cmp.SAME
+    r = judge(BASE, faster, floor=0.25)
+    assert r.verdict == cmp.SAME and r.note.endswith("one beyond the 25% noise floor is not")
+
+
+def test_a_faster_candidate_is_moved_up_by_the_floor_not_down():
+    # 8% faster, 5% floor: moved UP by 5% the runs overlap the baseline again -> no change beyond the floor
+    # (moving them down instead would call it improved)
+    r = judge(BASE, [x / 1.08 for x in BASE])
+    assert r.p_any_change <= S.alpha and r.p_value > S.alpha
+    assert (r.verdict, r.note) == (cmp.SAME, "a change is significant (p 0.00216), one beyond the 5% noise floor is not")
 
 
 def test_the_margin_moves_the_candidate_towards_the_baseline_on_both_sides():
@@ -219,6 +228,15 @@ def test_both_aggregates_infinite_the_ranks_decide():
     r = judge(mostly, list(mostly))
     assert (r.verdict, r.p_value) == (cmp.SAME, 1.0) and r.note.startswith("ratio undefined")
     assert judge(mostly, [10.0, 10.1, 10.2, 10.3] + [INF] * 10).verdict == cmp.SAME  # not significant
+
+
+def test_many_runs_a_small_consistent_speed_up_improves():
+    # 100 runs a side (the normal approximation): 1% faster, zero floor. U is 40% of the pairs: below half,
+    # so the candidate is the faster side (a U of 40% must not count as "larger")
+    base = [10 + 0.01 * i for i in range(100)]
+    r = judge(base, [x * 0.99 for x in base], floor=0.0)
+    assert r.exact is False and r.p_value <= S.alpha
+    assert (r.verdict, r.note) == (cmp.IMPROVED, "")
 
 
 def test_a_p_value_exactly_at_alpha_is_significant():
