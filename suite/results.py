@@ -7,6 +7,7 @@ mid-write leaves no partial result, and an existing file is never replaced.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -312,8 +313,12 @@ def result_path(root: Path, result: Result) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write `text` to a new file at `path` atomically; refuse to replace an existing file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `text` to a new file at `path` atomically; refuse to replace an existing file. FileExistsError means
+    `path` exists (callers retry with a fresh id); a file where a folder must be is NotADirectoryError."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory (a file stands where a folder must be)", e.filename) from e
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -332,16 +337,11 @@ def write_atomic(path: Path, text: str) -> Path:
 
 
 def write_result(root: Path, result: Result) -> Path:
-    text = result.model_dump_json(indent=1)
-    path = result_path(root, result)
     while True:
         try:
-            return write_atomic(path, text)
-        except FileExistsError:
-            # same second, same run id (practically impossible) -> a fresh id, never an overwrite
+            return write_atomic(result_path(root, result), result.model_dump_json(indent=1))
+        except FileExistsError:  # same second, same run id (practically impossible): a fresh id, never an overwrite
             result.run_id = new_run_id()
-            path = result_path(root, result)
-            text = result.model_dump_json(indent=1)
 
 
 def mllog_path(result_file: Path) -> Path:

@@ -110,3 +110,20 @@ def test_stale_job_folders_are_swept_only_when_their_processes_are_gone(tmp_path
             "parent": pid, "parent_start": processes.process_start_time(pid), "child": None}))
     assert processes.sweep_stale_jobs(str(tmp_path)) == 1
     assert not stale.exists() and live.exists()
+
+
+@pytest.mark.parametrize("depth", ["first", "last"])
+def test_a_file_where_a_folder_must_be_is_a_clear_error_not_an_endless_retry(tmp_path, depth):
+    """mkdir's FileExistsError (the result's own folder exists as a file) once read as a run-id collision:
+    write_run then retried with fresh ids forever."""
+    result = make_result(run_id="blocked")
+    folder = results.result_path(tmp_path, result).parent
+    blocker = tmp_path / folder.relative_to(tmp_path).parts[0] if depth == "first" else folder
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("not a folder")
+    with pytest.raises(results.ResultWriteError) as e:
+        results.write_run(tmp_path, result, ":::MLLOG {}\n")
+    assert "Not a directory" in str(e.value) and str(folder) in str(e.value)
+    assert result.run_id == "blocked"  # never taken for a collision
+    with pytest.raises(NotADirectoryError):
+        results.write_result(tmp_path, make_result(run_id="blocked2"))
