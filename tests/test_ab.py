@@ -117,7 +117,7 @@ def _workflow_ab(tmp_path: Path, slow_s: float | None) -> tuple[int, dict]:
            # runner's own is measured by `trainbench calibrate` and read from baselines/ (FLOORS)
            "NOISE_FLOOR": "0.10"}
     p = subprocess.run(["bash", str(ROOT / "scripts/ci/bench_ab.sh")], cwd=work, env=env, capture_output=True,
-                       text=True, timeout=900)
+                       text=True, timeout=1400)
     assert p.returncode == 0, p.stdout + p.stderr
     code = int((work / "compare-exit-code").read_text())
     manifest = json.loads((tmp_path / "ab" / "ab.json").read_text())
@@ -130,6 +130,7 @@ def _workflow_ab(tmp_path: Path, slow_s: float | None) -> tuple[int, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # two pip installs and 8 runs: 6 min at load 25, over 10 at load 58 (2 cores)
 def test_the_pr_workflow_flags_a_slowed_head(tmp_path: Path) -> None:
     code, report = _workflow_ab(tmp_path, 0.08)  # +8 ms on a 15 ms step (quiet) to 100 ms (load 20)
     (pair,) = report["pairs"]
@@ -138,6 +139,7 @@ def test_the_pr_workflow_flags_a_slowed_head(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_the_pr_workflow_passes_identical_code(tmp_path: Path) -> None:
     code, report = _workflow_ab(tmp_path, None)
     (pair,) = report["pairs"]
