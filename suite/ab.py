@@ -8,13 +8,13 @@ pip cache), `base/` and `head/` (each side's results folder), `ab.json` (what ra
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +59,8 @@ class ABPlan:
     nproc: int = 1
     deps: str = "install"  # install: pip install -e each worktree; shared: this interpreter's packages
     extras: str = ""
+    offline: bool = False  # install without an index: this interpreter's packages underneath, pip --no-index
+    find_links: list[str] = field(default_factory=list)  # wheel folders pip may install from (pip --find-links)
     lockstep: bool = True  # both sides' processes at once, alternating step by step (suite/throughput.py: Turns)
     runs_per_block: int = 1  # runs (seeds) per process: amortises the interpreter's start-up on a slow machine
 
@@ -100,35 +102,69 @@ def _worktree(repo: Path, sha: str, dest: Path) -> None:
     _git(repo, "worktree", "add", "--force", "--detach", str(dest), sha)
 
 
+def _site_dirs(python: Path) -> list[str]:
+    """purelib and platlib of an interpreter (one folder in a Linux venv), in that order, no repeats."""
+    code = "import sysconfig; p = sysconfig.get_paths(); print(p['purelib']); print(p['platlib'])"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    return list(dict.fromkeys(out.split()))
+
+
+def _underlay(python: Path, first: Sequence[str]) -> None:
+    """A .pth in the venv's own site folder: `first` (if any), then this interpreter's site folders, AFTER the
+    venv's own packages. A path line in a .pth is only appended to sys.path (the underlay's own .pth files, e.g.
+    this checkout's editable install, are not run), so the side's own code is what it imports."""
+    site = Path(_site_dirs(python)[0])
+    (site / "_trainbench_ab.pth").write_text("".join(f"{p}\n" for p in [*first, *_site_dirs(Path(sys.executable))]))
+
+
 def _venv(src: Path, env: Path, plan: ABPlan, log: Callable[[str], None]) -> Path:
-    """One venv per side. `install`: the side's own dependencies (pip, shared cache). `shared`: this interpreter's
-    installed packages with the side's own code first (both sides then differ only in code)."""
+    """One venv per side. `install`: pip installs the side's project and its declared dependencies (its own
+    constraints file, one shared pip cache); with `offline` pip reaches no index: the venv sees this interpreter's
+    installed packages underneath its own, so they satisfy what they can, and `find_links` folders supply the
+    rest (a requirement nothing local satisfies fails, with pip's message). `shared`: no pip, this interpreter's
+    packages with the side's code first (both sides then differ only in code)."""
     python = env / "bin" / "python"
+    own_pip = plan.deps == "install" and not plan.offline  # offline: the underlay's pip and setuptools build it
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip" if plan.deps == "shared" else "--upgrade-deps",
-                        str(env)], check=True, capture_output=True, timeout=600)
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+        subprocess.run([sys.executable, "-m", "venv", "--upgrade-deps" if own_pip else "--without-pip", str(env)],
+                       check=True, capture_output=True, timeout=600)
     if plan.deps == "shared":
-        # the side's code first, then this interpreter's packages (torch and friends, installed once)
-        (site / "_trainbench_ab.pth").write_text(f"{src}\n{sysconfig.get_paths()['purelib']}\n")
+        _underlay(python, [str(src)])  # the side's code first, then this interpreter's packages (installed once)
         return python
+    if plan.offline:
+        _underlay(python, [])
+        if importlib.util.find_spec("pip") is None:
+            raise ABError(f"--offline: {sys.executable} has no pip to install the sides with; install pip into it, "
+                          "or use --deps shared")
     constraints = src / "constraints" / "dev.txt"
     target = f"{src}[{plan.extras}]" if plan.extras else str(src)
-    cmd = [str(python), "-m", "pip", "install", "--quiet", "-e", target]
+    cmd = [str(python), "-m", "pip", "install", "--quiet"]
+    if plan.offline:  # the build backend (setuptools) comes from the underlay: an isolated build would fetch it
+        cmd += ["--no-index", "--no-build-isolation"]
+    for folder in plan.find_links:
+        cmd += ["--find-links", str(Path(folder).resolve())]
     if constraints.exists():
-        cmd[4:4] = ["-c", str(constraints)]
+        cmd += ["-c", str(constraints)]
+    cmd += ["-e", target]
     env_vars = {**os.environ, "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR", str(plan.out / "pip-cache"))}
+    env_vars.pop("PYTHONPATH", None)  # pip must see the side's venv, not the caller's checkout
     log(f"installing {src.name}: {' '.join(cmd)}")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env_vars, timeout=3600)
     if done.returncode != 0:
-        raise ABError(f"installing {src} failed:\n{done.stderr[-3000:]}")
+        hint = (" (--offline: every requirement must be installed here already or be a wheel in a --find-links "
+                "folder)") if plan.offline else ""
+        raise ABError(f"installing {src} failed{hint}:\n{done.stderr[-3000:]}")
     return python
 
 
 def prepare(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> list[Side]:
     if plan.deps not in ("install", "shared"):
         raise ABError(f"--deps {plan.deps!r}: expected install or shared")
+    if plan.deps == "shared" and (plan.offline or plan.find_links):
+        raise ABError("--offline and --find-links are for --deps install (--deps shared installs nothing)")
+    for folder in plan.find_links:
+        if not Path(folder).is_dir():
+            raise ABError(f"--find-links {folder}: no such folder (a folder of wheels, e.g. from `pip wheel -w DIR`)")
     shas = {"base": resolve(plan.repo, base, "--base"), "head": resolve(plan.repo, head, "--head")}
     sides = []
     for name, ref in (("base", base), ("head", head)):

@@ -37,21 +37,36 @@ class Interval:
     head_median_s: float
 
 
-def _medians(runs: Sequence[np.ndarray], picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _medians(runs: Sequence[np.ndarray], picks: np.ndarray, draws: np.ndarray) -> np.ndarray:
     """One bootstrap median per row of `picks` (run indices drawn with replacement): from each picked run, as many
-    steps as a typical run has, with replacement; the median of all picked steps."""
+    steps as a typical run has, with replacement (`draws`: uniforms in [0, 1), one per step drawn); the median of
+    all picked steps."""
     lens = np.array([len(r) for r in runs])
     flat = np.concatenate(runs)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
     n_boot, n_runs = picks.shape
-    per_run = int(np.median(lens))
-    chunk = max(1, MAX_BOOT_CELLS // (n_runs * per_run))
+    idx = starts[picks][..., None] + (draws * lens[picks][..., None]).astype(np.int64)
+    return np.median(flat[idx].reshape(n_boot, -1), axis=1)
+
+
+def _boot_ratios(b_runs: list[np.ndarray], h_runs: list[np.ndarray], n_boot: int, rng: np.random.Generator,
+                 paired: bool) -> np.ndarray:
+    """Bootstrap ratios head/base of pooled medians, in chunks that hold at most MAX_BOOT_CELLS step draws.
+
+    paired: the rounds are drawn jointly; and when each round's two runs have as many steps (lockstep: step i of
+    base and step i of head ran one after the other), the steps are drawn jointly too, as pairs, so what a
+    moment did to both sides (a neighbour's burst) cancels in the ratio instead of widening the interval."""
+    b_per, h_per = int(np.median([len(r) for r in b_runs])), int(np.median([len(r) for r in h_runs]))
+    step_pairs = paired and b_per == h_per and all(len(b) == len(h) for b, h in zip(b_runs, h_runs, strict=True))
+    chunk = max(1, MAX_BOOT_CELLS // (len(b_runs) * b_per + len(h_runs) * h_per))
     out = np.empty(n_boot)
     for lo in range(0, n_boot, chunk):
         b = min(chunk, n_boot - lo)
-        pick = picks[lo:lo + b]
-        idx = starts[pick][..., None] + (rng.random((b, n_runs, per_run)) * lens[pick][..., None]).astype(np.int64)
-        out[lo:lo + b] = np.median(flat[idx].reshape(b, -1), axis=1)
+        b_pick = rng.integers(0, len(b_runs), (b, len(b_runs)))
+        h_pick = b_pick if paired else rng.integers(0, len(h_runs), (b, len(h_runs)))
+        b_draws = rng.random((b, len(b_runs), b_per))
+        h_draws = b_draws if step_pairs else rng.random((b, len(h_runs), h_per))
+        out[lo:lo + b] = _medians(h_runs, h_pick, h_draws) / _medians(b_runs, b_pick, b_draws)
     return out
 
 
@@ -60,15 +75,12 @@ def ratio_interval(base: Sequence[Sequence[float]], head: Sequence[Sequence[floa
     """Ratio of pooled medians head/base and its (1 - alpha) percentile interval by the two-level bootstrap.
 
     paired: base[i] and head[i] ran in the same round (side by side in lockstep, or in adjacent blocks), so the
-    rounds are resampled jointly: what a round did to both sides (a busy neighbour) cancels in the ratio."""
+    rounds are resampled jointly (and, in lockstep, the steps: `_boot_ratios`)."""
     b_runs = [np.asarray(r, dtype=float) for r in base]
     h_runs = [np.asarray(r, dtype=float) for r in head]
     if paired and len(b_runs) != len(h_runs):
         raise ValueError(f"paired runs need as many base runs as head runs ({len(b_runs)} != {len(h_runs)})")
-    rng = np.random.default_rng(seed)
-    b_pick = rng.integers(0, len(b_runs), (n_boot, len(b_runs)))
-    h_pick = b_pick if paired else rng.integers(0, len(h_runs), (n_boot, len(h_runs)))
-    ratios = _medians(h_runs, h_pick, rng) / _medians(b_runs, b_pick, rng)
+    ratios = _boot_ratios(b_runs, h_runs, n_boot, np.random.default_rng(seed), paired)
     lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
     base_med = float(np.median(np.concatenate(b_runs)))
     head_med = float(np.median(np.concatenate(h_runs)))

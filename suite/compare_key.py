@@ -17,6 +17,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("parallel", "parallel layout"),
     ("backend_options", "backend options"),
     ("warmup_steps", "throughput warm-up steps"),
+    ("clock", "throughput clock (wall | cpu)"),
 )
 
 
@@ -36,6 +37,9 @@ def key_of(config: dict[str, Any] | None, *, backend: str, world_size: int, para
         "parallel": _canonical(parallel or {"dp": int(world_size)}),
         "backend_options": _canonical(backends.get(backend) or {}),
         "warmup_steps": throughput.get("warmup_steps") if mode == "throughput" else None,
+        # only a non-default clock is written, so keys (and floor files) from before the field stay equal
+        **({"clock": throughput["clock"]} if mode == "throughput" and throughput.get("clock", "wall") != "wall"
+           else {}),
     }
 
 

@@ -391,6 +391,8 @@ class Run:
 
 
 def _compact_steps(the_run: Run) -> list[float]:
+    if cpu_times := getattr(the_run, "step_cpu_times", None):  # throughput.clock cpu (suite/throughput.py)
+        return throughput.compact(cpu_times)
     try:  # device events where the device has them (the step's device time), else the host's synced timings
         device_times = the_run.inst.timer.device_times_s()
     except Exception:  # noqa: BLE001 - result_fields reports the unreadable timers

@@ -174,6 +174,9 @@ class ThroughputSpec(_Strict):
 
     warmup_steps: int = Field(default=20, ge=0, description="steps run before timing starts (caches, allocator, JIT)")
     measure_steps: int = Field(default=200, gt=0, description="steps whose every time is recorded")
+    clock: Literal["wall", "cpu"] = Field(
+        default="wall", description="wall: elapsed time (device events on accelerators); cpu: the process's CPU "
+        "time per step, on a cpu device only (a shared runner's waits for a core left out; docs/compare.md)")
 
 
 class WorkloadSpec(_Strict):

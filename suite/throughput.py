@@ -1,7 +1,8 @@
 """Throughput mode (`trainbench run --mode throughput`): the step loop that the A/B gate measures.
 
 After the harness's untimed init: `warmup_steps` untimed steps, then `measure_steps` steps each timed on its
-own (device events on accelerators; on CPU perf_counter after a synchronize on both sides of the step). No
+own (device events on accelerators; on CPU perf_counter after a synchronize on both sides of the step, or with
+`throughput.clock: cpu` the process's CPU time, which leaves out the waits for a core on a shared runner). No
 evaluation, no target, no budget stop: the run ends `measured` after its steps (or `interrupted` on a signal,
 `diverged` on a non-finite loss). Every measured step's time goes into the result (`step_times_s`), because
 compare's confidence interval resamples steps within runs (docs/compare.md).
@@ -60,6 +61,9 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
     """Fill `run` (a harness.Run after init) with the measured steps and its status."""
     spec = run.spec
     warmup, measure_steps = spec.throughput.warmup_steps, spec.throughput.measure_steps
+    if spec.throughput.clock == "cpu" and run.device.type != "cpu":
+        raise ValueError(f"throughput.clock cpu: only on a cpu device (this run is on {run.device.type}, where "
+                         "device events time the steps); use throughput.clock=wall")
     shard = backend.data_shard()  # a backend with model parallelism names the shard this rank reads
     data_rank, data_world = shard if shard is not None else (run.dist.rank, run.dist.world)
     batches = iter(workload.train_batches(data_rank, data_world))
@@ -92,6 +96,10 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
 def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_code: Any, backend: Any,
           turns: Turns) -> int:
     code = CONTINUE
+    # cpu: the CPU time of this process (all its threads) per step goes into the result's step times
+    # (run.step_cpu_times); the wall times stay in run.step_times for train_s, samples/s and MFU
+    cpu_clock = spec.throughput.clock == "cpu"
+    run.step_cpu_times = []
     for _ in range(warmup):  # untimed: caches, the allocator, lazy init and compilation settle here
         turns.wait()
         out = step()
@@ -108,12 +116,15 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
     while code == CONTINUE and run.steps < measure_steps:
         turns.wait()  # lockstep with the other side of an A/B (a no-op otherwise), outside the timed window
         backend.synchronize()
+        cs = time.process_time()
         ts = time.perf_counter()
         run.inst.step_begin()
         out = step()
         run.inst.step_end()
         backend.synchronize()
         run.step_times.append(time.perf_counter() - ts)
+        if cpu_clock:
+            run.step_cpu_times.append(time.process_time() - cs)
         turns.done()
         run.steps += 1
         run.samples += spec.data.batch_size

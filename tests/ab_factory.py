@@ -3,7 +3,8 @@ benchmarks/gate_power.py's simulation.
 
 The noise model follows what `trainbench ab` sees on a shared machine: each round moves both sides' level
 together (a neighbour, the clock; `round_sd`), each run has its own level on top (`run_sd`), and steps vary
-around it log-normally (`step_sd`) with rare slow outliers (`outlier_p`, x1.5-3).
+around it log-normally (`step_sd`) with rare slow outliers (`outlier_p`, x1.5-3); in lockstep, step i of both
+sides also shares what that moment did to both (`moment_sd`: a neighbour's burst lasting a step or two).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Noise:
     run_sd: float = 0.01
     step_sd: float = 0.05
     outlier_p: float = 0.01
+    moment_sd: float = 0.0
 
 
 def simulate(rng: np.random.Generator, rounds: int, steps: int, slowdown: float = 1.0, median_s: float = 0.01,
@@ -34,9 +36,10 @@ def simulate(rng: np.random.Generator, rounds: int, steps: int, slowdown: float 
     base, head = [], []
     for _ in range(rounds):
         level = median_s * np.exp(rng.normal(0, noise.round_sd))
+        moment = rng.normal(0, noise.moment_sd, steps) if noise.moment_sd > 0 else 0.0
         for out, factor in ((base, 1.0), (head, slowdown)):
             run_level = level * factor * np.exp(rng.normal(0, noise.run_sd))
-            t = run_level * np.exp(rng.normal(0, noise.step_sd, steps))
+            t = run_level * np.exp(rng.normal(0, noise.step_sd, steps) + moment)
             spikes = rng.random(steps) < noise.outlier_p
             t[spikes] *= rng.uniform(1.5, 3.0, spikes.sum())
             out.append(t)

@@ -1,6 +1,7 @@
 """A throw-away git repository holding this project's code at two commits, for the A/B gate's tests and
 benchmarks/gate_power.py: `base`, and a `head` that either sleeps in the CNN's forward (a slower step without a
-spec change) or changes nothing but a text file (identical code)."""
+spec change), or spins there (burns that much CPU time: more work, as a real code regression costs), or changes
+nothing but a text file (identical code)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,28 @@ class _InjectedSleep(nn.Module):
         time.sleep({seconds!r})
         return x
 '''
+SPIN_LAYER = '''
+
+class _InjectedSleep(nn.Module):
+    """A step with more CPU work and the same spec: busy for a fixed CPU time, whatever the machine's load."""
+
+    def forward(self, x):
+        import time
+
+        t = time.process_time()
+        while time.process_time() - t < {seconds!r}:
+            pass
+        return x
+'''
 
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def make_repo(where: Path, slow_s: float | None) -> tuple[Path, str, str]:
-    """(repo, base sha, head sha). slow_s: the sleep per forward in head; None: head changes only a text file."""
+def make_repo(where: Path, slow_s: float | None, spin: bool = False) -> tuple[Path, str, str]:
+    """(repo, base sha, head sha). slow_s: the sleep (spin: the busy CPU time) per forward in head; None: head
+    changes only a text file."""
     repo = where / "repo"
     repo.mkdir(parents=True)
     for name in COPIED:
@@ -50,6 +65,6 @@ def make_repo(where: Path, slow_s: float | None) -> tuple[Path, str, str]:
         cnn = repo / "suite" / "models" / "cnn.py"
         text = cnn.read_text()
         text = text.replace("    return nn.Sequential(*mods)", "    return nn.Sequential(_InjectedSleep(), *mods)")
-        cnn.write_text(text + SLEEP_LAYER.format(seconds=slow_s))
+        cnn.write_text(text + (SPIN_LAYER if spin else SLEEP_LAYER).format(seconds=slow_s))
     _git(repo, "commit", "-q", "-am", "head")
     return repo, base, _git(repo, "rev-parse", "HEAD")

@@ -1,7 +1,9 @@
 """`trainbench ab` and the PR workflow's A/B script, end to end against a local git repository.
 
 The slow tests run scripts/ci/bench_ab.sh exactly as bench-pr.yml does (only the sizes are small): a head that
-sleeps in the CNN's forward is `regressed`; a head whose code is identical to base is `no change`.
+sleeps in the CNN's forward is `regressed`; a head whose code is identical to base is `no change`. They use the
+workflow's default `--deps install` (each side pip-installed into its own venv), offline (`--offline`: no index,
+this interpreter's packages underneath), so nothing here reaches the network.
 """
 
 from __future__ import annotations
@@ -38,28 +40,97 @@ def test_a_ref_that_does_not_resolve_is_bad_input(tmp_path: Path) -> None:
     assert p.returncode == 2 and "--head 'no-such-branch'" in p.stderr and not (tmp_path / "ab" / "base").exists()
 
 
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _wheel(tmp_path: Path, name: str) -> Path:
+    """A folder holding one pure-Python wheel, `name` 1.0, built offline (what `pip wheel -w` leaves)."""
+    proj = tmp_path / f"{name}-src"
+    (proj / name).mkdir(parents=True)
+    (proj / name / "__init__.py").write_text("VERSION = '1.0'\n")
+    (proj / "pyproject.toml").write_text(f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = '
+                                          f'"setuptools.build_meta"\n[project]\nname = "{name}"\nversion = "1.0"\n')
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-index", "--no-build-isolation", "--no-deps",
+                    "-w", str(wheels), str(proj)], check=True, capture_output=True, timeout=300)
+    return wheels
+
+
+def _imports(python: Path, src: Path, code: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(python), "-c", code], cwd=src.parent, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.slow
+def test_offline_install_gives_each_side_its_own_project_and_dependencies(tmp_path: Path) -> None:
+    """--deps install --offline: pip installs each side's own project into its own venv and resolves the side's
+    declared dependencies without an index: what is installed here satisfies them, a --find-links wheel adds
+    one that head declares, and without that wheel the install is refused (exit 2) naming the requirement."""
+    repo, base, _ = make_repo(tmp_path, None)
+    py = repo / "pyproject.toml"
+    py.write_text(py.read_text().replace('dependencies = [\n', 'dependencies = [\n    "abdep_only_in_head>=1",\n', 1))
+    _git(repo, "commit", "-q", "-am", "head needs a new dependency")
+    head = _git(repo, "rev-parse", "HEAD")
+    out = tmp_path / "ab"
+    plan = ab.ABPlan(repo=repo, out=out, workloads=["cv/digits_cnn"], deps="install", offline=True)
+    with pytest.raises(ab.ABError, match="abdep.only.in.head") as refused:
+        ab.prepare(plan, base, head, log=lambda _: None)
+    assert "--find-links" in str(refused.value)
+
+    plan.find_links = [str(_wheel(tmp_path, "abdep_only_in_head"))]
+    sides = {s.name: s for s in ab.prepare(plan, base, head, log=lambda _: None)}
+    for name, side in sides.items():
+        assert side.python == out.resolve() / "env" / name / "bin" / "python"
+        where = _imports(side.python, side.src, "import suite, torch; print(suite.__file__)")
+        assert where.returncode == 0, where.stderr
+        assert Path(where.stdout.strip()) == side.src / "suite" / "__init__.py"  # its own worktree's code
+        # pip recorded the side's project in the side's own venv (the editable install)
+        listed = _imports(side.python, side.src, "import importlib.metadata as m; print(m.distribution("
+                          "'trainbench').read_text('direct_url.json'))")
+        assert str(side.src) in listed.stdout, listed.stdout + listed.stderr
+    assert _imports(sides["head"].python, sides["head"].src, "import abdep_only_in_head").returncode == 0
+    assert _imports(sides["base"].python, sides["base"].src, "import abdep_only_in_head").returncode != 0
+
+
+def test_offline_options_are_refused_where_they_mean_nothing(tmp_path: Path) -> None:
+    repo, base, head = make_repo(tmp_path, None)
+    for plan, flag in ((ab.ABPlan(repo=repo, out=tmp_path / "a", workloads=["w"], deps="shared", offline=True),
+                        "--offline"),
+                       (ab.ABPlan(repo=repo, out=tmp_path / "b", workloads=["w"], find_links=[str(tmp_path / "no")]),
+                        "--find-links")):
+        with pytest.raises(ab.ABError, match=flag):
+            ab.prepare(plan, base, head, log=lambda _: None)
+        assert not (plan.out / "env").exists()
+
+
 def _workflow_ab(tmp_path: Path, slow_s: float | None) -> tuple[int, dict]:
     repo, base, head = make_repo(tmp_path, slow_s)
     work = tmp_path / "job"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINBENCH": f"{sys.executable} -m suite.cli",
            "REPO": str(repo), "BASE_SHA": base, "HEAD_SHA": head, "WORKLOADS": "cv/digits_cnn", "ROUNDS": "1",
-           "RUNS_PER_BLOCK": "4", "THREADS": "1", "AB_DEPS": "shared", "AB_OUT": str(tmp_path / "ab"),
+           "RUNS_PER_BLOCK": "4", "THREADS": "1", "AB_DEPS": "install", "AB_OFFLINE": "1", "AB_OUT": str(tmp_path / "ab"),
            "AB_SETS": "throughput.measure_steps=40 throughput.warmup_steps=5",
            # this shared 2-core machine's floor (an A/A interval here spans about +-10% at 4 x 40 steps); a
            # runner's own is measured by `trainbench calibrate` and read from baselines/ (FLOORS)
            "NOISE_FLOOR": "0.10"}
     p = subprocess.run(["bash", str(ROOT / "scripts/ci/bench_ab.sh")], cwd=work, env=env, capture_output=True,
-                       text=True, timeout=900)
+                       text=True, timeout=1400)
     assert p.returncode == 0, p.stdout + p.stderr
     code = int((work / "compare-exit-code").read_text())
     manifest = json.loads((tmp_path / "ab" / "ab.json").read_text())
     assert manifest["sides"]["base"]["sha"] == base and manifest["sides"]["head"]["sha"] == head
     assert (work / "report.md").read_text().startswith("### TrainBench compare")
+    for side in ("base", "head"):  # each side ran from its own pip-installed venv
+        assert (tmp_path / "ab" / "env" / side / "bin" / "python").exists()
+        assert any((tmp_path / "ab" / "env" / side / "lib").glob("python3*/site-packages/trainbench-*.dist-info"))
     return code, json.loads((work / "report.json").read_text())
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # two pip installs and 8 runs: 6 min at load 25, over 10 at load 58 (2 cores)
 def test_the_pr_workflow_flags_a_slowed_head(tmp_path: Path) -> None:
     code, report = _workflow_ab(tmp_path, 0.08)  # +8 ms on a 15 ms step (quiet) to 100 ms (load 20)
     (pair,) = report["pairs"]
@@ -68,6 +139,7 @@ def test_the_pr_workflow_flags_a_slowed_head(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_the_pr_workflow_passes_identical_code(tmp_path: Path) -> None:
     code, report = _workflow_ab(tmp_path, None)
     (pair,) = report["pairs"]

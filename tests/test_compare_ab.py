@@ -59,6 +59,24 @@ def test_pairing_by_round_removes_the_rounds_drift() -> None:
     assert paired.ci_low > 1.0
 
 
+def test_lockstep_steps_are_resampled_as_pairs() -> None:
+    """In lockstep step i of both sides ran back to back; noise they share (a neighbour's burst) cancels when the
+    steps are drawn as pairs: a narrower interval than when they are drawn apart, and still no false alarm."""
+    rng = np.random.default_rng(5)
+    noise = Noise(round_sd=0.05, run_sd=0.005, step_sd=0.05, outlier_p=0.0, moment_sd=0.30)
+    base, head = simulate(rng, 4, 40, 1.10, noise=noise)
+    pairs = compare_ab.ratio_interval(base, head, paired=True)
+    apart = compare_ab.ratio_interval(base, [h[::-1] for h in head], paired=True)  # same steps, pairs broken
+    assert (pairs.ci_high - pairs.ci_low) < 0.6 * (apart.ci_high - apart.ci_low)
+    assert pairs.ci_low > 1.0 and compare_ab.verdict(pairs, 0.01)[0] == "regressed"
+    false = 0
+    for i in range(200):
+        b, h = simulate(rng, 4, 40, 1.0, noise=noise)
+        false += compare_ab.verdict(compare_ab.ratio_interval(b, h, n_boot=1000, seed=i, paired=True), 0.0)[0] \
+            == "regressed"
+    assert false / 200 <= 0.05, false
+
+
 def test_aa_false_regressions_stay_under_alpha() -> None:
     """A/A (the same distribution both sides), simulated: `regressed` in at most alpha / 2 of comparisons
     with a zero floor (the interval's own level), and none with the default 1% floor."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from suite import harness
@@ -61,3 +62,32 @@ def test_no_turns_outside_an_ab() -> None:
     t.wait()
     t.done()
     t.close()
+
+
+def test_the_cpu_clock_times_work_not_waits(digits_path: Path, tmp_path: Path, monkeypatch) -> None:
+    """throughput.clock cpu: the step times are the process's CPU time, so a step that waits (here a 30 ms sleep in
+    every step) is not slower on it, while train_s (wall) still holds the waits; the clock is in the comparison
+    key, so a cpu-clock side is never compared with a wall-clock one."""
+    from suite import compare_key
+    from suite.backends.torch import TorchBackend
+
+    original = TorchBackend.train_step
+    sleep_s, steps = 0.03, 10
+
+    def sleepy(self, state, batch):
+        time.sleep(sleep_s)
+        return original(self, state, batch)
+
+    monkeypatch.setattr(TorchBackend, "train_step", sleepy)
+    spec = load_spec(digits_path, {"throughput.measure_steps": steps, "throughput.warmup_steps": 1,
+                                   "throughput.clock": "cpu"}, "tiny")
+    result, _ = harness.run(harness.RunRequest(spec=spec, results_dir=tmp_path, threads=1, mode="throughput",
+                                               measure_peak=False))
+    assert result.status == "measured" and len(result.step_times_s) == steps
+    assert result.train_s >= steps * sleep_s  # the wall clock holds the sleeps ...
+    assert sum(result.step_times_s) <= result.train_s - steps * sleep_s * 0.9  # ... the CPU clock does not
+    key = compare_key.key_of(result.config, backend="torch", world_size=1, parallel=None, mode="throughput")
+    wall = compare_key.key_of({**result.config, "spec": {**result.config["spec"], "throughput": {
+        "warmup_steps": 1, "clock": "wall"}}}, backend="torch", world_size=1, parallel=None, mode="throughput")
+    assert key["clock"] == "cpu" and "clock" not in wall  # the default adds nothing: older keys stay equal
+    assert any("throughput clock" in d for d in compare_key.differences(wall, key))

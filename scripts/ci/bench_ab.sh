@@ -3,7 +3,8 @@
 # `trainbench compare` of head against base with the runner's measured noise floors. Writes report.md,
 # report.json and compare-exit-code (0 no regression, 1 regressed, 2 error / nothing comparable) in the cwd.
 # Needs BASE_SHA, HEAD_SHA. Optional: WORKLOADS (space-separated), ROUNDS, BACKEND, THREADS, AB_OUT, AB_DEPS
-# (install | shared), REPO (default .), RUNS_PER_BLOCK, AB_SETS (space-separated --set values), FLOORS (folder of *.floor.json, default baselines),
+# (install | shared), AB_OFFLINE (1: pip reaches no index, see docs/compare.md), AB_FIND_LINKS (space-separated wheel
+# folders), REPO (default .), RUNS_PER_BLOCK, AB_SETS (space-separated --set values), FLOORS (folder of *.floor.json, default baselines),
 # NOISE_FLOOR (the floor where no measured one applies), TRAINBENCH (the command, default .venv/bin/trainbench). tests/test_ab.py runs this very script.
 set -euo pipefail
 : "${BASE_SHA:?}" "${HEAD_SHA:?}"
@@ -13,6 +14,8 @@ args=()
 for w in ${WORKLOADS:-cv/digits_cnn nlp/topics_gpt}; do args+=(-w "$w"); done
 for s in ${AB_SETS:-}; do args+=(--set "$s"); done
 if [ -n "${THREADS:-}" ]; then args+=(--threads "$THREADS"); fi
+if [ "${AB_OFFLINE:-0}" = 1 ]; then args+=(--offline); fi
+for f in ${AB_FIND_LINKS:-}; do args+=(--find-links "$f"); done
 if [ -n "${RUNS_PER_BLOCK:-}" ]; then args+=(--runs-per-block "$RUNS_PER_BLOCK"); fi
 floors=()
 if [ -e "${FLOORS:-baselines}" ]; then floors=(--floors "${FLOORS:-baselines}"); fi

@@ -29,6 +29,10 @@ def ab(
     deps: Annotated[str, typer.Option(help="install: pip install each commit into its own venv (shared pip cache) | "
                                       "shared: each venv sees this interpreter's packages, its own code")] = "install",
     extras: Annotated[str, typer.Option(help="extras to install with --deps install, e.g. deepspeed")] = "",
+    offline: Annotated[bool, typer.Option(help="--deps install without a package index: each venv sees this "
+                                          "interpreter's packages underneath its own; pip --no-index")] = False,
+    find_links: Annotated[list[str] | None, typer.Option(help="--deps install: a folder of wheels pip may install "
+                                                         "from (repeat; pip --find-links)")] = None,
     lockstep: Annotated[bool, typer.Option(help="run both sides at once, alternating step by step (--no-lockstep: "
                                            "one side after the other in blocks)")] = True,
     runs_per_block: Annotated[int, typer.Option(min=1, help="runs (seeds) per process; >1 amortises start-up, "
@@ -39,7 +43,8 @@ def ab(
 
     plan = ab_mod.ABPlan(repo=repo.resolve(), out=out, workloads=list(workloads), rounds=rounds, order=order,
                          seed=seed, backend=backend, threads=threads, sets=list(set_ or []), nproc=nproc, deps=deps,
-                         extras=extras, lockstep=lockstep, runs_per_block=runs_per_block)
+                         extras=extras, offline=offline, find_links=list(find_links or []), lockstep=lockstep,
+                         runs_per_block=runs_per_block)
     try:
         manifest = ab_mod.run_ab(plan, base, head, log=lambda line: err.print(line, markup=False, highlight=False))
     except ab_mod.ABError as e:
