@@ -66,21 +66,27 @@ def _path_key(rel: str) -> tuple[str, ...]:
     return tuple(rel.split("/"))  # the order of sorted(Path): by parts, as load_results returns files
 
 
+def _bad_files(con: Any, root: Path, strict: bool) -> list[str]:
+    """The bad files, named as results.load_results names them, in its order; under strict the first raises."""
+    errors = sorted(con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall(),
+                    key=lambda row: _path_key(row[0]))
+    if strict and errors:
+        rel, source, error = errors[0]
+        raise ResultError(f"{_display(root, rel, source)}: {error}")
+    return [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors]
+
+
 def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any] = ()) -> Indexed:
     """Every valid run under root (optionally only the `runs` rows matching the SQL `where`), in
     results.load_results's order, with the bad files named; under strict a bad file raises ResultError."""
     report = update(root)
     with reading(root, refresh=False) as con:
-        errors = sorted(con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall(),
-                        key=lambda row: _path_key(row[0]))
-        if strict and errors:
-            rel, source, error = errors[0]
-            raise ResultError(f"{_display(root, rel, source)}: {error}")
+        errors = _bad_files(con, root, strict)
         rows = con.execute(f"SELECT path, source, result FROM runs {'WHERE ' + where if where else ''}",
                            list(params)).fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
     entries = [Entry(root / rel, rel, source, Result.model_validate_json(text)) for rel, source, text in rows]
-    return Indexed(entries, [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors], report)
+    return Indexed(entries, errors, report)
 
 
 # ---- the site: typed rows for every page, the full Result only for the run pages that are rendered ----------
@@ -92,15 +98,11 @@ def site_rows(root: Path, columns: Sequence[str], strict: bool = False
     results.load_results's order, and the bad files named as it names them; no result JSON is parsed."""
     report = update(root)
     with reading(root, refresh=False) as con:
-        errors = sorted(con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall(),
-                        key=lambda row: _path_key(row[0]))
-        if strict and errors:
-            rel, source, error = errors[0]
-            raise ResultError(f"{_display(root, rel, source)}: {error}")
+        errors = _bad_files(con, root, strict)
         cols = ", ".join(f"r.{c}" for c in columns)
         rows = con.execute(f"SELECT {cols}, f.size, f.mtime_ns FROM runs r JOIN files f USING (path)").fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
-    return rows, [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors], report
+    return rows, errors, report
 
 
 def results_of(root: Path, rels: Sequence[str]) -> dict[str, Result]:
