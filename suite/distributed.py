@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
-
-from suite.devices import Device
+if TYPE_CHECKING:  # torch is imported by the functions that need it: `from_env` is read by a driver that
+    from suite.devices import Device  # has not imported torch yet (the fork server imports it meanwhile)
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,8 @@ def from_env() -> DistInfo:
 
 def init(info: DistInfo, device: Device, timeout_s: float = 300.0) -> None:
     """Join the process group once (several seeds in one process reuse it). A no-op for one process."""
+    import torch.distributed as dist
+
     if info.world <= 1 or dist.is_initialized():
         return
     # a bounded timeout: when a peer dies, the survivors' collectives fail instead of hanging for 30 min
@@ -44,6 +45,9 @@ def init(info: DistInfo, device: Device, timeout_s: float = 300.0) -> None:
 
 def all_max(value: int) -> int:
     """The largest `value` over all ranks (used so every rank takes the same stop decision)."""
+    import torch
+    import torch.distributed as dist
+
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return value
     # nccl/hccl reduce only device tensors; gloo only host ones
@@ -55,5 +59,7 @@ def all_max(value: int) -> int:
 
 
 def barrier() -> None:
+    import torch.distributed as dist
+
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()

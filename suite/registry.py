@@ -34,7 +34,6 @@ TASKS: dict[str, str] = {
 MODELS: dict[str, str] = {
     "cnn": "suite.models.cnn:COMPONENT",
     "gpt": "suite.models.gpt:COMPONENT",
-    "mlp": "suite.models.mlp:COMPONENT",
     "resnet": "suite.models.resnet:COMPONENT",
     "airbench": "suite.models.airbench:COMPONENT",
     "gcn": "suite.models.gcn:COMPONENT",

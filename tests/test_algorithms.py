@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from sklearn.datasets import load_digits
 from torch import nn
 
-from suite.algorithms import compression, losses, optimizers, precision, schedules
+from suite.algorithms import compression, compression_methods, losses, optimizers, precision, schedules
 from suite.algorithms.lion import Lion
 from suite.algorithms.muon import Muon, zeropower_via_newtonschulz5
 from suite.spec import CompressionSpec, LossSpec, OptimizerSpec, ScheduleSpec
@@ -226,8 +226,8 @@ def test_loss_errors(tmp_path, monkeypatch):
 
 def test_magnitude_pruning_reaches_its_sparsity_while_training(digits):
     model = mlp()
-    cfg = compression.MagnitudePruning.Config(sparsity=0.8, end_step=100, every_steps=10)
-    pruner = compression.MagnitudePruning(cfg, model, total_steps=150)
+    cfg = compression_methods.MagnitudePruning.Config(sparsity=0.8, end_step=100, every_steps=10)
+    pruner = compression_methods.MagnitudePruning(cfg, model, total_steps=150)
     seen = []
 
     def after(step: int) -> None:
@@ -246,20 +246,20 @@ def test_magnitude_pruning_reaches_its_sparsity_while_training(digits):
 def test_int8_fake_quant_round_trips():
     torch.manual_seed(6)
     w = torch.randn(16, 9, requires_grad=True)
-    q = compression.fake_quant_int8(w, per_channel=True)
+    q = compression_methods.fake_quant_int8(w, per_channel=True)
     scale = w.detach().abs().amax(dim=1, keepdim=True) / 127
     levels = q.detach() / scale
     torch.testing.assert_close(levels, levels.round(), atol=1e-4, rtol=0)  # on the int8 grid
     assert float(levels.abs().max()) <= 127 + 1e-4
     assert float(((q - w).detach().abs() - scale / 2).max()) <= 1e-6  # rounding error at most half a step
-    torch.testing.assert_close(compression.fake_quant_int8(q.detach(), per_channel=True), q.detach())  # idempotent
+    torch.testing.assert_close(compression_methods.fake_quant_int8(q.detach(), per_channel=True), q.detach())  # idempotent
     q.sum().backward()
     torch.testing.assert_close(w.grad, torch.ones_like(w))  # straight-through estimator
 
 
 def test_int8_qat_trains_with_quantised_weights(digits):
     model = mlp()
-    qat = compression.Int8FakeQuant(compression.Int8FakeQuant.Config(), model)
+    qat = compression_methods.Int8FakeQuant(compression_methods.Int8FakeQuant.Config(), model)
     first, last = train(model, torch.optim.AdamW(model.parameters(), lr=3e-3), digits)
     assert last < 0.5 * first
     for layer in qat.layers:

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from test_faults_lib import ROOT, cli, env, json_rows, sh, write_spec
 
-from suite.execution import launch
+from suite.execution import forkserver, launch
 from suite.results import load_results
 
 
@@ -71,3 +71,79 @@ def test_every_launcher_is_one_module_and_one_line():
         module, _, attr = ref.partition(":")
         cls = getattr(__import__(module, fromlist=[attr]), attr)
         assert cls.name == name and callable(cls.run)
+
+
+def test_run_starts_the_fork_server_before_it_imports_torch_with_the_suites_modules(tmp_path):
+    """Start-up (issue 13): `trainbench run` starts the fork server before the driver imports torch (reading
+    the specs does, ~3 s), so the server's imports (torch, the harness, the suite's modules, ~5 s) run on the
+    other core meanwhile. Observed with an import hook in the driver; the run is then refused (an unwritable
+    results folder) so that the test stays short."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code = f"""
+import sys
+from multiprocessing import forkserver as mpf
+seen = []
+class Hook:
+    def find_spec(self, name, path, target=None):
+        if name == "torch" and not seen:
+            seen.append(mpf._forkserver._forkserver_pid)
+            print("preload", ",".join(mpf._forkserver._preload_modules or []), flush=True)
+        return None
+sys.meta_path.insert(0, Hook())
+sys.argv = ["trainbench", "run", "cv/digits_cnn", "nlp/topics_gpt", "--results", {str(blocker / "res")!r}]
+from suite.cli import main
+try:
+    main()
+finally:
+    print("server at first torch import", seen, flush=True)
+"""
+    p = subprocess.run([*cli()[:1], "-c", code], capture_output=True, text=True, env=env(), cwd=ROOT, timeout=300)
+    assert p.returncode == 2 and "--results" in p.stderr, p.stderr[-3000:]
+    line = next(x for x in p.stdout.splitlines() if x.startswith("server at first torch import"))
+    assert "None" not in line and "[]" not in line, (line, "torch was imported before the fork server started")
+    mods = next(x for x in p.stdout.splitlines() if x.startswith("preload")).split()[1].split(",")
+    assert mods[:4] == forkserver.PRELOAD
+    assert {"suite.workloads.image_classification", "suite.workloads.language_model", "suite.models.gpt",
+            "suite.data.digits", "suite.backends.torch"} <= set(mods), mods
+    assert not any(m.startswith(("suite.backends.deepspeed", "suite.backends.megatron")) for m in mods), mods
+
+
+def test_no_fork_server_is_started_for_a_cold_start_or_a_multi_process_run():
+    assert launch._launcher_name(launch.Options(executor="local")) == "pool"
+    for opts in (launch.Options(warm=False), launch.Options(nproc=2), launch.Options(isolate=False),
+                 launch.Options(executor="ray")):
+        code = ("from suite.execution import launch, plan\n"
+                "from multiprocessing import forkserver as mpf\n"
+                f"assert not launch.prewarm('torch', launch.{opts!r})\n"
+                "assert mpf._forkserver._forkserver_pid is None\n")
+        p = subprocess.run([*cli()[:1], "-c", code], capture_output=True, text=True, env=env(), cwd=ROOT, timeout=120)
+        assert p.returncode == 0, (opts, p.stderr[-2000:])
+
+
+def test_a_run_refused_after_the_fork_server_started_leaves_no_process(tmp_path):
+    """The fork server starts before the device checks; a refusal after that (here: an unwritable results
+    folder) ends it with the driver instead of leaving it importing torch for seconds."""
+    import psutil
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = subprocess.Popen(cli("run", "cv/digits_cnn", "--results", str(blocker / "res")), env=env(), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: set[int] = set()
+    while proc.poll() is None:  # every process the driver starts, seen while it lives
+        try:
+            kids |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+        except psutil.NoSuchProcess:
+            break
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "--results" in stderr, stderr[-2000:]
+    assert kids, "no fork server was started before the refusal: the test no longer tests anything"
+    procs = []
+    for pid in kids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=10)  # multiprocessing's resource tracker ends on its own, at once
+    assert not alive, [(p.pid, p.cmdline()) for p in alive]

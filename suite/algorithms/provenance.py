@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 _REPO = Path(__file__).resolve().parents[2]
 
 
@@ -34,6 +32,8 @@ def of(obj: Any) -> dict[str, Any]:
     builtin = module_name.startswith(("suite.", "torch."))
     out["builtin"] = builtin
     if module_name.startswith("torch."):
+        import torch  # loaded already: the class came from it
+
         out["version"] = torch.__version__
         return out
     try:

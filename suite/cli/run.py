@@ -136,14 +136,10 @@ def run(
     if nproc > 1 and not launched and not isolate:
         _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)  # refuse before torchrun
         raise typer.Exit(_torchrun(nproc, rendezvous))
-    from suite import distributed
-    from suite.algorithms import precision as precision_mod
     from suite.execution import launch
 
     if mode not in ("tta", "throughput"):
         raise fail_input(f"--mode {mode!r}: expected tta or throughput")
-    if precision is not None and precision not in precision_mod.RECIPES:
-        raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
     if peak_tflops is not None and not peak_tflops > 0:
         raise fail_input(f"--peak-tflops {peak_tflops}: must be a positive number of TFLOP/s per device")
     if attention_flops not in ("full", "causal"):
@@ -152,22 +148,38 @@ def run(
         raise fail_input(f"--mlperf-division {mlperf_division!r}: expected open or closed")
     if mlperf_org is not None and not mlperf_org.strip():
         raise fail_input("--mlperf-org: give the submitting organisation's name (not empty)")
-    specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)
+    options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
+                             quiet=quiet, isolate=isolate and not launched, torchrun_args=rendezvous)
+    try:
+        launch.check(options)
+    except ValueError as e:
+        raise fail_input(str(e)) from None
+    from suite import distributed
+    from suite.execution import forkserver
 
+    # nothing so far imported torch: the fork server imports it and the suite on the other core, now
+    launch.prewarm(backend, options)
     is_main = distributed.from_env().is_main
-    if is_main:
-        _check_results_dir(results)
+    try:  # a refusal below ends the fork server at once (not after its imports)
+        from suite.algorithms import precision as precision_mod
+
+        if precision is not None and precision not in precision_mod.RECIPES:
+            raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
+        specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)
+        if is_main:
+            _check_results_dir(results)
+        launch.launcher_for(options)  # the launcher's own checks (--jobs, Ray's import)
+    except ValueError as e:
+        forkserver.stop()
+        raise fail_input(str(e)) from None
+    except BaseException:
+        forkserver.stop()
+        raise
     requests = planner.requests(
         specs, backend, range(seed, seed + seeds), compile=compile_, threads=threads, results_dir=results,
         tier=tier, variant=variant, peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx,
         attention_flops=attention_flops, mlperf_org=mlperf_org, mlperf_division=mlperf_division,
         mode=mode)
-    options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
-                             quiet=quiet, isolate=isolate and not launched, torchrun_args=rendezvous)
-    try:
-        launch.launcher_for(options)
-    except ValueError as e:
-        raise fail_input(str(e)) from None
     rows: list[dict[str, Any]] = []
     ran: list[Any] = []  # the Results, for the loaded-host note (rows hold what --json prints)
     bad = False

@@ -38,6 +38,7 @@ from typing import Any
 import suite
 from suite import results
 from suite.environment import fingerprint
+from suite.execution import forkserver
 from suite.execution.child import Job, Outcome, forked_main
 from suite.execution.processes import (
     JOB_PREFIX,
@@ -56,7 +57,6 @@ STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the chi
 TAIL_LINES = 30
 EXIT_GRACE_S = 30.0  # a child that reported but does not exit (a stray thread, a hung peer) is ended after this
 WEDGED_MARGIN_S = 15.0  # a watchdog silent this much longer than its own stall window is not coming back
-PRELOAD = ["torch", "torch._dynamo", "suite.harness", "suite.execution.child"]  # imported once, by the fork server
 
 
 def _child_env() -> dict[str, str]:
@@ -66,45 +66,6 @@ def _child_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["TRAINBENCH_LAUNCHED"] = "1"
     return env
-
-
-_forkserver: Any = None
-
-
-def warm_modules(requests: list[RunRequest]) -> list[str]:
-    """What the fork server should import before the first fork: torch, the harness, and each request's task,
-    model, data and backend modules (what a run would otherwise import during its untimed init)."""
-    from suite import registry
-
-    mods = list(PRELOAD)
-    for req in requests:
-        spec = req.spec
-        refs = [(registry.TASKS, spec.task), (registry.MODELS, spec.model.arch), (registry.DATASETS, spec.data.name),
-                (registry.BACKENDS, req.backend)]
-        for table, name in refs:
-            ref = table.get(name, name) if isinstance(name, str) else None
-            mod = ref.partition(":")[0] if ref and ":" in ref else None
-            # only the suite's own modules: a user's module that fails on import would take the fork server down
-            if mod and mod.startswith("suite.") and mod not in mods:
-                mods.append(mod)
-    return mods
-
-
-def prepare_fork_server(modules: list[str]) -> None:
-    """Name what the fork server imports; only before its first fork (later calls change nothing)."""
-    global _forkserver
-    if _forkserver is None:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(modules)
-        _forkserver = ctx
-
-
-def _fork_context() -> Any:
-    """The invocation's fork server, started on first use with torch and the suite already imported."""
-    prepare_fork_server(PRELOAD)
-    return _forkserver
 
 
 class _Child:
@@ -195,7 +156,7 @@ class IsolatedRun:
             pickle.dump(job, f)
         self.log.touch()
         if self.warm:
-            proc = _fork_context().Process(target=forked_main, args=(str(job_path), str(self.log)), daemon=False)
+            proc = forkserver.context().Process(target=forked_main, args=(str(job_path), str(self.log)), daemon=False)
             proc.start()
             self.child = _Child(process=proc)
         else:

@@ -113,18 +113,38 @@ class Launcher(Protocol):
         ...
 
 
-def launcher_for(options: Options) -> Launcher:
-    """The launcher `--executor` names (inline: a pool of one; inline --no-isolate: this process)."""
+def check(options: Options) -> None:
+    """Refuse options no launcher takes (ValueError, naming the flag), without importing any launcher."""
     if options.executor not in EXECUTORS:
         raise ValueError(f"--executor {options.executor!r}: expected one of {', '.join(EXECUTORS)}")
     if options.address and options.executor != "ray":
         raise ValueError("--address is for --executor ray")
     if not options.isolate and options.executor != "inline":
         raise ValueError("--no-isolate runs in this process: it is for --executor inline only")
-    name = {"inline": "pool" if options.isolate else "inprocess", "local": "pool", "ray": "ray"}[options.executor]
-    module, _, attr = LAUNCHERS[name].partition(":")
+
+
+def launcher_for(options: Options) -> Launcher:
+    """The launcher `--executor` names (inline: a pool of one; inline --no-isolate: this process)."""
+    check(options)
+    module, _, attr = LAUNCHERS[_launcher_name(options)].partition(":")
     jobs = options.jobs if options.executor == "local" else 1
     return getattr(importlib.import_module(module), attr)(options, jobs=jobs)
+
+
+def _launcher_name(options: Options) -> str:
+    return {"inline": "pool" if options.isolate else "inprocess", "local": "pool", "ray": "ray"}[options.executor]
+
+
+def prewarm(backend: str, options: Options) -> bool:
+    """Start the fork server now when the runs will be forked from it (the pool, warm, one process a run): it
+    imports torch and the suite while the driver reads the specs. True when it started one."""
+    check(options)
+    if _launcher_name(options) == "pool" and options.warm and options.nproc == 1:
+        from suite.execution import forkserver
+
+        forkserver.context(forkserver.warm_modules(backend), start=True)
+        return True
+    return False
 
 
 def launch(requests: list[RunRequest], options: Options, control: Control | None = None) -> Iterator[Outcome]:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from suite.execution.isolated import IsolatedRun, Outcome, prepare_fork_server, sweep_stale_jobs, warm_modules
+from suite.execution import forkserver
+from suite.execution.isolated import IsolatedRun, Outcome, sweep_stale_jobs
 from suite.execution.launch import Control, Options, peak_cache_file
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class Pool:
         todo.reverse()
         sweep_stale_jobs()
         if opts.warm:
-            prepare_fork_server(warm_modules(todo))
+            forkserver.context(forkserver.warm_modules(todo[0].backend if todo else "torch"))
         cache = peak_cache_file()
         running: list[IsolatedRun] = []
         try:
