@@ -363,3 +363,14 @@ def test_the_matrix_says_which_layouts_each_backend_supports():
     digits = grid["cv/digits_cnn"]["torch"]
     assert digits["fsdp=2"] is None and "model.arch gpt" in digits["tp=2"] and "model.arch gpt" in digits["pp=2,fsdp=2"]
     assert "megatron" not in grid["cv/digits_cnn"]  # the pair itself is unsupported: no layouts to list
+
+
+def test_the_evaluation_copy_undoes_the_qkv_regrouping():
+    """TP regroups the fused qkv rows per rank; the pipeline's whole-model copy for evaluation takes them back."""
+    from suite.backends.parallel.tensor import qkv_rows_by_rank
+
+    rows = torch.arange(24.0).reshape(24, 1)  # [Q; K; V], 8 rows each
+    grouped = qkv_rows_by_rank(rows, 2)
+    assert grouped[:12].flatten().tolist() == [*range(0, 4), *range(8, 12), *range(16, 20)]  # [Q_0; K_0; V_0]
+    assert torch.equal(qkv_rows_by_rank(grouped, 2, inverse=True), rows)
+    assert torch.equal(qkv_rows_by_rank(qkv_rows_by_rank(rows[:, 0], 2), 2, inverse=True), rows[:, 0])  # bias
