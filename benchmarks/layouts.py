@@ -4,9 +4,10 @@
 
 Each layout runs under torchrun (gloo on CPU, nccl on CUDA) through the same Backend contract the harness
 drives: untimed setup, `--warmup` steps, then `--steps` timed steps (the median is reported, so a busy
-neighbour inflates it less). Peak memory per rank: the device allocator's peak on CUDA; on CPU the growth of
-the process's peak RSS from just before the backend's setup to the end (model, optimizer, activations,
-communication buffers; the ~0.4 GB of imported libraries excluded). The Markdown table goes to stdout, for
+neighbour inflates it less), and each rank's CPU time over the same steps (process time, its median: on a
+shared CPU the part of the wall time this rank computed). Peak memory per rank: the device allocator's peak
+on CUDA; on CPU the growth of the process's peak RSS from just before the backend's setup to the end (model,
+optimizer, activations, communication buffers; the ~0.4 GB of imported libraries excluded). The Markdown table goes to stdout, for
 docs/backends.md. Run it where nothing else runs for figures worth comparing.
 """
 
@@ -37,6 +38,9 @@ LAYOUTS: list[tuple[str, str, int, dict[str, Any]]] = [
      {"parallel.tp": 2, "parallel.sp": False, "parallel.loss_parallel": False}),
     ("pp=2 gpipe", "torch", 2, {"parallel.pp": 2, "parallel.schedule": "gpipe"}),
     ("pp=2 1f1b", "torch", 2, {"parallel.pp": 2, "parallel.schedule": "1f1b"}),
+    # torchtitan's 3-D layouts: TP / FSDP2 inside each pipeline stage (defaults: 1F1B, sp + loss parallel)
+    ("pp=2 x tp=2", "torch", 4, {"parallel.pp": 2, "parallel.tp": 2}),
+    ("pp=2 x fsdp=2", "torch", 4, {"parallel.pp": 2, "parallel.fsdp": 2}),
     ("megatron pp=2", "megatron", 2, {"parallel.pp": 2}),
     ("megatron tp=2", "megatron", 2, {"parallel.tp": 2}),
     ("megatron ac=full", "megatron", 1, {"parallel.ac": "full"}),
@@ -68,19 +72,20 @@ def worker(spec_name: str, backend: str, overrides: dict[str, Any], warmup: int,
     shard = be.data_shard()  # None: the process group's own rank and world (Backend's default)
     rank, world = shard if shard is not None else (info.rank, info.world)
     batches = iter(workload.train_batches(rank, world))
-    times = []
+    times, cpu = [], []
     for i in range(warmup + steps):
         batch = next(batches)
         be.synchronize()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         loss = be.train_step(state, batch).loss
         float(loss)
         be.synchronize()
         if i >= warmup:
             times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
     mem = device.memory_stats()
     peak = mem.get("device_peak_allocated_bytes", devices.peak_rss_bytes() - rss_before)
-    row = {"rank": info.rank, "step_s": statistics.median(times), "peak_bytes": int(peak),
+    row = {"rank": info.rank, "step_s": statistics.median(times), "cpu_s": statistics.median(cpu), "peak_bytes": int(peak),
            "memory_source": mem["source"], "layout": be.parallel_layout()}
     be.close()
     rows = [row]
@@ -110,14 +115,16 @@ def run_layout(workload: str, backend: str, nproc: int, overrides: dict[str, Any
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| layout | backend | processes | micro-batches | step time (median) | peak memory per rank |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| layout | backend | processes | micro-batches | step time (median) | CPU time per step per rank "
+             "(median) | peak memory per rank |", "|---|---|---|---|---|---|---|"]
     for r in results:
         ranks = r["ranks"]
         step = max(x["step_s"] for x in ranks)  # a step ends when the slowest rank ends it
         mem = " / ".join(f"{x['peak_bytes'] / 2**20:.0f}" for x in sorted(ranks, key=lambda x: x["rank"]))
+        cpu = " / ".join(f"{x['cpu_s'] * 1000:.0f}" for x in sorted(ranks, key=lambda x: x["rank"]))
         micro = ranks[0]["layout"].get("micro_batches", 1)
-        lines.append(f"| {r['label']} | {r['backend']} | {r['nproc']} | {micro} | {step * 1000:.0f} ms | {mem} MiB |")
+        lines.append(f"| {r['label']} | {r['backend']} | {r['nproc']} | {micro} | {step * 1000:.0f} ms | {cpu} ms "
+                     f"| {mem} MiB |")
     return "\n".join(lines)
 
 

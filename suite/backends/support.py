@@ -37,11 +37,12 @@ def load_all(paths: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
     return specs, problems
 
 
-# layouts probed for `trainbench list --matrix` (each on its own; combinations follow the same rules)
+# layouts probed for `trainbench list --matrix`: each dimension on its own, and the pipeline's 3-D combinations
 PROBE_LAYOUTS: dict[str, dict[str, Any]] = {
     "fsdp=2": {"fsdp": 2}, "tp=2": {"tp": 2}, "pp=2": {"pp": 2}, "ac=full": {"ac": "full"},
     "ac=selective": {"ac": "selective"}, "tp=2,sp": {"tp": 2, "sp": True},
     "tp=2,loss_parallel": {"tp": 2, "loss_parallel": True},
+    "pp=2,tp=2": {"pp": 2, "tp": 2}, "pp=2,fsdp=2": {"pp": 2, "fsdp": 2},
 }
 
 

@@ -47,8 +47,6 @@ def supports(spec: Any) -> str | None:
         return f"parallel.tp={par.tp} does not divide model.n_head={params.get('n_head')}"
     if par.pp > 1 and int(params.get("n_layer", 1)) < par.pp:
         return f"parallel.pp={par.pp} is more stages than model.n_layer={params.get('n_layer')}"
-    if par.pp > 1 and (par.fsdp > 1 or par.tp > 1):
-        return "parallel.pp combines with dp only in the torch backend (pp with fsdp or tp is not implemented)"
     return None
 
 
@@ -175,23 +173,37 @@ class TorchBackend(Backend):
 
     def _parallelize(self, raw: nn.Module, lay: layouts.Layout, opts: RunOptions,
                      workload: Workload) -> tuple[nn.Module, list[nn.Parameter]]:
-        """torchtitan's order: TP, activation checkpointing, per-block compile, FSDP (or the pipeline split)."""
+        """torchtitan's order: the pipeline split, then per stage (or on the whole model) TP, activation
+        checkpointing, per-block compile, FSDP. Under pp `raw` stays a plain whole model, for evaluation."""
         self.mesh = m = mesh.build(lay, self.device.type)
+        if lay.pp > 1:
+            self.pipeline = pipeline.Pipeline(raw, m, lay, self.n_micro, self.device.torch, self._stage_loss,
+                                              parallelize=lambda stage: self._apply(stage, lay, opts, pipelined=True))
+            return raw, self.pipeline.parameters()
+        self._apply(raw, lay, opts, pipelined=False)
+        return raw, [p for p in raw.parameters() if p.requires_grad]
+
+    def _apply(self, module: nn.Module, lay: layouts.Layout, opts: RunOptions, pipelined: bool) -> bool:
+        """TP, AC, compile and FSDP on `module` (the GPT, or one pipeline stage); True when FSDP was applied.
+
+        Without pp, dp replicas are HSDP with a shard size of 1 (FSDP reduces over dp); under pp with fsdp=1
+        the pipeline averages gradients over dp itself."""
+        m = self.mesh
         if lay.tp > 1:
-            tensor.apply_tp(raw, m["tp"], sequence_parallel=lay.sp, loss_parallel=lay.loss_parallel)
-        checkpoint.apply_ac(raw, lay.ac)
+            tensor.apply_tp(module, m["tp"], sequence_parallel=lay.sp, loss_parallel=lay.loss_parallel)
+        checkpoint.apply_ac(module, lay.ac)
         if opts.compile:
-            for block in raw.blocks:  # type: ignore[union-attr]
+            for block in module.blocks:  # type: ignore[union-attr]
                 block.compile()  # per block, in place: composes with fully_shard's per-block hooks
             self.compiled = "blocks"
-        if lay.pp > 1:
-            self.pipeline = pipeline.Pipeline(raw, m, lay, self.n_micro, self.device.torch, self._stage_loss)
-            return raw, self.pipeline.parameters()
-        if lay.fsdp > 1 or lay.dp > 1:  # HSDP (dp replicas of fsdp shards); with fsdp=1 plain replication
-            fsdp.apply_fsdp(raw, m["dp", "fsdp"] if lay.dp > 1 else m["fsdp"], opts.precision)
-            if opts.precision in ("bf16", "float8"):
-                self._autocast = nullcontext  # bf16 is the MixedPrecisionPolicy's (fsdp.py)
-        return raw, [p for p in raw.parameters() if p.requires_grad]
+        if not (lay.fsdp > 1 or (lay.dp > 1 and not pipelined)):
+            return False
+        # HSDP (dp replicas of fsdp shards); with fsdp=1 plain replication
+        fsdp.apply_fsdp(module, m["dp", "fsdp"] if lay.dp > 1 else m["fsdp"], opts.precision,
+                        reshard_after_forward=not pipelined)
+        if opts.precision in ("bf16", "float8"):
+            self._autocast = nullcontext  # bf16 is the MixedPrecisionPolicy's (fsdp.py)
+        return True
 
     def _stage_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """The workload's own loss on the last stage's output (its `loss(model, (x, y))` with the output as model)."""
@@ -215,7 +227,8 @@ class TorchBackend(Backend):
         opt = state.optimizer
         opt.zero_grad(set_to_none=True)
         if self.pipeline is not None:
-            loss = self.pipeline.step(batch)
+            with self._autocast(), self._loss_context():  # the schedule runs forward, loss and backward
+                loss = self.pipeline.step(batch)
         else:
             loss = self._accumulate(state, batch)
         params = state.extra["train_params"]
@@ -228,7 +241,7 @@ class TorchBackend(Backend):
         else:
             self.precision.grads_to_master()
             if self.opts.grad_clip:
-                nn.utils.clip_grad_norm_(params, self.opts.grad_clip)
+                self._clip(params)
             opt.step()
         self.precision.master_to_model()
         after = getattr(state.raw_model, "after_optimizer_step", None)  # a model's own per-step update (lookahead)
@@ -239,6 +252,12 @@ class TorchBackend(Backend):
             self.compression.after_step(self.steps_done, self.precision.aliases)
         state.scheduler.step()
         return StepOut(loss)
+
+    def _clip(self, params: list[nn.Parameter]) -> None:
+        if self.pipeline is not None:  # the norm over every stage, DTensor parameters included
+            self.pipeline.clip_grad_norm(self.opts.grad_clip)  # type: ignore[arg-type]
+        else:
+            nn.utils.clip_grad_norm_(params, self.opts.grad_clip)  # type: ignore[arg-type]
 
     def _accumulate(self, state: TrainState, batch: Batch) -> torch.Tensor:
         """Forward and backward of each micro-batch, loss scaled 1/k; gradients synchronised on the last only."""
@@ -278,8 +297,9 @@ class TorchBackend(Backend):
 
     def eval_model(self, state: TrainState) -> nn.Module:
         # evaluate the compiled module where there is one (same weights); never the DDP wrapper
-        if self.pipeline is not None:
-            self.pipeline.sync_for_eval()  # called before each evaluation: every rank's copy up to date
+        if self.pipeline is not None:  # called before each evaluation: every rank's plain copy up to date
+            self.pipeline.sync_for_eval()
+            return state.raw_model
         model = state.model.module if isinstance(state.model, nn.parallel.DistributedDataParallel) else state.model
         if self.layout.loss_parallel:  # the workload's evaluation reads whole logits
             return tensor.GatherLogits(model)

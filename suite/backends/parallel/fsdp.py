@@ -21,14 +21,17 @@ def mp_policy(precision: str) -> Any:
     return MixedPrecisionPolicy()
 
 
-def apply_fsdp(model: nn.Module, mesh: Any, precision: str) -> nn.Module:
+def apply_fsdp(model: nn.Module, mesh: Any, precision: str, reshard_after_forward: bool = True) -> nn.Module:
+    """`reshard_after_forward=False` for a pipeline stage (torchtitan's default under pp): each micro-batch's
+    forward would otherwise all-gather the stage's weights again."""
     from torch.distributed.fsdp import fully_shard
 
     policy = mp_policy(precision)
     blocks = getattr(model, "blocks", None)
     for i, block in enumerate(blocks or []):
         # the last block's parameters are needed again at once by backward: keep them gathered
-        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < len(blocks) - 1)
+        reshard = reshard_after_forward and i < len(blocks) - 1
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     return model
 

@@ -38,13 +38,19 @@ def tp_unsupported(model: nn.Module, tp: int) -> str | None:
     return None
 
 
+def qkv_rows_by_rank(t: torch.Tensor, tp: int, inverse: bool = False) -> torch.Tensor:
+    """A fused qkv weight or bias, rows [Q; K; V] -> [Q_0; K_0; V_0; Q_1; ...] (or back, `inverse`)."""
+    d = t.shape[0] // 3
+    rest = tuple(t.shape[1:])
+    groups = (tp, 3) if inverse else (3, tp)
+    return t.reshape(*groups, d // tp, *rest).transpose(0, 1).reshape(t.shape)
+
+
 @torch.no_grad()
 def _group_qkv_by_rank(linear: nn.Linear, tp: int) -> None:
-    d_out, d_in = linear.weight.shape
-    d = d_out // 3
-    linear.weight.copy_(linear.weight.view(3, tp, d // tp, d_in).transpose(0, 1).reshape(d_out, d_in))
+    linear.weight.copy_(qkv_rows_by_rank(linear.weight, tp))
     if linear.bias is not None:
-        linear.bias.copy_(linear.bias.view(3, tp, d // tp).transpose(0, 1).reshape(d_out))
+        linear.bias.copy_(qkv_rows_by_rank(linear.bias, tp))
 
 
 def apply_tp(model: nn.Module, tp_mesh: Any, sequence_parallel: bool = False, loss_parallel: bool = False) -> None:
@@ -73,18 +79,23 @@ def apply_tp(model: nn.Module, tp_mesh: Any, sequence_parallel: bool = False, lo
         parallelize_module(block, tp_mesh, plan)
     if not (sequence_parallel or loss_parallel):
         return
-    tied = model.lm_head.weight is model.wte.weight  # type: ignore[union-attr]
+    # a pipeline stage (pipeline.GPTStage) holds the embeddings (first) or the norm and head (last), or neither
+    wte, wpe, ln_f, head = (getattr(model, n, None) for n in ("wte", "wpe", "ln_f", "lm_head"))
+    tied = wte is not None and head is not None and head.weight is wte.weight
     head_in = seq if sequence_parallel else Replicate()
-    top: dict[str, Any] = {
-        "wte": RowwiseParallel(input_layouts=Replicate(), output_layouts=head_in),
-        "lm_head": ColwiseParallel(input_layouts=head_in,
-                                   output_layouts=Shard(-1) if loss_parallel else Replicate(),
-                                   use_local_output=not loss_parallel),
-    }
-    if sequence_parallel:
+    top: dict[str, Any] = {}
+    if wte is not None:
+        top["wte"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=head_in)
+    if head is not None:
+        top["lm_head"] = ColwiseParallel(input_layouts=head_in,
+                                         output_layouts=Shard(-1) if loss_parallel else Replicate(),
+                                         use_local_output=not loss_parallel)
+    if sequence_parallel and wpe is not None:
         top["wpe"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(0))  # positions x hidden
+    if sequence_parallel and ln_f is not None:
         top["ln_f"] = SequenceParallel()
-    parallelize_module(model, tp_mesh, top)
+    if top:
+        parallelize_module(model, tp_mesh, top)
     if tied:  # each module distributed its own copy of the shared weight: both are Shard(0); keep one
         model.lm_head.weight = model.wte.weight  # type: ignore[union-attr]
 
