@@ -43,6 +43,17 @@ def init(info: DistInfo, device: Device, timeout_s: float = 300.0) -> None:
     dist.init_process_group(backend=device.dist_backend, timeout=timedelta(seconds=timeout_s))
 
 
+def from_main(value: str) -> str:
+    """Rank 0's `value` on every rank (a multi-node run's run id: each node's launcher drew its own)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return str(box[0])
+
+
 def all_max(value: int) -> int:
     """The largest `value` over all ranks (used so every rank takes the same stop decision)."""
     import torch

@@ -18,7 +18,7 @@ load_average = fp.load_average
 
 SOFTWARE_PACKAGES = (
     "torch", "numpy", "deepspeed", "megatron-core", "torch-npu", "torch-geometric", "gymnasium", "ray",
-    "mlperf-logging", "scikit-learn",
+    "mlperf-logging", "scikit-learn", "torchvision", "nvidia-dali-cuda120",
 )
 
 

@@ -205,6 +205,7 @@ class Run:
         devices.set_threads(req.threads, self.dist.local_world)
         self.device.set_current()
         distributed.init(self.dist, self.device)
+        self.run_id = distributed.from_main(self.run_id)  # one run, one id, on every node
         seed_everything(req.seed)
         task_cls = registry.task_class(spec.task)
         t_data = time.perf_counter()  # constructing the workload reads, normalises and moves its data set

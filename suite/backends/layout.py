@@ -151,12 +151,20 @@ def torchrun_args(nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None
     Every node runs the same command with its own --node-rank (static rendezvous: node R's processes get the
     global ranks R*nproc .. R*nproc+nproc-1, so rank 0, which writes the result, is on node 0).
     """
-    if nnodes < 1 or not 0 <= node_rank < nnodes:
-        raise LayoutError(f"--node-rank {node_rank}: must be in 0..{nnodes - 1} for --nnodes {nnodes}")
+    if nnodes < 1:
+        raise LayoutError(f"--nnodes {nnodes}: must be at least 1")
+    if not 0 <= node_rank < nnodes:
+        raise LayoutError(f"--node-rank {node_rank}: must be in 0..{nnodes - 1} for --nnodes {nnodes} "
+                          "(node 0 is the one at --rdzv-endpoint)")
     if nnodes == 1 and rdzv_endpoint is None:
         return ["--standalone"]
-    host, _, port = (rdzv_endpoint or "").rpartition(":")
-    if not host or not port.isdigit():
-        raise LayoutError(f"--rdzv-endpoint {rdzv_endpoint!r}: a multi-node run needs HOST:PORT of node 0, "
-                          "reachable from every node (e.g. --rdzv-endpoint 10.0.0.1:29500)")
+    if rdzv_endpoint is None:
+        raise LayoutError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT: node 0's address and a free port, "
+                          "reachable from every node, the same on every node (e.g. --rdzv-endpoint 10.0.0.1:29500)")
+    host, _, port = rdzv_endpoint.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [IPv6]:PORT
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() or c in "/[]" for c in host):
+        raise LayoutError(f"--rdzv-endpoint {rdzv_endpoint!r}: expected HOST:PORT of node 0 (a host name or IP "
+                          "address, a port in 1..65535), reachable from every node (e.g. --rdzv-endpoint "
+                          "10.0.0.1:29500)")
     return [f"--nnodes={nnodes}", f"--node_rank={node_rank}", f"--master_addr={host}", f"--master_port={port}"]

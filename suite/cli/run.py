@@ -133,7 +133,7 @@ def run(
         raise fail_input(str(e)) from None
     launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
     world = int(os.environ["WORLD_SIZE"]) if launched else nproc * nnodes
-    if nproc > 1 and not launched and not isolate:
+    if (nproc > 1 or nnodes > 1) and not launched and not isolate:
         _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)  # refuse before torchrun
         raise typer.Exit(_torchrun(nproc, rendezvous))
     from suite.execution import launch
@@ -194,6 +194,8 @@ def run(
             say_err(outcome.write_error)
             sys.stdout.write(result.model_dump_json() + "\n")  # the measurements, so nothing is lost
         rows.append(_row(result, outcome.path))
+        if outcome.recorded_by:  # a multi-node run seen from node R > 0: node 0 writes the one result
+            rows[-1]["recorded_by"] = outcome.recorded_by
         ran.append(result)
         if result.status in launch.BAD:
             bad = True
@@ -205,7 +207,13 @@ def run(
             emit_json(rows)
         else:
             out.print(_summary_table(rows))
-            out.print(f"results written under {results}/", markup=False, highlight=False, soft_wrap=True)
+            if node_rank > 0:
+                ids = ", ".join(str(r["run_id"]) for r in rows)
+                out.print(f"node {node_rank} of {nnodes}: node 0 writes the results (run id {ids}); nothing is "
+                          "written here unless this node's ranks ended without reporting", markup=False,
+                          highlight=False, soft_wrap=True)
+            else:
+                out.print(f"results written under {results}/", markup=False, highlight=False, soft_wrap=True)
         _note_loaded_host(ran, specs)
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
 

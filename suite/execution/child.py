@@ -51,6 +51,7 @@ class Outcome:
     data_missing: str | None = None  # the data set is not installed (bad input, nothing recorded)
     returncode: int = 0
     write_error: str | None = None  # `cannot write result: <path>: <reason>`: the record exists only here
+    recorded_by: str | None = None  # a multi-node run seen from node R > 0: node 0 writes its result
 
 
 def _watch_parent(runner: Run, parent: tuple[int, str]) -> None:
@@ -128,7 +129,11 @@ def _child_main(job_path: str) -> int:
     with open(job_path, "rb") as f:
         job: Job = pickle.load(f)  # noqa: S301 - written by our parent, in its private 0700 folder
     os.environ.update(job.env)
-    is_main = distributed.from_env().is_main
+    dist = distributed.from_env()
+    is_main = dist.is_main
+    # local rank 0 of a node other than node 0 (a multi-node run): global rank 0, on node 0, writes the result;
+    # this node's launcher gets the run as its ranks saw it, marked as recorded there, and writes nothing
+    node_leader = not is_main and dist.local_rank == 0
     show = printer(is_main and not job.quiet)
 
     def report(result: Result, path: Path | None, write_error: str | None) -> None:
@@ -136,8 +141,12 @@ def _child_main(job_path: str) -> int:
                                    "write_error": write_error})
 
     try:
-        execute_guarded(job.req, show, run_id=job.run_id, on_written=report, heartbeat=job.heartbeat,
-                        parent=job.parent)
+        result, _ = execute_guarded(job.req, show, run_id=job.run_id, on_written=report, heartbeat=job.heartbeat,
+                                    parent=job.parent)
+        if node_leader:
+            _write_report(job.report, {"result": result.model_dump_json(), "path": None, "write_error": None,
+                                       "recorded_by": f"node 0 (global rank 0; this is node "
+                                                      f"{os.environ.get('GROUP_RANK', '?')})"})
     except DataMissing as e:
         if is_main:
             _write_report(job.report, {"data_missing": str(e)})

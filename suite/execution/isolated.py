@@ -44,6 +44,7 @@ from suite.execution.processes import (
     JOB_PREFIX,
     alive,
     kill_tree,
+    nnodes_of,
     process_start_time,
     sweep_stale_jobs,
     torchrun_command,
@@ -128,6 +129,7 @@ class IsolatedRun:
         self.torchrun_args = torchrun_args or ["--standalone"]
         # several ranks here, or one rank of a multi-node job: torchrun starts them (fresh processes)
         self.under_torchrun = nproc > 1 or self.torchrun_args != ["--standalone"]
+        self.world = nproc * nnodes_of(self.torchrun_args)  # every node's ranks (what a fallback record says)
         self.warm = self.warm and not self.under_torchrun
         self.parent = parent  # the process whose death stops the run (default: this one, the launcher)
         self.limits = Limits.for_run(req.spec, req.mlperf_division)
@@ -232,12 +234,12 @@ class IsolatedRun:
             payload = _read_report(self.report)
             if payload is not None and "data_missing" in payload:
                 result = results.error_result(self.req, "error", f"DataMissing: {payload['data_missing']}",
-                                              fingerprint(self.nproc), run_id=self.run_id, world_size=self.nproc)
+                                              fingerprint(self.nproc), run_id=self.run_id, world_size=self.world)
                 return Outcome(result, None, signalled, payload["data_missing"], rc)
             if payload is not None:
                 result = results.parse_result(payload["result"], "worker report")
                 return Outcome(result, Path(payload["path"]) if payload["path"] else None, signalled, None, rc,
-                               payload.get("write_error"))
+                               payload.get("write_error"), payload.get("recorded_by"))
             found = results.find_by_run_id(self.req.results_dir, self.run_id)
             if found is not None:
                 return Outcome(found[1], found[0], signalled, None, rc)
@@ -245,7 +247,7 @@ class IsolatedRun:
             last = "".join(self.tail).strip()[-3000:]
             error = f"{how}\nlast output of the worker:\n{last}" if last else how
             result = results.error_result(self.req, "interrupted" if signalled else "error", error,
-                                          fingerprint(self.nproc), run_id=self.run_id, world_size=self.nproc)
+                                          fingerprint(self.nproc), run_id=self.run_id, world_size=self.world)
             try:
                 path = results.write_run(self.req.results_dir, result) if self.req.results_dir else None
             except results.ResultWriteError as e:

@@ -121,6 +121,9 @@ def check(options: Options) -> None:
         raise ValueError("--address is for --executor ray")
     if not options.isolate and options.executor != "inline":
         raise ValueError("--no-isolate runs in this process: it is for --executor inline only")
+    if options.torchrun_args != ["--standalone"] and (options.executor == "ray" or options.jobs > 1):
+        raise ValueError("--nnodes: every node of a multi-node run starts its ranks with torchrun, one run at a "
+                         "time, at the one --rdzv-endpoint: use --executor inline (the default) without --jobs")
 
 
 def launcher_for(options: Options) -> Launcher:
@@ -139,7 +142,8 @@ def prewarm(backend: str, options: Options) -> bool:
     """Start the fork server now when the runs will be forked from it (the pool, warm, one process a run): it
     imports torch and the suite while the driver reads the specs. True when it started one."""
     check(options)
-    if _launcher_name(options) == "pool" and options.warm and options.nproc == 1:
+    single = options.nproc == 1 and options.torchrun_args == ["--standalone"]  # else torchrun starts the ranks
+    if _launcher_name(options) == "pool" and options.warm and single:
         from suite.execution import forkserver
 
         forkserver.context(forkserver.warm_modules(backend), start=True)

@@ -86,3 +86,11 @@ def torchrun_command(nproc: int, module: str, args: list[str], torchrun_args: li
     """`python -m torch.distributed.run ... --nproc_per_node N -m MODULE ARGS`: the one way ranks are started."""
     return [sys.executable, "-m", "torch.distributed.run", *(torchrun_args or ["--standalone"]),
             f"--nproc_per_node={nproc}", "-m", module, *args]
+
+
+def nnodes_of(torchrun_args: list[str] | None) -> int:
+    """The node count torchrun arguments launch (1 for --standalone; suite/backends/layout.py builds them)."""
+    for a in torchrun_args or []:
+        if a.startswith("--nnodes="):
+            return int(a.split("=", 1)[1])
+    return 1

@@ -102,6 +102,7 @@ class Instruments:
         self.by_class: dict[str, class_peaks.ClassPeak] = {}
         self.peak_rule: str | None = None
         self.data_staging_s: float | None = None  # the workload's construction: data read, normalised, moved
+        self.workload: Any = None  # set by setup; a workload's data_pipeline() goes into the result's config
         self.load_start = environment.load_average()
 
     # ---- init (untimed) ----------------------------------------------------------------------------------
@@ -127,6 +128,8 @@ class Instruments:
               request: Any = None) -> None:
         """After backend.setup: peak (table, override, GEMM), HFU's recompute share, NVTX hooks, MLLOG header."""
         import torch
+
+        self.workload = workload
 
         try:
             name = self.device.name()
@@ -330,6 +333,12 @@ class Instruments:
                               "warmup": self.profiler.window.warmup, "active": self.profiler.window.active}
         if self.nvtx.enabled:
             out["nvtx"] = True
+        describe = getattr(self.workload, "data_pipeline", None)  # e.g. which image decoder ran (ImageNet)
+        if describe is not None:
+            try:
+                out["data_pipeline"] = describe()
+            except Exception as e:  # noqa: BLE001 - a broken description must not lose the result
+                self.warnings.append(f"data_pipeline failed: {type(e).__name__}: {e}")
         return out
 
     # ---- the MLLOG file ------------------------------------------------------------------------------------

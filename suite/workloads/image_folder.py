@@ -1,6 +1,8 @@
 """Image classification streamed from files (ImageNet): DataLoader workers decode and augment with Pillow, or
-(data.decode) only read the bytes for the device to decode (suite/data/imagenet_device.py); each rank reads
-its slice of a per-epoch permutation that depends on (seed, epoch) only; top-1 on the val images."""
+(data.decode) only read the bytes for the device to decode (suite/data/imagenet_device.py), or one NVIDIA DALI
+pipeline per rank reads, decodes and augments (suite/data/imagenet_dali.py); each rank reads its slice of a
+per-epoch permutation that depends on (seed, epoch) only (DALI: its shard, reshuffled each epoch); top-1 on the
+val images."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from suite.algorithms import losses
+from suite.data import imagenet_dali
 from suite.data import imagenet_device as device_decode
 from suite.data.base import DataMissing
-from suite.data.imagenet import ImageDataset, ImageFolderSplits
+from suite.data.imagenet import ImageDataset, ImageFolderSplits, dali_missing
 from suite.workloads.base import Batch, Context, WorkloadBase
 
 
@@ -51,19 +54,47 @@ class ImageFolderClassification(WorkloadBase):
         self.meta = self.splits.meta
         if spec.eval.subset:
             self.splits.val = self.splits.val[: spec.eval.subset]
+        self._mode: str | None = None
+        self._dali_val: Any = None  # DALI's val iterator, kept between evaluations (it resets after each pass)
 
     def build_model(self) -> nn.Module:
         return self.model_component.build(self.model_cfg, self.meta)
 
     def decode_mode(self) -> str:
-        """Where images are decoded: `data.decode`, with auto = torchvision (nvJPEG) on CUDA where installed."""
-        mode = self.splits.cfg.decode
+        """Where images are decoded: `data.decode`; auto = DALI on CUDA when it imports, else torchvision (nvJPEG)
+        on CUDA where installed, else Pillow."""
+        if self._mode is None:
+            self._mode = self._choose_mode()
+        return self._mode
+
+    def _choose_mode(self) -> str:
+        mode, cuda = self.splits.cfg.decode, self.device.type == "cuda"
         if mode == "auto":
-            return "torchvision" if self.device.type == "cuda" and device_decode.torchvision_available() else "pillow"
+            if cuda and dali_missing() is None:
+                return "dali"
+            return "torchvision" if cuda and device_decode.torchvision_available() else "pillow"
         if mode == "torchvision" and not device_decode.torchvision_available():
             raise DataMissing("data.decode: torchvision needs the torchvision package (pip install torchvision, "
                               "the build that matches your torch)")
+        if mode == "dali" and (reason := dali_missing()):
+            raise DataMissing(f"data.decode: dali: {reason}")
         return mode
+
+    def data_pipeline(self) -> dict[str, Any]:
+        """What the result records of the input pipeline: the decoder that ran and where."""
+        mode = self.decode_mode()
+        where = {"pillow": "cpu", "torchvision": self.device.type,
+                 "dali": "mixed" if self.device.type == "cuda" else "cpu"}[mode]
+        out: dict[str, Any] = {"decoder": mode, "requested": self.splits.cfg.decode, "decode_device": where}
+        if mode == "dali":
+            out["dali_version"] = imagenet_dali.version()
+        return out
+
+    def _dali(self, train: bool, batch_size: int, rank: int = 0, world: int = 1) -> Any:
+        pipe = imagenet_dali.pipeline(self.splits, train, batch_size, shard_id=rank, num_shards=world,
+                                      seed=self.ctx.seed, device_id=imagenet_dali.device_id(self.device),
+                                      num_threads=max(1, self.splits.cfg.num_workers))
+        return imagenet_dali.iterator(pipe, train)
 
     def _loader(self, ds: Any, **kw) -> DataLoader:
         workers = self.splits.cfg.num_workers
@@ -81,11 +112,17 @@ class ImageFolderClassification(WorkloadBase):
     def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
         sampler = EndlessShardSampler(len(self.splits.train), self.local_batch_size(world), rank, world,
                                       self.ctx.seed)
+        if self.decode_mode() == "dali":
+            return imagenet_dali.endless(self._dali(True, sampler.local_bs, rank, world))
         if self.decode_mode() == "torchvision":
             return self._device_stream(True, batch_sampler=sampler)
         return iter(self._loader(ImageDataset(self.splits, train=True), batch_sampler=sampler))
 
     def _eval_batches(self, bs: int) -> Iterator[Batch]:
+        if self.decode_mode() == "dali":
+            if self._dali_val is None or self._dali_val[0] != bs:
+                self._dali_val = (bs, self._dali(False, bs))
+            return imagenet_dali.one_pass(self._dali_val[1])
         if self.decode_mode() == "torchvision":
             return self._device_stream(False, batch_size=bs, shuffle=False)
         return iter(self._loader(ImageDataset(self.splits, train=False), batch_size=bs, shuffle=False))
