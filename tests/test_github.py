@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from gh_cli import run_cli
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
@@ -323,11 +324,8 @@ def test_step_summary_appends_and_caps(tmp_path):
 
 
 def _cli(httpserver, *args: str, token: str = TOKEN, extra_env: dict[str, str] | None = None):
-    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-    env.update({"PYTHONPATH": str(ROOT), "GITHUB_TOKEN": token, "GITHUB_REPOSITORY": REPO,
-                "GITHUB_API_URL": httpserver.url_for("").rstrip("/"), **(extra_env or {})})
-    return subprocess.run([sys.executable, "-m", "suite.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=60)
+    return run_cli(args, token=token, repo=REPO,
+                   env={"GITHUB_API_URL": httpserver.url_for("").rstrip("/"), **(extra_env or {})})
 
 
 def test_cli_comment_by_head_sha_and_status_from_exit_code_file(httpserver, tmp_path):

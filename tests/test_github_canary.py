@@ -10,17 +10,15 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import pickle
 import secrets
-import subprocess
-import sys
 import time
 import traceback
 import zipfile
 from pathlib import Path
 
 import pytest
+from gh_cli import run_cli
 from werkzeug import Request, Response
 
 from suite.github import GitHub, GitHubError, RetryPolicy
@@ -154,10 +152,7 @@ def test_client_and_auth_reprs_and_pickling_hide_the_token():
 
 
 def _cli(args, env_extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-    env.update({"PYTHONPATH": str(ROOT), "GITHUB_TOKEN": CANARY, "GITHUB_REPOSITORY": REPO, **env_extra})
-    return subprocess.run([sys.executable, "-m", "suite.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=60)
+    return run_cli(args, token=CANARY, repo=REPO, env=env_extra)
 
 
 def test_cli_error_paths_never_print_the_token(httpserver, tmp_path):

@@ -4,14 +4,12 @@ cleanly, and odd HTTP answers read as what they are. Real HTTP on loopback (pyte
 from __future__ import annotations
 
 import io
-import os
 import struct
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from gh_cli import run_cli
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
@@ -109,11 +107,7 @@ def test_redaction_covers_escaped_forms():
 
 
 def _cli(httpserver, *args: str, token: str = TOKEN):
-    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-    env.update({"PYTHONPATH": str(ROOT), "GITHUB_TOKEN": token, "GITHUB_REPOSITORY": REPO,
-                "GITHUB_API_URL": httpserver.url_for("").rstrip("/")})
-    return subprocess.run([sys.executable, "-m", "suite.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=60)
+    return run_cli(args, token=token, repo=REPO, env={"GITHUB_API_URL": httpserver.url_for("").rstrip("/")})
 
 
 def test_cli_with_a_newline_token_names_the_problem_and_never_prints_it(httpserver):
