@@ -279,15 +279,65 @@ def test_every_site_page_carries_a_strict_csp(tmp_path):
 # ---- small promises whose mutants survived the first `make mutation` (docs/testing.md) ----------------------
 
 
-def test_steady_samples_per_s_by_hand():
+def test_samples_per_s_without_the_first_step_by_hand():
+    # (no 'steady' in the name: `make mutation`'s test selection deselects -k steady, the in-process harness test)
     from suite.measure import metrics
 
     assert metrics.steady_samples_per_s([10.0, 1.0, 3.0], 8) == pytest.approx(4.0)  # the 10 s step, and it alone, out
     assert metrics.steady_samples_per_s([5.0, 5.0, 1.0, 1.0], 2, skip_first=2) == pytest.approx(2.0)
     assert metrics.steady_samples_per_s([2.0], 4) == pytest.approx(2.0)  # one step: nothing to leave out
     assert metrics.steady_samples_per_s([0.0, 0.0], 4) is None  # no time measured: no figure, no division
+    assert metrics.steady_samples_per_s([0.5, 0.25, 0.25], 4) == pytest.approx(16.0)  # steps of under a second
     assert metrics.model_flops_per_s(3.0, 4.0) == 12.0
     assert metrics.model_flops_per_s(None, 4.0) is None and metrics.model_flops_per_s(3.0, None) is None
+
+
+def test_step_time_summary_by_hand():
+    """The percentiles are of the steady steps (the first apart, as `first`), every key named as documented."""
+    from suite.measure import metrics
+
+    assert metrics.step_time_summary([]) == {}
+    # steady [1, 2, 3]: p90 at position 1.8, p99 at 1.98 (linear interpolation, numpy's default)
+    assert metrics.step_time_summary([4.0, 1.0, 2.0, 3.0]) == pytest.approx(
+        {"p50": 2.0, "p90": 2.8, "p99": 2.98, "mean": 2.0, "first": 4.0, "count": 4.0})
+    # one step: nothing is left to be steady, so the figures are of that step
+    assert metrics.step_time_summary([5.0]) == {"p50": 5.0, "p90": 5.0, "p99": 5.0, "mean": 5.0, "first": 5.0,
+                                               "count": 1.0}
+    two = metrics.step_time_summary([9.0, 8.0, 1.0, 3.0], skip_first=2)
+    assert two["p50"] == pytest.approx(2.0) and two["mean"] == pytest.approx(2.0) and two["first"] == 9.0
+    assert two["count"] == 4.0  # every step is counted, the skipped ones too
+
+
+def test_throughput_by_hand():
+    from suite.measure import metrics
+
+    assert metrics.throughput(100, 1, 0.0, 0.0) == {} and metrics.throughput(100, 1, -1.0, 0.0) == {}
+    assert metrics.throughput(100, 1, 4.0, 1.0) == {"samples_per_s": 25.0, "data_wait_fraction": 0.25}
+    assert metrics.throughput(100, 1, 4.0, 10.0)["data_wait_fraction"] == 1.0  # a share, never above the whole
+    assert metrics.throughput(100, 2, 4.0, 0.0) == {"samples_per_s": 25.0, "data_wait_fraction": 0.0,
+                                                    "tokens_per_s": 50.0}
+    assert metrics.throughput(100, 8, 4.0, 0.0)["tokens_per_s"] == 200.0
+    assert metrics.throughput(100, 1, 0.5, 0.0)["samples_per_s"] == 200.0  # under a second is still a time
+
+
+def test_per_device_by_hand():
+    from suite.measure import metrics
+
+    figures = {"samples_per_s": 8.0, "tokens_per_s": 2.0}
+    assert metrics.per_device(figures, 2, ["samples_per_s", "absent"]) == {"samples_per_s_per_device": 4.0}
+    assert metrics.per_device(figures, 1, ["tokens_per_s"]) == {"tokens_per_s_per_device": 2.0}  # one device
+    assert metrics.per_device(figures, 0, ["samples_per_s"]) == {}
+
+
+def test_step_time_report_prefers_device_events_and_keeps_the_host_figures_beside():
+    from suite.measure import metrics
+
+    report = metrics.step_time_report([1.0, 0.1, 0.2], [0.9, 0.3, 0.5])
+    assert report == pytest.approx({
+        "p50": 0.4, "p90": 0.48, "p99": 0.498, "mean": 0.4, "first": 0.9, "count": 3.0,  # the device's steps
+        "host_p50": 0.15, "host_p90": 0.19, "host_p99": 0.199, "host_mean": 0.15,  # the host's, beside
+        "device_events": 1.0})
+    assert metrics.step_time_report([1.0, 0.1, 0.2], []) == metrics.step_time_summary([1.0, 0.1, 0.2])
 
 
 def test_utilization_by_hand():
