@@ -9,7 +9,6 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 from __future__ import annotations
 
 import functools
-import hashlib
 import http.server
 import json
 import math
@@ -55,6 +54,7 @@ from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-expo
     sort_value,
 )
 from suite.site.reports import CompareView, StudyView, compare_view, study_view
+from suite.site.workloads import digest, workload_pages
 
 
 @dataclass
@@ -239,19 +239,10 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)
     latest = max((rr.started_at for rr in rows), default=None)
-    common = _digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
-    old_pages = old.get("pages", {})
-    pages: dict[str, str] = {}
-    for w in workloads:
-        digest = pages[w.page] = _digest(common, w.name, [(b.path, repr(b.agg)) for b in w.baselines],
-                                         [rr.sig for rr in w.runs])
-        if old_pages.get(w.page) == digest and (out / w.page).is_file():
-            written.add(w.page)
-            continue
-        rendered += 1
-        curve, n_curves = convergence_chart(w, inputs.curves)
-        written.add(render_page(job, w.page, "workload.html", w=w, history=history_charts(w), convergence=curve,
-                                n_curves=n_curves, max_curves=MAX_CURVES))
+    common = digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
+    files, pages, n = workload_pages(job, workloads, common, old.get("pages", {}), inputs.curves)
+    written.update(files)
+    rendered += n
     for v in views:
         written.add(render_page(job, v.page, "compare.html", view=v))
     for sv in study_views:
@@ -273,10 +264,6 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
                            "runs": dict(sorted(manifest.items())), "files": sorted(written)}) + "\n")
     phases["other_pages"] = time.perf_counter() - t1
     return written
-
-
-def _digest(*parts: Any) -> str:
-    return hashlib.sha1(json.dumps(parts, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _relative_error(message: str, root: Path) -> str:

@@ -16,7 +16,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,6 +34,15 @@ def short_hash(text: str, n: int = 8) -> str:
 def workload_page(workload: str) -> str:
     """`w/<slug>-<hash>.html`: readable, and unique even when two names slug alike."""
     return f"w/{slug(workload.replace('/', '-'))}-{short_hash(workload, 6)}.html"
+
+
+def month_page(workload: str, month: str) -> str:
+    """`w/<slug>-<hash>-YYYY-MM.html`: the runs and submissions of one earlier month of a workload."""
+    return workload_page(workload).removesuffix(".html") + f"-{month}.html"
+
+
+def month_of(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m")
 
 
 def _str(value: Any, default: str = "") -> str:
@@ -269,6 +278,16 @@ class Workload:
         boards.sort(key=lambda hb: -max(s.timestamp for s in hb[1]))
         return boards
 
+    def months(self) -> dict[str, tuple[list[Submission], list[RunRow]]]:
+        """The submissions and runs of each month (UTC, "YYYY-MM"; a submission in the month of its newest run),
+        oldest first. The workload page lists the newest month's; every earlier month has a page of its own."""
+        out: dict[str, tuple[list[Submission], list[RunRow]]] = {}
+        for s in self.submissions:
+            out.setdefault(month_of(s.latest.started_at), ([], []))[0].append(s)
+        for rr in self.runs:
+            out.setdefault(month_of(rr.started_at), ([], []))[1].append(rr)
+        return dict(sorted(out.items()))
+
     def baseline_for(self, s: Submission) -> Baseline | None:
         """The baseline of the same hardware and backend, preferring one of the same spec hash."""
         same = [b for b in self.baselines if b.hardware == s.hardware and b.backend == s.backend]
@@ -318,12 +337,19 @@ def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
 
 
 def cell_text(value: Any, limit: int = 400) -> str:
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         text = value
-    elif isinstance(value, float):
+    elif kind is float:
         text = f"{value:.6g}"
-    elif value is None or isinstance(value, bool | int):
-        text = json.dumps(value)
+    elif value is None:
+        text = "null"
+    elif kind is bool:
+        text = "true" if value else "false"
+    elif kind is int:
+        text = int.__repr__(value)  # what json.dumps writes for an int
+    elif isinstance(value, str | float | bool | int):
+        text = value if isinstance(value, str) else f"{value:.6g}" if isinstance(value, float) else json.dumps(value)
     else:
         text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
