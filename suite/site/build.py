@@ -130,7 +130,7 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
             rr.sig = signature(rr, values[-2], values[-1])
             rows.append(rr)
         return _Inputs(rows, errors, functools.partial(index.results_of, results),
-                       lambda runs, metric: index.curves(results, [rr.rel for rr in runs], metric))
+                       lambda asks: index.curves(results, [([rr.rel for rr in runs], m) for runs, m in asks]))
     loaded = load_results(results, strict=strict)
     full: dict[str, Result] = {}
     rows = []
@@ -142,7 +142,7 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
         rr.sig = signature(rr, st.st_size, st.st_mtime_ns)
         rows.append(rr)
     return _Inputs(rows, loaded.errors, lambda rels: {rel: full[rel] for rel in rels},
-                   lambda runs, metric: {rr.rel: result_curve(full[rr.rel], metric) for rr in runs})
+                   lambda asks: [{rr.rel: result_curve(full[rr.rel], m) for rr in runs} for runs, m in asks])
 
 
 def _prepare_out(out: Path) -> None:

@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from suite.site.data import RunRow, Submission, Workload, month_page
 from suite.site import pages
+from suite.site.data import RunRow, Submission, Workload, month_page
 from suite.site.pages import Job
-from suite.site.render import MAX_CURVES, CurveSource, convergence_chart, history_charts
+from suite.site.render import MAX_CURVES, CurveSource, convergence_chart, convergence_picks, history_charts
+from suite.site.tables import run_rows, submission_rows
 
 
 def digest(*parts: Any) -> str:
@@ -43,6 +44,7 @@ def workload_pages(job: Job, workloads: list[Workload], common: str, old_pages: 
             return True
         return False
 
+    todo: list[tuple[Workload, str, list[Any], Any]] = []  # the workload pages to render: newest month, earlier
     for w in workloads:
         months = w.months()
         newest = max(months)
@@ -55,14 +57,18 @@ def workload_pages(job: Job, workloads: list[Workload], common: str, old_pages: 
             if kept(page, digest(common, w.name, month, _inputs(subs, runs))):
                 continue
             rendered += 1
-            written.append(pages.render_page(job, page, "month.html", w=w, month=month, subs=subs, runs=runs))
-        subs, runs = months[newest]
-        if kept(w.page, digest(common, w.name, [(b.path, repr(b.agg)) for b in w.baselines],
-                               [rr.sig for rr in w.runs], earlier)):
-            continue
+            written.append(pages.render_page(job, page, "month.html", w=w, month=month,
+                                             sub_rows=submission_rows(subs, "../"), run_rows=run_rows(runs, "../")))
+        if not kept(w.page, digest(common, w.name, [(b.path, repr(b.agg)) for b in w.baselines],
+                                   [rr.sig for rr in w.runs], earlier)):
+            todo.append((w, newest, earlier, months[newest]))
+    picks = [convergence_picks(w) for w, _, _, _ in todo]
+    points = curves([([rr for _, rr in picked], metric) for picked, metric in picks]) if todo else []
+    for (w, newest, earlier, (subs, runs)), pick, pts in zip(todo, picks, points, strict=True):
         rendered += 1
-        curve, n_curves = convergence_chart(w, curves)
-        written.append(pages.render_page(job, w.page, "workload.html", w=w, history=history_charts(w), convergence=curve,
-                                   n_curves=n_curves, max_curves=MAX_CURVES, month=newest, months=earlier,
-                                   subs=subs, runs=runs))
+        curve, n_curves = convergence_chart(w, pick, pts)
+        written.append(pages.render_page(job, w.page, "workload.html", w=w, history=history_charts(w),
+                                         convergence=curve, n_curves=n_curves, max_curves=MAX_CURVES, month=newest,
+                                         months=earlier, sub_rows=submission_rows(subs, "../"),
+                                         run_rows=run_rows(runs, "../")))
     return written, digests, rendered
