@@ -24,7 +24,16 @@ import jinja2
 from suite.fingerprint import load_warning
 from suite.results import Result, load_results
 from suite.site.data import ROW_COLUMNS, RunRow, Workload, build_workloads, cell_text, load_baselines
-from suite.site.output import MARKER, SiteError, Txn, check_out_apart, previous_files, prune, transaction
+from suite.site.output import (
+    MARKER,
+    SiteError,
+    Txn,
+    check_out_apart,
+    previous_files,
+    prune,
+    read_marker,
+    transaction,
+)
 from suite.site.pages import (
     SITE_DIR,
     Job,
@@ -224,8 +233,9 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
     out = txn.out
     _prepare_out(out)
     version = code_version()
-    previous = previous_files(out)
-    old = read_manifest_all(out, version)
+    marker = read_marker(out)
+    previous = previous_files(out, marker)
+    old = read_manifest_all(out, version, marker)
     # what every page but a run page shows (the count of results is on the index only: a workload page whose
     # runs did not change then stays byte for byte the same, and is kept)
     job = Job(_env(), out, {"compares": views, "studies": study_views},

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -22,7 +21,6 @@ import jinja2
 from suite.results import Result
 from suite.site import output
 from suite.site.data import RunRow, Workload, flatten
-from suite.site.output import MARKER
 from suite.site.render import eval_names, eval_rows, kv_rows, record_tables, run_charts
 
 SITE_DIR = Path(__file__).resolve().parents[2] / "site"
@@ -198,13 +196,11 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-def read_manifest_all(out: Path, version: str) -> dict[str, Any]:
+def read_manifest_all(out: Path, version: str, data: object = ...) -> dict[str, Any]:
     """The last build's manifest ("runs": run page -> its signature and files; "pages": workload page -> its
-    input digest), or nothing when it was built by other site code."""
-    try:
-        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
+    input digest), or nothing when it was built by other site code (`data`: output.read_marker's, else read)."""
+    if data is ...:
+        data = output.read_marker(out)
     if not isinstance(data, dict) or data.get("code") != version or not isinstance(data.get("runs"), dict):
         return {}
     return {"runs": data["runs"], "pages": data.get("pages") if isinstance(data.get("pages"), dict) else {}}
