@@ -219,7 +219,7 @@ def worker_count(requested: int | None, n_runs: int) -> int:
     # forking pays off only for many pages, and only where fork exists (Linux); elsewhere one process
     if n_runs < 1000 or not hasattr(os, "fork") or sys.platform == "darwin":
         return 1
-    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
