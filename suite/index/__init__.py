@@ -9,6 +9,7 @@ with DuckDB's httpfs) changes these two files, nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -92,15 +93,17 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 # ---- the site: typed rows for every page, the full Result only for the run pages that are rendered ----------
 
 
-def site_rows(root: Path, columns: Sequence[str], strict: bool = False
+def site_rows(root: Path, columns: Sequence[str], strict: bool = False, rows_made: Any = contextlib.nullcontext
               ) -> tuple[list[tuple[Any, ...]], list[str], UpdateReport]:
     """`columns` of every valid run (then the file's size and mtime as the index recorded them), in
-    results.load_results's order, and the bad files named as it names them; no result JSON is parsed."""
+    results.load_results's order, and the bad files named as it names them; no result JSON is parsed.
+    `rows_made`: a context (after the update) to fetch the rows in (the site's pauses the garbage collector)."""
     report = update(root)
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
         cols = ", ".join(f"r.{c}" for c in columns)
-        rows = con.execute(f"SELECT {cols}, f.size, f.mtime_ns FROM runs r JOIN files f USING (path)").fetchall()
+        with rows_made():
+            rows = con.execute(f"SELECT {cols}, f.size, f.mtime_ns FROM runs r JOIN files f USING (path)").fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
     return rows, errors, report
 

@@ -9,6 +9,7 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 from __future__ import annotations
 
 import functools
+import gc
 import http.server
 import json
 import math
@@ -29,6 +30,7 @@ from suite.site.output import (
     SiteError,
     Txn,
     check_out_apart,
+    collector_paused,
     previous_files,
     prune,
     read_marker,
@@ -132,12 +134,13 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
 
     root = results if results.is_dir() else results.parent
     if use_index if use_index is not None else index.enabled(results):
-        found, errors, _ = index.site_rows(results, ROW_COLUMNS, strict=strict)
+        found, errors, _ = index.site_rows(results, ROW_COLUMNS, strict=strict, rows_made=collector_paused)
         rows = []
-        for values in found:
-            rr = RunRow.of(root, values[:-2])
-            rr.sig = signature(rr, values[-2], values[-1])
-            rows.append(rr)
+        with collector_paused():
+            for values in found:
+                rr = RunRow.of(root, values[:-2])
+                rr.sig = signature(rr, values[-2], values[-1])
+                rows.append(rr)
         return _Inputs(rows, errors, functools.partial(index.results_of, results),
                        lambda asks: index.curves(results, [([rr.rel for rr in runs], m) for runs, m in asks]))
     loaded = load_results(results, strict=strict)
@@ -203,7 +206,8 @@ def build_site(
         raise SiteError(base_errors[0])
     root = results if results.is_dir() else results.parent
     rows = inputs.rows
-    workloads = build_workloads(rows)
+    with collector_paused():  # submissions: long-lived objects, no garbage cycles
+        workloads = build_workloads(rows)
     for w in workloads:
         w.baselines = [b for b in base if b.workload == w.name]
     views: list[CompareView] = [compare_view(p, i) for i, p in enumerate(compare)]
@@ -214,8 +218,11 @@ def build_site(
 
     skipped = [_relative_error(e, root) for e in inputs.errors + base_errors]
     phases["group"] = time.perf_counter() - t0 - phases["load"]
-    with transaction(out) as txn:
-        written = _build_into(txn, rows, workloads, views, study_views, skipped, jobs, phases, root, inputs)
+    try:
+        with transaction(out) as txn:
+            written = _build_into(txn, rows, workloads, views, study_views, skipped, jobs, phases, root, inputs)
+    finally:
+        gc.unfreeze()  # the build froze its rows out of the collector (pages.run_pages)
     index = out / "index.html"
     return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
                        pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
@@ -236,6 +243,7 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
     marker = read_marker(out)
     previous = previous_files(out, marker)
     old = read_manifest_all(out, version, marker)
+    gc.freeze()  # the rows and the manifest live to the end: out of every later collection (unfrozen at the end)
     # what every page but a run page shows (the count of results is on the index only: a workload page whose
     # runs did not change then stays byte for byte the same, and is kept)
     job = Job(_env(), out, {"compares": views, "studies": study_views},

@@ -150,9 +150,10 @@ def plan_runs(job: Job) -> tuple[list[int], list[str], dict[str, Any]]:
     todo: list[int] = []
     kept: list[str] = []
     manifest: dict[str, Any] = {}
+    cache, has_all = job.cache, existing.issuperset
     for i, (rr, _) in enumerate(job.runs):
-        old = job.cache.get(rr.page)
-        if old is not None and old["sig"] == rr.sig and all(f in existing for f in old["files"]):
+        old = cache.get(rr.page)
+        if old is not None and old["sig"] == rr.sig and has_all(old["files"]):
             kept += old["files"]
             manifest[rr.page] = old
         else:
@@ -229,12 +230,12 @@ def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
     _JOB = job
     try:
         n = len(todo)
+        # everything the parent holds now (the rows, the manifest) lives until the end of the build: freeze it
+        # out of the collector, else its walks cost more than the pages and, in forked workers, copied every
+        # page of the parent's heap (2 workers were slower than 1). build_site unfreezes at its end.
+        gc.freeze()
         if jobs <= 1 or n < 2 * CHUNK:
-            gc.freeze()  # the loaded rows live until the end: spare them the collector's repeated walks
-            try:
-                files, entries = _render_runs(todo)
-            finally:
-                gc.unfreeze()
+            files, entries = _render_runs(todo)
             manifest.update(entries)
             return written + files, manifest, n
         import concurrent.futures
@@ -242,17 +243,11 @@ def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
 
         step = max(CHUNK, -(-n // (jobs * 4)))
         parts = [todo[lo:lo + step] for lo in range(0, n, step)]
-        # freeze the parent's heap out of the collector: otherwise each forked worker's gc walks (and so
-        # copies, page by page) every row the parent holds, which made 2 workers slower than 1
-        gc.freeze()
-        try:
-            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
-                                                        initializer=gc.disable) as pool:
-                for files, entries in pool.map(_render_runs, parts):
-                    written += files
-                    manifest.update(entries)
-        finally:
-            gc.unfreeze()
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                                                    initializer=gc.disable) as pool:
+            for files, entries in pool.map(_render_runs, parts):
+                written += files
+                manifest.update(entries)
         return written, manifest, n
     finally:
         _JOB = None
