@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import suite.site.build as site_build
+import suite.site.workloads as site_workloads
 from suite import baselines as bl
 from suite.results import ResultError, load_results, parse_result, write_result
 from suite.site.build import SiteError, build_site
@@ -204,7 +204,7 @@ def test_a_failed_build_leaves_the_previous_site_intact(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("injected failure half way through the build")
 
-    monkeypatch.setattr(site_build, "convergence_chart", boom)  # after the run pages, before the index
+    monkeypatch.setattr(site_workloads, "convergence_chart", boom)  # after the run pages, before the index
     with pytest.raises(RuntimeError, match="injected"):
         build_site(res, out)
     assert _files(out) == before

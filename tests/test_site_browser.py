@@ -263,3 +263,39 @@ def test_compare_page_lists_verdicts_and_sorts_numbers_as_numbers(tab: Page, sta
     assert len(cells) == 3 and [float(c) for c in cells] == sorted(float(c) for c in cells)
     assert sorted(cells) != cells  # ~8.5, ~10.5, ~12.5: lexicographic order would differ
     assert tab.console == []
+
+
+def test_an_earlier_month_has_its_own_page_that_works_with_and_without_javascript(browser, tab: Page,
+                                                                                 tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from suite.results import load_results, write_result
+    from suite.site.data import month_page, workload_page
+    from tests.site_factory import T0, WL, make_result
+
+    res, out = tmp_path / "results", tmp_path / "out"
+    write_standard(res)  # November 2026
+    write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=0, started_at=T0 + timedelta(days=32)))
+    build_site(res, out)
+    nov, wl = out / month_page(WL, "2026-11"), out / workload_page(WL)
+    # with JS, under the CSP: no console errors, and the month's tables got their sort buttons
+    tab.open(nov)
+    assert tab.page.locator("h1").count() == 1 and tab.console == [] and tab.dialogs == []
+    assert tab.page.locator("#runs th button.sort").count() > 5
+    n_nov = tab.page.locator("#runs tbody tr").count()
+    runs = [r for _, r in load_results(res).results if r.workload == WL]
+    assert n_nov == len(runs) - 1 > 20  # every November run of the workload (the standard fixture's), not December's
+    started = tab.page.locator("#runs th", has_text="started (UTC)")
+    started.locator("button").click()
+    dates = [c.get_attribute("data-sort") for c in tab.page.locator("#runs tbody tr td:nth-child(1)").all()]
+    assert dates == sorted(dates, key=float, reverse=started.get_attribute("aria-sort") == "descending")
+    # without JS: the workload page lists December's one run and links November's page, which lists the rest
+    ctx = browser.new_context(java_script_enabled=False)
+    page = ctx.new_page()
+    page.goto(wl.resolve().as_uri())
+    assert page.locator("#runs tbody tr").count() == 1
+    page.locator("#months a", has_text="2026-11").click()
+    assert page.url.endswith(nov.name) and page.locator("#runs tbody tr").count() == n_nov
+    page.locator(".crumbs a", has_text=WL).click()
+    assert page.url.endswith(wl.name)
+    ctx.close()

@@ -14,9 +14,9 @@ import pytest
 
 from suite import index
 from suite.results import write_result
-from suite.site import build as site_build
+from suite.site import workloads as site_workloads
 from suite.site.build import MARKER, build_site
-from suite.site.data import workload_page
+from suite.site.data import month_page, workload_page
 from tests.site_factory import T0, WL, make_result, write_hostile, write_standard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +30,12 @@ def _stamps(out: Path) -> dict[str, tuple[int, int]]:
     """(inode, mtime) of every file: a file rewritten, even with the same bytes, gets a new one."""
     return {p.relative_to(out).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*")
             if p.is_file() and p.name != MARKER}
+
+
+def _runs_table(page: Path) -> str:
+    """The runs table of a workload or month page (the leaderboard above it links seeds of any month)."""
+    html = page.read_text(encoding="utf-8")
+    return html[html.index('id="runs"'):]
 
 
 def _fixture(res: Path) -> None:
@@ -56,8 +62,9 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     assert fetched == [] and noop.rendered == 1  # only index.html is rendered again; nothing is rewritten
     assert _stamps(out) == before
 
-    # one new run of cv/digits_cnn: its run page, its workload page and the index are rendered, nothing else
-    new = write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=30)))
+    # one new run of cv/digits_cnn in the same month: its run page, its workload page and the index are
+    # rendered, nothing else
+    new = write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=12)))
     incr = build_site(res, out, use_index=True)
     assert fetched == [new.relative_to(res).as_posix()]
     assert incr.rendered == 3 and incr.results == cold.results + 1
@@ -66,6 +73,42 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     new_page = next(k for k in changed if k.startswith("r/") and k.endswith(".html"))
     assert changed == sorted([new_page, new_page.replace(".html", ".json"), "index.html", workload_page(WL)])
     assert before[workload_page("rl/cartpole")] == after[workload_page("rl/cartpole")]  # another workload: kept
+
+    # a run in the next month: the workload page now lists December's runs, November's move to a page of
+    # their own (rendered once), and the workload page links it
+    fetched.clear()
+    dec = write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=8, started_at=T0 + timedelta(days=30)))
+    incr = build_site(res, out, use_index=True)
+    assert fetched == [dec.relative_to(res).as_posix()] and incr.rendered == 4
+    nov = month_page(WL, "2026-11")
+    before, after = after, _stamps(out)
+    changed = sorted(k for k in after if before.get(k) != after[k])
+    dec_page = next(k for k in changed if k.startswith("r/") and k.endswith(".html"))
+    assert changed == sorted([dec_page, dec_page.replace(".html", ".json"), "index.html", workload_page(WL), nov])
+    wl_html = (out / workload_page(WL)).read_text()
+    wl_runs, nov_runs = (_runs_table(out / p) for p in (workload_page(WL), nov))
+    assert f'href="../{nov}"' in wl_html and f'href="../{dec_page}"' in wl_runs
+    assert f'href="../{new_page}"' in nov_runs and f'href="../{new_page}"' not in wl_runs  # each run listed once
+    assert f'href="../{dec_page}"' not in nov_runs
+
+    # another December run: November's page is kept as it was (same inode and mtime), not rendered
+    fetched.clear()
+    write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=9, started_at=T0 + timedelta(days=31)))
+    incr = build_site(res, out, use_index=True)
+    assert len(fetched) == 1 and incr.rendered == 3
+    before, after = after, _stamps(out)
+    assert before[nov] == after[nov] and before[workload_page("rl/cartpole")] == after[workload_page("rl/cartpole")]
+
+    # a late run of November: its month page is rendered again (and the workload page: its history changed)
+    fetched.clear()
+    late = write_result(res, make_result(WL, "nvidia-a100-x8", "torch", seed=5, started_at=T0 + timedelta(days=13)))
+    incr = build_site(res, out, use_index=True)
+    assert fetched == [late.relative_to(res).as_posix()] and incr.rendered == 4
+    before, after = after, _stamps(out)
+    changed = sorted(k for k in after if before.get(k) != after[k])
+    late_page = next(k for k in changed if k.startswith("r/") and k.endswith(".html"))
+    assert changed == sorted([late_page, late_page.replace(".html", ".json"), "index.html", workload_page(WL), nov])
+    assert f'href="../{late_page}"' in _runs_table(out / nov)
 
     # byte for byte what a cold build by walking the files gives, manifest included
     build_site(res, tmp_path / "walked", use_index=False)
@@ -87,7 +130,7 @@ def test_a_removed_run_is_pruned_and_a_changed_workload_page_rolls_back_on_failu
     def boom(*a, **k):
         raise RuntimeError("injected failure after the run pages")
 
-    monkeypatch.setattr(site_build, "history_charts", boom)
+    monkeypatch.setattr(site_workloads, "history_charts", boom)
     with pytest.raises(RuntimeError, match="injected"):
         build_site(res, out, use_index=True)
     assert _tree(out) == before  # nothing pruned, nothing half-written

@@ -9,7 +9,7 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 from __future__ import annotations
 
 import functools
-import hashlib
+import gc
 import http.server
 import json
 import math
@@ -25,7 +25,17 @@ import jinja2
 from suite.fingerprint import load_warning
 from suite.results import Result, load_results
 from suite.site.data import ROW_COLUMNS, RunRow, Workload, build_workloads, cell_text, load_baselines
-from suite.site.output import MARKER, SiteError, Txn, check_out_apart, previous_files, prune, transaction
+from suite.site.output import (
+    MARKER,
+    SiteError,
+    Txn,
+    check_out_apart,
+    collector_paused,
+    previous_files,
+    prune,
+    read_marker,
+    transaction,
+)
 from suite.site.pages import (
     SITE_DIR,
     Job,
@@ -55,6 +65,7 @@ from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-expo
     sort_value,
 )
 from suite.site.reports import CompareView, StudyView, compare_view, study_view
+from suite.site.workloads import digest, workload_pages
 
 
 @dataclass
@@ -123,14 +134,15 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
 
     root = results if results.is_dir() else results.parent
     if use_index if use_index is not None else index.enabled(results):
-        found, errors, _ = index.site_rows(results, ROW_COLUMNS, strict=strict)
+        found, errors, _ = index.site_rows(results, ROW_COLUMNS, strict=strict, rows_made=collector_paused)
         rows = []
-        for values in found:
-            rr = RunRow.of(root, values[:-2])
-            rr.sig = signature(rr, values[-2], values[-1])
-            rows.append(rr)
+        with collector_paused():
+            for values in found:
+                rr = RunRow.of(root, values[:-2])
+                rr.sig = signature(rr, values[-2], values[-1])
+                rows.append(rr)
         return _Inputs(rows, errors, functools.partial(index.results_of, results),
-                       lambda runs, metric: index.curves(results, [rr.rel for rr in runs], metric))
+                       lambda asks: index.curves(results, [([rr.rel for rr in runs], m) for runs, m in asks]))
     loaded = load_results(results, strict=strict)
     full: dict[str, Result] = {}
     rows = []
@@ -142,7 +154,7 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
         rr.sig = signature(rr, st.st_size, st.st_mtime_ns)
         rows.append(rr)
     return _Inputs(rows, loaded.errors, lambda rels: {rel: full[rel] for rel in rels},
-                   lambda runs, metric: {rr.rel: result_curve(full[rr.rel], metric) for rr in runs})
+                   lambda asks: [{rr.rel: result_curve(full[rr.rel], m) for rr in runs} for runs, m in asks])
 
 
 def _prepare_out(out: Path) -> None:
@@ -194,7 +206,8 @@ def build_site(
         raise SiteError(base_errors[0])
     root = results if results.is_dir() else results.parent
     rows = inputs.rows
-    workloads = build_workloads(rows)
+    with collector_paused():  # submissions: long-lived objects, no garbage cycles
+        workloads = build_workloads(rows)
     for w in workloads:
         w.baselines = [b for b in base if b.workload == w.name]
     views: list[CompareView] = [compare_view(p, i) for i, p in enumerate(compare)]
@@ -205,8 +218,11 @@ def build_site(
 
     skipped = [_relative_error(e, root) for e in inputs.errors + base_errors]
     phases["group"] = time.perf_counter() - t0 - phases["load"]
-    with transaction(out) as txn:
-        written = _build_into(txn, rows, workloads, views, study_views, skipped, jobs, phases, root, inputs)
+    try:
+        with transaction(out) as txn:
+            written = _build_into(txn, rows, workloads, views, study_views, skipped, jobs, phases, root, inputs)
+    finally:
+        gc.unfreeze()  # the build froze its rows out of the collector (pages.run_pages)
     index = out / "index.html"
     return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
                        pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
@@ -224,8 +240,10 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
     out = txn.out
     _prepare_out(out)
     version = code_version()
-    previous = previous_files(out)
-    old = read_manifest_all(out, version)
+    marker = read_marker(out)
+    previous = previous_files(out, marker)
+    old = read_manifest_all(out, version, marker)
+    gc.freeze()  # the rows and the manifest live to the end: out of every later collection (unfrozen at the end)
     # what every page but a run page shows (the count of results is on the index only: a workload page whose
     # runs did not change then stays byte for byte the same, and is kept)
     job = Job(_env(), out, {"compares": views, "studies": study_views},
@@ -239,19 +257,10 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)
     latest = max((rr.started_at for rr in rows), default=None)
-    common = _digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
-    old_pages = old.get("pages", {})
-    pages: dict[str, str] = {}
-    for w in workloads:
-        digest = pages[w.page] = _digest(common, w.name, [(b.path, repr(b.agg)) for b in w.baselines],
-                                         [rr.sig for rr in w.runs])
-        if old_pages.get(w.page) == digest and (out / w.page).is_file():
-            written.add(w.page)
-            continue
-        rendered += 1
-        curve, n_curves = convergence_chart(w, inputs.curves)
-        written.add(render_page(job, w.page, "workload.html", w=w, history=history_charts(w), convergence=curve,
-                                n_curves=n_curves, max_curves=MAX_CURVES))
+    common = digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
+    files, pages, n = workload_pages(job, workloads, common, old.get("pages", {}), inputs.curves)
+    written.update(files)
+    rendered += n
     for v in views:
         written.add(render_page(job, v.page, "compare.html", view=v))
     for sv in study_views:
@@ -273,10 +282,6 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
                            "runs": dict(sorted(manifest.items())), "files": sorted(written)}) + "\n")
     phases["other_pages"] = time.perf_counter() - t1
     return written
-
-
-def _digest(*parts: Any) -> str:
-    return hashlib.sha1(json.dumps(parts, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _relative_error(message: str, root: Path) -> str:

@@ -107,6 +107,14 @@ def fmt_num(v: float) -> str:
     return f"{v:.3g}"
 
 
+def _escape_text(text: str) -> str:
+    """markupsafe.escape of a plain str, byte for byte, without making a Markup (a chart has a tooltip a point)."""
+    if hasattr(text, "__html__"):
+        return str(escape(text))
+    return (text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;").replace("'", "&#39;")
+            .replace('"', "&#34;"))
+
+
 def _fmt_tick(v: float, kind: AxisKind, time_fmt: str) -> str:
     if kind == "time":
         return datetime.fromtimestamp(v, UTC).strftime(time_fmt)
@@ -150,11 +158,11 @@ def line_chart(
     pw, ph = width - left - right, height - top - bottom
     out: list[str] = [
         f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-label="{escape(title or y_label)}"'
-        + (f' id="{escape(chart_id)}"' if chart_id else "") + ">"
+        f'width="{width}" height="{height}" role="img" aria-label="{_escape_text(title or y_label)}"'
+        + (f' id="{_escape_text(chart_id)}"' if chart_id else "") + ">"
     ]
     if title:
-        out.append(f"<title>{escape(title)}</title>")
+        out.append(f"<title>{_escape_text(title)}</title>")
     if not xs or (not ys and not has_inf):
         out.append(f'<text class="empty" x="{width / 2}" y="{height / 2}" text-anchor="middle">no data</text></svg>')
         return Markup("".join(out))
@@ -206,18 +214,18 @@ def line_chart(
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
     out.append("</g><g class=\"axis\">")
     for t in yt:
-        out.append(f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{escape(fmt_num(t))}</text>')
+        out.append(f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_escape_text(fmt_num(t))}</text>')
     for t in xt:
         if x_lo <= t <= x_hi:
             x = sx(t)
             out.append(f'<line class="tick" x1="{x:.1f}" x2="{x:.1f}" y1="{top + ph}" y2="{top + ph + 4}"/>')
             out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">'
-                       f"{escape(_fmt_tick(t, x_kind, time_fmt))}</text>")
+                       f"{_escape_text(_fmt_tick(t, x_kind, time_fmt))}</text>")
     out.append(f'<line class="frame" x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}"/>')
     out.append(f'<line class="frame" x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}"/>')
-    out.append(f'<text class="label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text class="label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{_escape_text(x_label)}</text>')
     out.append(f'<text class="label" transform="translate(14 {top + ph / 2}) rotate(-90)" '
-               f'text-anchor="middle">{escape(y_label)}</text>')
+               f'text-anchor="middle">{_escape_text(y_label)}</text>')
     if has_inf:
         out.append(f'<text class="inf-label" x="{left + 4}" y="{top - 14}">not reached ↓</text>')
         out.append(f'<line class="inf-band" x1="{left}" x2="{left + pw}" y1="{top - 10}" y2="{top - 10}"/>')
@@ -227,20 +235,22 @@ def line_chart(
             continue
         y = sy(r.y)
         out.append(f'<g class="ref"><line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                   f'<text x="{left + pw - 4}" y="{y - 4:.1f}" text-anchor="end">{escape(r.label)}</text></g>')
-    # series
+                   f'<text x="{left + pw - 4}" y="{y - 4:.1f}" text-anchor="end">{_escape_text(r.label)}</text></g>')
+    # series: the points' coordinates in one pass each (the same arithmetic as sx/sy, without a call a point)
+    ok_x = (lambda x: x > 0 and x != math.inf) if x_kind == "log" else math.isfinite
     for s in series:
         cls = f"s{groups[s.group or s.name] % N_COLOURS}"
-        out.append(f'<g class="series {cls}" data-series="{escape(s.name)}">')
-        pts = [p for p in s.points if math.isfinite(p.x) and (x_kind != "log" or p.x > 0)]
+        out.append(f'<g class="series {cls}" data-series="{_escape_text(s.name)}">')
+        pts = [p for p in s.points if ok_x(p.x)]
+        px = [sx(p.x) for p in pts] if x_kind == "log" else [left + (p.x - x_lo) / (x_hi - x_lo) * pw for p in pts]
+        py = [sy(p.y) for p in pts]
         if s.line:
-            run = [f"{sx(p.x):.1f},{sy(p.y):.1f}" for p in pts if math.isfinite(p.y)]
+            run = [f"{x:.1f},{y:.1f}" for p, x, y in zip(pts, px, py, strict=True) if math.isfinite(p.y)]
             if len(run) > 1:
                 out.append(f'<polyline points="{" ".join(run)}"/>')
-        for p in pts:
-            tip = escape(p.label or f"{s.name}: {fmt_num(p.y)}")
-            x, y = sx(p.x), sy(p.y)
-            if math.isinf(p.y):
+        for p, x, y in zip(pts, px, py, strict=True):
+            tip = _escape_text(p.label or f"{s.name}: {fmt_num(p.y)}")
+            if p.y == math.inf or p.y == -math.inf:
                 out.append(f'<path class="pt inf" d="M{x - 4:.1f},{y - 4:.1f}l8,8m0,-8l-8,8"><title>{tip}</title></path>')
             else:
                 out.append(f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3"><title>{tip}</title></circle>')
@@ -249,7 +259,7 @@ def line_chart(
         if math.isfinite(mx) and (x_kind != "log" or mx > 0):
             x = sx(mx)
             out.append(f'<g class="change-point"><line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" '
-                       f'stroke-dasharray="4 3"/><title>{escape(label)}</title></g>')
+                       f'stroke-dasharray="4 3"/><title>{_escape_text(label)}</title></g>')
     # legend above the plot, as many entries a row as fit
     if legend:
         out.append('<g class="legend">')
@@ -257,7 +267,7 @@ def line_chart(
             lx, ly = left + (i % per_row) * col_w, 12 + 16 * (i // per_row)
             mark = (f'<line x1="{lx:.1f}" x2="{lx + 10:.1f}" y1="{ly - 3}" y2="{ly - 3}"/>' if is_ref
                     else f'<rect x="{lx:.1f}" y="{ly - 8}" width="10" height="10"/>')
-            out.append(f'<g class="{cls}">{mark}<text x="{lx + 14:.1f}" y="{ly + 1}">{escape(name)}</text></g>')
+            out.append(f'<g class="{cls}">{mark}<text x="{lx + 14:.1f}" y="{ly + 1}">{_escape_text(name)}</text></g>')
         out.append("</g>")
     out.append("</svg>")
     return Markup("".join(out))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -22,7 +21,6 @@ import jinja2
 from suite.results import Result
 from suite.site import output
 from suite.site.data import RunRow, Workload, flatten
-from suite.site.output import MARKER
 from suite.site.render import eval_names, eval_rows, kv_rows, record_tables, run_charts
 
 SITE_DIR = Path(__file__).resolve().parents[2] / "site"
@@ -152,9 +150,10 @@ def plan_runs(job: Job) -> tuple[list[int], list[str], dict[str, Any]]:
     todo: list[int] = []
     kept: list[str] = []
     manifest: dict[str, Any] = {}
+    cache, has_all = job.cache, existing.issuperset
     for i, (rr, _) in enumerate(job.runs):
-        old = job.cache.get(rr.page)
-        if old is not None and old["sig"] == rr.sig and all(f in existing for f in old["files"]):
+        old = cache.get(rr.page)
+        if old is not None and old["sig"] == rr.sig and has_all(old["files"]):
             kept += old["files"]
             manifest[rr.page] = old
         else:
@@ -198,13 +197,11 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-def read_manifest_all(out: Path, version: str) -> dict[str, Any]:
+def read_manifest_all(out: Path, version: str, data: object = ...) -> dict[str, Any]:
     """The last build's manifest ("runs": run page -> its signature and files; "pages": workload page -> its
-    input digest), or nothing when it was built by other site code."""
-    try:
-        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
+    input digest), or nothing when it was built by other site code (`data`: output.read_marker's, else read)."""
+    if data is ...:
+        data = output.read_marker(out)
     if not isinstance(data, dict) or data.get("code") != version or not isinstance(data.get("runs"), dict):
         return {}
     return {"runs": data["runs"], "pages": data.get("pages") if isinstance(data.get("pages"), dict) else {}}
@@ -223,7 +220,7 @@ def worker_count(requested: int | None, n_runs: int) -> int:
     # forking pays off only for many pages, and only where fork exists (Linux); elsewhere one process
     if n_runs < 1000 or not hasattr(os, "fork") or sys.platform == "darwin":
         return 1
-    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
@@ -233,12 +230,12 @@ def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
     _JOB = job
     try:
         n = len(todo)
+        # everything the parent holds now (the rows, the manifest) lives until the end of the build: freeze it
+        # out of the collector, else its walks cost more than the pages and, in forked workers, copied every
+        # page of the parent's heap (2 workers were slower than 1). build_site unfreezes at its end.
+        gc.freeze()
         if jobs <= 1 or n < 2 * CHUNK:
-            gc.freeze()  # the loaded rows live until the end: spare them the collector's repeated walks
-            try:
-                files, entries = _render_runs(todo)
-            finally:
-                gc.unfreeze()
+            files, entries = _render_runs(todo)
             manifest.update(entries)
             return written + files, manifest, n
         import concurrent.futures
@@ -246,17 +243,11 @@ def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
 
         step = max(CHUNK, -(-n // (jobs * 4)))
         parts = [todo[lo:lo + step] for lo in range(0, n, step)]
-        # freeze the parent's heap out of the collector: otherwise each forked worker's gc walks (and so
-        # copies, page by page) every row the parent holds, which made 2 workers slower than 1
-        gc.freeze()
-        try:
-            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
-                                                        initializer=gc.disable) as pool:
-                for files, entries in pool.map(_render_runs, parts):
-                    written += files
-                    manifest.update(entries)
-        finally:
-            gc.unfreeze()
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                                                    initializer=gc.disable) as pool:
+            for files, entries in pool.map(_render_runs, parts):
+                written += files
+                manifest.update(entries)
         return written, manifest, n
     finally:
         _JOB = None

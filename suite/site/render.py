@@ -124,25 +124,30 @@ def history_charts(w: Workload) -> list:
 
 
 Curve = list[tuple[int, float, float]]  # (step, elapsed_s, value) of one run's target metric, in curve order
-CurveSource = Callable[[list[RunRow], "str | None"], dict[str, Curve]]  # runs, metric -> curve by run rel
+Picks = tuple[list[tuple[str, RunRow]], "str | None"]  # the (configuration, run) curves a chart draws, and the metric
+# runs and a metric per chart -> each chart's curves by run rel (from the index's series table in one connection,
+# or from the Results of a file walk)
+CurveSource = Callable[[list[tuple[list[RunRow], "str | None"]]], list[dict[str, Curve]]]
 
 
 def result_curve(r: Result, metric: str | None) -> Curve:
     return [(p.step, p.elapsed_s, p.metrics[metric]) for p in r.eval_curve if metric in p.metrics]  # type: ignore[index]
 
 
-def convergence_chart(w: Workload, curves: CurveSource) -> tuple[Any, int]:
-    """Seeds of the newest submission per configuration: MAX_CURVES curves shared out, at least one each. Only
-    these runs' curves are read (`curves`: from the index's series table, or from the Results of a file walk)."""
-    colours = palette(w)
+def convergence_picks(w: Workload) -> Picks:
+    """Seeds of the newest submission per configuration: MAX_CURVES curves shared out, at least one each."""
     latest: dict[str, Submission] = {}
     for s in w.submissions:
         if s.series not in latest or s.timestamp > latest[s.series].timestamp:
             latest[s.series] = s
-    metric = target_metric(w.target)
     per_series = max(1, MAX_CURVES // max(1, len(latest)))
-    picked = [(name, rr) for name, sub in sorted(latest.items()) for rr in sub.runs[:per_series]]
-    points = curves([rr for _, rr in picked], metric)
+    return [(name, rr) for name, sub in sorted(latest.items()) for rr in sub.runs[:per_series]], target_metric(w.target)
+
+
+def convergence_chart(w: Workload, picks: Picks, points: dict[str, Curve]) -> tuple[Any, int]:
+    """The chart of the picked runs' curves (`points`: only these runs' curves are read)."""
+    colours = palette(w)
+    picked, metric = picks
     series = [charts.Series(f"{name} · seed {rr.seed}", _points(points.get(rr.rel, []), metric), group=name,
                             colour=colours[name]) for name, rr in picked]
     target = target_value(w.target)
@@ -191,8 +196,16 @@ def kv_rows(items: Iterable[tuple[Any, Any]], mono: bool = False) -> Markup:
     """<tr><th>key</th><td>value</td></tr> rows, escaped here in one pass: a run page has hundreds of them
     and a jinja macro call per row made 10,000 run pages take several times longer."""
     cls = ' class="mono"' if mono else ""
-    return Markup("".join(f"<tr><th{cls}>{html.escape(str(k))}</th><td{cls}>{html.escape(cell_text(v, 2000))}</td></tr>"
-                          for k, v in items))
+    texts: list[str] = []
+    for k, v in items:
+        texts += (str(k), cell_text(v, 2000))
+    # one html.escape over every text joined by NULs (escape neither makes nor eats one), split again; a text
+    # that holds a NUL itself is escaped on its own
+    joined = "\x00".join(texts)
+    parts = (html.escape(joined).split("\x00") if joined.count("\x00") == len(texts) - 1
+             else [html.escape(t) for t in texts])
+    it = iter(parts)
+    return Markup("".join([f"<tr><th{cls}>{k}</th><td{cls}>{v}</td></tr>" for k, v in zip(it, it, strict=True)]))
 
 
 def eval_rows(r: Result, names: list[str]) -> Markup:
