@@ -1,7 +1,8 @@
 """A throw-away git repository holding this project's code at two commits, for the A/B gate's tests and
-benchmarks/gate_power.py: `base`, and a `head` that either sleeps in the CNN's forward (a slower step without a
-spec change), or spins there (burns that much CPU time: more work, as a real code regression costs), or changes
-nothing but a text file (identical code)."""
+benchmarks/gate_power.py: `base`, and a `head` that either sleeps in the model's forward (the CNN's and the GPT's, so
+`cv/digits_cnn` and `nlp/topics_gpt` both slow down: a slower step without a spec change), or spins there (burns
+that much CPU time: more work, as a real code regression costs), or changes nothing but a text file (identical
+code)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,14 @@ class _InjectedSleep(nn.Module):
 '''
 
 
+# where head's slow layer goes: (module under suite/models, the line, the line with the layer in it)
+INJECT_AT = (
+    ("cnn.py", "    return nn.Sequential(*mods)", "    return nn.Sequential(_InjectedSleep(), *mods)"),
+    ("gpt.py", "        x = self.wte(idx) + self.wpe(pos)\n",
+     "        x = _InjectedSleep()(self.wte(idx) + self.wpe(pos))\n"),
+)
+
+
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
@@ -62,9 +71,12 @@ def make_repo(where: Path, slow_s: float | None, spin: bool = False) -> tuple[Pa
     if slow_s is None:
         (repo / "README.md").write_text("A/B test repository, same code\n")
     else:
-        cnn = repo / "suite" / "models" / "cnn.py"
-        text = cnn.read_text()
-        text = text.replace("    return nn.Sequential(*mods)", "    return nn.Sequential(_InjectedSleep(), *mods)")
-        cnn.write_text(text + (SPIN_LAYER if spin else SLEEP_LAYER).format(seconds=slow_s))
+        layer = (SPIN_LAYER if spin else SLEEP_LAYER).format(seconds=slow_s)
+        for module, before, after in INJECT_AT:
+            path = repo / "suite" / "models" / module
+            text = path.read_text()
+            if text.count(before) != 1:  # the model changed shape: a head that is not slower would pass as A/A
+                raise RuntimeError(f"ab_repo: cannot inject the slow layer into {path} (no single {before!r})")
+            path.write_text(text.replace(before, after) + layer)
     _git(repo, "commit", "-q", "-am", "head")
     return repo, base, _git(repo, "rev-parse", "HEAD")
