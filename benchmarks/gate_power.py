@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -170,22 +171,37 @@ def run_real(args: argparse.Namespace) -> dict:
                  "median_step_s": median_s, "injected_s": sleep_s, "threads": args.threads,
                  "steps_per_run": args.steps, "rounds": args.rounds_real, "runs_per_block": args.runs_per_block,
                  "runs_per_comparison": args.per, "noise_floor": args.floor, "load_before": load(), "sessions": []}
+    out["cpus"] = sorted(os.sched_getaffinity(0))  # e.g. `taskset -c 0` keeps the sessions on one core
     kinds = [k for k in (("aa", None), ("ab", sleep_s)) if args.only in (None, k[0])]
-    for kind, slow in kinds:
-        for s in range(args.sessions):
+    progress = work / "gate_power_real.json"
+    # the kinds interleave (aa0 ab0 ab1 aa1 aa2 ab2 ...), so a drift of the machine over the hours hits both alike;
+    # the figures so far are rewritten after every session, so a stopped benchmark keeps what it measured
+    for s in range(args.sessions):
+        for kind, slow in (kinds if s % 2 == 0 else kinds[::-1]):
             repo, base, head = make_repo(work / f"{kind}{s}", slow, spin=args.inject == "spin")
             ab_out = work / f"{kind}{s}-ab"
+            before = load()
             seconds = _ab(repo, base, head, ab_out, args)
             verdicts, ratios = _cut(ab_out, args.per, args.floor, args.alpha)
             out["sessions"].append({"kind": kind, "seconds": round(seconds, 1), "verdicts": verdicts,
                                     "ratios": ratios, "all_runs": _all(ab_out, args.alpha), "results": str(ab_out),
-                                    "measured_s_per_side": _measured_s(ab_out), "load": load()})
+                                    "measured_s_per_side": _measured_s(ab_out), "load_before": before,
+                                    "load": load()})
+            shutil.rmtree(work / f"{kind}{s}", ignore_errors=True)  # the repository copy; results stay
+            _tally(out)
+            tmp = progress.with_suffix(".tmp")
+            tmp.write_text(json.dumps(out, indent=1) + "\n")
+            tmp.replace(progress)
+    out["load_after"] = load()
+    return out
+
+
+def _tally(out: dict) -> None:
     for kind in ("aa", "ab"):
         v = [x for s in out["sessions"] if s["kind"] == kind for x in s["verdicts"]]
         out[f"{kind}_comparisons"] = len(v)
         out[f"{kind}_regressed"] = sum(x == "regressed" for x in v)
-    out["load_after"] = load()
-    return out
+        out[f"{kind}_suspicious"] = sum(x == "suspicious" for x in v)
 
 
 def run_cut(args: argparse.Namespace) -> dict:
