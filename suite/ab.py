@@ -94,6 +94,13 @@ def order_of(rounds: int, order: str, seed: int) -> list[tuple[int, str]]:
 
 def _worktree(repo: Path, sha: str, dest: Path) -> None:
     if dest.exists():
+        try:
+            top = Path(_git(dest, "rev-parse", "--show-toplevel")).resolve()
+        except ABError:
+            top = None
+        if top != dest.resolve():  # e.g. --out inside the repository: dest is one of its folders, not a worktree
+            raise ABError(f"{dest} exists and is not a worktree that `trainbench ab` made"
+                          f"{f' (it lies inside {top})' if top else ''}; give --out a folder of its own")
         if _git(dest, "rev-parse", "HEAD") == sha:
             return  # prepared before (a rerun): reuse
         _git(repo, "worktree", "remove", "--force", str(dest))
@@ -243,6 +250,11 @@ def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lamb
         raise ABError(f"--rounds {plan.rounds}: need at least 1 (compare needs 4 runs a side)")
     if not plan.workloads:
         raise ABError("--workloads: name at least one workload (e.g. cv/digits_cnn)")
+    for name in SIDES:  # results of an earlier A/B would be compared with this one's as if they were one
+        earlier = next((p for p in (plan.out / name).rglob("*.json")), None) if (plan.out / name).is_dir() else None
+        if earlier is not None:
+            raise ABError(f"--out {plan.out}: {plan.out / name} already holds results of an earlier A/B (e.g. "
+                          f"{earlier}); nothing is overwritten: give a new --out, or move that folder away")
     plan.out.mkdir(parents=True, exist_ok=True)
     sides = {s.name: s for s in prepare(plan, base, head, log)}
     blocks: list[Block] = []

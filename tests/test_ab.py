@@ -40,6 +40,39 @@ def test_a_ref_that_does_not_resolve_is_bad_input(tmp_path: Path) -> None:
     assert p.returncode == 2 and "--head 'no-such-branch'" in p.stderr and not (tmp_path / "ab" / "base").exists()
 
 
+def _ab_cli(repo: Path, out: Path, *refs: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suite.cli", "ab", "--repo", str(repo), "--base", refs[0],
+                           "--head", refs[-1], "-w", "cv/digits_cnn", "--out", str(out), "--deps", "shared",
+                           "--rounds", "1"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_an_out_folder_holding_an_earlier_ab_is_refused_and_kept(tmp_path: Path) -> None:
+    """A second A/B into the same --out would pool its runs with the first one's (other commits, the same seeds):
+    refused, exit 2, naming the folder, and the earlier results are left as they were."""
+    repo, base, head = make_repo(tmp_path, None)
+    earlier = tmp_path / "ab" / "head" / "cpu" / "nlp" / "r.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text('{"kept": true}')
+    p = _ab_cli(repo, tmp_path / "ab", base, head)
+    assert p.returncode == 2, p.stderr
+    assert "already holds results of an earlier A/B" in p.stderr and str(tmp_path / "ab" / "head") in p.stderr
+    assert earlier.read_text() == '{"kept": true}' and not (tmp_path / "ab" / "src").exists()
+
+
+def test_an_out_folder_inside_the_repository_is_not_taken_for_a_worktree(tmp_path: Path) -> None:
+    """--out inside the checkout whose src/base is one of the repository's own folders: `git rev-parse HEAD` there
+    answers for the enclosing repository, which was read as "this worktree is prepared" and ran the working tree
+    (uncommitted edits included) as base. Refused instead, naming the folder."""
+    repo, base, head = make_repo(tmp_path, None)
+    (repo / "src" / "base").mkdir(parents=True)
+    (repo / "src" / "base" / "notes.txt").write_text("mine")
+    p = _ab_cli(repo, repo, base, base)
+    assert p.returncode == 2, p.stderr
+    assert "is not a worktree that `trainbench ab` made" in p.stderr and "give --out a folder of its own" in p.stderr
+    assert (repo / "src" / "base" / "notes.txt").read_text() == "mine" and not (repo / "base").exists()
+
+
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
