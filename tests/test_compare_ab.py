@@ -119,7 +119,7 @@ def test_a_floor_out_of_range_is_refused_with_exit_2_and_nothing_written(tmp_pat
     p = cli("compare", "-b", str(tmp_path / "b"), "-c", str(tmp_path / "c"), "--out", str(out))
     assert p.returncode == 2 and "noise floor" in p.stderr and "outside [0, 1)" in p.stderr
     assert "config.spec.compare.noise_floor" in p.stderr and not out.exists()
-    p = cli("compare", "-b", str(tmp_path / "b"), "-c", str(tmp_path / "b"), "--noise-floor", "1")
+    p = cli("compare", "-b", str(tmp_path / "b"), "-c", str(tmp_path / "c"), "--noise-floor", "1")
     assert p.returncode == 2 and "--noise-floor" in p.stderr
 
 

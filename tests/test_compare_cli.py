@@ -51,6 +51,18 @@ def test_exit_codes_are_distinct(folders: Path) -> None:
     assert typo.returncode == 2 and "gate metric" in typo.stderr
 
 
+def test_overlapping_sides_are_refused_and_nothing_is_written(folders: Path) -> None:
+    """A folder compared with itself, or with a folder inside it, counts the same runs on both sides (a x1.000
+    [1.000, 1.000] `no change` for anything): bad input, exit 2, naming both flags, no report written."""
+    for b, c in ((folders / "base", folders / "base"), (folders, folders / "slow"), (folders / "slow", folders),
+                 (folders / "base", folders / "base" / ".." / "base")):
+        r = cli("compare", "--baseline", b, "--candidate", c, "--out", folders / "r.md")
+        assert r.returncode == 2, (b, c, r.stdout)
+        assert "overlap" in r.stderr and "--baseline" in r.stderr and "--candidate" in r.stderr
+        assert not (folders / "r.md").exists()
+    assert cli("compare", "--baseline", folders / "base", "--candidate", folders / "same").returncode == 0
+
+
 def test_out_files_and_strict(folders: Path) -> None:
     (folders / "same" / "corrupt.json").write_text("{")
     r = cli("compare", "-b", folders / "base", "-c", folders / "same", "--out", folders / "r.md",

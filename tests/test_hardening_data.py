@@ -148,12 +148,13 @@ def test_deeply_nested_result_baseline_and_compare_files_are_named_not_crashed(t
     assert "nested too deeply" in next((tmp_path / "out" / "compare").glob("*.html")).read_text()
 
 
-@pytest.mark.parametrize("cmd", [("compare", "-b", "{res}", "-c", "{res}"),
-                                 ("compare", "--strict", "-b", "{res}", "-c", "{res}"),
+@pytest.mark.parametrize("cmd", [("compare", "-b", "{tmp}/base", "-c", "{res}"),
+                                 ("compare", "--strict", "-b", "{tmp}/base", "-c", "{res}"),
                                  ("baseline", "promote", "{res}", "--to", "{tmp}/bl")])
 def test_cli_on_a_deeply_nested_result_has_no_traceback(tmp_path, cmd):
     res = tmp_path / "results"
     _write(res, 3)
+    _write(tmp_path / "base", 3)
     (res / "deep.json").write_text('{"schema_version": 1, "x": ' + DEEP + "}")
     p = _cli(*[c.format(res=res, tmp=tmp_path) for c in cmd])
     assert "Traceback" not in p.stderr and "RecursionError" not in p.stderr, p.stderr[-2000:]

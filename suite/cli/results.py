@@ -169,6 +169,13 @@ def compare(
 
     if format_ not in ("md", "json"):
         raise fail_input(f"--format {format_!r}: expected md or json")
+    for b in baseline:
+        for c in candidate:
+            rb, rc = b.resolve(), c.resolve()
+            if rb == rc or rb in rc.parents or rc in rb.parents:
+                raise fail_input(f"--baseline {b} and --candidate {c} overlap: the runs under "
+                                 f"{max(rb, rc, key=lambda x: len(x.parts))} would be counted on both sides; give "
+                                 "each side its own folder (e.g. ab/base and ab/head)")
     try:
         settings = cmp.Settings(alpha=alpha, default_noise_floor=noise_floor, min_seeds=min_seeds,
                                 gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else cmp.DEFAULT_GATE,
