@@ -5,7 +5,9 @@
 # Needs BASE_SHA, HEAD_SHA. Optional: WORKLOADS (space-separated), ROUNDS, BACKEND, THREADS, AB_OUT, AB_DEPS
 # (install | shared), AB_OFFLINE (1: pip reaches no index, see docs/compare.md), AB_FIND_LINKS (space-separated wheel
 # folders), REPO (default .), RUNS_PER_BLOCK, AB_SETS (space-separated --set values), FLOORS (folder of *.floor.json, default baselines),
-# NOISE_FLOOR (the floor where no measured one applies), TRAINBENCH (the command, default .venv/bin/trainbench). tests/test_ab.py runs this very script.
+# NOISE_FLOOR (the floor where no measured one applies), TRAINBENCH (the command, default .venv/bin/trainbench),
+# AB_CPUS (a CPU list for taskset: the whole A/B on these cores; lockstep sides take turns, so one core holds a
+# --nproc 1 A/B; how docs/compare.md's power figures were measured). tests/test_ab.py runs this very script.
 set -euo pipefail
 : "${BASE_SHA:?}" "${HEAD_SHA:?}"
 read -ra tb <<< "${TRAINBENCH:-.venv/bin/trainbench}"
@@ -19,6 +21,7 @@ for f in ${AB_FIND_LINKS:-}; do args+=(--find-links "$f"); done
 if [ -n "${RUNS_PER_BLOCK:-}" ]; then args+=(--runs-per-block "$RUNS_PER_BLOCK"); fi
 floors=()
 if [ -e "${FLOORS:-baselines}" ]; then floors=(--floors "${FLOORS:-baselines}"); fi
+if [ -n "${AB_CPUS:-}" ]; then tb=(taskset -c "$AB_CPUS" "${tb[@]}"); fi
 set +e
 "${tb[@]}" ab --repo "${REPO:-.}" --base "$BASE_SHA" --head "$HEAD_SHA" --rounds "${ROUNDS:-10}" --backend "${BACKEND:-torch}" \
   --out "$out" --deps "${AB_DEPS:-install}" "${args[@]}"
