@@ -75,3 +75,13 @@ def test_the_workload_page_marks_change_points_on_its_chart() -> None:
     assert svg.count('class="change-point"') == 1 and "see `trainbench history`" in svg
     flat = [charts.Series("x", [charts.Point(1.7e9 + 86400 * i, 20.0 + 0.01 * (i % 3)) for i in range(24)])]
     assert render.change_markers(flat) == []
+
+
+def test_history_bad_flags_exit_2_naming_the_flag(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    for args, named in ((["--min-points", "3"], "--min-points 3"), (["--alpha", "0"], "--alpha 0"),
+                        (["--results", str(tmp_path / "nope")], "no such folder")):
+        p = subprocess.run([sys.executable, "-m", "suite.cli", "history", "--results", str(tmp_path / "results"),
+                            *args], capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(ROOT),
+                                                                                       "PATH": "/usr/bin:/bin"})
+        assert p.returncode == 2 and named in p.stderr, (args, p.stderr)

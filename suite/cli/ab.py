@@ -122,6 +122,9 @@ def history(
         raise fail_input(f"--results {results}: no such folder")
     if not 0 < alpha < 1:
         raise fail_input(f"--alpha {alpha}: must be between 0 and 1")
+    if min_points < 2 * hist.MIN_SEGMENT:
+        raise fail_input(f"--min-points {min_points}: at least {2 * hist.MIN_SEGMENT} (a change point needs "
+                         f"{hist.MIN_SEGMENT} points on each side)")
     report = hist.history(results, alpha=alpha, min_points=min_points)
     if json_:
         emit_json(report)
