@@ -113,7 +113,8 @@ def history(
     json_: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     summary: Annotated[Path | None, typer.Option(help="also append a Markdown table here (e.g. $GITHUB_STEP_SUMMARY)")] = None,
     alpha: Annotated[float, typer.Option(help="significance level of each change point (permutation test)")] = 0.001,
-    min_points: Annotated[int, typer.Option(help="shortest series that is searched")] = 8,
+    min_points: Annotated[int, typer.Option(help="shortest series that is searched (at least 10: 5 points "
+                                            "on each side of a change)")] = 10,
 ) -> None:
     """Change points in every series (workload x hardware x backend x precision x metric), by run date."""
     from suite import history as hist
