@@ -200,6 +200,16 @@ def test_seeds_has_a_ceiling_named_by_its_flag():
     assert res.exit_code == 2 and "--seeds" in res.output
 
 
+@pytest.mark.parametrize("cmd", [["run", "cv/digits_cnn"], ["study", "studies/smoke_optimizers.yaml"],
+                                 ["ab", "--base", "HEAD", "--head", "HEAD", "-w", "cv/digits_cnn"], ["env", "--peak"]])
+@pytest.mark.parametrize("threads", ["0", "-1"])
+def test_threads_below_one_are_refused_by_every_command_naming_the_flag(cmd, threads):
+    """0 used to mean 'the default' silently and -1 reached torch.set_num_threads (an error result after the
+    start-up); every command with --threads now refuses both before doing anything."""
+    res = CliRunner().invoke(app, [*cmd, "--threads", threads])
+    assert res.exit_code == 2 and "--threads" in res.output, res.output
+
+
 def test_set_of_an_unknown_nested_field_names_the_flag():
     with pytest.raises(SpecError, match=r"a: unknown field.*\(from --set a\.b\.c=''\)"):
         load_spec(DIGITS, _overrides("a.b.c="))

@@ -22,7 +22,7 @@ def ab(
     order: Annotated[str, typer.Option(help="alternate (AB BA AB ...) | random (a seeded coin per round)")] = "alternate",
     seed: Annotated[int, typer.Option(help="seed of the random order")] = 0,
     backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
-    threads: Annotated[int | None, typer.Option(help="torch threads per process (set it: neighbours)")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads per process (set it: neighbours)")] = None,
     nproc: Annotated[int, typer.Option(min=1, help="processes per run (torchrun)")] = 1,
     set_: Annotated[list[str] | None, typer.Option("--set", help="spec override for both sides, e.g. "
                                                    "throughput.measure_steps=300")] = None,

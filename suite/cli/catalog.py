@@ -68,7 +68,7 @@ def env(
     json_: Annotated[bool, typer.Option("--json")] = False,
     peak: Annotated[bool, typer.Option("--peak", help="also the table peak and a measured GEMM peak")] = False,
     precision: Annotated[str, typer.Option(help="dtype for --peak: fp32 | bf16 | fp16")] = "fp32",
-    threads: Annotated[int | None, typer.Option(help="torch threads for --peak on CPU (default: all cores)")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads for --peak on CPU (default: all cores)")] = None,
 ) -> None:
     """Hardware and software fingerprint, and which backends can run here (and why not)."""
     from suite import devices, environment, registry

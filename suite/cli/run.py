@@ -82,7 +82,7 @@ def run(
     ] = None,
     compile_: Annotated[bool | None, typer.Option(
         "--compile/--no-compile", help="torch.compile the model (default: the spec's `compile`, else eager)")] = None,
-    threads: Annotated[int | None, typer.Option(help="torch threads per process (default: cores / processes)")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads per process (default: cores / processes)")] = None,
     nproc: Annotated[int, typer.Option(min=1, help="processes on this machine (torchrun, data parallel)")] = 1,
     results: Annotated[Path, typer.Option(help="results folder")] = Path("results"),
     json_: Annotated[bool, typer.Option("--json", help="print the results as JSON on stdout")] = False,
@@ -264,7 +264,7 @@ def study(
     study_file: Annotated[Path, typer.Argument(help="a study YAML (studies/*.yaml): workloads x algorithms x seeds")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="where study.json/.md/.svg/.html go")] = None,
     results: Annotated[Path, typer.Option(help="results folder for the runs' result files")] = Path("results"),
-    threads: Annotated[int | None, typer.Option(help="torch threads per run")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads per run")] = None,
     json_: Annotated[bool, typer.Option("--json", help="print the scores as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
     executor: Annotated[str | None, typer.Option(
