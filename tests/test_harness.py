@@ -41,6 +41,14 @@ def test_reached_on_real_digits(digits_path, tmp_path):
     assert result.throughput["samples_per_s"] == pytest.approx(result.samples / result.train_s)
     assert result.step_time_s["p50"] <= result.step_time_s["p99"]
     assert path is not None and read_result(path) == result
+    # the MLLOG beside it: every evaluation with its step and the target metric's value; the one that met the
+    # target ends the run (no training block opens after it, run_stop follows)
+    events = mllog.parse((path.parent / result.mllog).read_text())
+    scored = [e for e in events if e["key"] == "eval_accuracy"]
+    assert [(e["metadata"]["step_num"], e["metadata"]["metric"], e["value"]) for e in scored] == [
+        (p.step, "accuracy", p.metrics["accuracy"]) for p in result.eval_curve]
+    keys = [e["key"] for e in events]
+    assert keys[len(keys) - 1 - keys[::-1].index("eval_stop"):] == ["eval_stop", "run_stop"]
     assert result.config["spec"]["name"] == "cv/digits_cnn" and result.hardware.cpu_cores >= 1
     assert result.software["torch"].startswith("2.")
 

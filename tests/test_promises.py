@@ -50,6 +50,7 @@ def test_the_clock_starts_before_the_first_batch_is_touched(digits_path, tmp_pat
     assert r.eval_curve[0].step == 5 and r.eval_curve[0].elapsed_s >= DELAY_S
     assert r.eval_curve[0].train_s >= DELAY_S  # train-only time (AlgoPerf's view) holds it too: it is not eval
     assert r.throughput["data_wait_fraction"] * r.train_s >= DELAY_S * 0.999  # counted as waiting for data
+    assert r.throughput["data_wait_fraction"] < 1.0  # a part of the train time: the steps computed too
 
 
 def test_the_clock_never_pauses_for_evaluation(digits_path, tmp_path, monkeypatch):
