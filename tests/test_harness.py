@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import signal
 import threading
@@ -245,3 +246,22 @@ def test_the_runs_precision_and_the_specs_backend_options_reach_the_backend(digi
     assert len(plain) == 1 and losses() == plain
     assert losses("bf16") != plain
     assert losses(**{"backends.torch.grad_clip": 1e-6}) != plain
+
+
+def test_a_progress_line_each_second_of_the_clock(digits_path, monkeypatch):
+    """A step progress line once the clock passes each whole second, never sooner: steps of 50 ms (faulty:Slow),
+    no evaluation in between. The line comes with the first step that ends past the second, so the step before it
+    started within the second (a few statements of slack)."""
+    monkeypatch.setenv("FAULT_SLEEP_S", "0.05")
+    sets = {"task": "faulty:Slow", "budget.max_steps": 60, "eval.every_steps": 1000, "target.value": 1.01}
+    spec = load_spec(digits_path, sets, "tiny")
+    events: list[harness.Progress] = []
+    the_run = harness.Run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False),
+                          events.append)
+    result = the_run.execute()
+    assert result.status == "budget" and result.steps == 60 and result.total_s >= 3.0, result.error
+    lines = [e for e in events if e.event == "step"]
+    assert lines and all(e.workload == spec.name and e.loss is not None for e in lines)
+    assert lines[0].elapsed_s >= 1.0 and all(b.elapsed_s - a.elapsed_s >= 1.0 for a, b in itertools.pairwise(lines))
+    first = lines[0]
+    assert first.elapsed_s - the_run.step_times[first.step - 1] < 1.0 + 0.5, (first, the_run.step_times)
