@@ -132,6 +132,7 @@ def test_seeds_are_reproducible_and_distinct(digits_path, tmp_path):
 def test_eval_at_start_can_reach_immediately(digits_path, tmp_path):
     result, _ = run(digits_path, tmp_path, {"eval.at_start": True, "target.value": 0.01})
     assert result.status == "reached" and result.steps == 0 and result.steps_to_target == 0
+    assert result.samples_to_target == 0 and result.time_to_target_s == result.total_s  # the clock ran for the eval
 
 
 def test_bf16_autocast_runs_on_cpu(digits_path, tmp_path):
