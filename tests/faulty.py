@@ -60,6 +60,13 @@ class Slow(ImageClassification):
         return super().loss(model, batch)
 
 
+class BrokenData(ImageClassification):
+    """A workload whose data set fails to load (in init, before any tensor work)."""
+
+    def __init__(self, spec, ctx):
+        raise RuntimeError("injected fault while reading the data set")
+
+
 class BrokenOptimizer(torch.optim.SGD):
     """An optimizer that resolves and validates, then fails while the backend builds it (during init)."""
 
