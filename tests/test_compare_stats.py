@@ -104,3 +104,6 @@ def test_olympic_mean_unchanged_for_the_site() -> None:
     assert stats.olympic_mean([5.0, 1.0, 3.0, 100.0]) == 4.0
     assert stats.olympic_mean([1.0, 2.0, 3.0, 4.0, INF]) == 3.0  # one failure is dropped as the slowest
     assert stats.olympic_mean([1.0, 2.0, 3.0, INF, INF]) == INF
+    assert stats.olympic_mean([10.0, 1.0, 2.0]) == 2.0  # three runs: the middle one (MLPerf drops both ends)
+    assert stats.olympic_mean([1.0, 4.0]) == 2.5 and math.isnan(stats.olympic_mean([]))
+    assert stats.spread([3.0, 1.0, 2.0]) == (1.0, 3.0) and all(math.isnan(x) for x in stats.spread([]))
