@@ -98,6 +98,12 @@ BREAKAGES = [
         "self.wedged_s = _stale_heartbeat(self.tmp, self.limits.stall_s + WEDGED_MARGIN_S)",
         "self.wedged_s = _stale_heartbeat(self.tmp, self.limits.stall_s + WEDGED_MARGIN_S + 60)",
         ("tests/test_faults_runs.py::test_hang_holding_the_gil_is_ended_by_the_parent",)),
+    Breakage(
+        "fallback-record-late", "suite/execution/isolated.py",
+        "        \"\"\"The run's Outcome (after poll() said True); writes the fallback record when the child wrote none.\"\"\"\n",
+        "        \"\"\"The run's Outcome (after poll() said True); writes the fallback record when the child wrote none.\"\"\"\n"
+        "        time.sleep(60)  # broken: the record of a run whose worker died comes a minute late\n",
+        ("tests/test_faults_runs.py::test_a_rank_killed_or_hung_in_a_two_process_run",)),
 ]
 
 
