@@ -160,7 +160,7 @@ def test_init_hands_the_workload_what_it_needs_and_is_recorded_off_the_clock(dig
     assert result.status == "budget" and result.steps == 40, result.error
 
     ctx = PROBE["ctx"]
-    assert (ctx.data_root, ctx.seed, ctx.device) == (tmp_path / "data", 5, torch.device("cpu"))
+    assert (ctx.data_root, ctx.seed, ctx.device) == (tmp_path / "data", 5, the_run.device.torch)
     assert len(PROBE["evaluated"]) == 2 and all(m is PROBE["attached"] for m in PROBE["evaluated"])
     assert isinstance(PROBE["attached"], torch.nn.Module)
     assert result.config["data_pipeline"] == {"reader": "probe"}  # the workload is the instruments' to ask
