@@ -25,9 +25,27 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def trainbench(*args: str, timeout: int = 600, **extra_env: str) -> subprocess.CompletedProcess[str]:
+def trainbench(*args: str, timeout: float = 600, **extra_env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "suite.cli", *args], capture_output=True, text=True,
                           env=env(**extra_env), cwd=ROOT, timeout=timeout)
+
+
+PARENT_START_S = 120.0  # the `trainbench` parent's own start (python, torch, the launcher) on a loaded machine
+
+
+def run_hang_guard_s(spec_path: Path, sets: dict[str, Any] | None = None, seeds: int = 1,
+                     division: str = "open", variant: str | None = None) -> float:
+    """The latest `trainbench run` of this spec can legitimately end, per the limits it sets itself: for each seed,
+    the isolated launcher's backstop (the child's start, the init window, the budget and one stall window:
+    suite/execution/isolated.py) and its exit grace, plus the parent's own start. A hang guard (a child's
+    `timeout=`, a test's pytest timeout) must lie above it, or it cuts a slow run that its own watchdog would
+    still let finish, and the test fails for time instead of for its promise (docs/testing.md)."""
+    from suite.execution.isolated import EXIT_GRACE_S, STARTUP_S
+    from suite.execution.watchdog import Limits
+    from suite.specload import load_spec
+
+    limits = Limits.for_run(load_spec(spec_path, sets or {}, variant), division)
+    return PARENT_START_S + seeds * (STARTUP_S + limits.worst_case_s() + EXIT_GRACE_S)
 
 
 def json_rows(stdout: str) -> Any:

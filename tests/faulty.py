@@ -60,6 +60,13 @@ class Slow(ImageClassification):
         return super().loss(model, batch)
 
 
+class BrokenData(ImageClassification):
+    """A workload whose data set fails to load (in init, before any tensor work)."""
+
+    def __init__(self, spec, ctx):
+        raise RuntimeError("injected fault while reading the data set")
+
+
 class BrokenOptimizer(torch.optim.SGD):
     """An optimizer that resolves and validates, then fails while the backend builds it (during init)."""
 
@@ -89,3 +96,31 @@ class SlowFirstStep(ImageClassification):
         if self.calls == 1:
             time.sleep(float(os.environ.get("FAULT_SLEEP_S", "1.5")))
         return super().loss(model, batch)
+
+
+PROBE: dict = {}  # what the last Probe was handed (tests run one harness run at a time in a process)
+
+
+class Probe(ImageClassification):
+    """Digits that keeps what the harness hands it: its context, the model attached after the backend's setup,
+    and the model each evaluation gets. Constructing it takes FAULT_SLEEP_S longer (a data set read and staged
+    during init), each evaluation FAULT_EVAL_SLEEP_S longer, and it describes its data pipeline (as ImageNet's
+    reader does)."""
+
+    def __init__(self, spec, ctx):
+        time.sleep(float(os.environ.get("FAULT_SLEEP_S", "0")))
+        super().__init__(spec, ctx)
+        PROBE.clear()
+        PROBE.update(ctx=ctx, attached=None, evaluated=[])
+
+    def attach(self, model):
+        PROBE["attached"] = model
+        super().attach(model)
+
+    def evaluate(self, model):
+        PROBE["evaluated"].append(model)
+        time.sleep(float(os.environ.get("FAULT_EVAL_SLEEP_S", "0")))
+        return super().evaluate(model)
+
+    def data_pipeline(self):
+        return {"reader": "probe"}

@@ -6,7 +6,7 @@ import os
 
 import pytest
 import torch
-from backend_util import CHAR_GPT, DIGITS, json_rows, trainbench
+from backend_util import CHAR_GPT, DIGITS, json_rows, run_hang_guard_s, trainbench
 from promised import require
 
 from suite.backends.deepspeed import Options, ds_config, supports
@@ -63,11 +63,18 @@ def test_supports_every_domain_but_inconsistent_offload():
     assert "offload_param needs zero_stage: 3" in supports(bad)
 
 
+# a generous wall-clock budget: the claim is convergence under DeepSpeed, not speed on a shared CPU (digits needs
+# seconds on a quiet one); the hang guards lie above all that budget lets the run take (init, budget, one stall
+# window), so a slow run under load ends by its own limits or reaches, never by pytest's timeout
+BUDGET_S = 900
+GUARD_S = run_hang_guard_s(DIGITS, {"budget.max_train_s": BUDGET_S})
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(int(GUARD_S) + 60)
 def test_digits_reaches_its_target_under_deepspeed_and_records_the_layout(tmp_path):
-    # a generous wall-clock budget: the claim is convergence under DeepSpeed, not speed on a shared CPU
-    p = trainbench("run", "cv/digits_cnn", "--backend", "deepspeed", "--set", "budget.max_train_s=900",
-                   "--results", str(tmp_path), "--json", "--quiet")
+    p = trainbench("run", "cv/digits_cnn", "--backend", "deepspeed", "--set", f"budget.max_train_s={BUDGET_S}",
+                   "--results", str(tmp_path), "--json", "--quiet", timeout=GUARD_S)
     assert p.returncode == 0, p.stderr[-3000:]
     [row] = json_rows(p.stdout)
     assert row["status"] == "reached", row

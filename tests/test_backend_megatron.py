@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from backend_util import CHAR_GPT, DIGITS, json_rows, trainbench
+from backend_util import CHAR_GPT, DIGITS, json_rows, run_hang_guard_s, trainbench
 from promised import require
 
 from suite import devices, registry
@@ -98,10 +98,17 @@ def test_a_tier_skips_what_the_backend_cannot_run(tmp_path):
     assert not (tmp_path / "res").exists()
 
 
+# the claim is convergence under Megatron-core, not speed: a generous budget, and hang guards above all that budget
+# lets the run take (init, budget, one stall window), so a slow run under load never ends by pytest's timeout
+BUDGET_S = 900
+GUARD_S = run_hang_guard_s(CHAR_GPT, {"budget.max_train_s": BUDGET_S})
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(int(GUARD_S) + 60)
 def test_char_gpt_reaches_its_target_under_megatron(tmp_path):
-    p = trainbench("run", str(CHAR_GPT), "--backend", "megatron", "--set", "budget.max_train_s=900",
-                   "--results", str(tmp_path), "--json", "--quiet")
+    p = trainbench("run", str(CHAR_GPT), "--backend", "megatron", "--set", f"budget.max_train_s={BUDGET_S}",
+                   "--results", str(tmp_path), "--json", "--quiet", timeout=GUARD_S)
     assert p.returncode == 0, p.stderr[-3000:]
     [row] = json_rows(p.stdout)
     assert row["status"] == "reached", row

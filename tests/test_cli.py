@@ -34,13 +34,17 @@ def test_run_json_writes_valid_results(tmp_path):
 
 
 def test_set_override_is_recorded(tmp_path):
-    p = sh("run", "cv/digits_cnn", "--variant", "tiny", "--set", "optimizer.lr=0.01", "--results", str(tmp_path),
-           "--json", "--quiet")
+    # two steps: the promise is the record, not the training (the tiny variant's 40 steps once ran past its
+    # 120 s watchdog window under a CPU hog, at step 21)
+    p = sh("run", "cv/digits_cnn", "--variant", "tiny", "--set", "optimizer.lr=0.01", "--set", "budget.max_steps=2",
+           "--results", str(tmp_path), "--json", "--quiet")
     assert p.returncode == 0, p.stderr
-    path = json.loads(p.stdout)[0]["path"]
-    data = json.loads(open(path).read())
-    assert data["config"]["overrides"] == {"optimizer.lr": 0.01}
+    [row] = json.loads(p.stdout)
+    assert row["status"] == "budget" and row["steps"] == 2, row  # ended by the step budget it was given
+    data = json.loads(open(row["path"]).read())
+    assert data["config"]["overrides"] == {"optimizer.lr": 0.01, "budget.max_steps": 2}
     assert data["config"]["spec"]["optimizer"]["lr"] == 0.01 and data["config"]["variant"] == "tiny"
+    assert data["config"]["spec"]["budget"]["max_steps"] == 2  # the override beat the variant's 40
 
 
 def test_bad_input_exits_2_and_names_the_problem(tmp_path):

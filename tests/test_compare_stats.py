@@ -76,13 +76,34 @@ def test_min_attainable_p_decides_too_few_seeds() -> None:
 
 
 def test_bad_input_is_refused() -> None:
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match=r"^mann_whitney_u: NaN is not a measurement; drop missing values first$"):
         stats.mann_whitney_u([1.0, math.nan], [2.0])
-    with pytest.raises(ValueError, match="at least one"):
+    with pytest.raises(ValueError, match=r"^mann_whitney_u needs at least one value on each side$"):
         stats.mann_whitney_u([], [2.0])
+
+
+def test_exact_up_to_sixty_runs_then_the_normal_approximation() -> None:
+    rng = random.Random(5)
+    for a_n, b_n, exact in ((30, 30, True), (31, 30, False)):
+        a = [rng.random() for _ in range(a_n)]
+        b = [rng.random() + 0.1 for _ in range(b_n)]
+        assert stats.mann_whitney_u(a, b).exact is exact, (a_n, b_n)
+
+
+def test_beyond_the_exact_range_no_difference_is_p_one() -> None:
+    """The normal approximation's edge cases: every run tied (all failed: no variance at all), and two samples
+    alike (U at its mean, z below 0 after the continuity correction): p is 1, as scipy's."""
+    assert stats.mann_whitney_u([INF] * 31, [INF] * 30) == stats.RankTest(1.0, 31 * 30 / 2, False)
+    alike = list(range(31))
+    ours = stats.mann_whitney_u(alike, alike)
+    ref = sps.mannwhitneyu(alike, alike, alternative="two-sided", method="asymptotic", use_continuity=True)
+    assert (ours.p_value, ours.u, ours.exact) == (1.0, 31 * 31 / 2, False) and ref.pvalue == pytest.approx(1.0)
 
 
 def test_olympic_mean_unchanged_for_the_site() -> None:
     assert stats.olympic_mean([5.0, 1.0, 3.0, 100.0]) == 4.0
     assert stats.olympic_mean([1.0, 2.0, 3.0, 4.0, INF]) == 3.0  # one failure is dropped as the slowest
     assert stats.olympic_mean([1.0, 2.0, 3.0, INF, INF]) == INF
+    assert stats.olympic_mean([10.0, 1.0, 2.0]) == 2.0  # three runs: the middle one (MLPerf drops both ends)
+    assert stats.olympic_mean([1.0, 4.0]) == 2.5 and math.isnan(stats.olympic_mean([]))
+    assert stats.spread([3.0, 1.0, 2.0]) == (1.0, 3.0) and all(math.isnan(x) for x in stats.spread([]))

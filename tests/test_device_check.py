@@ -147,13 +147,17 @@ def test_out_defaults_under_OUT(monkeypatch, tmp_path):
     assert dc.parse_args([]).out == Path("device_check.json")
 
 
+DRY_GUARD_S = 900  # the child's hang guard: above its run's 600 s budget, and pytest's timeout above both
+
+
 @pytest.mark.slow  # the GEMM peaks and digits to its target on CPU: ~30 s
+@pytest.mark.timeout(DRY_GUARD_S + 60)
 def test_dry_mode_measures_gemm_by_dtype_and_time_to_target(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OUT": str(tmp_path / "out")}
     proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--no-compile", "--threads", "1",
                            "--workloads", "--gemm-budget-s", "0.3", "--set-json",
                            json.dumps({"cv/digits_cnn": {"budget.max_train_s": 600}})],  # a loaded CI host
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=DRY_GUARD_S)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "out" / "device_check.json").read_text())
     assert [g["dtype"] for g in report["gemm"]] == ["fp32", "bf16"]

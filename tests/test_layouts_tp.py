@@ -18,7 +18,7 @@ import pytest
 import torch
 from backend_util import CHAR_GPT, ROOT, env
 from curves import loss_curve
-from test_layouts import SAME_MATH, STEPS, _get, _launch, agree
+from test_layouts import LAUNCH_TEST_TIMEOUT_S, SAME_MATH, STEPS, _get, _launch, agree
 
 from suite.backends import layout
 from suite.specload import load_spec
@@ -48,7 +48,15 @@ def test_tp_implies_sequence_and_loss_parallel_as_torchtitan():
     assert "always computes the vocab-parallel cross-entropy" in megatron.supports(no_lp)
 
 
+# hang guards: each torchrun child's timeout, and above it this test's pytest timeout (pyproject's 600 s was below
+# both: under a CPU hog pytest stopped per-block compile at 600 s while its child still had 900 s to go)
+TP_PLAN_GUARD_S = 900
+COMPILE_GUARD_S = 1500  # a cold inductor compile per rank: minutes on a loaded 2-core machine
+SINGLE_CURVE_S = 300  # the module's one-process reference curve, built within the first test that needs it
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(TP_PLAN_GUARD_S + 120)
 def test_the_tp_plan_shards_what_it_says(tmp_path):
     """Seen from inside the model on 2 ranks: under sp the first norm gets half the sequence and the vocabulary
     is split in the (tied) embedding; under loss parallel the logits stay vocabulary-sharded; evaluation sees
@@ -56,7 +64,7 @@ def test_the_tp_plan_shards_what_it_says(tmp_path):
     out = tmp_path / "plan.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "tp_plan", str(out), str(CHAR_GPT)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=900)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=TP_PLAN_GUARD_S)
     assert p.returncode == 0, p.stderr[-4000:]
     rows = {(r["sp"], r["loss_parallel"]): r for r in json.loads(out.read_text())}
     b, t = rows[(True, True)]["batch"]
@@ -81,6 +89,7 @@ TP = [
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(LAUNCH_TEST_TIMEOUT_S)
 def test_sequence_and_loss_parallel_match_one_process(single, tmp_path):
     rows = _launch(tmp_path, 2, [{"backend": "torch", "overrides": o} for o, _ in TP])
     for overrides, expect in TP:
@@ -90,6 +99,7 @@ def test_sequence_and_loss_parallel_match_one_process(single, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SINGLE_CURVE_S + COMPILE_GUARD_S + 120)
 def test_per_block_compile_composes_with_fsdp2(single, tmp_path):
     """torch.compile on each block (torchtitan's), under FSDP2's per-block hooks: the same curve. Slow on CPU:
     a cold inductor compile per rank (minutes on a loaded 2-core machine)."""
@@ -97,7 +107,7 @@ def test_per_block_compile_composes_with_fsdp2(single, tmp_path):
     out = tmp_path / "curves.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "curves", str(out), str(CHAR_GPT), str(STEPS), json.dumps(job)]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1500,
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=COMPILE_GUARD_S,
                        env=env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
     assert p.returncode == 0, p.stderr[-4000:]
     (r,) = json.loads(out.read_text())

@@ -20,7 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("python", "pip", "ruff", "zizmor", "pytest", "trainbench")
 
-pytestmark = [pytest.mark.slow,
+CLONE_GUARD_S = 300  # the module's clone (within the first test)
+MAKE_GUARD_S = 900  # one `make` target's hang guard
+DEMO_GUARD_S = 1800  # `make demo`: the smoke tier's real runs and the site
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLONE_GUARD_S + MAKE_GUARD_S + 60),  # above the child's guard
               pytest.mark.skipif(shutil.which("git") is None or shutil.which("make") is None,
                                  reason="needs git and make")]
 
@@ -32,7 +35,7 @@ def _sha12(*files: Path) -> str:
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("fresh") / "trainbench"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True, timeout=300)
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True, timeout=CLONE_GUARD_S)
     venv = dest / ".venv"
     (venv / "bin").mkdir(parents=True)
     for tool in TOOLS:
@@ -50,7 +53,7 @@ def clone(tmp_path_factory) -> Path:
     return dest
 
 
-def _make(clone: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def _make(clone: Path, *args: str, timeout: float = MAKE_GUARD_S) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MAKEFLAGS")}
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.run(["make", *args], cwd=clone, capture_output=True, text=True, env=env, timeout=timeout)
@@ -72,8 +75,9 @@ def test_make_test_runs_the_suite_from_a_fresh_clone(clone):
     assert " passed" in p.stdout
 
 
+@pytest.mark.timeout(CLONE_GUARD_S + DEMO_GUARD_S + 60)
 def test_make_demo_runs_the_smoke_tier_and_builds_the_site_from_a_fresh_clone(clone, tmp_path):
-    p = _make(clone, "demo", f"RESULTS={tmp_path / 'results'}", f"SITE={tmp_path / 'site'}", timeout=1800)
+    p = _make(clone, "demo", f"RESULTS={tmp_path / 'results'}", f"SITE={tmp_path / 'site'}", timeout=DEMO_GUARD_S)
     assert p.returncode in (0, 1), (p.stdout + p.stderr)[-3000:]  # 1: a smoke run ended badly on a loaded host
     assert (tmp_path / "site" / "index.html").is_file() and list((tmp_path / "results").rglob("*.json"))
 

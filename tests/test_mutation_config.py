@@ -90,3 +90,45 @@ def test_the_script_and_make_read_the_target_list():
     assert "scripts/mutation_targets.txt" in script, "mutation.sh must read the target list"
     assert not [ln for ln in code if "__mutmut_" in ln], "targets belong in scripts/mutation_targets.txt"
     assert "scripts/mutation.sh" in (ROOT / "Makefile").read_text()
+
+
+# the tests that pin the clock, which the harness's mutants must meet (the selection's `-k` once said "not clock
+# and not steady", which deselected every one of them)
+CLOCK_TESTS = [
+    "tests/test_promises.py::test_the_clock_starts_before_the_first_batch_is_touched",
+    "tests/test_promises.py::test_the_clock_never_pauses_for_evaluation",
+    "tests/test_promises.py::test_steady_throughput_leaves_out_the_slow_first_step",
+    "tests/test_harness.py::test_reached_on_real_digits",
+    "tests/test_harness.py::test_budget_by_time",
+    "tests/test_harness.py::test_init_hands_the_workload_what_it_needs_and_is_recorded_off_the_clock",
+    "tests/test_init_limit.py::test_a_real_init_is_killed_past_the_scaled_mlperf_limit_and_not_before",
+    "tests/test_throughput.py::test_the_cpu_clock_times_work_not_waits",
+]
+
+
+def _selected(args: list[str], test_id: str) -> bool:
+    """Whether pytest would run test_id with these selection arguments: its file named, and `-k` (matched as
+    pytest matches it: a case-insensitive substring of the test's name or of its file's) keeps it."""
+    from _pytest.mark.expression import Expression
+
+    path, name = test_id.split("::")
+    files = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-k")]
+    if path not in files:
+        return False
+    words = [name.lower(), Path(path).name.lower()]
+    ks = [args[i + 1] for i, a in enumerate(args) if a == "-k"]
+    return all(Expression.compile(k).evaluate(lambda sub, **_: any(sub.lower() in w for w in words)) for k in ks)
+
+
+def test_the_tests_that_pin_the_clock_judge_the_harness_mutants():
+    cfg = _config()
+    assert "suite/harness.py" in cfg["only_mutate"]
+    assert "suite.harness.xǁRunǁ_run__mutmut_*" in _targets()
+    args = cfg["pytest_add_cli_args_test_selection"]
+    for test_id in CLOCK_TESTS:
+        path, name = test_id.split("::")
+        assert f"def {name}(" in (ROOT / path).read_text(), f"{test_id} no longer exists"
+        assert _selected(args, test_id), f"{test_id} is not run for mutmut's mutants (pyproject [tool.mutmut])"
+    # the reader can say no: the old selection left every one of them out
+    old = [*args[:-2], "-k", "not clock and not steady and not cli"]
+    assert not any(_selected(old, t) for t in CLOCK_TESTS[:3])

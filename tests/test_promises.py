@@ -50,6 +50,7 @@ def test_the_clock_starts_before_the_first_batch_is_touched(digits_path, tmp_pat
     assert r.eval_curve[0].step == 5 and r.eval_curve[0].elapsed_s >= DELAY_S
     assert r.eval_curve[0].train_s >= DELAY_S  # train-only time (AlgoPerf's view) holds it too: it is not eval
     assert r.throughput["data_wait_fraction"] * r.train_s >= DELAY_S * 0.999  # counted as waiting for data
+    assert r.throughput["data_wait_fraction"] < 1.0  # a part of the train time: the steps computed too
 
 
 def test_the_clock_never_pauses_for_evaluation(digits_path, tmp_path, monkeypatch):
@@ -349,13 +350,26 @@ def test_utilization_by_hand():
     assert metrics.utilization(None, 1, 4e12) is None and metrics.utilization(2e12, 1, None) is None
 
 
-def test_redaction_replaces_the_longest_secret_first():
+def test_redaction_replaces_the_longest_secret_first(monkeypatch):
     """Secrets that contain one another: the longer one is replaced whole, so no tail of it is printed."""
     from suite import github
+    from suite.github import transport
 
+    monkeypatch.setattr(transport, "_SECRETS", set())  # only this test's secrets (a process keeps what it was given)
     github.register_secret("zq9v")
     github.register_secret("AAzq9vLONGERSECRETTAIL")  # sorts before the short one: only length orders them right
     assert github.redact("token AAzq9vLONGERSECRETTAIL and zq9v") == "token *** and ***"
+
+
+def test_a_secret_of_four_characters_is_redacted_and_a_shorter_one_is_not(monkeypatch):
+    """A one-letter "secret" would redact every such letter; four is the shortest that counts."""
+    from suite import github
+    from suite.github import transport
+
+    monkeypatch.setattr(transport, "_SECRETS", set())
+    github.register_secret("k7q2")
+    github.register_secret("w3x")
+    assert github.redact("k7q2 w3x") == "*** w3x"
 
 
 def test_the_token_never_shows_and_never_pickles():
@@ -367,7 +381,8 @@ def test_the_token_never_shows_and_never_pickles():
     assert "ghp_neverShownAnywhere0123" not in repr(client) and "***" in repr(client)
     auth = client._auth
     assert "ghp_neverShownAnywhere0123" not in repr(auth) + str(auth) and "***" in repr(auth)
-    with pytest.raises(TypeError, match="cannot be pickled"):
+    assert repr(auth) == str(auth) == "_TokenAuth(***)"
+    with pytest.raises(TypeError, match=r"^the GitHub token cannot be pickled$"):
         pickle.dumps(auth)
 
 
@@ -387,6 +402,10 @@ def test_kv_rows_escape_keys_and_values_and_mark_mono_cells():
                     '<td class="mono">&lt;script&gt;x&lt;/script&gt;</td></tr>')
     assert str(kv_rows([("k", "v"), ("j", "w")])) == "<tr><th>k</th><td>v</td></tr><tr><th>j</th><td>w</td></tr>"
     assert "x" * 1500 in str(kv_rows([("long", "x" * 1500)]))  # a run page shows up to 2,000 characters a cell
+    assert str(kv_rows([("long", "x" * 2001)])) == f"<tr><th>long</th><td>{'x' * 1999}…</td></tr>"
+    # a text that holds NULs itself (the one-pass escape joins texts by NUL) still keeps its row and is escaped
+    assert str(kv_rows([("a\x00<b>", "<v>")])) == "<tr><th>a\x00&lt;b&gt;</th><td>&lt;v&gt;</td></tr>"
+    assert str(kv_rows([("a\x00b\x00c", "v")])) == "<tr><th>a\x00b\x00c</th><td>v</td></tr>"
 
 
 def test_cell_text_by_hand():
@@ -394,7 +413,20 @@ def test_cell_text_by_hand():
     from suite.site.data import cell_text
 
     assert cell_text("abc") == "abc" and cell_text(0.123456789) == "0.123457"
-    assert (cell_text(None), cell_text(True), cell_text(3)) == ("null", "true", "3")
+    assert (cell_text(None), cell_text(True), cell_text(False), cell_text(3)) == ("null", "true", "false", "3")
+    # subclasses of the plain kinds (numpy's float64, a str or int enum) read as their plain kind
+    import enum
+
+    import numpy as np
+
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    class Big(enum.IntEnum):
+        N = 1234567
+
+    assert (cell_text(np.float64(0.123456789)), cell_text(Colour.RED), cell_text(Big.N)) == (
+        "0.123457", "red", "1234567")
     assert cell_text({"b": 1, "a": [1, 2], "p": Path("/x")}) == '{"a": [1, 2], "b": 1, "p": "/x"}'
     assert cell_text("x" * 400) == "x" * 400  # at the limit: whole
     assert cell_text("x" * 401) == "x" * 399 + "…" and len(cell_text("y" * 5000, 2000)) == 2000
@@ -412,3 +444,20 @@ def test_a_run_that_did_not_reach_counts_as_infinite_whatever_time_it_carries():
     assert tta_or_inf(reached) == reached.time_to_target_s
     assert tta_or_inf(reached.model_copy(update={"status": "budget"})) == math.inf  # a time, but not reached
     assert tta_or_inf(reached.model_copy(update={"time_to_target_s": None})) == math.inf
+
+
+def test_the_site_environment_escapes_and_refuses_what_it_does_not_know(tmp_path, monkeypatch):
+    """Every template autoescapes; a name a template uses but nobody passed is an error, never an empty cell; `inf`
+    is what a failed run's time is compared with; a checkout without the templates is named."""
+    import jinja2
+
+    from suite.site import build
+
+    env = build._env()
+    assert env.from_string("{{ v }}").render(v="<script>") == "&lt;script&gt;"
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("<td>{{ nobody_passed_this }}</td>").render()
+    assert env.from_string("{{ 'not reached' if v == inf else v }}").render(v=float("inf")) == "not reached"
+    monkeypatch.setattr(build, "SITE_DIR", tmp_path)
+    with pytest.raises(build.SiteError, match=r"templates: site templates are missing \(is this a full checkout"):
+        build._env()
