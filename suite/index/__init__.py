@@ -9,7 +9,6 @@ with DuckDB's httpfs) changes these two files, nothing else.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -93,19 +92,73 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 # ---- the site: typed rows for every page, the full Result only for the run pages that are rendered ----------
 
 
-def site_rows(root: Path, columns: Sequence[str], strict: bool = False, rows_made: Any = contextlib.nullcontext
-              ) -> tuple[list[tuple[Any, ...]], list[str], UpdateReport]:
-    """`columns` of every valid run (then the file's size and mtime as the index recorded them), in
-    results.load_results's order, and the bad files named as it names them; no result JSON is parsed.
-    `rows_made`: a context (after the update) to fetch the rows in (the site's pauses the garbage collector)."""
+# A run's month (UTC) and its submission's (the month of the submission's newest seed) and newest start, in SQL:
+# what suite.site.units.walk_catalog computes from every row of the file walk.
+_MONTH = "strftime(make_timestamp(CAST(round(r.started_ts * 1000000) AS BIGINT)), '%Y-%m')"
+_SUB = "r.workload, r.spec_hash, r.hardware, r.backend, r.precision, coalesce(r.git_sha, 'unknown')"
+
+
+def _site_runs(columns: Sequence[str]) -> str:
+    cols = ", ".join(f"r.{c}" for c in dict.fromkeys([*columns, "started_ts"]))
+    return (f"SELECT {cols}, f.size, f.mtime_ns, {_MONTH} AS month, max({_MONTH}) OVER (PARTITION BY {_SUB}) AS "
+            f"sub_month, max(r.started_ts) OVER (PARTITION BY {_SUB}) AS sub_ts FROM runs r JOIN files f USING (path)")
+
+
+@dataclass
+class SiteOverview:
+    """What a site build reads of every run, in a few aggregate rows: the months of every workload with their
+    checksums (suite.site.units.checksum, computed here in SQL), the featured runs (every seed of the newest
+    submission of each leaderboard row and of each configuration), each workload's domain, and the totals."""
+
+    units: list[tuple[str, str, int, str]]  # workload, month, runs started in it, checksum
+    featured: list[tuple[Any, ...]]  # `columns`, then size, mtime_ns, sub_month
+    domains: dict[str, str]
+    n_results: int
+    hardware: list[str]
+    backends: list[str]
+    errors: list[str]
+    update: UpdateReport
+
+
+def site_overview(root: Path, columns: Sequence[str], strict: bool = False) -> SiteOverview:
+    """The index's side of suite.site.units.walk_catalog, plus the bad files (strict: the first raises)."""
     report = update(root)
+    runs = _site_runs(columns)
+    out = [f"r.{c}" for c in columns]
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
-        cols = ", ".join(f"r.{c}" for c in columns)
-        with rows_made():
-            rows = con.execute(f"SELECT {cols}, f.size, f.mtime_ns FROM runs r JOIN files f USING (path)").fetchall()
+        units = con.execute(
+            f"WITH s AS ({runs}), u AS (SELECT workload, month AS unit, 0 AS role, path, source, size, mtime_ns FROM s "
+            "UNION ALL SELECT workload, sub_month, 1, path, source, size, mtime_ns FROM s WHERE sub_month <> month) "
+            "SELECT workload, unit, count(*) FILTER (WHERE role = 0), md5(string_agg(concat_ws(chr(31), role, path, "
+            "source, size, mtime_ns), chr(30) ORDER BY role, path)) FROM u GROUP BY workload, unit "
+            "ORDER BY workload, unit").fetchall()
+        featured = con.execute(
+            f"SELECT {', '.join(out)}, r.size, r.mtime_ns, r.sub_month FROM (SELECT *, max(sub_ts) OVER (PARTITION BY "
+            "workload, spec_hash, hardware, backend, precision) AS lb, max(sub_ts) OVER (PARTITION BY workload, "
+            f"hardware, backend, precision) AS cfg FROM ({runs})) r WHERE sub_ts = lb OR sub_ts = cfg").fetchall()
+        domains = dict(con.execute("SELECT workload, arg_min(domain, replace(path, '/', chr(1))) FROM runs "
+                                   "GROUP BY workload").fetchall())
+        n = con.execute("SELECT count(*) FROM runs").fetchone()
+        hardware = [h for (h,) in con.execute("SELECT DISTINCT hardware FROM runs ORDER BY hardware").fetchall()]
+        backends = [b for (b,) in con.execute("SELECT DISTINCT backend FROM runs ORDER BY backend").fetchall()]
+    featured.sort(key=lambda row: _path_key(row[0]))
+    return SiteOverview(units, featured, domains, n[0] if n else 0, hardware, backends, errors, report)
+
+
+def site_unit_rows(root: Path, columns: Sequence[str], units: Sequence[tuple[str, str]]) -> list[tuple[Any, ...]]:
+    """`columns`, size, mtime_ns and sub_month of every run started in one of the (workload, month) units or
+    belonging to a submission of one, in results.load_results's order."""
+    if not units:
+        return []
+    out = ", ".join(f"s.{c}" for c in columns)
+    with reading(root, refresh=False) as con:
+        rows = con.execute(
+            f"WITH s AS ({_site_runs(columns)}), q AS (SELECT unnest($1::VARCHAR[]) AS w, unnest($2::VARCHAR[]) AS m) "
+            f"SELECT {out}, s.size, s.mtime_ns, s.sub_month FROM s WHERE EXISTS (SELECT 1 FROM q WHERE q.w = s.workload "
+            "AND (q.m = s.month OR q.m = s.sub_month))", [[w for w, _ in units], [m for _, m in units]]).fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
-    return rows, errors, report
+    return rows
 
 
 def results_of(root: Path, rels: Sequence[str]) -> dict[str, Result]:

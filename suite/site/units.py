@@ -1,0 +1,237 @@
+"""The site's months: each (workload, month) is a unit with a checksum of its result files, and the manifest keeps,
+per unit, its run pages, its submissions' history points and the logs its run pages still wait for. A build
+reads the rows of a month only when its checksum changed or one of its pages must be rendered, so a month that
+is as the last build left it costs one row of the checksum query, not one per run.
+
+The checksum is computed in SQL by the index (suite.index.site_units) and here, the same way, by the file walk
+(`walk_catalog`): both roads then plan and render the same pages, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from suite.site.data import (
+    RunRow,
+    Submission,
+    SubSummary,
+    Unit,
+    Workload,
+    month_page,
+    submissions,
+    workload_page,
+)
+
+UNIT_SEP, ROW_SEP = "\x1f", "\x1e"  # between the fields of a member and between members, in the checksum
+
+
+def checksum(members: Iterable[tuple[int, str, str, int, int]]) -> str:
+    """md5 over the unit's members (role, path, archive, size, mtime), ordered by role then path: role 0 is a run
+    started in the month, role 1 a seed of one of the month's submissions started in an earlier month. The index
+    computes the same string in SQL (suite/index/__init__.py, `site_units`)."""
+    text = ROW_SEP.join(UNIT_SEP.join((str(role), rel, source, str(size), str(mtime)))
+                        for role, rel, source, size, mtime in sorted(members, key=lambda m: (m[0], m[1])))
+    return hashlib.md5(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def walk_catalog(rows: list[RunRow]) -> tuple[list[Unit], list[RunRow]]:
+    """The units of every run and the featured runs (see `featured`), from every row (the file walk): what the
+    index computes in SQL. Sets each row's sub_month."""
+    sub_month: dict[tuple[str, ...], str] = {}
+    sub_ts: dict[tuple[str, ...], float] = {}
+    for rr in rows:
+        k = rr.sub_key
+        sub_month[k] = max(sub_month.get(k, ""), rr.month)
+        ts = rr.started_at.timestamp()
+        sub_ts[k] = max(sub_ts.get(k, ts), ts)
+    members: dict[tuple[str, str], list[tuple[int, str, str, int, int]]] = defaultdict(list)
+    n_runs: dict[tuple[str, str], int] = defaultdict(int)
+    for rr in rows:
+        rr.sub_month = sub_month[rr.sub_key]
+        size, mtime = rr.sig[2], rr.sig[3]
+        members[(rr.workload, rr.month)].append((0, rr.rel, rr.source, size, mtime))
+        n_runs[(rr.workload, rr.month)] += 1
+        if rr.sub_month != rr.month:
+            members[(rr.workload, rr.sub_month)].append((1, rr.rel, rr.source, size, mtime))
+    units = [Unit(w, m, checksum(ms), n_runs[(w, m)]) for (w, m), ms in sorted(members.items())]
+    best_lb: dict[tuple[str, ...], float] = {}
+    best_series: dict[tuple[str, ...], float] = {}
+    for k, ts in sub_ts.items():
+        lb, series = k[:5], (k[0], *k[2:5])
+        best_lb[lb] = max(best_lb.get(lb, ts), ts)
+        best_series[series] = max(best_series.get(series, ts), ts)
+    featured = [rr for rr in rows if sub_ts[rr.sub_key] in (best_lb[rr.sub_key[:5]],
+                                                              best_series[(rr.workload, *rr.sub_key[2:5])])]
+    return units, featured
+
+
+def workloads_of(units: list[Unit], featured: list[RunRow], domains: dict[str, str]) -> list[Workload]:
+    """Every workload with its months, its featured submissions (every seed of the newest submission of each
+    leaderboard row and of each configuration: all a leaderboard and the convergence chart can show) and its
+    newest run (the first result file among the newest starts, as a walk over every run finds it)."""
+    by_name: dict[str, Workload] = {}
+    for u in units:
+        w = by_name.get(u.workload)
+        if w is None:
+            w = by_name[u.workload] = Workload(u.workload, domains[u.workload], workload_page(u.workload))
+        w.units.append(u)
+    rows: dict[str, list[RunRow]] = defaultdict(list)
+    for rr in featured:
+        rows[rr.workload].append(rr)
+    for name, w in by_name.items():
+        w.featured = submissions(rows[name])
+        top = max(rr.started_at for rr in rows[name])
+        w.latest = min((rr for rr in rows[name] if rr.started_at == top), key=lambda rr: rr.order)
+    return sorted(by_name.values(), key=lambda w: (w.domain, w.name))
+
+
+# ---- what the last build left, and what this one must do ------------------------------------------------
+
+
+@dataclass
+class UnitPlan:
+    """One unit in this build: `fresh` when its checksum, and the logs its pages wait for, are as the last build
+    recorded (its run pages and history points are then kept as they are); `rows` when its rows must be read
+    (it changed, or a page that shows it is rendered)."""
+
+    w: Workload
+    unit: Unit
+    old: list[Any] | None  # the last build's entry: [checksum, pages, waiting, data]
+    fresh: bool
+    page: str  # its month page, or the workload page for the newest month
+    page_digest: str
+    render: bool = False  # its month page is rendered (the newest month's: see Plan.workload_pages)
+    rows: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.unit.workload, self.unit.month)
+
+
+@dataclass
+class Plan:
+    units: list[UnitPlan] = field(default_factory=list)
+    workload_pages: dict[str, str] = field(default_factory=dict)  # workload page -> its digest, for those rendered
+    digests: dict[str, str] = field(default_factory=dict)  # every workload and month page -> its digest
+
+    def needed(self) -> list[tuple[str, str]]:
+        return [up.key for up in self.units if up.rows]
+
+
+def digest(*parts: Any) -> str:
+    return hashlib.sha1(json.dumps(parts, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def log_beside(root: Path, rel: str, name: str) -> bool:
+    """The check pages._attach_mllog makes: the named log is a plain file right beside the result."""
+    path = root / rel
+    src = path.parent / name
+    try:
+        return src.is_file() and src.resolve().parent == path.parent.resolve()
+    except OSError:
+        return False
+
+
+def _valid(entry: Any) -> bool:
+    return (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str) and isinstance(entry[1], int)
+            and isinstance(entry[2], list) and isinstance(entry[3], str))
+
+
+def plan(workloads: list[Workload], old_units: dict[str, Any], old_pages: dict[str, Any], common: str, root: Path,
+         out: Path) -> Plan:
+    """Which units are fresh, which pages are rendered, which units' rows are read."""
+    p = Plan()
+
+    def kept(page: str, d: str) -> bool:
+        p.digests[page] = d
+        return old_pages.get(page) == d and os.path.isfile(out / page)
+
+    for w in workloads:
+        olds = old_units.get(w.name)
+        olds = olds if isinstance(olds, dict) else {}
+        mine = []
+        for u in w.units:
+            old = olds.get(u.month)
+            old = old if _valid(old) else None
+            fresh = old is not None and old[0] == u.checksum and not any(
+                not (isinstance(x, list) and len(x) == 3 and all(isinstance(v, str) for v in x))
+                or log_beside(root, x[1], x[2]) for x in old[2])
+            newest = u.month == w.newest
+            page = w.page if newest else month_page(w.name, u.month)
+            up = UnitPlan(w, u, old, fresh, page, digest(common, w.name, w.domain, u.month, u.checksum))
+            if not newest:
+                up.render = not kept(page, up.page_digest)
+            up.rows = up.render or not fresh
+            mine.append(up)
+        wd = digest(common, w.name, w.domain, [(b.path, repr(b.agg)) for b in w.baselines],
+                    [(u.month, u.checksum, u.n_runs) for u in w.units])
+        if not kept(w.page, wd):
+            p.workload_pages[w.page] = wd
+            mine[-1].rows = True  # the workload page lists the newest month
+        p.units += mine
+    return p
+
+
+def attach(p: Plan, rows: list[RunRow]) -> None:
+    """Give each unit whose rows were read its submissions and runs (on its workload, by month)."""
+    by_w: dict[str, list[RunRow]] = defaultdict(list)
+    for rr in rows:
+        by_w[rr.workload].append(rr)
+    for up in p.units:
+        if not up.rows:
+            continue
+        m, w = up.unit.month, up.w
+        mine = by_w[w.name]
+        w.month_runs[m] = sorted((rr for rr in mine if rr.month == m), key=lambda rr: (rr.started_at, rr.order))
+        w.month_subs[m] = submissions([rr for rr in mine if rr.sub_month == m])
+
+
+def old_data(up: UnitPlan) -> dict[str, Any]:
+    if up.old is None:
+        return {}
+    try:
+        data = json.loads(up.old[3])
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def history(w: Workload, plans: list[UnitPlan]) -> list[SubSummary]:
+    """Every submission's history point, by (timestamp, order): a fresh month's from the manifest, the others'
+    from the submissions just made."""
+    out: list[SubSummary] = []
+    for up in plans:
+        if up.fresh:
+            try:
+                out += [SubSummary.of_json(v) for v in old_data(up).get("subs", [])]
+                continue
+            except TypeError:
+                pass  # a damaged entry: made again from the rows, read below
+        out += [s.summary() for s in w.month_subs[up.unit.month]]
+    out.sort(key=lambda s: (s.timestamp, s.order))
+    return out
+
+
+def unit_entry(up: UnitPlan, runs: dict[str, Any], subs: list[Submission]) -> list[Any]:
+    """The manifest entry of a unit whose pages were planned this build: [checksum, run pages, the (page, result,
+    log) of each run page still waiting for its log, data]; `data` is kept as a JSON string, so a later build
+    that finds the month fresh copies it without parsing it."""
+    waiting = [[page, e["sig"][0], e["wait"]] for page, e in runs.items() if e.get("wait")]
+    data = json.dumps({"runs": runs, "subs": [s.summary().to_json() for s in subs]}, separators=(",", ":"))
+    return [up.unit.checksum, len(runs), waiting, data]
+
+
+def unit_files(entry: list[Any]) -> list[str]:
+    """The files of a unit's run pages, from its manifest entry."""
+    try:
+        runs = json.loads(entry[3]).get("runs", {})
+        return [f for e in runs.values() for f in e["files"]]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
