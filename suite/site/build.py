@@ -8,6 +8,7 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import http.server
@@ -15,7 +16,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from suite.site.output import (
 from suite.site.pages import (
     SITE_DIR,
     Job,
+    ResultReader,
     code_version,
     copy_if_changed,
     read_manifest_all,
@@ -132,16 +134,25 @@ class _Inputs:
     backends: list[str]
     errors: list[str]
     rows_of: Callable[[list[tuple[str, str]]], list[RunRow]]
-    fetch: Callable[[list[str]], dict[str, Result]]
+    fetch: ResultReader
     curves: CurveSource
 
 
 def _row(root: Path, values: Sequence[Any]) -> RunRow:
-    """A RunRow from ROW_COLUMNS, size, mtime_ns, sub_month (suite.index.site_overview / site_unit_rows)."""
-    rr = RunRow.of(root, values[:-3])
-    rr.sig = signature(rr, values[-3], values[-2])
-    rr.sub_month = values[-1]
+    """A RunRow from ROW_COLUMNS, size, mtime_ns, sub_month, row id (suite.index.site_overview / site_unit_rows)."""
+    rr = RunRow.of(root, values[:-4])
+    rr.sig = signature(rr, values[-4], values[-3])
+    rr.sub_month, rr.rowid = values[-2], values[-1]
     return rr
+
+
+@contextlib.contextmanager
+def _index_results(results: Path) -> Iterator[Callable[[list[RunRow]], dict[str, Result]]]:
+    """Read Results from the index through one connection (opening one costs ~20 ms)."""
+    from suite import index
+
+    with index.reading(results, refresh=False) as con:
+        yield lambda rows: index.results_of(results, [rr.rel for rr in rows], [rr.rowid for rr in rows], con=con)
 
 
 def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
@@ -162,7 +173,7 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
                 return [_row(root, v) for v in found]
 
         return _Inputs([Unit(w, m, c, n) for w, m, n, c in ov.units], featured, ov.domains, ov.n_results, ov.hardware,
-                       ov.backends, ov.errors, rows_of, functools.partial(index.results_of, results),
+                       ov.backends, ov.errors, rows_of, functools.partial(_index_results, results),
                        lambda asks: index.curves(results, [([rr.rel for rr in runs], m) for runs, m in asks]))
     loaded = load_results(results, strict=strict)
     full: dict[str, Result] = {}
@@ -185,7 +196,7 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
 
     return _Inputs(units, featured, domains, len(rows), sorted({rr.hardware for rr in rows}),
                    sorted({rr.backend for rr in rows}), loaded.errors, walk_rows_of,
-                   lambda rels: {rel: full[rel] for rel in rels},
+                   lambda: contextlib.nullcontext(lambda rrs: {rr.rel: full[rr.rel] for rr in rrs}),
                    lambda asks: [{rr.rel: result_curve(full[rr.rel], m) for rr in runs} for runs, m in asks])
 
 
@@ -195,7 +206,7 @@ def _prepare_out(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise SiteError(f"--out {out}: folder is not empty and was not built by `trainbench site build` "
                         f"(no {MARKER}); choose another --out or empty it")
-    for sub in ("w", "r", "compare", "study", "static"):
+    for sub in ("w", "r", "compare", "study", "static", site_units.UNITS_DIR):
         (out / sub).mkdir(parents=True, exist_ok=True)
 
 
@@ -286,9 +297,10 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
     stale = [up for up in plan.units if not up.fresh]
     cache: dict[str, Any] = {}
     arrived: set[str] = set()
+    olds: dict[tuple[str, str], dict[str, Any] | None] = {}
     for up in stale:
-        entries = site_units.old_data(up).get("runs", {})
-        cache.update(entries if isinstance(entries, dict) else {})
+        olds[up.key] = entries = site_units.old_runs(out, up.old)
+        cache.update(entries or {})
         arrived.update(x[0] for x in (up.old[2] if up.old else []) if isinstance(x, list) and len(x) == 3
                        and site_units.log_beside(root, x[1], x[2]))
     job = Job(_env(), out, {"compares": views, "studies": study_views},
@@ -306,17 +318,20 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
             entry = up.old
         else:
             runs = {rr.page: manifest[rr.page] for rr in up.w.month_runs[up.unit.month]}
-            entry = site_units.unit_entry(up, runs, up.w.month_subs[up.unit.month])
+            entry = site_units.unit_entry(out, up, runs, up.w.month_subs[up.unit.month])
             written.update(f for e in runs.values() for f in e["files"])
-            if up.old is not None:
-                previous.update(site_units.unit_files(up.old))
+            previous.update(site_units.files_of(olds[up.key]))
         assert entry is not None
+        written.add(entry[4])
         units_out.setdefault(up.unit.workload, {})[up.unit.month] = entry
         n_pages += entry[1]
-    for name, months in old_units.items():  # months (or workloads) that are gone: their pages are pruned
+    # months (or workloads) that are gone: their run pages are pruned; so are all the last build's run pages
+    # that this one did not write when it was built by other site code (whose months were not read above)
+    last = marker.get("units") if isinstance(marker, dict) and isinstance(marker.get("units"), dict) else {}
+    for name, months in last.items():
         for month, entry in months.items() if isinstance(months, dict) else ():
-            if month not in units_out.get(name, {}) and isinstance(entry, list) and len(entry) == 4:
-                previous.update(site_units.unit_files(entry))
+            if (not old or month not in units_out.get(name, {})) and site_units.valid(entry):
+                previous.update(site_units.files_of(site_units.old_runs(out, entry)))
     domains: dict[str, list[Workload]] = {}
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)

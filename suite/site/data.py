@@ -126,6 +126,7 @@ class RunRow:
     mllog_note: str = ""  # why there is no log link, when the result names one
     month: str = ""  # UTC "YYYY-MM" of started_at: the month page that lists the run
     sub_month: str = ""  # the month of its submission (of the submission's newest seed)
+    rowid: int = -1  # where the index holds its Result (-1: the file walk holds it)
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:

@@ -28,6 +28,7 @@ from suite.site.data import (
     submissions,
     workload_page,
 )
+from suite.site.pages import write_if_changed
 
 UNIT_SEP, ROW_SEP = "\x1f", "\x1e"  # between the fields of a member and between members, in the checksum
 
@@ -109,6 +110,7 @@ class UnitPlan:
     page_digest: str
     render: bool = False  # its month page is rendered (the newest month's: see Plan.workload_pages)
     rows: bool = False
+    history: list[SubSummary] | None = None  # a fresh month's history points, when its workload page renders
 
     @property
     def key(self) -> tuple[str, str]:
@@ -139,9 +141,10 @@ def log_beside(root: Path, rel: str, name: str) -> bool:
         return False
 
 
-def _valid(entry: Any) -> bool:
-    return (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str) and isinstance(entry[1], int)
-            and isinstance(entry[2], list) and isinstance(entry[3], str))
+def valid(entry: Any) -> bool:
+    return (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str) and isinstance(entry[1], int)
+            and isinstance(entry[2], list) and isinstance(entry[3], str) and isinstance(entry[4], str)
+            and entry[4].startswith(UNITS_DIR + "/") and ".." not in entry[4])
 
 
 def plan(workloads: list[Workload], old_units: dict[str, Any], old_pages: dict[str, Any], common: str, root: Path,
@@ -159,7 +162,7 @@ def plan(workloads: list[Workload], old_units: dict[str, Any], old_pages: dict[s
         mine = []
         for u in w.units:
             old = olds.get(u.month)
-            old = old if _valid(old) else None
+            old = old if valid(old) else None
             fresh = old is not None and old[0] == u.checksum and not any(
                 not (isinstance(x, list) and len(x) == 3 and all(isinstance(v, str) for v in x))
                 or log_beside(root, x[1], x[2]) for x in old[2])
@@ -175,6 +178,12 @@ def plan(workloads: list[Workload], old_units: dict[str, Any], old_pages: dict[s
         if not kept(w.page, wd):
             p.workload_pages[w.page] = wd
             mine[-1].rows = True  # the workload page lists the newest month
+            for up in mine:  # its history charts show every month's submissions
+                if up.fresh and up.old is not None:
+                    try:
+                        up.history = [SubSummary.of_json(v) for v in json.loads(up.old[3])]
+                    except (ValueError, TypeError):  # a damaged entry: the month is made again from its rows
+                        up.fresh, up.rows = False, True
         p.units += mine
     return p
 
@@ -193,14 +202,23 @@ def attach(p: Plan, rows: list[RunRow]) -> None:
         w.month_subs[m] = submissions([rr for rr in mine if rr.sub_month == m])
 
 
-def old_data(up: UnitPlan) -> dict[str, Any]:
-    if up.old is None:
-        return {}
+UNITS_DIR = ".trainbench-site.d"  # one file a month: its run pages' entries (signature, files, a log waited for)
+
+
+def unit_file(unit: Unit) -> str:
+    return f"{UNITS_DIR}/{hashlib.sha1(unit.workload.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}-{unit.month}.json"
+
+
+def old_runs(out: Path, entry: list[Any] | None) -> dict[str, Any] | None:
+    """The run pages' entries of a month as the last build wrote them (None when its file is missing or damaged)."""
+    if entry is None:
+        return None
     try:
-        data = json.loads(up.old[3])
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = json.loads((out / entry[4]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    runs = data.get("runs") if isinstance(data, dict) else None
+    return runs if isinstance(runs, dict) else None
 
 
 def history(w: Workload, plans: list[UnitPlan]) -> list[SubSummary]:
@@ -208,30 +226,25 @@ def history(w: Workload, plans: list[UnitPlan]) -> list[SubSummary]:
     from the submissions just made."""
     out: list[SubSummary] = []
     for up in plans:
-        if up.fresh:
-            try:
-                out += [SubSummary.of_json(v) for v in old_data(up).get("subs", [])]
-                continue
-            except TypeError:
-                pass  # a damaged entry: made again from the rows, read below
-        out += [s.summary() for s in w.month_subs[up.unit.month]]
+        out += up.history if up.history is not None else [s.summary() for s in w.month_subs[up.unit.month]]
     out.sort(key=lambda s: (s.timestamp, s.order))
     return out
 
 
-def unit_entry(up: UnitPlan, runs: dict[str, Any], subs: list[Submission]) -> list[Any]:
-    """The manifest entry of a unit whose pages were planned this build: [checksum, run pages, the (page, result,
-    log) of each run page still waiting for its log, data]; `data` is kept as a JSON string, so a later build
-    that finds the month fresh copies it without parsing it."""
+def unit_entry(out: Path, up: UnitPlan, runs: dict[str, Any], subs: list[Submission]) -> list[Any]:
+    """Write the month's file (its run pages' entries) and return its manifest entry: [checksum, run pages, the
+    (page, result, log) of each run page still waiting for its log, its submissions' history points (a JSON
+    string: a later build that does not render the workload page copies it unparsed), the month's file]."""
     waiting = [[page, e["sig"][0], e["wait"]] for page, e in runs.items() if e.get("wait")]
-    data = json.dumps({"runs": runs, "subs": [s.summary().to_json() for s in subs]}, separators=(",", ":"))
-    return [up.unit.checksum, len(runs), waiting, data]
+    rel = unit_file(up.unit)
+    write_if_changed(out / rel, json.dumps({"runs": runs}, separators=(",", ":")))
+    subs_json = json.dumps([s.summary().to_json() for s in subs], separators=(",", ":"))
+    return [up.unit.checksum, len(runs), waiting, subs_json, rel]
 
 
-def unit_files(entry: list[Any]) -> list[str]:
-    """The files of a unit's run pages, from its manifest entry."""
+def files_of(runs: dict[str, Any] | None) -> list[str]:
+    """The files of a month's run pages, from its entries."""
     try:
-        runs = json.loads(entry[3]).get("runs", {})
-        return [f for e in runs.values() for f in e["files"]]
-    except (ValueError, TypeError, KeyError, AttributeError):
+        return [f for e in (runs or {}).values() for f in e["files"]]
+    except (TypeError, KeyError):
         return []
