@@ -92,16 +92,37 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 # ---- the site: typed rows for every page, the full Result only for the run pages that are rendered ----------
 
 
-# A run's month (UTC) and its submission's (the month of the submission's newest seed) and newest start, in SQL:
-# what suite.site.units.walk_catalog computes from every row of the file walk.
+# A run's month (UTC) and its submission's (the month of the submission's newest seed), in SQL: what
+# suite.site.units.walk_catalog computes from every row of the file walk.
 _MONTH = "strftime(make_timestamp(CAST(round(r.started_ts * 1000000) AS BIGINT)), '%Y-%m')"
 _SUB = "r.workload, r.spec_hash, r.hardware, r.backend, r.precision, coalesce(r.git_sha, 'unknown')"
+_KEY = "workload, spec_hash, hardware, backend, precision, sha"
+_RUNS = (f"SELECT r.rowid AS rid, r.*, {_MONTH} AS month, coalesce(r.git_sha, 'unknown') AS sha, f.size, f.mtime_ns "
+         "FROM runs r JOIN files f USING (path)")
+_SUBS = f"SELECT {_KEY}, max(started_ts) AS ts, max(month) AS sub_month, min(month) AS first_month FROM s GROUP BY ALL"
+# the checksum of every (workload, month): members are the runs started in it (role 0) and the earlier seeds of its
+# submissions (role 1); an md5 a member, summed (order-free: no sort, no long string); suite.site.units.checksum
+_UNITS = (f"WITH s AS ({_RUNS}), sub AS ({_SUBS}), late AS (SELECT s.workload, sub.sub_month AS unit, 1 AS role, "
+          f"s.path, s.source, s.size, s.mtime_ns FROM s JOIN sub USING ({_KEY}) WHERE sub.first_month <> sub.sub_month "
+          "AND s.month <> sub.sub_month), u AS (SELECT workload, month AS unit, 0 AS role, path, source, size, mtime_ns "
+          "FROM s UNION ALL SELECT * FROM late), m AS (SELECT *, concat_ws(chr(31), role, path, source, size, mtime_ns) "
+          "AS member FROM u) SELECT workload, unit, count(*) FILTER (WHERE role = 0), count(*), "
+          "sum(md5_number_lower(member)), sum(md5_number_upper(member)) FROM m GROUP BY workload, unit "
+          "ORDER BY workload, unit")
 
 
-def _site_runs(columns: Sequence[str]) -> str:
-    cols = ", ".join(f"r.{c}" for c in dict.fromkeys([*columns, "started_ts"]))
-    return (f"SELECT {cols}, r.rowid AS rid, f.size, f.mtime_ns, {_MONTH} AS month, max({_MONTH}) OVER (PARTITION BY {_SUB}) AS "
-            f"sub_month, max(r.started_ts) OVER (PARTITION BY {_SUB}) AS sub_ts FROM runs r JOIN files f USING (path)")
+_BEST = ("SELECT * FROM (SELECT *, max(ts) OVER (PARTITION BY workload, spec_hash, hardware, backend, precision) AS lb, "
+         "max(ts) OVER (PARTITION BY workload, hardware, backend, precision) AS cfg FROM sub0) WHERE ts = lb OR ts = cfg")
+
+
+def _rows_sql(columns: Sequence[str], where: str = "TRUE", best: bool = False, pre: str = "") -> str:
+    """`columns`, size, mtime_ns, sub_month and row id of the runs matching `where`; `best`: only those of the
+    newest submission of each leaderboard row (workload, spec hash, hardware, backend, precision) or each
+    configuration (workload, hardware, backend, precision), ties included. `pre`: CTEs before them."""
+    cols = ", ".join(f"s.{c}" for c in columns)
+    subs = f"sub0 AS ({_SUBS}), sub AS ({_BEST})" if best else f"sub AS ({_SUBS})"
+    return (f"WITH {pre}s AS ({_RUNS}), {subs} SELECT {cols}, s.size, s.mtime_ns, sub.sub_month, s.rid "
+            f"FROM s JOIN sub USING ({_KEY}) WHERE {where}")
 
 
 @dataclass
@@ -123,20 +144,10 @@ class SiteOverview:
 def site_overview(root: Path, columns: Sequence[str], strict: bool = False) -> SiteOverview:
     """The index's side of suite.site.units.walk_catalog, plus the bad files (strict: the first raises)."""
     report = update(root)
-    runs = _site_runs(columns)
-    out = [f"r.{c}" for c in columns]
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
-        units = con.execute(
-            f"WITH s AS ({runs}), u AS (SELECT workload, month AS unit, 0 AS role, path, source, size, mtime_ns FROM s "
-            "UNION ALL SELECT workload, sub_month, 1, path, source, size, mtime_ns FROM s WHERE sub_month <> month) "
-            "SELECT workload, unit, count(*) FILTER (WHERE role = 0), md5(string_agg(concat_ws(chr(31), role, path, "
-            "source, size, mtime_ns), chr(30) ORDER BY role, path)) FROM u GROUP BY workload, unit "
-            "ORDER BY workload, unit").fetchall()
-        featured = con.execute(
-            f"SELECT {', '.join(out)}, r.size, r.mtime_ns, r.sub_month, r.rid FROM (SELECT *, max(sub_ts) OVER (PARTITION BY "
-            "workload, spec_hash, hardware, backend, precision) AS lb, max(sub_ts) OVER (PARTITION BY workload, "
-            f"hardware, backend, precision) AS cfg FROM ({runs})) r WHERE sub_ts = lb OR sub_ts = cfg").fetchall()
+        units = [(w, m, n, f"{members}.{lo}.{hi}") for w, m, n, members, lo, hi in con.execute(_UNITS).fetchall()]
+        featured = con.execute(_rows_sql(columns, best=True)).fetchall()
         domains = dict(con.execute("SELECT workload, arg_min(domain, replace(path, '/', chr(1))) FROM runs "
                                    "GROUP BY workload").fetchall())
         n = con.execute("SELECT count(*) FROM runs").fetchone()
@@ -151,12 +162,10 @@ def site_unit_rows(root: Path, columns: Sequence[str], units: Sequence[tuple[str
     or belonging to a submission of one, in results.load_results's order."""
     if not units:
         return []
-    out = ", ".join(f"s.{c}" for c in columns)
+    sql = _rows_sql(columns, "EXISTS (SELECT 1 FROM q WHERE q.w = s.workload AND (q.m = s.month OR q.m = sub.sub_month))",
+                    pre="q AS (SELECT unnest($1::VARCHAR[]) AS w, unnest($2::VARCHAR[]) AS m), ")
     with reading(root, refresh=False) as con:
-        rows = con.execute(
-            f"WITH s AS ({_site_runs(columns)}), q AS (SELECT unnest($1::VARCHAR[]) AS w, unnest($2::VARCHAR[]) AS m) "
-            f"SELECT {out}, s.size, s.mtime_ns, s.sub_month, s.rid FROM s WHERE EXISTS (SELECT 1 FROM q WHERE q.w = s.workload "
-            "AND (q.m = s.month OR q.m = s.sub_month))", [[w for w, _ in units], [m for _, m in units]]).fetchall()
+        rows = con.execute(sql, [[w for w, _ in units], [m for _, m in units]]).fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
     return rows
 

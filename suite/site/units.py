@@ -30,16 +30,22 @@ from suite.site.data import (
 )
 from suite.site.pages import write_if_changed
 
-UNIT_SEP, ROW_SEP = "\x1f", "\x1e"  # between the fields of a member and between members, in the checksum
+UNIT_SEP = "\x1f"  # between the fields of a member, in the checksum
 
 
 def checksum(members: Iterable[tuple[int, str, str, int, int]]) -> str:
-    """md5 over the unit's members (role, path, archive, size, mtime), ordered by role then path: role 0 is a run
-    started in the month, role 1 a seed of one of the month's submissions started in an earlier month. The index
-    computes the same string in SQL (suite/index/__init__.py, `site_units`)."""
-    text = ROW_SEP.join(UNIT_SEP.join((str(role), rel, source, str(size), str(mtime)))
-                        for role, rel, source, size, mtime in sorted(members, key=lambda m: (m[0], m[1])))
-    return hashlib.md5(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """The unit's members (role, path, archive, size, mtime): role 0 is a run started in the month, role 1 a seed
+    of one of the month's submissions started in an earlier month. "count.lo.hi": the sums of the two 64-bit
+    halves of each member's md5 (order-free, as the index computes it in SQL with md5_number_lower/upper:
+    suite/index/__init__.py, `_UNITS`)."""
+    n = lo = hi = 0
+    for role, rel, source, size, mtime in members:
+        d = hashlib.md5(UNIT_SEP.join((str(role), rel, source, str(size), str(mtime))).encode("utf-8", "surrogatepass")
+                        ).digest()
+        n += 1
+        lo += int.from_bytes(d[8:], "little")
+        hi += int.from_bytes(d[:8], "little")
+    return f"{n}.{lo}.{hi}"
 
 
 def walk_catalog(rows: list[RunRow]) -> tuple[list[Unit], list[RunRow]]:
