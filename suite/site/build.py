@@ -82,7 +82,7 @@ class BuildReport:
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     index_bytes: int = 0
-    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, group, run_pages, other_pages
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, group, plan, run_pages, other_pages
     rendered: int = 0  # pages rendered this time (the others were kept: their inputs had not changed)
 
 
@@ -292,8 +292,7 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
     site_units.attach(plan, rows)
     phases["plan"] = time.perf_counter() - t1
     gc.freeze()  # the rows and the manifest live to the end: out of every later collection (unfrozen at the end)
-    # what every page but a run page shows (the count of results is on the index only: a workload page whose
-    # runs did not change then stays byte for byte the same, and is kept)
+    # the run pages of the months that changed: each kept if its signature is as its month's file recorded
     stale = [up for up in plan.units if not up.fresh]
     cache: dict[str, Any] = {}
     arrived: set[str] = set()
