@@ -326,7 +326,8 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
         n_pages += entry[1]
     # months (or workloads) that are gone: their run pages are pruned; so are all the last build's run pages
     # that this one did not write when it was built by other site code (whose months were not read above)
-    last = marker.get("units") if isinstance(marker, dict) and isinstance(marker.get("units"), dict) else {}
+    last_units = marker.get("units") if isinstance(marker, dict) else None
+    last: dict[str, Any] = last_units if isinstance(last_units, dict) else {}
     for name, months in last.items():
         for month, entry in months.items() if isinstance(months, dict) else ():
             if (not old or month not in units_out.get(name, {})) and site_units.valid(entry):
