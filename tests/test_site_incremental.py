@@ -287,3 +287,17 @@ def test_a_damaged_month_entry_or_file_is_made_again_from_its_rows(tmp_path):
     assert _tree(out) == _tree(tmp_path / "walked")
     late_page = f"r/{site_data.short_hash(late.relative_to(res).as_posix(), 16)}.html"
     assert f'href="../{late_page}"' in _runs_table(out / month_page(WL, "2026-11"))
+
+
+def test_forked_renderers_build_the_same_site_as_one_process(tmp_path):
+    """More than 2 x pages.CHUNK run pages to render: they render in forked workers, each reading its Results
+    through its own connection to the index; the site is the one a single process and the file walk build."""
+    from benchmarks.index_scale import COMBOS, SEEDS, populate
+
+    res = tmp_path / "results"
+    populate(res, 0, 1_100, len(COMBOS) * SEEDS)
+    forked = build_site(res, tmp_path / "forked", use_index=True, jobs=2)
+    assert forked.rendered > 1_100
+    build_site(res, tmp_path / "single", use_index=True, jobs=1)
+    build_site(res, tmp_path / "walked", use_index=False, jobs=2)
+    assert _tree(tmp_path / "forked") == _tree(tmp_path / "single") == _tree(tmp_path / "walked")
