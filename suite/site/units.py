@@ -3,7 +3,7 @@ per unit, its run pages, its submissions' history points and the logs its run pa
 reads the rows of a month only when its checksum changed or one of its pages must be rendered, so a month that
 is as the last build left it costs one row of the checksum query, not one per run.
 
-The checksum is computed in SQL by the index (suite.index.site_units) and here, the same way, by the file walk
+The checksum is computed in SQL by the index (suite.index.site_overview) and here, the same way, by the file walk
 (`walk_catalog`): both roads then plan and render the same pages, byte for byte.
 """
 
@@ -110,7 +110,7 @@ class UnitPlan:
 
     w: Workload
     unit: Unit
-    old: list[Any] | None  # the last build's entry: [checksum, pages, waiting, data]
+    old: list[Any] | None  # the last build's entry (unit_entry): [checksum, pages, waiting, history, file]
     fresh: bool
     page: str  # its month page, or the workload page for the newest month
     page_digest: str
