@@ -1,9 +1,10 @@
 """Change points in the nightly history: per series (workload x hardware x backend x precision x mode x metric,
 ordered by run date), where did the level move, between which commits, by how much, and how surely.
 
-The detector is `ruptures` (binary segmentation with the least-squares cost, on log values) behind ONE function,
-`change_points`. ruptures gives locations, not significance, so each split is kept only if a permutation test
-says so: the segment is shuffled many times and the best split of each shuffle is scored with the same cost
+The detector is ruptures' binary segmentation with the least-squares cost, on log values, behind ONE function,
+`change_points` (the best split computed in closed form, O(n): tests/test_history.py checks it is the split
+ruptures' Binseg finds). ruptures gives locations, not significance, so each split is kept only if a permutation
+test says so: the segment is shuffled many times and the best split of each shuffle is scored with the same cost
 (ruptures' CostL2 gain, in closed form and vectorised over the shuffles: tests/test_history.py checks it equals
 ruptures' own); the p-value is the share of shuffles that split at least as well as the real data. The test
 includes the search over split positions (as E-Divisive's does), so picking the best split is no bias.
@@ -12,6 +13,7 @@ docs/compare.md ("History") says why this detector.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -46,25 +48,77 @@ def _best_split(x: np.ndarray, min_size: int) -> tuple[int, float]:
     return k, float(gain)
 
 
+def _split_gains(centred: np.ndarray, min_size: int) -> np.ndarray:
+    """The least-squares gain of every admissible split k of each row of `centred` (rows whose sum is 0):
+    k(n-k)/n (mean left - mean right)^2 = n S_k^2 / (k(n-k)) with S_k the sum of the first k values."""
+    n = centred.shape[-1]
+    k = np.arange(min_size, n - min_size + 1)
+    csum = np.cumsum(centred, axis=-1)[..., min_size - 1:n - min_size]
+    csum *= csum
+    csum *= n / (k * (n - k))
+    return csum
+
+
 def best_gains(rows: np.ndarray, min_size: int) -> np.ndarray:
     """The best least-squares split gain of each row: max over k of k(n-k)/n (mean left - mean right)^2, which is
     CostL2(0,n) - CostL2(0,k) - CostL2(k,n). Vectorised: 999 shuffles of 60 points in a millisecond."""
-    n = rows.shape[1]
-    k = np.arange(min_size, n - min_size + 1)
-    csum = np.cumsum(rows, axis=1)
-    left = csum[:, k - 1] / k
-    right = (csum[:, -1:] - csum[:, k - 1]) / (n - k)
-    return (k * (n - k) / n * (left - right) ** 2).max(axis=1)
+    return _split_gains(rows - rows.mean(axis=1, keepdims=True), min_size).max(axis=1)
+
+
+def closed_form_split(x: np.ndarray, min_size: int) -> tuple[int, float]:
+    """The same best split as `_best_split` (ruptures' Binseg, l2 cost, jump 1) in O(n) instead of ruptures'
+    O(n^2): the gain of every admissible split (`best_gains`' formula), the largest kept, a tie going to the
+    later split as ruptures' `max` over (gain, split) pairs does."""
+    gains = _split_gains(x - x.mean(), min_size)
+    best = len(gains) - 1 - int(np.argmax(gains[::-1]))
+    return best + min_size, float(gains[best])
+
+
+SegmentCache = dict[str, Any]  # segment key -> [split (relative to the segment), p-value] of its test
+
+
+def _segment_key(raw: np.ndarray, alpha: float, permutations: int, min_size: int, seed: int) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{alpha!r}|{permutations}|{min_size}|{seed}|".encode())
+    h.update(np.ascontiguousarray(raw, dtype="<f8").tobytes())
+    return h.digest()
+
+
+BATCH = 111  # shuffles drawn at a time: 999 = 9 x 111
+
+
+def _test_segment(seg: np.ndarray, key: bytes, alpha: float, permutations: int, min_size: int) -> tuple[int, float]:
+    """The best split of one segment (log values) and its permutation p-value. The shuffles come from a
+    generator seeded by the segment's own values, so the answer is a function of the segment alone: a series
+    that gains a point at its end re-tests only the segments that contain the new point. Shuffles are drawn
+    in batches; once more than alpha of them split at least as well the split cannot be significant, and the
+    p-value returned is then the lower bound so far (> alpha, which is all a caller reads of it)."""
+    centred = seg - seg.mean()
+    k, gain = closed_form_split(seg, min_size)
+    rng = np.random.default_rng(list(np.frombuffer(key, dtype="<u4")))
+    at_least, done = 0, 0
+    while done < permutations:
+        m = min(BATCH, permutations - done)
+        shuffles = rng.permuted(np.broadcast_to(centred, (m, len(seg))), axis=1)
+        at_least += int((_split_gains(shuffles, min_size).max(axis=1) >= gain * (1 - 1e-9)).sum())
+        done += m
+        if (at_least + 1) / (permutations + 1) > alpha:
+            break
+    return k, (at_least + 1) / (permutations + 1)
 
 
 def change_points(values: list[float] | np.ndarray, alpha: float = DEFAULT_ALPHA,
-                  permutations: int = DEFAULT_PERMUTATIONS, min_size: int = MIN_SEGMENT, seed: int = 0) -> list[Split]:
+                  permutations: int = DEFAULT_PERMUTATIONS, min_size: int = MIN_SEGMENT, seed: int = 0,
+                  cache: SegmentCache | None = None, used: SegmentCache | None = None) -> list[Split]:
     """Indices where the level of `values` changes, each significant at `alpha` by a permutation test.
 
     Binary segmentation: the best split of the whole series is tested; if significant, each side is searched
-    again. Values are taken in log space, so a 5% step is the same size at any level."""
-    x = np.log(np.asarray(values, dtype=float))
-    rng = np.random.default_rng(seed)
+    again. Values are taken in log space, so a 5% step is the same size at any level. Each segment's test is
+    a pure function of the segment's values (and the arguments), so `cache` (segment key -> its split and
+    p-value; the site keeps one between builds) gives exactly what computing them again would; `used` receives
+    every segment test made or reused."""
+    raw = np.asarray(values, dtype=float)
+    x = np.log(raw)
     found: list[Split] = []
     stack = [(0, len(x))]
     while stack:
@@ -74,10 +128,15 @@ def change_points(values: list[float] | np.ndarray, alpha: float = DEFAULT_ALPHA
         seg = x[a:b]
         if np.ptp(seg) == 0:
             continue
-        k, gain = _best_split(seg, min_size)
-        shuffles = rng.permuted(np.broadcast_to(seg, (permutations, len(seg))), axis=1)
-        at_least = int((best_gains(shuffles, min_size) >= gain * (1 - 1e-9)).sum())
-        p = (at_least + 1) / (permutations + 1)
+        key = _segment_key(raw[a:b], alpha, permutations, min_size, seed)
+        hit = cache.get(key.hex()) if cache is not None else None
+        if isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], int) and isinstance(hit[1], float) \
+                and min_size <= hit[0] <= b - a - min_size:
+            k, p = hit
+        else:  # not cached, or an entry that is not what this function writes: computed again
+            k, p = _test_segment(seg, key, alpha, permutations, min_size)
+        if used is not None:
+            used[key.hex()] = [k, p]
         if p <= alpha:
             found.append(Split(a + k, p))
             stack += [(a, a + k), (a + k, b)]

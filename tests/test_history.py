@@ -85,3 +85,33 @@ def test_history_bad_flags_exit_2_naming_the_flag(tmp_path: Path) -> None:
                             *args], capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(ROOT),
                                                                                        "PATH": "/usr/bin:/bin"})
         assert p.returncode == 2 and named in p.stderr, (args, p.stderr)
+
+
+def test_the_closed_form_split_is_the_split_ruptures_finds() -> None:
+    rng = np.random.default_rng(11)
+    for n in (10, 11, 37, 120):
+        for _ in range(25):
+            x = rng.normal(0, 1, n) + np.where(np.arange(n) >= rng.integers(1, n), rng.normal(0, 2), 0.0)
+            k, gain = history.closed_form_split(x, history.MIN_SEGMENT)
+            k_ref, gain_ref = history._best_split(x, history.MIN_SEGMENT)
+            assert k == k_ref and abs(gain - gain_ref) < 1e-9 * max(1.0, gain_ref), (n, k, k_ref)
+
+
+def test_a_segment_cache_gives_what_computing_again_gives_and_a_new_point_retests_only_its_segments(monkeypatch) -> None:
+    rng = np.random.default_rng(12)
+    x = np.exp(rng.normal(0, 0.01, 80)) * np.where(np.arange(80) >= 30, 1.1, 1.0) * np.where(np.arange(80) >= 55, 0.9, 1)
+    tested: list[int] = []
+    real = history._test_segment
+    monkeypatch.setattr(history, "_test_segment", lambda seg, *a: tested.append(len(seg)) or real(seg, *a))
+    used: dict = {}
+    first = history.change_points(x, used=used)
+    assert {30, 55} <= {s.index for s in first} and len(used) == len(tested) >= 3
+    tested.clear()
+    assert history.change_points(x, cache=used) == first and tested == []  # unchanged: nothing tested
+    grown = np.append(x, x[-1])
+    reference = history.change_points(grown)
+    tested.clear()
+    again: dict = {}
+    assert history.change_points(grown, cache=used, used=again) == reference
+    # only the segments that hold the new point were tested: the whole and its right-hand side(s)
+    assert tested and all(n >= 81 - 60 for n in tested) and len(tested) < len(again)

@@ -19,12 +19,17 @@ from suite.cli import app
 from suite.index import store
 from suite.results import load_results, write_result
 from suite.site.build import MARKER, build_site
+from suite.site.units import UNITS_DIR
 from tests.site_factory import T0, make_result, write_hostile, write_standard
 
 
 def _tree(out: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
             if p.is_file() and p.relative_to(out).as_posix() not in skip}
+
+
+def _manifest(out: Path) -> tuple[str, ...]:
+    return (MARKER, *(p.relative_to(out).as_posix() for p in (out / UNITS_DIR).glob("*")))
 
 
 def _fixture(root: Path) -> None:
@@ -82,7 +87,9 @@ def test_archive_round_trips_every_result_and_the_site_is_unchanged(tmp_path):
     assert after.errors == before.errors
     assert {e.source for e in after.entries} == {"archive/2026-09.zip", "archive/2026-11.zip"}
     build_site(res, tmp_path / "site_after", use_index=True)
-    assert _tree(tmp_path / "site_after", (MARKER,)) == _tree(tmp_path / "site_before", (MARKER,))
+    # every page and copy the same; the manifest (the marker and its months' files) names the archive
+    assert _tree(tmp_path / "site_after", _manifest(tmp_path / "site_after")) == \
+        _tree(tmp_path / "site_before", _manifest(tmp_path / "site_before"))
     # a second archive run into the same month keeps the old members
     write_result(res, make_result("rl/cartpole", "nvidia-h200-x8", "torch", seed=1, started_at=T0 + timedelta(days=2)))
     assert index.pack(res, datetime(2027, 1, 1, tzinfo=UTC)).archives == {"archive/2026-11.zip": 1}

@@ -13,7 +13,7 @@ from suite import baselines as bl
 from suite import stats
 from suite.results import load_results
 from suite.site.build import build_site
-from suite.site.data import RunRow, build_workloads, load_baselines
+from suite.site.data import RunRow, load_baselines, submissions
 
 STEPS = [900, 1000, 1100, 1200, 1300]
 
@@ -38,8 +38,7 @@ def _row_and_baseline(tmp_path: Path, missed: int) -> tuple[stats.Aggregate, sta
     write_all(tmp_path / "res", _runs(missed))
     path = _promote(tmp_path / "res", tmp_path / "baselines")
     loaded = load_results(tmp_path / "res")
-    (w,) = build_workloads([RunRow.of_result(p.parent, p.name, r) for p, r in loaded.results])
-    (sub,) = w.submissions
+    (sub,) = submissions([RunRow.of_result(p.parent, p.name, r) for p, r in loaded.results])
     (site_base,), errors = load_baselines(tmp_path / "baselines")
     assert not errors
     return sub.agg, site_base.agg, bl.read_baseline(path)

@@ -9,7 +9,6 @@ with DuckDB's httpfs) changes these two files, nothing else.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -93,43 +92,125 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 # ---- the site: typed rows for every page, the full Result only for the run pages that are rendered ----------
 
 
-def site_rows(root: Path, columns: Sequence[str], strict: bool = False, rows_made: Any = contextlib.nullcontext
-              ) -> tuple[list[tuple[Any, ...]], list[str], UpdateReport]:
-    """`columns` of every valid run (then the file's size and mtime as the index recorded them), in
-    results.load_results's order, and the bad files named as it names them; no result JSON is parsed.
-    `rows_made`: a context (after the update) to fetch the rows in (the site's pauses the garbage collector)."""
+# A run's month (UTC) and its submission's (the month of the submission's newest seed), in SQL: what
+# suite.site.units.walk_catalog computes from every row of the file walk.
+_MONTH = "strftime(make_timestamp(CAST(round(r.started_ts * 1000000) AS BIGINT)), '%Y-%m')"
+_SUB = "r.workload, r.spec_hash, r.hardware, r.backend, r.precision, coalesce(r.git_sha, 'unknown')"
+_KEY = "workload, spec_hash, hardware, backend, precision, sha"
+_RUNS = (f"SELECT r.rowid AS rid, r.*, {_MONTH} AS month, coalesce(r.git_sha, 'unknown') AS sha, f.size, f.mtime_ns "
+         "FROM runs r JOIN files f USING (path)")
+_SUBS = f"SELECT {_KEY}, max(started_ts) AS ts, max(month) AS sub_month, min(month) AS first_month FROM s GROUP BY ALL"
+# the checksum of every (workload, month): members are the runs started in it (role 0) and the earlier seeds of its
+# submissions (role 1); an md5 a member, summed (order-free: no sort, no long string); suite.site.units.checksum
+_UNITS = (f"WITH s AS ({_RUNS}), sub AS ({_SUBS}), late AS (SELECT s.workload, sub.sub_month AS unit, 1 AS role, "
+          f"s.path, s.source, s.size, s.mtime_ns FROM s JOIN sub USING ({_KEY}) WHERE sub.first_month <> sub.sub_month "
+          "AND s.month <> sub.sub_month), u AS (SELECT workload, month AS unit, 0 AS role, path, source, size, mtime_ns "
+          "FROM s UNION ALL SELECT * FROM late), m AS (SELECT *, concat_ws(chr(31), role, path, source, size, mtime_ns) "
+          "AS member FROM u) SELECT workload, unit, count(*) FILTER (WHERE role = 0), count(*), "
+          "sum(md5_number_lower(member)), sum(md5_number_upper(member)) FROM m GROUP BY workload, unit "
+          "ORDER BY workload, unit")
+
+
+_BEST = ("SELECT * FROM (SELECT *, max(ts) OVER (PARTITION BY workload, spec_hash, hardware, backend, precision) AS lb, "
+         "max(ts) OVER (PARTITION BY workload, hardware, backend, precision) AS cfg FROM sub0) WHERE ts = lb OR ts = cfg")
+
+
+def _rows_sql(columns: Sequence[str], where: str = "TRUE", best: bool = False, pre: str = "") -> str:
+    """`columns`, size, mtime_ns, sub_month and row id of the runs matching `where`; `best`: only those of the
+    newest submission of each leaderboard row (workload, spec hash, hardware, backend, precision) or each
+    configuration (workload, hardware, backend, precision), ties included. `pre`: CTEs before them."""
+    cols = ", ".join(f"s.{c}" for c in columns)
+    subs = f"sub0 AS ({_SUBS}), sub AS ({_BEST})" if best else f"sub AS ({_SUBS})"
+    return (f"WITH {pre}s AS ({_RUNS}), {subs} SELECT {cols}, s.size, s.mtime_ns, sub.sub_month, s.rid "
+            f"FROM s JOIN sub USING ({_KEY}) WHERE {where}")
+
+
+@dataclass
+class SiteOverview:
+    """What a site build reads of every run, in a few aggregate rows: the months of every workload with their
+    checksums (suite.site.units.checksum, computed here in SQL), the featured runs (every seed of the newest
+    submission of each leaderboard row and of each configuration), each workload's domain, and the totals."""
+
+    units: list[tuple[str, str, int, str]]  # workload, month, runs started in it, checksum
+    featured: list[tuple[Any, ...]]  # `columns`, then size, mtime_ns, sub_month, row id
+    domains: dict[str, str]
+    n_results: int
+    hardware: list[str]
+    backends: list[str]
+    errors: list[str]
+    update: UpdateReport
+
+
+def site_overview(root: Path, columns: Sequence[str], strict: bool = False) -> SiteOverview:
+    """The index's side of suite.site.units.walk_catalog, plus the bad files (strict: the first raises)."""
     report = update(root)
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
-        cols = ", ".join(f"r.{c}" for c in columns)
-        with rows_made():
-            rows = con.execute(f"SELECT {cols}, f.size, f.mtime_ns FROM runs r JOIN files f USING (path)").fetchall()
-    rows.sort(key=lambda row: _path_key(row[0]))
-    return rows, errors, report
+        units = [(w, m, n, f"{members}.{lo}.{hi}") for w, m, n, members, lo, hi in con.execute(_UNITS).fetchall()]
+        featured = con.execute(_rows_sql(columns, best=True)).fetchall()
+        domains = dict(con.execute("SELECT workload, arg_min(domain, replace(path, '/', chr(1))) FROM runs "
+                                   "GROUP BY workload").fetchall())
+        n = con.execute("SELECT count(*) FROM runs").fetchone()
+        hardware = [h for (h,) in con.execute("SELECT DISTINCT hardware FROM runs ORDER BY hardware").fetchall()]
+        backends = [b for (b,) in con.execute("SELECT DISTINCT backend FROM runs ORDER BY backend").fetchall()]
+    featured.sort(key=lambda row: _path_key(row[0]))
+    return SiteOverview(units, featured, domains, n[0] if n else 0, hardware, backends, errors, report)
 
 
-def results_of(root: Path, rels: Sequence[str]) -> dict[str, Result]:
-    """The full Result of each run named (by its path under the results folder), from the index."""
+def site_unit_rows(root: Path, columns: Sequence[str], units: Sequence[tuple[str, str]]) -> list[tuple[Any, ...]]:
+    """`columns`, size, mtime_ns, sub_month and row id of every run started in one of the (workload, month) units
+    or belonging to a submission of one, in results.load_results's order."""
+    if not units:
+        return []
+    sql = _rows_sql(columns, "EXISTS (SELECT 1 FROM q WHERE q.w = s.workload AND (q.m = s.month OR q.m = sub.sub_month))",
+                    pre="q AS (SELECT unnest($1::VARCHAR[]) AS w, unnest($2::VARCHAR[]) AS m), ")
     with reading(root, refresh=False) as con:
-        rows = con.execute("SELECT path, result FROM runs WHERE path IN (SELECT unnest($1::VARCHAR[]))",
-                           [list(rels)]).fetchall()
-    return {rel: Result.model_validate_json(text) for rel, text in rows}
+        rows = con.execute(sql, [[w for w, _ in units], [m for _, m in units]]).fetchall()
+    rows.sort(key=lambda row: _path_key(row[0]))
+    return rows
+
+
+def results_of(root: Path, rels: Sequence[str], rowids: Sequence[int] = (), con: Any = None) -> dict[str, Result]:
+    """The full Result of each run named (by its path under the results folder), from the index. `rowids` (the
+    runs' row ids as site_unit_rows gave them) find the rows without a scan of every path and result: a lookup
+    by path decompressed the result column around every match, ~0.4 s a chunk of 500 at 250,000 runs. A row
+    whose id no longer holds its path (the index was updated since) is found by its path. `con`: an open
+    connection (site.pages reads many chunks through one)."""
+    if con is None:
+        with reading(root, refresh=False) as own:
+            return results_of(root, rels, rowids, own)
+    found: dict[str, str] = {}
+    if rowids:
+        want = set(rels)
+        found = {p: t for p, t in con.execute("SELECT path, result FROM runs WHERE rowid IN "
+                                              "(SELECT unnest($1::BIGINT[]))", [list(rowids)]).fetchall() if p in want}
+    missing = [rel for rel in rels if rel not in found]
+    if missing:
+        found.update(con.execute("SELECT path, result FROM runs WHERE path IN (SELECT unnest($1::VARCHAR[]))",
+                                 [missing]).fetchall())
+    return {rel: Result.model_validate_json(text) for rel, text in found.items()}
 
 
 def curves(root: Path, requests: Sequence[tuple[Sequence[str], str | None]]
            ) -> list[dict[str, list[tuple[int, float, float]]]]:
     """For each request (runs named by path, a metric): (step, elapsed_s, value) of the metric for each run, in
-    the order of its eval curve. One connection for all the requests (opening one costs ~10 ms)."""
+    the order of its eval curve. One query for all the requests: each scan of the series table (tens of millions
+    of rows at 250,000 runs) costs ~0.1 s, and a build asks for every workload page's curves at once."""
     outs: list[dict[str, list[tuple[int, float, float]]]] = [{rel: [] for rel in rels} for rels, _ in requests]
-    asked = [(out, list(rels), metric) for out, (rels, metric) in zip(outs, requests, strict=True) if metric and rels]
-    if not asked:
+    wanted = sorted({(rel, metric) for rels, metric in requests if metric for rel in rels})
+    if not wanted:
         return outs
     with reading(root, refresh=False) as con:
-        for out, rels, metric in asked:
-            rows = con.execute("SELECT path, step, elapsed_s, value FROM series WHERE metric = $2 AND path IN "
-                               "(SELECT unnest($1::VARCHAR[])) ORDER BY path, i", [rels, metric]).fetchall()
-            for rel, step, elapsed, value in rows:
-                out[rel].append((step, elapsed, value))
+        rows = con.execute("SELECT s.path, s.metric, s.step, s.elapsed_s, s.value FROM series s JOIN (SELECT "
+                           "unnest($1::VARCHAR[]) AS path, unnest($2::VARCHAR[]) AS metric) q USING (path, metric) "
+                           "ORDER BY s.path, s.metric, s.i", [[r for r, _ in wanted], [m for _, m in wanted]]).fetchall()
+    found: dict[tuple[str, str], list[tuple[int, float, float]]] = {}
+    for rel, metric, step, elapsed, value in rows:
+        found.setdefault((rel, metric), []).append((step, elapsed, value))
+    for out, (rels, metric) in zip(outs, requests, strict=True):
+        if metric:
+            for rel in rels:
+                out[rel] = list(found.get((rel, metric), ()))
     return outs
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 import zipfile
 from collections.abc import Iterator
@@ -196,7 +197,7 @@ def _loose_files(root: Path, known: dict[str, tuple[int, int]], dir_mtimes: dict
                     st = os.stat(full)
                 except OSError:
                     continue
-                if not os.path.isdir(full):
+                if not stat.S_ISDIR(st.st_mode):  # os.path.isdir's answer, without a second stat a file
                     found[rel] = (st.st_size, st.st_mtime_ns)
     return found, mtimes
 

@@ -8,6 +8,7 @@ and slugs, never taken from a result. Corrupt result files are named and skipped
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import http.server
@@ -15,7 +16,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ import jinja2
 
 from suite.fingerprint import load_warning
 from suite.results import Result, load_results
-from suite.site.data import ROW_COLUMNS, RunRow, Workload, build_workloads, cell_text, load_baselines
+from suite.site import units as site_units
+from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, cell_text, load_baselines
 from suite.site.output import (
     MARKER,
     SiteError,
@@ -39,6 +41,7 @@ from suite.site.output import (
 from suite.site.pages import (
     SITE_DIR,
     Job,
+    ResultReader,
     code_version,
     copy_if_changed,
     read_manifest_all,
@@ -65,6 +68,7 @@ from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-expo
     sort_value,
 )
 from suite.site.reports import CompareView, StudyView, compare_view, study_view
+from suite.site.units import walk_catalog, workloads_of
 from suite.site.workloads import digest, workload_pages
 
 
@@ -78,7 +82,7 @@ class BuildReport:
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     index_bytes: int = 0
-    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, group, run_pages, other_pages
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, group, plan, run_pages, other_pages
     rendered: int = 0  # pages rendered this time (the others were kept: their inputs had not changed)
 
 
@@ -119,29 +123,57 @@ def clip_text(text: str, limit: int = MAX_PAGE_TEXT) -> str:
 
 @dataclass
 class _Inputs:
-    """The runs as rows, the bad files, and where each page's full Result and curves come from."""
+    """The runs as the site plans them: every workload's months (with checksums) and featured runs, a way to read
+    the rows of some months, the bad files, and where each page's full Result and curves come from."""
 
-    rows: list[RunRow]
+    units: list[Unit]
+    featured: list[RunRow]
+    domains: dict[str, str]
+    n_results: int
+    hardware: list[str]
+    backends: list[str]
     errors: list[str]
-    fetch: Callable[[list[str]], dict[str, Result]]
+    rows_of: Callable[[list[tuple[str, str]]], list[RunRow]]
+    fetch: ResultReader
     curves: CurveSource
 
 
+def _row(root: Path, values: Sequence[Any]) -> RunRow:
+    """A RunRow from ROW_COLUMNS, size, mtime_ns, sub_month, row id (suite.index.site_overview / site_unit_rows)."""
+    rr = RunRow.of(root, values[:-4])
+    rr.sig = signature(rr, values[-4], values[-3])
+    rr.sub_month, rr.rowid = values[-2], values[-1]
+    return rr
+
+
+@contextlib.contextmanager
+def _index_results(results: Path) -> Iterator[Callable[[list[RunRow]], dict[str, Result]]]:
+    """Read Results from the index through one connection (opening one costs ~20 ms)."""
+    from suite import index
+
+    with index.reading(results, refresh=False) as con:
+        yield lambda rows: index.results_of(results, [rr.rel for rr in rows], [rr.rowid for rr in rows], con=con)
+
+
 def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
-    """Through the index when it is on (typed rows; a Result is read only for a page that is rendered), else by
-    walking the files (every Result read, its row made by the index's own row function)."""
+    """Through the index when it is on (aggregates; typed rows only of the months that are rendered; a Result
+    only for a run page that is rendered), else by walking the files (every Result read, its row made by the
+    index's own row function, the months' checksums computed as the index computes them)."""
     from suite import index
 
     root = results if results.is_dir() else results.parent
     if use_index if use_index is not None else index.enabled(results):
-        found, errors, _ = index.site_rows(results, ROW_COLUMNS, strict=strict, rows_made=collector_paused)
-        rows = []
+        ov = index.site_overview(results, ROW_COLUMNS, strict=strict)
         with collector_paused():
-            for values in found:
-                rr = RunRow.of(root, values[:-2])
-                rr.sig = signature(rr, values[-2], values[-1])
-                rows.append(rr)
-        return _Inputs(rows, errors, functools.partial(index.results_of, results),
+            featured = [_row(root, v) for v in ov.featured]
+
+        def rows_of(units: list[tuple[str, str]]) -> list[RunRow]:
+            found = index.site_unit_rows(results, ROW_COLUMNS, units)
+            with collector_paused():
+                return [_row(root, v) for v in found]
+
+        return _Inputs([Unit(w, m, c, n) for w, m, n, c in ov.units], featured, ov.domains, ov.n_results, ov.hardware,
+                       ov.backends, ov.errors, rows_of, functools.partial(_index_results, results),
                        lambda asks: index.curves(results, [([rr.rel for rr in runs], m) for runs, m in asks]))
     loaded = load_results(results, strict=strict)
     full: dict[str, Result] = {}
@@ -153,7 +185,18 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
         st = path.stat()
         rr.sig = signature(rr, st.st_size, st.st_mtime_ns)
         rows.append(rr)
-    return _Inputs(rows, loaded.errors, lambda rels: {rel: full[rel] for rel in rels},
+    units, featured = walk_catalog(rows)
+    domains: dict[str, str] = {}
+    for rr in rows:
+        domains.setdefault(rr.workload, rr.domain)
+
+    def walk_rows_of(wanted: list[tuple[str, str]]) -> list[RunRow]:
+        keys = set(wanted)
+        return [rr for rr in rows if (rr.workload, rr.month) in keys or (rr.workload, rr.sub_month) in keys]
+
+    return _Inputs(units, featured, domains, len(rows), sorted({rr.hardware for rr in rows}),
+                   sorted({rr.backend for rr in rows}), loaded.errors, walk_rows_of,
+                   lambda: contextlib.nullcontext(lambda rrs: {rr.rel: full[rr.rel] for rr in rrs}),
                    lambda asks: [{rr.rel: result_curve(full[rr.rel], m) for rr in runs} for runs, m in asks])
 
 
@@ -163,7 +206,7 @@ def _prepare_out(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise SiteError(f"--out {out}: folder is not empty and was not built by `trainbench site build` "
                         f"(no {MARKER}); choose another --out or empty it")
-    for sub in ("w", "r", "compare", "study", "static"):
+    for sub in ("w", "r", "compare", "study", "static", site_units.UNITS_DIR):
         (out / sub).mkdir(parents=True, exist_ok=True)
 
 
@@ -205,9 +248,8 @@ def build_site(
     if strict and base_errors:
         raise SiteError(base_errors[0])
     root = results if results.is_dir() else results.parent
-    rows = inputs.rows
     with collector_paused():  # submissions: long-lived objects, no garbage cycles
-        workloads = build_workloads(rows)
+        workloads = workloads_of(inputs.units, inputs.featured, inputs.domains)
     for w in workloads:
         w.baselines = [b for b in base if b.workload == w.name]
     views: list[CompareView] = [compare_view(p, i) for i, p in enumerate(compare)]
@@ -220,45 +262,81 @@ def build_site(
     phases["group"] = time.perf_counter() - t0 - phases["load"]
     try:
         with transaction(out) as txn:
-            written = _build_into(txn, rows, workloads, views, study_views, skipped, jobs, phases, root, inputs)
+            n_pages = _build_into(txn, workloads, views, study_views, skipped, jobs, phases, root, inputs)
     finally:
         gc.unfreeze()  # the build froze its rows out of the collector (pages.run_pages)
     index = out / "index.html"
-    return BuildReport(out=out, index=index, results=len(rows), workloads=len(workloads),
-                       pages=sum(1 for p in written if p.endswith(".html")), skipped=skipped,
+    return BuildReport(out=out, index=index, results=inputs.n_results, workloads=len(workloads),
+                       pages=n_pages, skipped=skipped,
                        rendered=phases.pop("rendered_pages", 0),
                        seconds=time.perf_counter() - t0, index_bytes=index.stat().st_size,
                        phases_s={k: round(v, 3) for k, v in phases.items()})
 
 
-def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: list[CompareView],
-                study_views: list[StudyView], skipped: list[str], jobs: int | None,
-                phases: dict[str, float], root: Path, inputs: _Inputs) -> set[str]:
-    """Render every page whose inputs changed into the site folder, write the manifest, prune; the files
-    written or kept. A workload page whose digest (its runs' rows and page inputs, the site code) is as the
-    last build recorded is kept unrendered, like a run page whose result file is unchanged."""
+def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], study_views: list[StudyView],
+                skipped: list[str], jobs: int | None, phases: dict[str, float], root: Path, inputs: _Inputs) -> int:
+    """Render every page whose inputs changed into the site folder, write the manifest, prune; the count of
+    pages the site has. A month whose checksum (and the logs its pages wait for) is as the last build recorded
+    keeps its run pages and history points without its rows being read (suite/site/units.py); a workload or
+    month page whose digest is unchanged is kept unrendered."""
     out = txn.out
     _prepare_out(out)
     version = code_version()
     marker = read_marker(out)
-    previous = previous_files(out, marker)
     old = read_manifest_all(out, version, marker)
-    gc.freeze()  # the rows and the manifest live to the end: out of every later collection (unfrozen at the end)
-    # what every page but a run page shows (the count of results is on the index only: a workload page whose
-    # runs did not change then stays byte for byte the same, and is kept)
-    job = Job(_env(), out, {"compares": views, "studies": study_views},
-              [(rr, w) for w in workloads for rr in w.runs], old.get("runs", {}), root, inputs.fetch)
+    old_units: dict[str, Any] = old.get("units", {})
+    common = digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
     t1 = time.perf_counter()
-    run_files, manifest, rendered = run_pages(job, worker_count(jobs, len(rows)))
+    plan = site_units.plan(workloads, old_units, old.get("pages", {}), common, root, out)
+    rows = inputs.rows_of(plan.needed())
+    site_units.attach(plan, rows)
+    phases["plan"] = time.perf_counter() - t1
+    gc.freeze()  # the rows and the manifest live to the end: out of every later collection (unfrozen at the end)
+    # the run pages of the months that changed: each kept if its signature is as its month's file recorded
+    stale = [up for up in plan.units if not up.fresh]
+    cache: dict[str, Any] = {}
+    arrived: set[str] = set()
+    olds: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for up in stale:
+        olds[up.key] = entries = site_units.old_runs(out, up.old)
+        cache.update(entries or {})
+        arrived.update(x[0] for x in (up.old[2] if up.old else []) if isinstance(x, list) and len(x) == 3
+                       and site_units.log_beside(root, x[1], x[2]))
+    job = Job(_env(), out, {"compares": views, "studies": study_views},
+              [(rr, up.w) for up in stale for rr in up.w.month_runs[up.unit.month]], cache, arrived, root, inputs.fetch)
+    t1 = time.perf_counter()
+    run_files, manifest, rendered = run_pages(job, worker_count(jobs, len(job.runs)))
     phases["run_pages"] = time.perf_counter() - t1
     t1 = time.perf_counter()
     written = set(run_files)
+    units_out: dict[str, dict[str, Any]] = {}
+    n_pages = 0
+    previous = previous_files(out, marker)
+    for up in plan.units:
+        if up.fresh:
+            entry = up.old
+        else:
+            runs = {rr.page: manifest[rr.page] for rr in up.w.month_runs[up.unit.month]}
+            entry = site_units.unit_entry(out, up, runs, up.w.month_subs[up.unit.month])
+            written.update(f for e in runs.values() for f in e["files"])
+            previous.update(site_units.files_of(olds[up.key]))
+        assert entry is not None
+        written.add(entry[4])
+        units_out.setdefault(up.unit.workload, {})[up.unit.month] = entry
+        n_pages += entry[1]
+    # months (or workloads) that are gone: their run pages are pruned; so are all the last build's run pages
+    # that this one did not write when it was built by other site code (whose months were not read above)
+    last_units = marker.get("units") if isinstance(marker, dict) else None
+    last: dict[str, Any] = last_units if isinstance(last_units, dict) else {}
+    for name, months in last.items():
+        for month, entry in months.items() if isinstance(months, dict) else ():
+            if (not old or month not in units_out.get(name, {})) and site_units.valid(entry):
+                previous.update(site_units.files_of(site_units.old_runs(out, entry)))
     domains: dict[str, list[Workload]] = {}
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)
-    latest = max((rr.started_at for rr in rows), default=None)
-    common = digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
-    files, pages, n = workload_pages(job, workloads, common, old.get("pages", {}), inputs.curves)
+    latest = max((w.latest.started_at for w in workloads if w.latest), default=None)
+    files, cp, n = workload_pages(job, plan, inputs.curves, old.get("cp", {}))
     written.update(files)
     rendered += n
     for v in views:
@@ -271,17 +349,19 @@ def _build_into(txn: Txn, rows: list[RunRow], workloads: list[Workload], views: 
             written.add(f"static/{asset.name}")
     # the index last: a reader who sees the new index finds every page it links
     written.add(render_page(job, "index.html", "index.html", domains=domains, skipped=skipped, latest=latest,
-                            n_results=len(rows),
-                        hardware=sorted({rr.hardware for rr in rows}),
-                        backends=sorted({rr.backend for rr in rows}), n_workloads=len(workloads)))
+                            n_results=inputs.n_results, hardware=inputs.hardware, backends=inputs.backends,
+                            n_workloads=len(workloads)))
     phases["rendered_pages"] = rendered + len(views) + len(study_views) + 1
-    # the marker doubles as the manifest: the run and workload pages the next build may keep, and every file
-    # this build wrote (the only files a later build may prune)
+    # the marker doubles as the manifest: the months (their run pages, history points and checksums), the
+    # digests of the workload and month pages, the change-point tests, and every other file this build wrote
+    # (the only files a later build may prune: a month's run pages are listed in its entry)
     prune(out, written, previous)
-    txn.commit(json.dumps({"built_by": "trainbench site build", "code": version, "pages": dict(sorted(pages.items())),
-                           "runs": dict(sorted(manifest.items())), "files": sorted(written)}) + "\n")
+    top = sorted(f for f in written if not f.startswith("r/"))
+    txn.commit(json.dumps({"built_by": "trainbench site build", "code": version, "pages": dict(sorted(plan.digests.items())),
+                           "units": {k: dict(sorted(v.items())) for k, v in sorted(units_out.items())},
+                           "cp": dict(sorted(cp.items())), "files": top}, separators=(",", ":")) + "\n")
     phases["other_pages"] = time.perf_counter() - t1
-    return written
+    return n_pages + sum(1 for f in top if f.endswith(".html"))
 
 
 def _relative_error(message: str, root: Path) -> str:

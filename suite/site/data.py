@@ -124,6 +124,9 @@ class RunRow:
     sig: list[Any] = field(default_factory=list)  # what the run page depends on (pages._signature)
     mllog_copy: str | None = None  # r/<id>.mllog.txt when the named log exists beside the result
     mllog_note: str = ""  # why there is no log link, when the result names one
+    month: str = ""  # UTC "YYYY-MM" of started_at: the month page that lists the run
+    sub_month: str = ""  # the month of its submission (of the submission's newest seed)
+    rowid: int = -1  # where the index holds its Result (-1: the file walk holds it)
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
@@ -131,8 +134,11 @@ class RunRow:
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
         target = target_of_column(rest[-2])
-        return cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status,
-                   datetime.fromisoformat(started), *rest[:-2], target, rest[-1])
+        when = datetime.fromisoformat(started)
+        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-2],
+                 target, rest[-1])
+        rr.month = month_of(when)
+        return rr
 
     @classmethod
     def of_result(cls, root: Path, rel: str, r: Result) -> RunRow:
@@ -162,6 +168,21 @@ class RunRow:
     def sha(self) -> str:
         return self.git_sha or "unknown"
 
+    @property
+    def sub_key(self) -> tuple[str, ...]:
+        """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit."""
+        return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown")
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Where the result file sorts among the others (results.load_results's order): every tie between two
+        runs or submissions is broken by it, so a build that reads some rows sorts them as one that reads all."""
+        return path_key(self.rel)
+
+
+def path_key(rel: str) -> tuple[str, ...]:
+    return tuple(rel.split("/"))
+
 
 def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
@@ -178,11 +199,18 @@ class Submission:
     runs: list[RunRow]
     agg: Aggregate = field(init=False)
     _latest: RunRow = field(init=False, repr=False)
+    order: tuple[str, ...] = field(init=False, repr=False)  # its first result file's place (RunRow.order)
 
     def __post_init__(self) -> None:
-        self.runs.sort(key=lambda rr: (rr.seed, rr.started_at))
+        self.order = min(rr.order for rr in self.runs)
+        self.runs.sort(key=lambda rr: (rr.seed, rr.started_at, rr.order))
         self.agg = aggregate(cast(list[RunFigures], self.runs))  # the one aggregation (suite.stats)
         self._latest = max(self.runs, key=lambda r: r.started_at)  # the runs do not change after this
+
+    def summary(self) -> SubSummary:
+        a = self.agg
+        return SubSummary(self.series, self.timestamp, "/".join(self.order), self.sha, a.tta_olympic_s,
+                          a.mfu_median, a.reached, a.runs)
 
     @property
     def series(self) -> str:
@@ -253,48 +281,85 @@ class Baseline:
         return self.agg.tta_olympic_s
 
 
+@dataclass(slots=True)
+class SubSummary:
+    """What the history charts show of one submission, kept in the site's manifest with its month: a month
+    whose results are unchanged gives its submissions' points without a row being read again."""
+
+    series: str
+    timestamp: float
+    first: str  # its first result file (Submission.order)
+    sha: str
+    tta_olympic_s: float
+    mfu_median: float | None
+    reached: int
+    runs: int
+
+    def to_json(self) -> list[Any]:
+        return [self.series, self.timestamp, self.first, self.sha, self.tta_olympic_s, self.mfu_median, self.reached,
+                self.runs]
+
+    @classmethod
+    def of_json(cls, v: list[Any]) -> SubSummary:
+        return cls(*v)
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return path_key(self.first)
+
+
+@dataclass(slots=True)
+class Unit:
+    """One month of one workload: its runs (by their start) and its submissions (by their newest seed's start).
+    `checksum` covers every result file of both (path, archive, size, mtime): an unchanged checksum means an
+    unchanged month page, unchanged run pages and unchanged submissions."""
+
+    workload: str
+    month: str
+    checksum: str
+    n_runs: int  # runs started in this month
+
+
 @dataclass
 class Workload:
+    """A workload page's inputs: its months, the submissions the leaderboards and the convergence chart can show
+    (the newest of each configuration, with every seed), its newest run, and for the months that are rendered
+    their submissions and runs. The history charts' points (`history`) are filled only when the page renders."""
+
     name: str
     domain: str
     page: str
-    runs: list[RunRow] = field(default_factory=list)
-    submissions: list[Submission] = field(default_factory=list)
+    units: list[Unit] = field(default_factory=list)  # oldest month first
+    featured: list[Submission] = field(default_factory=list)  # by (timestamp, order)
+    latest: RunRow | None = None
     baselines: list[Baseline] = field(default_factory=list)
-
-    @property
-    def latest(self) -> RunRow:
-        return max(self.runs, key=lambda r: r.started_at)
+    month_subs: dict[str, list[Submission]] = field(default_factory=dict)  # months whose rows were read
+    month_runs: dict[str, list[RunRow]] = field(default_factory=dict)
+    history: list[SubSummary] = field(default_factory=list)
 
     @property
     def description(self) -> str:
-        return self.latest.description
+        return self.latest.description if self.latest else ""
 
     @property
     def target(self) -> dict[str, Any]:
-        return self.latest.target
+        return self.latest.target if self.latest else {}
+
+    @property
+    def newest(self) -> str:
+        return self.units[-1].month
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
         """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
         by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
-        for s in self.submissions:
+        for s in self.featured:
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)
             if cur is None or s.timestamp > cur.timestamp:
                 by_hash[s.spec_hash][k] = s
         boards = [(h, rank(list(rows.values()))) for h, rows in by_hash.items()]
-        boards.sort(key=lambda hb: -max(s.timestamp for s in hb[1]))
+        boards.sort(key=lambda hb: (-max(s.timestamp for s in hb[1]), hb[0]))
         return boards
-
-    def months(self) -> dict[str, tuple[list[Submission], list[RunRow]]]:
-        """The submissions and runs of each month (UTC, "YYYY-MM"; a submission in the month of its newest run),
-        oldest first. The workload page lists the newest month's; every earlier month has a page of its own."""
-        out: dict[str, tuple[list[Submission], list[RunRow]]] = {}
-        for s in self.submissions:
-            out.setdefault(month_of(s.latest.started_at), ([], []))[0].append(s)
-        for rr in self.runs:
-            out.setdefault(month_of(rr.started_at), ([], []))[1].append(rr)
-        return dict(sorted(out.items()))
 
     def baseline_for(self, s: Submission) -> Baseline | None:
         """The baseline of the same hardware and backend, preferring one of the same spec hash."""
@@ -311,21 +376,14 @@ def rank(subs: list[Submission]) -> list[Submission]:
     return sorted(subs, key=rank_key)
 
 
-def build_workloads(rows: list[RunRow]) -> list[Workload]:
-    workloads: dict[str, Workload] = {}
+def submissions(rows: list[RunRow]) -> list[Submission]:
+    """The submissions of `rows` (each with every seed among them), by (timestamp, order)."""
     groups: dict[tuple[str, ...], list[RunRow]] = defaultdict(list)
     for rr in rows:
-        w = workloads.get(rr.workload)
-        if w is None:
-            w = workloads[rr.workload] = Workload(rr.workload, rr.domain, workload_page(rr.workload))
-        w.runs.append(rr)
-        groups[(rr.workload, rr.spec_hash, rr.hardware, rr.backend, rr.precision, rr.sha)].append(rr)
-    for (wl, spec_hash, hw, backend, precision, sha), runs in groups.items():
-        workloads[wl].submissions.append(Submission(wl, spec_hash, hw, backend, precision, sha, runs))
-    for w in workloads.values():
-        w.runs.sort(key=lambda rr: rr.started_at)
-        w.submissions.sort(key=lambda s: s.timestamp)
-    return sorted(workloads.values(), key=lambda w: (w.domain, w.name))
+        groups[rr.sub_key].append(rr)
+    subs = [Submission(k[0], k[1], k[2], k[3], k[4], k[5], runs) for k, runs in groups.items()]
+    subs.sort(key=lambda s: (s.timestamp, s.order))
+    return subs
 
 
 # ---- side files: baselines and compare reports ----------------------------------------------------------

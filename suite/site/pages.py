@@ -5,13 +5,13 @@ in forked workers.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import os
 import shutil
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +51,10 @@ def _attach_mllog(rr: RunRow, out: Path) -> None:
     copy_if_changed(src, out / rr.mllog_copy)
 
 
-ResultSource = Callable[[list[str]], dict[str, Result]]  # run rels -> their full Results (for their pages)
+# a context (one connection to the index) giving: run rows -> their full Results by rel (for their pages)
+ResultReader = Callable[[], AbstractContextManager[Callable[[list[RunRow]], dict[str, Result]]]]
 CHUNK = 500  # run pages whose Results are fetched at once
+CHUNKS_PER_READER = 20  # the reader (and its shared lock on the index) is reopened every 10,000 pages
 
 
 @dataclass
@@ -64,8 +66,9 @@ class Job:
     common: dict[str, Any]
     runs: list[tuple[RunRow, Workload]]
     cache: dict[str, Any] = field(default_factory=dict)  # the previous build's manifest, by run page
+    arrived: set[str] = field(default_factory=set)  # run pages rendered without their log, which is now there
     root: Path = Path()  # the results folder
-    fetch: ResultSource | None = None  # only the pages that are rendered read their Result
+    fetch: ResultReader | None = None  # only the pages that are rendered read their Result
 
 
 _JOB: Job | None = None
@@ -86,8 +89,12 @@ def write_if_changed(path: Path, text: str | bytes) -> None:
         f.write(data)
 
 
-def copy_if_changed(src: Path, dst: Path) -> None:
-    """Copy with its mtime; skip when the copy already has the same size and mtime (results are append-only)."""
+def copy_if_changed(src: Path, dst: Path, link: bool = False) -> None:
+    """Copy with its mtime; skip when the copy already has the same size and mtime (results are append-only).
+    `link`: a hard link instead where the filesystem allows it (and TRAINBENCH_SITE_LINK is not 0): no data
+    written, one directory entry. Safe because nothing of the site writes through a file of its folder (every
+    writer here unlinks first, the transaction moves files); a tool that edits the site's JSON in place would
+    edit the result itself, which is why it can be turned off."""
     try:
         a, b = src.stat(), dst.stat()
         if a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns:
@@ -96,7 +103,14 @@ def copy_if_changed(src: Path, dst: Path) -> None:
         pass
     output.before_write(dst)
     dst.unlink(missing_ok=True)  # the transaction's backup is a hard link to it: never write through it
+    if link and os.environ.get("TRAINBENCH_SITE_LINK", "1") not in ("0", "off", "false", "no"):
+        try:
+            os.link(src, dst)
+            return
+        except OSError:  # another filesystem, or not allowed (protected hard links): a copy
+            pass
     shutil.copy2(src, dst)
+
 
 
 def render_page(job: Job, rel: str, template: str, common: bool = True, **ctx: Any) -> str:
@@ -126,39 +140,28 @@ def _attach_archived(rr: RunRow, job: Job) -> None:
 
 
 def signature(rr: RunRow, size: int, mtime_ns: int) -> list[Any]:
-    """What a run page's bytes depend on besides the site code: its result file (size and mtime, as the index
-    recorded them) and the log beside it. An archive is rewritten only to add members: its size and mtime
-    (the index's record for an archived run) stand for all of them."""
-    if rr.source:
-        return [rr.rel, rr.source, size, mtime_ns]
-    sig: list[Any] = [rr.rel, size, mtime_ns]
-    if rr.mllog and _safe_log_name(rr.mllog):
-        try:
-            lst = (rr.path.parent / rr.mllog).stat()
-            sig += [lst.st_size, lst.st_mtime_ns]
-        except OSError:
-            sig.append(None)
-    return sig
+    """What a run page's bytes depend on besides the site code and its log: its result file (size and mtime, as
+    the index recorded them; for an archived run the archive's, which is rewritten only to add members). The log
+    a result names is checked when its page is rendered; a page rendered while its log was missing waits for it
+    (the unit's `waiting` list in the manifest) and is rendered again when it appears."""
+    return [rr.rel, rr.source, size, mtime_ns]
 
 
-def plan_runs(job: Job) -> tuple[list[int], list[str], dict[str, Any]]:
-    """Which run pages to render (indices into job.runs); the files and manifest entries of the others, kept
-    as they are because their inputs and the site code are unchanged since the last build."""
-    existing: set[str] = set()
-    with contextlib.suppress(OSError), os.scandir(job.out / "r") as it:
-        existing = {"r/" + e.name for e in it}
+def plan_runs(job: Job) -> tuple[list[int], dict[str, Any]]:
+    """Which run pages to render (indices into job.runs); the manifest entries of the others, kept as they are
+    because their result, their log and the site code are unchanged since the last build (a page deleted by
+    hand is not noticed: like a page edited by hand, it is rendered again when its inputs or the code change)."""
     todo: list[int] = []
-    kept: list[str] = []
     manifest: dict[str, Any] = {}
-    cache, has_all = job.cache, existing.issuperset
+    cache, arrived = job.cache, job.arrived
     for i, (rr, _) in enumerate(job.runs):
         old = cache.get(rr.page)
-        if old is not None and old["sig"] == rr.sig and has_all(old["files"]):
-            kept += old["files"]
+        if isinstance(old, dict) and old.get("sig") == rr.sig and isinstance(old.get("files"), list) \
+                and rr.page not in arrived:
             manifest[rr.page] = old
         else:
             todo.append(i)
-    return todo, kept, manifest
+    return todo, manifest
 
 
 def _render_runs(todo: list[int]) -> tuple[list[str], dict[str, Any]]:
@@ -167,23 +170,38 @@ def _render_runs(todo: list[int]) -> tuple[list[str], dict[str, Any]]:
     assert job is not None and job.fetch is not None
     written: list[str] = []
     manifest: dict[str, Any] = {}
-    for lo in range(0, len(todo), CHUNK):
-        part = [job.runs[i] for i in todo[lo:lo + CHUNK]]
-        results = job.fetch([rr.rel for rr, _ in part])
-        for rr, w in part:
-            r = results[rr.rel]
-            if not rr.source:
-                _attach_mllog(rr, job.out)
-                copy_if_changed(rr.path, job.out / rr.json_copy)
-            else:
-                _attach_archived(rr, job)
-            files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
-            names = eval_names(r)
-            files.append(render_page(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
-                                     record=record_tables(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
-                                     precision=rr.precision, eval_names=names, eval_rows=eval_rows(r, names)))
-            written += files
-            manifest[rr.page] = {"sig": rr.sig, "files": files}
+    for lo in range(0, len(todo), CHUNK * CHUNKS_PER_READER):
+        with job.fetch() as fetch:
+            for at in range(lo, min(len(todo), lo + CHUNK * CHUNKS_PER_READER), CHUNK):
+                files, entries = _render_chunk(job, fetch, [job.runs[i] for i in todo[at:at + CHUNK]])
+                written += files
+                manifest.update(entries)
+    return written, manifest
+
+
+def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], part: list[tuple[RunRow, Workload]]
+                  ) -> tuple[list[str], dict[str, Any]]:
+    """Render one chunk of run pages, their Results read at once: (files written, manifest entries)."""
+    written: list[str] = []
+    manifest: dict[str, Any] = {}
+    results = fetch([rr for rr, _ in part])
+    for rr, w in part:
+        r = results[rr.rel]
+        if not rr.source:
+            _attach_mllog(rr, job.out)
+            copy_if_changed(rr.path, job.out / rr.json_copy, link=True)
+        else:
+            _attach_archived(rr, job)
+        files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
+        entry: dict[str, Any] = {"sig": rr.sig, "files": files}
+        if rr.mllog and not rr.source and rr.mllog_copy is None and _safe_log_name(rr.mllog):
+            entry["wait"] = rr.mllog  # rendered without its log: rendered again when it appears
+        names = eval_names(r)
+        files.append(render_page(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
+                                 record=record_tables(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
+                                 precision=rr.precision, eval_names=names, eval_rows=eval_rows(r, names)))
+        written += files
+        manifest[rr.page] = entry
     return written, manifest
 
 
@@ -198,17 +216,14 @@ def code_version() -> str:
 
 
 def read_manifest_all(out: Path, version: str, data: object = ...) -> dict[str, Any]:
-    """The last build's manifest ("runs": run page -> its signature and files; "pages": workload page -> its
-    input digest), or nothing when it was built by other site code (`data`: output.read_marker's, else read)."""
+    """The last build's manifest ("units": workload -> month -> its entry (suite/site/units.py); "pages": workload
+    and month page -> its input digest; "cp": workload page -> the change-point tests its history charts made),
+    or nothing when it was built by other site code (`data`: output.read_marker's, else read)."""
     if data is ...:
         data = output.read_marker(out)
-    if not isinstance(data, dict) or data.get("code") != version or not isinstance(data.get("runs"), dict):
+    if not isinstance(data, dict) or data.get("code") != version or not isinstance(data.get("units"), dict):
         return {}
-    return {"runs": data["runs"], "pages": data.get("pages") if isinstance(data.get("pages"), dict) else {}}
-
-
-def read_manifest(out: Path, version: str) -> dict[str, Any]:
-    return read_manifest_all(out, version).get("runs", {})
+    return {k: data[k] if isinstance(data.get(k), dict) else {} for k in ("units", "pages", "cp")}
 
 
 def worker_count(requested: int | None, n_runs: int) -> int:
@@ -224,9 +239,12 @@ def worker_count(requested: int | None, n_runs: int) -> int:
 
 
 def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
-    """Every run page: kept, or rendered (in `jobs` forked workers); (files, manifest, pages rendered)."""
+    """Every run page of job.runs: kept, or rendered (in `jobs` forked workers); (files rendered, manifest,
+    pages rendered). A kept page's files are in its manifest entry."""
     global _JOB
-    todo, written, manifest = plan_runs(job)
+    todo, manifest = plan_runs(job)
+    todo.sort(key=lambda i: job.runs[i][0].rowid)  # the index's order: each chunk's Results from a few row groups
+    written: list[str] = []
     _JOB = job
     try:
         n = len(todo)

@@ -20,6 +20,7 @@ from suite.site import charts
 from suite.site.data import (
     RunRow,
     Submission,
+    SubSummary,
     Workload,
     cell_text,
     flatten,
@@ -78,11 +79,14 @@ def sort_value(v: float | None) -> str:
 
 def palette(w: Workload) -> dict[str, int]:
     """One colour per hardware × backend × precision across every chart of a workload page."""
-    return {name: i for i, name in enumerate(sorted({s.series for s in w.submissions}))}
+    return {name: i for i, name in enumerate(sorted({s.series for s in w.featured}))}  # each series has one
 
 
-def change_markers(series: list) -> list[tuple[float, str]]:
-    """(x, label) of each change point in each series (suite/history.py: ruptures + a permutation test)."""
+def change_markers(series: list, cache: dict[str, Any] | None = None, used: dict[str, Any] | None = None
+                   ) -> list[tuple[float, str]]:
+    """(x, label) of each change point in each series (suite/history.py: ruptures + a permutation test). `cache`:
+    the segment tests of the last build (only a segment whose points changed is tested again); `used` receives
+    every segment test this call made or reused."""
     from suite.history import MIN_SEGMENT, change_points
 
     marks = []
@@ -90,31 +94,32 @@ def change_markers(series: list) -> list[tuple[float, str]]:
         pts = sorted((p for p in s.points if math.isfinite(p.y) and p.y > 0), key=lambda p: p.x)
         if len(pts) < 2 * MIN_SEGMENT:
             continue
-        for cp in change_points([p.y for p in pts]):
+        for cp in change_points([p.y for p in pts], cache=cache, used=used):
             before, after = pts[cp.index - 1].y, pts[cp.index].y
             marks.append((pts[cp.index].x, f"change point in {s.name}: {before:.4g} -> {after:.4g} "
                                            f"(p {cp.p_value:.3g}); see `trainbench history`"))
     return marks
 
 
-def history_charts(w: Workload) -> list:
+def history_charts(w: Workload, cache: dict[str, Any] | None = None, used: dict[str, Any] | None = None) -> list:
+    """The time-to-target and MFU charts over every submission (w.history), change points marked."""
     colours = palette(w)
-    by_series: dict[str, list[Submission]] = {}
-    for s in w.submissions:
+    by_series: dict[str, list[SubSummary]] = {}
+    for s in w.history:
         by_series.setdefault(s.series, []).append(s)
-    tta = [charts.Series(name, [charts.Point(s.timestamp, s.agg.tta_olympic_s,
-                                             f"{name} @ {s.sha[:10]}: {fmt_s(s.agg.tta_olympic_s)} s "
-                                             f"({s.agg.reached}/{s.agg.runs} reached)") for s in subs],
+    tta = [charts.Series(name, [charts.Point(s.timestamp, s.tta_olympic_s,
+                                             f"{name} @ {s.sha[:10]}: {fmt_s(s.tta_olympic_s)} s "
+                                             f"({s.reached}/{s.runs} reached)") for s in subs],
                          colour=colours[name])
            for name, subs in sorted(by_series.items())]
     finite = [p.y for s in tta for p in s.points if math.isfinite(p.y) and p.y > 0]
     log = bool(finite) and max(finite) / min(finite) > 30
     out = [charts.line_chart(tta, x_label="date (UTC)", y_label="time to target, olympic mean (s)", x_kind="time",
                              y_kind="log" if log else "linear", title="Time to target over time",
-                             width=CHART_W, chart_id="chart-tta-history", markers=change_markers(tta))]
-    mfu = [charts.Series(name, [charts.Point(s.timestamp, 100 * s.agg.mfu_median,
-                                             f"{name} @ {s.sha[:10]}: MFU {fmt_pct(s.agg.mfu_median)}")
-                                for s in subs if s.agg.mfu_median is not None], colour=colours[name])
+                             width=CHART_W, chart_id="chart-tta-history", markers=change_markers(tta, cache, used))]
+    mfu = [charts.Series(name, [charts.Point(s.timestamp, 100 * s.mfu_median,
+                                             f"{name} @ {s.sha[:10]}: MFU {fmt_pct(s.mfu_median)}")
+                                for s in subs if s.mfu_median is not None], colour=colours[name])
            for name, subs in sorted(by_series.items())]
     mfu = [s for s in mfu if s.points]
     if mfu:
@@ -137,7 +142,7 @@ def result_curve(r: Result, metric: str | None) -> Curve:
 def convergence_picks(w: Workload) -> Picks:
     """Seeds of the newest submission per configuration: MAX_CURVES curves shared out, at least one each."""
     latest: dict[str, Submission] = {}
-    for s in w.submissions:
+    for s in w.featured:
         if s.series not in latest or s.timestamp > latest[s.series].timestamp:
             latest[s.series] = s
     per_series = max(1, MAX_CURVES // max(1, len(latest)))
