@@ -87,13 +87,19 @@ def test_history_bad_flags_exit_2_naming_the_flag(tmp_path: Path) -> None:
         assert p.returncode == 2 and named in p.stderr, (args, p.stderr)
 
 
-def test_the_closed_form_split_is_the_split_ruptures_finds() -> None:
+def test_the_split_is_the_one_ruptures_binary_segmentation_finds() -> None:
+    """The detector's split (ruptures' KernelCPD, linear kernel) is Binseg(model="l2")'s first split, and its gain
+    is ruptures' own CostL2 reduction at that split."""
+    import ruptures as rpt
+
     rng = np.random.default_rng(11)
-    for n in (10, 11, 37, 120):
+    for n in (10, 11, 37, 120, 217):
         for _ in range(25):
             x = rng.normal(0, 1, n) + np.where(np.arange(n) >= rng.integers(1, n), rng.normal(0, 2), 0.0)
-            k, gain = history.closed_form_split(x, history.MIN_SEGMENT)
-            k_ref, gain_ref = history._best_split(x, history.MIN_SEGMENT)
+            k, gain = history._best_split(x, history.MIN_SEGMENT)
+            algo = rpt.Binseg(model="l2", min_size=history.MIN_SEGMENT, jump=1).fit(x.reshape(-1, 1))
+            k_ref = algo.predict(n_bkps=1)[0]
+            gain_ref = algo.cost.error(0, n) - algo.cost.error(0, k_ref) - algo.cost.error(k_ref, n)
             assert k == k_ref and abs(gain - gain_ref) < 1e-9 * max(1.0, gain_ref), (n, k, k_ref)
 
 
