@@ -40,8 +40,11 @@ class Turns:
     def wait(self) -> None:
         if self.fds is None:
             return
-        ready, _, _ = select.select([self.fds[0]], [], [], TURN_WAIT_S)
-        if not ready:
+        # poll, not select: select refuses a descriptor >= 1024 (FD_SETSIZE), which a long-lived process (a Ray
+        # worker, a test runner) reaches; the token wait would then crash the run
+        poller = select.poll()
+        poller.register(self.fds[0], select.POLLIN)
+        if not poller.poll(TURN_WAIT_S * 1000):
             self.close()  # the other side ended or hangs: measure on alone rather than hang
             return
         os.read(self.fds[0], 1)

@@ -4,6 +4,7 @@ and the lockstep turns that make two processes alternate step by step."""
 from __future__ import annotations
 
 import os
+import resource
 import tempfile
 import threading
 import time
@@ -31,6 +32,27 @@ def test_throughput_mode_times_every_measured_step_and_never_evaluates(digits_pa
 
 
 def test_turns_make_two_sides_alternate() -> None:
+    _alternate()
+
+
+def test_turns_work_with_descriptors_above_1024() -> None:
+    """A long-lived process (a Ray worker, a pytest worker) holds many files; select() refuses a descriptor >= 1024
+    (FD_SETSIZE) and crashed the token wait there, so the turns must wait with poll()."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1200, hard), hard))
+    filler: list[int] = []
+    try:
+        while not filler or filler[-1] < 1030:
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+        _alternate()  # every FIFO descriptor Turns opens is now above 1024
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _alternate() -> None:
     d = Path(tempfile.mkdtemp())
     a, b = d / "a", d / "b"
     os.mkfifo(a)
