@@ -60,10 +60,11 @@ def _split_gains(centred: np.ndarray, min_size: int) -> np.ndarray:
     return csum
 
 
-def best_gains(rows: np.ndarray, min_size: int) -> np.ndarray:
-    """The best least-squares split gain of each row: max over k of k(n-k)/n (mean left - mean right)^2, which is
-    CostL2(0,n) - CostL2(0,k) - CostL2(k,n). Vectorised: 999 shuffles of 60 points in a millisecond."""
-    return _split_gains(rows - rows.mean(axis=1, keepdims=True), min_size).max(axis=1)
+def best_gains(centred_rows: np.ndarray, min_size: int) -> np.ndarray:
+    """The best least-squares split gain of each row (rows centred: each sums to 0, as shuffles of a centred
+    segment do): max over k of k(n-k)/n (mean left - mean right)^2, which is CostL2(0,n) - CostL2(0,k) -
+    CostL2(k,n). Vectorised: 999 shuffles of 60 points in a millisecond."""
+    return _split_gains(centred_rows, min_size).max(axis=1)
 
 
 SegmentCache = dict[str, Any]  # segment key -> [split (relative to the segment), p-value] of its test
@@ -92,7 +93,7 @@ def _test_segment(seg: np.ndarray, key: bytes, alpha: float, permutations: int, 
     while done < permutations:
         m = min(BATCH, permutations - done)
         shuffles = rng.permuted(np.broadcast_to(centred, (m, len(seg))), axis=1)
-        at_least += int((_split_gains(shuffles, min_size).max(axis=1) >= gain * (1 - 1e-9)).sum())
+        at_least += int((best_gains(shuffles, min_size) >= gain * (1 - 1e-9)).sum())
         done += m
         if (at_least + 1) / (permutations + 1) > alpha:
             break

@@ -32,19 +32,19 @@ class Turns:
 
     def __init__(self, spec: str | None):
         self.fds: tuple[int, int] | None = None
+        # poll, not select: select refuses a descriptor >= 1024 (FD_SETSIZE), which a long-lived process (a Ray
+        # worker, a test runner) reaches; the token wait would then crash the run
+        self.poller = select.poll()
         if spec:
             inp, out = spec.split(":", 1)
             # O_RDWR: opening a FIFO this way never blocks (two processes opening for read would deadlock)
             self.fds = (os.open(inp, os.O_RDWR), os.open(out, os.O_RDWR))
+            self.poller.register(self.fds[0], select.POLLIN)
 
     def wait(self) -> None:
         if self.fds is None:
             return
-        # poll, not select: select refuses a descriptor >= 1024 (FD_SETSIZE), which a long-lived process (a Ray
-        # worker, a test runner) reaches; the token wait would then crash the run
-        poller = select.poll()
-        poller.register(self.fds[0], select.POLLIN)
-        if not poller.poll(TURN_WAIT_S * 1000):
+        if not self.poller.poll(TURN_WAIT_S * 1000):
             self.close()  # the other side ended or hangs: measure on alone rather than hang
             return
         os.read(self.fds[0], 1)
@@ -55,6 +55,7 @@ class Turns:
 
     def close(self) -> None:
         if self.fds is not None:
+            self.poller.unregister(self.fds[0])
             for fd in self.fds:
                 os.close(fd)
             self.fds = None
