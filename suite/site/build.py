@@ -68,8 +68,8 @@ from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-expo
     sort_value,
 )
 from suite.site.reports import CompareView, StudyView, compare_view, study_view
-from suite.site.units import walk_catalog, workloads_of
-from suite.site.workloads import digest, workload_pages
+from suite.site.units import digest, walk_catalog, workloads_of
+from suite.site.workloads import workload_pages
 
 
 @dataclass

@@ -13,7 +13,7 @@ from suite.site import units as site_units
 from suite.site.pages import Job
 from suite.site.render import MAX_CURVES, CurveSource, convergence_chart, convergence_picks, history_charts
 from suite.site.tables import run_rows, submission_rows
-from suite.site.units import Plan, UnitPlan, digest  # noqa: F401 - digest: the site's one page digest
+from suite.site.units import Plan, UnitPlan
 
 
 def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, Any]
