@@ -112,7 +112,6 @@ def copy_if_changed(src: Path, dst: Path, link: bool = False) -> None:
     shutil.copy2(src, dst)
 
 
-
 def render_page(job: Job, rel: str, template: str, common: bool = True, **ctx: Any) -> str:
     extra = job.common if common else {}
     html = job.env.get_template(template).render(root="../" * rel.count("/"), page=rel, **extra, **ctx)
