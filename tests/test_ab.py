@@ -178,6 +178,12 @@ def test_the_pr_workflow_flags_a_slowed_head(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_the_pr_workflow_passes_identical_code(tmp_path: Path) -> None:
-    code, report = _workflow_ab(tmp_path, None)
+    # at the settings of the slowed-head test above (the A/B pinned to one core, as docs/compare.md says a CPU
+    # runner should run it): unpinned under a full CPU hog, base and head sat on unequally loaded cores and an
+    # A/A read "suspicious"
+    one = str(min(os.sched_getaffinity(0)))
+    code, report = _workflow_ab(tmp_path, None, AB_CPUS=one)
     (pair,) = report["pairs"]
     assert (pair["verdict"], code) == ("no change", 0), pair
+    results = [json.loads(p.read_text()) for side in ("base", "head") for p in (tmp_path / "ab" / side).rglob("*.json")]
+    assert len(results) == 8 and {r["hardware"]["cpu_cores"] for r in results} == {1}

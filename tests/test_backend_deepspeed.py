@@ -70,11 +70,14 @@ BUDGET_S = 900
 GUARD_S = run_hang_guard_s(DIGITS, {"budget.max_train_s": BUDGET_S})
 
 
+# one torch thread: without --threads the run takes one per core, and two OpenMP threads on two busy cores wait
+# for each other at every parallel region (under a full CPU hog this run took 20x its quiet time, one-thread
+# runs 3-9x: docs/testing.md)
 @pytest.mark.slow
 @pytest.mark.timeout(int(GUARD_S) + 60)
 def test_digits_reaches_its_target_under_deepspeed_and_records_the_layout(tmp_path):
     p = trainbench("run", "cv/digits_cnn", "--backend", "deepspeed", "--set", f"budget.max_train_s={BUDGET_S}",
-                   "--results", str(tmp_path), "--json", "--quiet", timeout=GUARD_S)
+                   "--threads", "1", "--results", str(tmp_path), "--json", "--quiet", timeout=GUARD_S)
     assert p.returncode == 0, p.stderr[-3000:]
     [row] = json_rows(p.stdout)
     assert row["status"] == "reached", row

@@ -6,6 +6,7 @@ import json
 import subprocess
 
 import pytest
+from backend_util import run_hang_guard_s
 from conftest import cli, subprocess_env
 from tests_paths import DIGITS
 
@@ -13,11 +14,18 @@ from suite import harness
 from suite.results import read_result
 from suite.specload import load_spec
 
+# both runs must reach the target: a wall budget a loaded machine cannot exhaust (under a full CPU hog the spec's
+# 60 s ended the two-process run first); the step budget still ends a run that does not converge
+SETS = {"budget.max_train_s": 600}
+GUARD_S = run_hang_guard_s(DIGITS, SETS)
+
 
 @pytest.mark.slow
+@pytest.mark.timeout(int(GUARD_S) + 600)  # the child's guard, then the one-process run in this process
 def test_two_process_ddp_matches_single_process(tmp_path):
-    p = subprocess.run(cli("run", "cv/digits_cnn", "--nproc", "2", "--results", str(tmp_path), "--json"),
-                       capture_output=True, text=True, env=subprocess_env(), timeout=600)
+    sets = [a for k, v in SETS.items() for a in ("--set", f"{k}={v}")]
+    p = subprocess.run(cli("run", "cv/digits_cnn", "--nproc", "2", *sets, "--results", str(tmp_path), "--json"),
+                       capture_output=True, text=True, env=subprocess_env(), timeout=GUARD_S)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout[p.stdout.index("["):])
     assert len(rows) == 1  # only rank 0 writes and reports
@@ -26,7 +34,8 @@ def test_two_process_ddp_matches_single_process(tmp_path):
     ddp = read_result(files[0])
     assert ddp.world_size == 2 and ddp.parallel["dp"] == 2 and ddp.status == "reached"
     # each rank takes half of every global batch: the run is the same optimisation as one process
-    single, _ = harness.run(harness.RunRequest(spec=load_spec(DIGITS), results_dir=None, threads=1))
+    single, _ = harness.run(harness.RunRequest(spec=load_spec(DIGITS, SETS), results_dir=None, threads=1))
+    assert single.status == "reached"
     assert ddp.steps_to_target == single.steps_to_target
     for a, b in zip(ddp.eval_curve, single.eval_curve, strict=True):
         assert a.metrics["accuracy"] == pytest.approx(b.metrics["accuracy"], abs=1 / 360 + 1e-9)

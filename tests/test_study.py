@@ -19,6 +19,7 @@ from suite.specload import load_spec
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
+from backend_util import DIGITS, run_hang_guard_s  # noqa: E402
 from test_algorithms_run import USER_OPTIMIZER  # noqa: E402 - the same hand-written Adam (pytest puts tests/ on sys.path)
 
 INF = math.inf
@@ -93,6 +94,13 @@ def check_outputs(out: Path, labels: list[str]) -> dict:
     return report
 
 
+# both algorithms must reach the target for the score: a wall budget a loaded machine cannot exhaust (under a full
+# CPU hog the spec's 60 s ended hand-adam first); the step budget still ends a run that does not converge
+USER_STUDY_SETS = {"budget.max_train_s": 300}
+USER_STUDY_GUARD_S = run_hang_guard_s(DIGITS, USER_STUDY_SETS, seeds=2)  # two runs, one after the other
+
+
+@pytest.mark.timeout(int(USER_STUDY_GUARD_S) + 60)
 def test_user_optimizer_outside_the_repo_in_a_study(tmp_path):
     """The issue's done-when, on the digits workload: one command, a user's file, a score and a curve."""
     user = tmp_path / "my_research"
@@ -100,11 +108,12 @@ def test_user_optimizer_outside_the_repo_in_a_study(tmp_path):
     (user / "my_optim.py").write_text(USER_OPTIMIZER)
     (user / "hand_adam.yaml").write_text("name: hand-adam\noptimizer: {name: my_optim:HandAdam, lr: 0.003}\n")
     (user / "study.yaml").write_text(
-        "name: mine\nworkloads: [cv/digits_cnn]\nalgorithms: [adamw, hand_adam.yaml]\nseeds: 1\n")
+        "name: mine\nworkloads: [cv/digits_cnn]\nalgorithms: [adamw, hand_adam.yaml]\nseeds: 1\n"
+        f"set: {json.dumps(USER_STUDY_SETS)}\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(user)]), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "suite.cli", "study", str(user / "study.yaml"), "--out",
                            str(tmp_path / "out"), "--results", str(tmp_path / "res"), "--threads", "1", "--quiet"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=USER_STUDY_GUARD_S)
     assert proc.returncode == 0, proc.stderr
     report = check_outputs(tmp_path / "out", ["adamw", "hand-adam"])
     scores = {s["algorithm"]: s for s in report["scores"]}
