@@ -54,12 +54,21 @@ tools: $(TOOLS_STAMP)
 lint-workflows: tools
 	VENV=$(VENV) bash scripts/ci/lint_workflows.sh
 
+# the site is built from whatever the runs recorded, also when one ended badly (a crash or a stall on a loaded
+# host leaves a result that says so, and the site shows it); then make fails with the runs' status
 demo: install data
-	$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS)
-	@echo
-	@echo "Results: $(RESULTS)/   (trainbench results show $(RESULTS))"
-	$(VENV)/bin/trainbench site build --results $(RESULTS) --out $(SITE)
-	@echo "Site: open file://$(abspath $(SITE))/index.html   (or: trainbench site serve --out $(SITE))"
+	@status=0; \
+	echo "$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS)"; \
+	$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS) || status=$$?; \
+	echo; \
+	echo "Results: $(RESULTS)/   (trainbench results show $(RESULTS))"; \
+	echo "$(VENV)/bin/trainbench site build --results $(RESULTS) --out $(SITE)"; \
+	$(VENV)/bin/trainbench site build --results $(RESULTS) --out $(SITE) || exit $$?; \
+	echo "Site: open file://$(abspath $(SITE))/index.html   (or: trainbench site serve --out $(SITE))"; \
+	if [ "$$status" -ne 0 ]; then \
+	  echo "demo: a smoke run ended badly (trainbench run exited $$status); its result says why: trainbench results show $(RESULTS)" >&2; \
+	fi; \
+	exit $$status
 
 lint: install
 	$(VENV)/bin/ruff check suite tests benchmarks

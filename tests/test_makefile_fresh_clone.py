@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from suite import registry
+from suite.results import load_results
+from suite.specload import load_spec
+
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("python", "pip", "ruff", "zizmor", "pytest", "trainbench")
 
@@ -78,8 +82,17 @@ def test_make_test_runs_the_suite_from_a_fresh_clone(clone):
 @pytest.mark.timeout(CLONE_GUARD_S + DEMO_GUARD_S + 60)
 def test_make_demo_runs_the_smoke_tier_and_builds_the_site_from_a_fresh_clone(clone, tmp_path):
     p = _make(clone, "demo", f"RESULTS={tmp_path / 'results'}", f"SITE={tmp_path / 'site'}", timeout=DEMO_GUARD_S)
-    assert p.returncode in (0, 1), (p.stdout + p.stderr)[-3000:]  # 1: a smoke run ended badly on a loaded host
-    assert (tmp_path / "site" / "index.html").is_file() and list((tmp_path / "results").rglob("*.json"))
+    out = (p.stdout + p.stderr)[-3000:]
+    # whatever the runs did, every smoke workload left a result and the site was built from them and named
+    results = load_results(tmp_path / "results", strict=True).results
+    smoke = {name for name, path in registry.workload_files().items() if "smoke" in load_spec(path).tiers}
+    assert {r.workload for _, r in results} == smoke, out
+    assert (tmp_path / "site" / "index.html").is_file(), out
+    assert f"Site: open file://{tmp_path / 'site'}/index.html" in p.stdout, out
+    if p.returncode != 0:  # a run that ended badly (under a CPU hog: a PPO step past its stall window) fails make,
+        # after the site is built, and is recorded as such: make's 2, the run's own result, and a line saying so
+        assert p.returncode == 2 and "demo: a smoke run ended badly" in p.stderr, out
+        assert any(r.status not in ("reached", "budget") for _, r in results), out
 
 
 def test_make_clean_last(clone):
