@@ -48,5 +48,10 @@ def run_hang_guard_s(spec_path: Path, sets: dict[str, Any] | None = None, seeds:
     return PARENT_START_S + seeds * (STARTUP_S + limits.worst_case_s() + EXIT_GRACE_S)
 
 
+def set_flags(sets: dict[str, Any]) -> list[str]:
+    """`--set key=value` for each override: the command-line form of the `sets` that `run_hang_guard_s` reads."""
+    return [a for key, value in sets.items() for a in ("--set", f"{key}={value}")]
+
+
 def json_rows(stdout: str) -> Any:
     return json.loads(stdout[stdout.index("[") :])

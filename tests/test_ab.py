@@ -138,7 +138,10 @@ def test_offline_options_are_refused_where_they_mean_nothing(tmp_path: Path) -> 
         assert not (plan.out / "env").exists()
 
 
-def _workflow_ab(tmp_path: Path, slow_s: float | None, **extra: str) -> tuple[int, dict]:
+def _workflow_ab(tmp_path: Path, slow_s: float | None) -> tuple[int, dict]:
+    """bench_ab.sh as the PR workflow runs it, the whole A/B pinned to one core (AB_CPUS: both sides take turns
+    there, as docs/compare.md's figures were measured and as it tells a CPU runner to do; unpinned under a full
+    CPU hog, base and head sat on unequally loaded cores and identical code read "suspicious")."""
     repo, base, head = make_repo(tmp_path, slow_s)
     work = tmp_path / "job"
     work.mkdir()
@@ -148,7 +151,7 @@ def _workflow_ab(tmp_path: Path, slow_s: float | None, **extra: str) -> tuple[in
            "AB_SETS": "throughput.measure_steps=40 throughput.warmup_steps=5",
            # this shared 2-core machine's floor (an A/A interval here spans about +-10% at 4 x 40 steps); a
            # runner's own is measured by `trainbench calibrate` and read from baselines/ (FLOORS)
-           "NOISE_FLOOR": "0.10", **extra}
+           "NOISE_FLOOR": "0.10", "AB_CPUS": str(min(os.sched_getaffinity(0)))}
     p = subprocess.run(["bash", str(ROOT / "scripts/ci/bench_ab.sh")], cwd=work, env=env, capture_output=True,
                        text=True, timeout=1400)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -159,31 +162,23 @@ def _workflow_ab(tmp_path: Path, slow_s: float | None, **extra: str) -> tuple[in
     for side in ("base", "head"):  # each side ran from its own pip-installed venv
         assert (tmp_path / "ab" / "env" / side / "bin" / "python").exists()
         assert any((tmp_path / "ab" / "env" / side / "lib").glob("python3*/site-packages/trainbench-*.dist-info"))
+    results = [json.loads(p.read_text()) for side in ("base", "head") for p in (tmp_path / "ab" / side).rglob("*.json")]
+    assert len(results) == 8 and {r["hardware"]["cpu_cores"] for r in results} == {1}  # each run saw its one core
     return code, json.loads((work / "report.json").read_text())
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # two pip installs and 8 runs: 6 min at load 25, over 10 at load 58 (2 cores)
 def test_the_pr_workflow_flags_a_slowed_head(tmp_path: Path) -> None:
-    # AB_CPUS: the whole A/B on one core (both sides take turns there), as docs/compare.md's figures were measured
-    one = str(min(os.sched_getaffinity(0)))
-    code, report = _workflow_ab(tmp_path, 0.08, AB_CPUS=one)  # +8 ms on a 15 ms step (quiet) to 100 ms (load 20)
+    code, report = _workflow_ab(tmp_path, 0.08)  # +8 ms on a 15 ms step (quiet) to 100 ms (load 20)
     (pair,) = report["pairs"]
     assert (pair["verdict"], code) == ("regressed", 1), pair
     assert pair["candidate"]["runs"] == 4 and pair["metrics"][0]["ci_low"] > 1.10 and pair["noise_floor"] == 0.10
-    results = [json.loads(p.read_text()) for side in ("base", "head") for p in (tmp_path / "ab" / side).rglob("*.json")]
-    assert len(results) == 8 and {r["hardware"]["cpu_cores"] for r in results} == {1}  # each run saw its one core
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_the_pr_workflow_passes_identical_code(tmp_path: Path) -> None:
-    # at the settings of the slowed-head test above (the A/B pinned to one core, as docs/compare.md says a CPU
-    # runner should run it): unpinned under a full CPU hog, base and head sat on unequally loaded cores and an
-    # A/A read "suspicious"
-    one = str(min(os.sched_getaffinity(0)))
-    code, report = _workflow_ab(tmp_path, None, AB_CPUS=one)
+    code, report = _workflow_ab(tmp_path, None)
     (pair,) = report["pairs"]
     assert (pair["verdict"], code) == ("no change", 0), pair
-    results = [json.loads(p.read_text()) for side in ("base", "head") for p in (tmp_path / "ab" / side).rglob("*.json")]
-    assert len(results) == 8 and {r["hardware"]["cpu_cores"] for r in results} == {1}

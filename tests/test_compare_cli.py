@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from backend_util import DIGITS, run_hang_guard_s
+from backend_util import DIGITS, run_hang_guard_s, set_flags
 from compare_factory import noisy_runs, write_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,9 +97,7 @@ REAL_GUARD_S = run_hang_guard_s(DIGITS, REAL_SETS, seeds=4, variant="tiny")
 def test_real_runs_promote_and_compare(tmp_path: Path) -> None:
     """Real training (digits, tiny variant, a target it reaches) for 4 + 4 seeds, promoted and compared.
     Training is deterministic per seed, so steps to target match exactly whatever the machine's load."""
-    common = ["run", "cv/digits_cnn", "--variant", "tiny", *(a for k, v in REAL_SETS.items()
-                                                            for a in ("--set", f"{k}={v}")),
-              "--threads", "1", "--seeds", "4"]
+    common = ["run", "cv/digits_cnn", "--variant", "tiny", *set_flags(REAL_SETS), "--threads", "1", "--seeds", "4"]
     for side in ("base", "cand"):
         r = cli(*common, "--results", tmp_path / side, timeout=REAL_GUARD_S)
         assert r.returncode == 0, r.stderr[-2000:]

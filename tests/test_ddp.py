@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from backend_util import run_hang_guard_s
+from backend_util import run_hang_guard_s, set_flags
 from conftest import cli, subprocess_env
 from tests_paths import DIGITS
 
@@ -23,8 +23,7 @@ GUARD_S = run_hang_guard_s(DIGITS, SETS)
 @pytest.mark.slow
 @pytest.mark.timeout(int(GUARD_S) + 600)  # the child's guard, then the one-process run in this process
 def test_two_process_ddp_matches_single_process(tmp_path):
-    sets = [a for k, v in SETS.items() for a in ("--set", f"{k}={v}")]
-    p = subprocess.run(cli("run", "cv/digits_cnn", "--nproc", "2", *sets, "--results", str(tmp_path), "--json"),
+    p = subprocess.run(cli("run", "cv/digits_cnn", "--nproc", "2", *set_flags(SETS), "--results", str(tmp_path), "--json"),
                        capture_output=True, text=True, env=subprocess_env(), timeout=GUARD_S)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout[p.stdout.index("["):])

@@ -26,7 +26,7 @@ import sys
 
 import pytest
 import torch
-from backend_util import CHAR_GPT, ROOT, env, run_hang_guard_s, trainbench
+from backend_util import CHAR_GPT, ROOT, env, run_hang_guard_s, set_flags, trainbench
 from curves import loss_curve
 
 from suite.algorithms.optimizers import build_optimizer
@@ -348,7 +348,7 @@ def test_run_with_a_layout_reaches_its_target_and_records_it(tmp_path, backend, 
     """`trainbench run nlp/topics_gpt --nproc N --parallel ...` end to end (evaluation included: under pp it
     runs on every rank's whole-model copy, synchronised from the stages). Small and eased so it fits `make
     test`: the tiny variant with two layers, to val_loss 3.2; benchmarks/layouts.py runs the real spec."""
-    sets = [a for key, value in CLI_SETS.items() for a in ("--set", f"{key}={value}")]
+    sets = set_flags(CLI_SETS)
     p = trainbench("run", "nlp/topics_gpt", "--backend", backend, "--nproc", str(nproc), "--parallel", flag,
                    "--variant", "tiny", *sets, "--results", str(tmp_path), "--json", "--quiet", timeout=CLI_GUARD_S)
     assert p.returncode == 0, p.stderr[-3000:]

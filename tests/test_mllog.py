@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from backend_util import DIGITS, run_hang_guard_s
+from backend_util import DIGITS, run_hang_guard_s, set_flags
 
 from suite.measure.mllog import MLLogRecorder, parse
 from suite.results import load_results
@@ -30,7 +30,7 @@ def two_seeds(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, "-m", "suite.cli", "run", "cv/digits_cnn", "--seeds", "2", "--seed", "3", "--threads", "1",
-         *(a for k, v in SETS.items() for a in ("--set", f"{k}={v}")), "--results", str(results), "--json", "--quiet"],
+         *set_flags(SETS), "--results", str(results), "--json", "--quiet"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=GUARD_S)
     assert out.returncode == 0, out.stderr
     loaded = load_results(results, strict=True).results
