@@ -112,6 +112,28 @@ def test_stale_job_folders_are_swept_only_when_their_processes_are_gone(tmp_path
     assert not stale.exists() and live.exists()
 
 
+def test_a_killed_drivers_peak_cache_is_removed_by_the_next_driver(tmp_path, monkeypatch):
+    """A SIGKILLed `trainbench run` cannot remove its peak cache file; the next one removes every file whose
+    driver is gone, and none of a live driver or a young file named without its owner."""
+    from suite.execution import launch
+
+    monkeypatch.setattr(launch.tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = f"{os.getpid()}-{processes.process_start_time(os.getpid())}"
+    killed = tmp_path / f"{processes.PEAKS_PREFIX}{dead.pid}-{processes.process_start_time(os.getpid())}-ab.json"
+    reused = tmp_path / f"{processes.PEAKS_PREFIX}{os.getpid()}-1-cd.json"  # this pid, another process's start
+    live = tmp_path / f"{processes.PEAKS_PREFIX}{here}-ef.json"
+    old, young = tmp_path / f"{processes.PEAKS_PREFIX}old.json", tmp_path / f"{processes.PEAKS_PREFIX}young.json"
+    for f in (killed, reused, live, old, young):
+        f.write_text("{}")
+    os.utime(old, (time.time() - 2 * 86400, time.time() - 2 * 86400))
+    made = Path(launch.peak_cache_file())
+    assert made.parent == tmp_path and made.name.startswith(f"{processes.PEAKS_PREFIX}{here}-")
+    assert json.loads(made.read_text()) == {}
+    assert sorted(f.name for f in tmp_path.iterdir()) == sorted(f.name for f in (live, young, made))
+
+
 @pytest.mark.parametrize("depth", ["first", "last"])
 def test_a_file_where_a_folder_must_be_is_a_clear_error_not_an_endless_retry(tmp_path, depth):
     """mkdir's FileExistsError (the result's own folder exists as a file) once read as a run-id collision:

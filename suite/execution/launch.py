@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from suite.execution import processes
+
 if TYPE_CHECKING:
     from suite.execution.isolated import Outcome
     from suite.harness import RunRequest
@@ -162,8 +164,13 @@ def launch(requests: list[RunRequest], options: Options, control: Control | None
 
 
 def peak_cache_file() -> str:
-    """A per-invocation file the runs share their measured GEMM peaks through (host, dtype, threads)."""
-    fd, path = tempfile.mkstemp(prefix="trainbench-peaks-", suffix=".json")
+    """A per-invocation file the runs share their measured GEMM peaks through (host, dtype, threads). Its name
+    carries this driver's pid and start time; the files of drivers that are gone (killed before they could
+    remove theirs) are removed first."""
+    processes.sweep_stale_peak_caches()
+    pid = os.getpid()
+    prefix = f"{processes.PEAKS_PREFIX}{pid}-{processes.process_start_time(pid)}-"
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".json")
     os.close(fd)
     Path(path).write_text("{}")
     return path

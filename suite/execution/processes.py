@@ -1,4 +1,4 @@
-"""Processes on Linux, through /proc: is this very process alive, its descendants, kill a tree, stale job folders."""
+"""Processes on Linux, through /proc: is this very process alive, its descendants, kill a tree, stale job folders and peak caches."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 JOB_PREFIX = "trainbench-run-"
+PEAKS_PREFIX = "trainbench-peaks-"  # + the driver's pid and start time: a sweep can tell whose it is
 
 
 def process_start_time(pid: int) -> str | None:
@@ -79,6 +80,23 @@ def sweep_stale_jobs(tmp_root: str | None = None) -> int:
         if not live:
             shutil.rmtree(folder, ignore_errors=True)
             removed += 1
+    return removed
+
+
+def sweep_stale_peak_caches(tmp_root: str | None = None) -> int:
+    """Remove peak cache files (suite/execution/launch.py: peak_cache_file) whose driver is gone (a SIGKILL
+    left them): returns how many. A file named without its owner is removed only when older than a day."""
+    removed = 0
+    for path in Path(tmp_root or tempfile.gettempdir()).glob(f"{PEAKS_PREFIX}*.json"):
+        owner = path.name[len(PEAKS_PREFIX):].split("-")
+        try:
+            live = alive(int(owner[0]), owner[1]) if len(owner) >= 3 and owner[1].isdigit() else (
+                time.time() - path.stat().st_mtime < 86400)
+            if not live:
+                path.unlink()
+                removed += 1
+        except (OSError, ValueError):
+            continue
     return removed
 
 
