@@ -35,6 +35,12 @@ def load_spec(path: Path, overrides: dict[str, Any] | None = None, variant: str 
     return spec
 
 
+def tier_workloads(tier: str) -> list[Path]:
+    """The spec paths under workloads/ whose `tiers` include this tier, in name order (SpecError for a spec
+    that does not load: a tier run must not silently leave one out)."""
+    return [path for path in registry.workload_files().values() if tier in load_spec(path).tiers]
+
+
 def check_name_place(spec: WorkloadSpec, path: Path, overrides: dict[str, Any] | None = None) -> None:
     """A spec's name says which workload its runs belong to. A spec under workloads/ is named by its place
     (`workloads/cv/digits_cnn.yaml` is `cv/digits_cnn`); a spec anywhere else may not claim a built-in

@@ -22,7 +22,7 @@ from suite.algorithms import bundles
 from suite.results import Result, now_utc
 from suite.site import charts
 from suite.spec import TIERS, SpecError, format_validation, parse_yaml, read_spec_file
-from suite.specload import load_spec
+from suite.specload import tier_workloads
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 TEMPLATES = Path(__file__).resolve().parent.parent / "site" / "templates"
@@ -81,7 +81,7 @@ class Cell:
 def workload_paths(st: StudySpec, base_dir: Path) -> list[Path]:
     if st.tier is not None:
         assert st.tier in TIERS
-        paths = [p for p in registry.workload_files().values() if st.tier in load_spec(p).tiers]
+        paths = tier_workloads(st.tier)
         if not paths:
             raise StudyError(f"no workload is in tier {st.tier!r}")
         return paths

@@ -20,7 +20,7 @@ def resolve_workloads(names: list[str], tier: str | None) -> list[Path]:
     """Spec paths for workload names (or paths), or for every workload of a tier."""
     from suite import registry
     from suite.spec import TIERS, SpecError
-    from suite.specload import load_spec
+    from suite.specload import tier_workloads
 
     if tier is not None and tier not in TIERS:
         raise PlanError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
@@ -31,13 +31,10 @@ def resolve_workloads(names: list[str], tier: str | None) -> list[Path]:
             raise PlanError(str(e)) from None
     if tier is None:
         raise PlanError("name a workload (e.g. `trainbench run cv/digits_cnn`) or a tier (`--tier smoke`)")
-    paths = []
-    for _, path in registry.workload_files().items():
-        try:
-            if tier in load_spec(path).tiers:
-                paths.append(path)
-        except SpecError as e:
-            raise PlanError(str(e)) from None
+    try:
+        paths = tier_workloads(tier)
+    except SpecError as e:
+        raise PlanError(str(e)) from None
     if not paths:
         raise PlanError(f"no workload is in tier {tier!r}")
     return paths
