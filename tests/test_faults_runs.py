@@ -205,6 +205,30 @@ def test_sigterm_to_a_worker_only_is_recorded_and_the_suite_goes_on(tmp_path):
     assert rows[0]["error"] == "stopped by signal SIGTERM" and rows[0]["steps"] >= 6
 
 
+def test_a_stop_while_the_worker_is_still_importing_says_the_user_stopped_it(tmp_path, monkeypatch):
+    """A stop that reaches the child before it has put its handlers in (it is importing torch: seconds on a
+    loaded machine) ends it by the signal's default action. The record says the user stopped it while it was
+    starting up, not that something killed it (what an OOM kill reads like)."""
+    monkeypatch.setenv("PYTHONPATH", env()["PYTHONPATH"])
+    spec = load_spec(write_spec(tmp_path, "early", "none", steps=100_000, sleep_s=0.05))
+    req = harness.RunRequest(spec=spec, results_dir=tmp_path / "res", threads=1)
+    run = isolation.IsolatedRun(req, quiet=True, warm=False).start()  # a fresh interpreter, not the fork server
+    run.stop(signal.SIGTERM)  # at once: the child is still starting Python
+    while not run.poll():
+        time.sleep(0.05)
+    outcome = run.outcome()
+    assert outcome.returncode == -signal.SIGTERM and outcome.result.status == "interrupted"
+    assert outcome.result.error.startswith("interrupted: stopped by signal SIGTERM while the worker was still "
+                                           "starting up"), outcome.result.error
+    assert read_result(outcome.path).error == outcome.result.error
+    worker = isolation.IsolatedRun(req, quiet=True, warm=False).start()
+    os.kill(worker.child.pid, signal.SIGTERM)  # not from the launcher: a kill from outside, said as such
+    while not worker.poll():
+        time.sleep(0.05)
+    other = worker.outcome().result
+    assert other.status == "error" and other.error.startswith("the worker process was killed by SIGTERM"), other.error
+
+
 # ---- two ranks: one killed or hung, the other ends, a result records it -----------------------------------
 
 

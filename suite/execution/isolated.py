@@ -94,6 +94,9 @@ def _how_it_ended(rc: int, backstop_s: float | None, signalled: int | None, wedg
         return f"timeout: the worker made no progress {why}; killed after {backstop_s:.0f} s"
     if signalled and rc == -signal.SIGKILL:
         return "interrupted: stopped by a third signal; the worker was killed before it wrote a result"
+    if signalled and rc == -signalled:  # after its handlers are in, a child only notes SIGINT/SIGTERM
+        return (f"interrupted: stopped by signal {signal.Signals(signalled).name} while the worker was still "
+                "starting up (importing its libraries), before it could record anything")
     if rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         hint = " (the kernel's out-of-memory killer sends SIGKILL: check `dmesg`)" if -rc == signal.SIGKILL else ""
