@@ -13,6 +13,7 @@ from pathlib import Path
 
 JOB_PREFIX = "trainbench-run-"
 PEAKS_PREFIX = "trainbench-peaks-"  # + the driver's pid and start time: a sweep can tell whose it is
+UNOWNED_STALE_S = 86400  # a leftover that does not say whose it is: only this old is it certainly stale
 
 
 def process_start_time(pid: int) -> str | None:
@@ -74,7 +75,7 @@ def sweep_stale_jobs(tmp_root: str | None = None) -> int:
                 owner.get("child") is not None and alive(owner["child"], owner.get("child_start")))
         except (OSError, ValueError, KeyError, TypeError):
             try:  # no owner file: only a folder older than a day is certainly stale
-                live = time.time() - folder.stat().st_mtime < 86400
+                live = time.time() - folder.stat().st_mtime < UNOWNED_STALE_S
             except OSError:
                 continue
         if not live:
@@ -91,7 +92,7 @@ def sweep_stale_peak_caches(tmp_root: str | None = None) -> int:
         owner = path.name[len(PEAKS_PREFIX):].split("-")
         try:
             live = alive(int(owner[0]), owner[1]) if len(owner) >= 3 and owner[1].isdigit() else (
-                time.time() - path.stat().st_mtime < 86400)
+                time.time() - path.stat().st_mtime < UNOWNED_STALE_S)
             if not live:
                 path.unlink()
                 removed += 1
