@@ -128,6 +128,7 @@ def test_user_optimizer_outside_the_repo_in_a_study(tmp_path):
     ratio = report["ratios"]["hand-adam"]["cv/digits_cnn"]
     assert ratio == pytest.approx(tta["hand-adam"] / min(tta.values()))
     tau = report["tau_max"]
+    # written out, not profiles.integrated_score: an oracle apart from the code under test
     expected = (tau - max(1.0, ratio)) / (tau - 1) if ratio <= tau else 0.0
     assert scores["hand-adam"]["score"] == pytest.approx(expected), (scores, ratio, tau)
     detail = report["algorithm_details"]["hand-adam"]
