@@ -104,6 +104,10 @@ BREAKAGES = [
         "        \"\"\"The run's Outcome (after poll() said True); writes the fallback record when the child wrote none.\"\"\"\n"
         "        time.sleep(60)  # broken: the record of a run whose worker died comes a minute late\n",
         ("tests/test_faults_runs.py::test_a_rank_killed_or_hung_in_a_two_process_run",)),
+    Breakage(
+        "eval-copy-keeps-tp-qkv-order", "suite/backends/parallel/pipeline.py",
+        "            if tp > 1 and \".qkv.\" in target:", "            if False and tp > 1 and \".qkv.\" in target:",
+        ("tests/test_layouts.py::test_four_process_layouts_match_one_process",)),
 ]
 
 

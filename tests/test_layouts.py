@@ -1,21 +1,20 @@
 """Layouts as data (`--parallel`, the spec's `parallel:` block), micro-batching and weight decay, in every backend.
 
 Parity: the loss curve of the first 20 steps (fp32, same seed and data: the test char GPT's ranks slice one
-global batch) against the single-process torch run. Tolerances (absolute, per-step loss in nats), from what
-these machines show and why:
-- the same arithmetic in another order (micro-batches summed, gloo all-reduce, FSDP2 reduce-scatter, DTensor
-  partial matmuls, pipeline micro-batches, DeepSpeed accumulation): 2e-3. Seen 2.7e-4 (4x8 micro-batches),
-  3.2e-4 (FSDP2), 3.5e-4 (PP, both schedules), 4.7e-4 (TP), 4.0e-4 (FSDP2 x TP on 4 processes), on 4
-  processes 2.2e-4 (PP x TP, 1F1B, sp + loss parallel), 7.4e-6 (PP x TP, GPipe, plain TP), 1.4e-6 (PP x FSDP2,
-  1F1B, clipped every step, against one process clipped), 5.5e-5 (PP x FSDP2, GPipe). fp32
-  rounding differences of ~1e-7 per step grow through AdamW (its update divides by sqrt(v), so tiny
-  gradient differences of rarely-seen tokens become full-size steps), to ~5e-4 by step 20; 2e-3 leaves 4x
-  room on a loaded machine and stays 5x under the gap of another seed (> 1e-2, asserted below). The same
-  2e-3 bounds the val_loss after the 20 steps (seen up to 7.0e-4 under PP x TP).
+global batch) against the single-process torch run, and torch's evaluations after steps 10 and 20. Tolerances
+are multiples of a noise scale the test measures first, on the machine that runs it (tests/noise.py): how far
+the one-process run moves from itself when only its reduction order changes (each batch's samples permuted, two
+threads). fp32 rounding of ~1e-7 per step grows through AdamW (its update divides by sqrt(v), so tiny gradient
+differences of rarely-seen tokens become full-size steps): on a 2-core Intel Xeon the scale is ~1e-5 nats at
+step 12 and ~1.2e-3 by step 20 (the evaluation after step 20: 3.7e-3), and every layout falls within it (largest:
+fsdp x tp on 4 ranks, curve 8.9e-4, evaluation 2.8e-3, which failed a 2e-3 constant set on AMD EPYC machines).
+- the same arithmetic in another order (micro-batches, gloo all-reduce, FSDP2 reduce-scatter, DTensor partial
+  matmuls, pipeline micro-batches, DeepSpeed accumulation, compile): `noise.SAME_MATH` x the scale.
+- Megatron (its own attention and LayerNorm kernels, vocab-parallel cross-entropy): `noise.OTHER_KERNELS` x.
 - activation checkpointing recomputes the same ops: bit-identical, allowed 1e-6.
-- torch.compile (DeepSpeed's `engine.compile()`, inductor's fused kernels): 2e-3 (seen 3.8e-4).
-- Megatron (its own attention and LayerNorm kernels, vocab-parallel cross-entropy; seen 1.7e-3 at TP=1 over
-  20 steps, 1.2e-3 at PP=2): 5e-3, as tests/test_parity.py.
+The tolerances stay meaningful: another seed's curve is > 5x away, and a known evaluation bug (a TP qkv row
+order left regrouped, measured on the reference's own trained model) moves the evaluation by more than the
+tolerance after steps 10 and 20 (asserted: `Noise.catches`).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ import pytest
 import torch
 from backend_util import CHAR_GPT, ROOT, env, run_hang_guard_s, set_flags, trainbench
 from curves import loss_curve
+from noise import OTHER_KERNELS, SAME_MATH, Noise, measure
 
 from suite.algorithms.optimizers import build_optimizer
 from suite.backends import layout
@@ -37,8 +37,7 @@ from suite.specload import load_spec
 torch.set_num_threads(1)
 
 STEPS = 20
-SAME_MATH = 2e-3
-MEGATRON = 5e-3
+EVAL_AT = (10,)  # an evaluation mid-way as well: there rounding has not grown yet (scale ~1e-4), a bug has
 
 
 def worst(got: list[float], want: list[float]) -> float:
@@ -52,14 +51,13 @@ def agree(got: list[float], want: list[float], tol: float, what: str = "") -> No
     assert want[-1] < want[0] - 0.5  # learning curves, not flat lines that trivially agree
 
 
-def _reference(options: dict | None = None) -> tuple[list[float], dict[str, float]]:
-    """The one-process torch curve and the evaluation after it."""
-    losses = loss_curve(CHAR_GPT, "torch", STEPS, options)
-    return losses, dict(loss_curve.last_eval)  # type: ignore[attr-defined]
+def _reference(options: dict | None = None) -> tuple[list[float], dict[int, dict], Noise]:
+    """The one-process torch curve, its evaluations (after EVAL_AT and the last step) and its noise scale."""
+    return measure(CHAR_GPT, STEPS, eval_at=EVAL_AT, options=options)
 
 
 @pytest.fixture(scope="module")
-def reference() -> tuple[list[float], dict[str, float]]:
+def reference() -> tuple[list[float], dict[int, dict], Noise]:
     return _reference()
 
 
@@ -68,13 +66,29 @@ def single(reference) -> list[float]:
     return reference[0]
 
 
+@pytest.fixture(scope="module")
+def noise(reference) -> Noise:
+    return reference[2]
+
+
 CLIP = {"grad_clip": 0.5}  # clips every one of the 20 steps (the curve moves by 0.65 nats by step 20)
 
 
 @pytest.fixture(scope="module")
-def clipped() -> tuple[list[float], dict[str, float]]:
+def clipped() -> tuple[list[float], dict[int, dict], Noise]:
     """With torch's own gradient clipping (`nn.utils.clip_grad_norm_`) in the one process."""
     return _reference(CLIP)
+
+
+def test_the_tolerances_are_measured_and_mean_something(noise, single):
+    """The noise scale is a real drift (not 0: the reorderings do reorder), it grows with the steps, a known
+    evaluation bug lies outside every evaluation tolerance, and another seed lies far outside the curve's."""
+    assert noise.curve > 0 and all(g > 0 for g in noise.evals.values()), noise
+    assert noise.evals[EVAL_AT[0]] < noise.evals[STEPS], noise
+    for step in (*EVAL_AT, STEPS):
+        assert noise.catches(step), f"after step {step} the qkv bug moves val_loss {noise.qkv_bug[step]:.2e}: {noise}"
+    assert noise.qkv_bug[EVAL_AT[0]] > 20 * noise.eval_tol(EVAL_AT[0]), noise  # mid-way: a wide margin
+    assert worst(loss_curve(CHAR_GPT, "torch", STEPS, seed=1), single) > 5 * noise.tol(OTHER_KERNELS), noise
 
 
 # ---- layouts as data: parsing, the product rule, micro-batches, torchrun arguments ---------------------------
@@ -203,26 +217,26 @@ def test_backends_train_alike_with_weight_decay():
     # kernels then drift from torch's by up to 3e-2 by step 20 under EITHER rule (decay: all drifts the same
     # way), so that setting tests chaos, not the rule (checked exactly above). At lr 2e-3: seen 1.3e-3.
     wd = {"optimizer.weight_decay": 0.01, "optimizer.lr": 0.002}
-    want = loss_curve(CHAR_GPT, "torch", STEPS, overrides=wd)
-    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, {"zero_stage": 2}, overrides=wd), want, SAME_MATH, "deepspeed")
-    agree(loss_curve(CHAR_GPT, "megatron", STEPS, overrides=wd), want, MEGATRON, "megatron")
+    want, _, decayed = measure(CHAR_GPT, STEPS, overrides=wd)
+    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, {"zero_stage": 2}, overrides=wd), want, decayed.tol(), "deepspeed")
+    agree(loss_curve(CHAR_GPT, "megatron", STEPS, overrides=wd), want, decayed.tol(OTHER_KERNELS), "megatron")
 
 
 # ---- single-process parity: micro-batching, activation checkpointing, DeepSpeed compile ----------------------
 
 
 @pytest.mark.slow
-def test_micro_batching_matches_one_batch_in_torch_and_deepspeed(single):
+def test_micro_batching_matches_one_batch_in_torch_and_deepspeed(single, noise):
     micro = {"data.micro_batch_size": 8}  # 4 x 8 == 1 x 32
-    agree(loss_curve(CHAR_GPT, "torch", STEPS, overrides=micro), single, SAME_MATH, "torch 4x8")
-    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, overrides=micro), single, SAME_MATH, "deepspeed 4x8")
+    agree(loss_curve(CHAR_GPT, "torch", STEPS, overrides=micro), single, noise.tol(), "torch 4x8")
+    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, overrides=micro), single, noise.tol(), "deepspeed 4x8")
     assert loss_curve.last_layout["gradient_accumulation_steps"] == 4  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow
-def test_micro_batching_matches_one_batch_in_megatron():
+def test_micro_batching_matches_one_batch_in_megatron(noise):
     want = loss_curve(CHAR_GPT, "megatron", STEPS)
-    agree(loss_curve(CHAR_GPT, "megatron", STEPS, overrides={"data.micro_batch_size": 8}), want, SAME_MATH,
+    agree(loss_curve(CHAR_GPT, "megatron", STEPS, overrides={"data.micro_batch_size": 8}), want, noise.tol(),
           "megatron 4x8 vs 1x32")
     assert loss_curve.last_layout["micro_batches"] == 4  # type: ignore[attr-defined]
 
@@ -237,14 +251,10 @@ def test_activation_checkpointing_changes_nothing_but_memory(single, mode):
 
 
 @pytest.mark.slow
-def test_deepspeed_activation_checkpointing_and_compile(single):
+def test_deepspeed_activation_checkpointing_and_compile(single, noise):
     agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, overrides={"parallel.ac": "full"}), single, 1e-6, "ds ac")
-    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, compile=True), single, SAME_MATH, "ds compile")
+    agree(loss_curve(CHAR_GPT, "deepspeed", STEPS, compile=True), single, noise.tol(), "ds compile")
     assert loss_curve.last_layout["compile"] is True  # type: ignore[attr-defined]
-
-
-def test_a_different_seed_is_not_within_tolerance(single):
-    assert worst(loss_curve(CHAR_GPT, "torch", STEPS, seed=1), single) > 5 * SAME_MATH
 
 
 # ---- several processes (torchrun, gloo) ---------------------------------------------------------------------
@@ -284,12 +294,13 @@ TWO = [
 
 @pytest.mark.slow
 @pytest.mark.timeout(LAUNCH_TEST_TIMEOUT_S)
-def test_two_process_layouts_match_one_process(single, tmp_path):
+def test_two_process_layouts_match_one_process(single, noise, tmp_path):
     rows = _launch(tmp_path, 2, [{"backend": b, "overrides": o} for b, o, _ in TWO])
     for backend, overrides, expect in TWO:
         r = _get(rows, backend, overrides)
         assert {k: r["layout"][k] for k in expect} == expect, (backend, overrides, r["layout"])
-        agree(r["losses"], single, MEGATRON if backend == "megatron" else SAME_MATH, f"{backend} {overrides}")
+        agree(r["losses"], single, noise.tol(OTHER_KERNELS if backend == "megatron" else SAME_MATH),
+              f"{backend} {overrides}")
 
 
 # (backend, overrides, backends.torch options, the layout the result must record); the pp x tp/fsdp rows are
@@ -315,16 +326,19 @@ def test_four_process_layouts_match_one_process(reference, clipped, tmp_path):
     """Each layout's 20-step curve against one process; torch's also its evaluation after them (under pp that
     is every rank's whole-model copy, gathered from the TP/FSDP shards of the stages: a qkv row order left
     regrouped by TP was seen to move val_loss by 1.1e-2)."""
-    rows = _launch(tmp_path, 4, [{"backend": b, "overrides": o, "options": opts} for b, o, opts, _ in FOUR])
+    rows = _launch(tmp_path, 4, [{"backend": b, "overrides": o, "options": opts, "eval_at": list(EVAL_AT)}
+                                 for b, o, opts, _ in FOUR])
     for backend, overrides, opts, expect in FOUR:
         r = _get(rows, backend, overrides)
         assert {k: r["layout"][k] for k in expect} == expect, (backend, overrides, r["layout"])
-        want, want_eval = clipped if opts == CLIP else reference
+        want, want_evals, noise = clipped if opts == CLIP else reference
         what = f"{backend} {overrides} {opts}"
-        agree(r["losses"], want, MEGATRON if backend == "megatron" else SAME_MATH, what)
+        agree(r["losses"], want, noise.tol(OTHER_KERNELS if backend == "megatron" else SAME_MATH), what)
         if backend == "torch":
-            gap = abs(r["eval"]["val_loss"] - want_eval["val_loss"])
-            assert gap <= SAME_MATH, f"{what}: val_loss {r['eval']} vs one process {want_eval}"
+            for step in (*EVAL_AT, STEPS):
+                got, ref = r["evals"][str(step)]["val_loss"], want_evals[step]["val_loss"]
+                assert abs(got - ref) <= noise.eval_tol(step), \
+                    f"{what}: val_loss after step {step} {got} vs one process {ref} ({noise})"
 
 
 CLI_LAYOUTS = [("torch", 2, "fsdp=2", {"fsdp": 2}),

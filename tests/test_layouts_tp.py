@@ -1,7 +1,8 @@
 """The torch backend's tensor parallelism as torchtitan runs it: sequence-parallel norms, a vocabulary-parallel
 LM head with loss parallel, and per-block compile composed with FSDP2; each against the one-process loss curve.
 
-Tolerance: SAME_MATH (2e-3), argued in tests/test_layouts.py: the same arithmetic in another order. Sequence
+Tolerance: `noise.SAME_MATH` x the reference's measured noise scale (tests/noise.py, argued in tests/test_layouts.py):
+the same arithmetic in another order. Sequence
 parallelism adds reduce-scatters and all-gathers (exact) and per-shard norms (the same per-token arithmetic);
 the vocabulary-parallel embedding and cross-entropy sum partial results over ranks. Seen (quiet machine, 20
 steps): 9.6e-4 (sp + loss parallel), 9.5e-4 (loss parallel only), 1.1e-3 (sp only), 4.7e-4 (plain TP); the
@@ -17,8 +18,8 @@ import sys
 import pytest
 import torch
 from backend_util import CHAR_GPT, ROOT, env
-from curves import loss_curve
-from test_layouts import LAUNCH_TEST_TIMEOUT_S, SAME_MATH, STEPS, _get, _launch, agree
+from noise import Noise, measure
+from test_layouts import LAUNCH_TEST_TIMEOUT_S, STEPS, _get, _launch, agree
 
 from suite.backends import layout
 from suite.specload import load_spec
@@ -27,8 +28,18 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
-def single() -> list[float]:
-    return loss_curve(CHAR_GPT, "torch", STEPS)
+def reference() -> tuple[list[float], dict[int, dict], Noise]:
+    return measure(CHAR_GPT, STEPS)
+
+
+@pytest.fixture(scope="module")
+def single(reference) -> list[float]:
+    return reference[0]
+
+
+@pytest.fixture(scope="module")
+def noise(reference) -> Noise:
+    return reference[2]
 
 
 def test_tp_implies_sequence_and_loss_parallel_as_torchtitan():
@@ -90,17 +101,17 @@ TP = [
 
 @pytest.mark.slow
 @pytest.mark.timeout(LAUNCH_TEST_TIMEOUT_S)
-def test_sequence_and_loss_parallel_match_one_process(single, tmp_path):
+def test_sequence_and_loss_parallel_match_one_process(single, noise, tmp_path):
     rows = _launch(tmp_path, 2, [{"backend": "torch", "overrides": o} for o, _ in TP])
     for overrides, expect in TP:
         r = _get(rows, "torch", overrides)
         assert {k: r["layout"][k] for k in expect} == {**expect}, (overrides, r["layout"])
-        agree(r["losses"], single, SAME_MATH, f"torch {overrides}")
+        agree(r["losses"], single, noise.tol(), f"torch {overrides}")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(SINGLE_CURVE_S + COMPILE_GUARD_S + 120)
-def test_per_block_compile_composes_with_fsdp2(single, tmp_path):
+def test_per_block_compile_composes_with_fsdp2(single, noise, tmp_path):
     """torch.compile on each block (torchtitan's), under FSDP2's per-block hooks: the same curve. Slow on CPU:
     a cold inductor compile per rank (minutes on a loaded 2-core machine)."""
     job = {"backend": "torch", "overrides": {"parallel.fsdp": 2}, "compile": True}
@@ -120,7 +131,7 @@ def test_per_block_compile_composes_with_fsdp2(single, tmp_path):
     assert p.returncode == 0, p.stderr[-4000:]
     (r,) = json.loads(out.read_text())
     assert r["layout"]["compile"] == "blocks" and r["layout"]["fsdp"] == 2
-    agree(r["losses"], single, SAME_MATH, "fsdp=2 per-block compile")
+    agree(r["losses"], single, noise.tol(), "fsdp=2 per-block compile")
 
 
 def test_megatron_sequence_parallel_is_refused_without_transformer_engine():

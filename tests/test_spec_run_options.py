@@ -103,12 +103,15 @@ def test_split_batch_cuts_every_tensor_and_refuses_packed_graphs():
 
 
 def test_gradient_accumulation_1x64_matches_4x16():
-    """The same 64-sample batches, one pass vs four micro-batches of 16 (loss scaled by 1/4): the same curve."""
+    """The same 64-sample batches, one pass vs four micro-batches of 16 (loss scaled by 1/4): the same curve, within
+    the one pass's own noise scale measured here (tests/noise.py: its batches' samples reordered, two threads)."""
+    from noise import measure
+
     steps = 8
-    whole = loss_curve(CHAR_GPT, "torch", steps, overrides={"data.batch_size": 64})
+    whole, _, noise = measure(CHAR_GPT, steps, overrides={"data.batch_size": 64})
     micro = loss_curve(CHAR_GPT, "torch", steps, overrides={"data.batch_size": 64, "data.micro_batch_size": 16})
     worst = max(abs(a - b) for a, b in zip(whole, micro, strict=True))
-    assert worst < 1e-4, (whole, micro)
+    assert worst <= noise.tol(), (worst, str(noise), whole, micro)
     assert whole[-1] < whole[0] - 0.5  # a learning curve, not a flat line that trivially agrees
     other = loss_curve(CHAR_GPT, "torch", steps, overrides={"data.batch_size": 16})
     assert max(abs(a - b) for a, b in zip(whole, other, strict=True)) > 1e-2  # the tolerance means something
