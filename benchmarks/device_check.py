@@ -39,7 +39,7 @@ from suite.data.base import DataMissing
 from suite.harness import RunRequest, run
 from suite.measure import flops, memory, peaks
 from suite.specload import load_spec
-from suite.workloads.base import Context, data_root
+from suite.workloads.contract import Context, data_root
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 TTA_WORKLOAD = "cv/digits_cnn"  # installed with the package's data (scikit-learn); reaches 0.97 in seconds

@@ -22,7 +22,7 @@ from suite import devices, harness, registry
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.specload import load_spec
-from suite.workloads.base import Context
+from suite.workloads.contract import Context
 
 SPEC = Path(__file__).resolve().parents[1] / "workloads" / "cv" / "digits_cnn.yaml"
 

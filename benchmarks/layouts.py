@@ -56,7 +56,7 @@ def worker(spec_name: str, backend: str, overrides: dict[str, Any], warmup: int,
     from suite.backends.base import RunOptions
     from suite.harness import seed_everything
     from suite.specload import load_spec
-    from suite.workloads.base import Context, data_root
+    from suite.workloads.contract import Context, data_root
 
     info = distributed.from_env()
     device = devices.current(info.local_rank)

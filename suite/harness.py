@@ -32,7 +32,7 @@ from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results import EvalPoint, Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
-from suite.workloads.base import Context
+from suite.workloads.contract import Context
 
 # stop codes, ordered so that all_max picks the most severe one when ranks disagree
 CONTINUE, REACHED, BUDGET, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4
@@ -402,7 +402,7 @@ def _compact_steps(the_run: Run) -> list[float]:
 
 
 def _data_root() -> Path:
-    from suite.workloads.base import data_root
+    from suite.workloads.contract import data_root
 
     return data_root()
 

@@ -15,7 +15,7 @@ from suite.harness import seed_everything
 from suite.results import read_result
 from suite.spec import SpecError
 from suite.specload import load_spec
-from suite.workloads.base import Context, data_root
+from suite.workloads.contract import Context, data_root
 
 torch.set_num_threads(1)
 require("megatron.core")

@@ -15,7 +15,7 @@ from suite.data.base import DataMissing
 from suite.measure import flops
 from suite.models import cnn, gpt
 from suite.specload import load_spec
-from suite.workloads.base import Context, data_root
+from suite.workloads.contract import Context, data_root
 
 TOLERANCE = 0.05
 

@@ -231,7 +231,7 @@ def test_device_decode_path_matches_the_pillow_path(tmp_path):
     from suite import registry
     from suite.data import imagenet_device
     from suite.specload import load_spec
-    from suite.workloads.base import Context
+    from suite.workloads.contract import Context
 
     root = write_imagefolder(tmp_path / "inet", classes=2, per_class=4)
     spec = load_spec(registry.workload_files()["cv/imagenet_resnet50"], {"data.path": str(root)}, "tiny")

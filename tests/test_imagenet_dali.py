@@ -17,7 +17,7 @@ from suite import registry
 from suite.cli import app
 from suite.spec import SpecError
 from suite.specload import load_spec
-from suite.workloads.base import Context
+from suite.workloads.contract import Context
 from tests.promised import require
 
 require("nvidia.dali")

@@ -183,7 +183,7 @@ def _decayed_elements(backend: str, overrides: dict, options: dict | None = None
     from suite import devices, registry
     from suite.backends.base import RunOptions
     from suite.harness import seed_everything
-    from suite.workloads.base import Context, data_root
+    from suite.workloads.contract import Context, data_root
 
     spec = load_spec(CHAR_GPT, overrides)
     seed_everything(0)

@@ -139,7 +139,7 @@ def test_megatron_sequence_parallel_is_refused_without_transformer_engine():
     the backend says so before building anything (refused in setup, before the process groups)."""
     from suite import devices, registry
     from suite.backends.base import RunOptions
-    from suite.workloads.base import Context, data_root
+    from suite.workloads.contract import Context, data_root
 
     spec = load_spec(CHAR_GPT, {"parallel.tp": 2, "parallel.sp": True})
     device = devices.current(0)
@@ -158,7 +158,7 @@ def test_a_padded_vocabulary_turns_the_default_loss_parallel_off():
     layout), an explicit `loss_parallel: true` is refused with the reason."""
     from suite import devices, registry
     from suite.backends.torch import TorchBackend
-    from suite.workloads.base import Context, data_root
+    from suite.workloads.contract import Context, data_root
 
     def fit(overrides: dict) -> layout.Layout:
         spec = load_spec(registry.find_workload("nlp/topics_gpt"), {"parallel.tp": 2, **overrides})

@@ -25,7 +25,7 @@ def _forward_calls(backend: str, ac: str, modules: dict[str, Any]) -> dict[str, 
     from suite import devices, registry
     from suite.backends.base import RunOptions
     from suite.harness import seed_everything
-    from suite.workloads.base import Context, data_root
+    from suite.workloads.contract import Context, data_root
 
     spec = load_spec(CHAR_GPT, {"parallel.ac": ac})
     seed_everything(0)

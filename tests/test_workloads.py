@@ -23,7 +23,7 @@ from suite import devices, harness, registry
 from suite.algorithms import bundles
 from suite.execution import plan
 from suite.specload import load_spec
-from suite.workloads.base import Context
+from suite.workloads.contract import Context
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)

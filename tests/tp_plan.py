@@ -21,7 +21,7 @@ from suite import devices, distributed, registry
 from suite.backends.base import RunOptions
 from suite.harness import seed_everything
 from suite.specload import load_spec
-from suite.workloads.base import Context, data_root
+from suite.workloads.contract import Context, data_root
 
 CASES = [(True, True), (True, False), (False, True), (False, False)]
 

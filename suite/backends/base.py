@@ -18,7 +18,7 @@ from torch import nn
 
 if TYPE_CHECKING:  # annotations only: the workload module imports the registry, which imports this lazily
     from suite.devices import Device
-    from suite.workloads.base import Batch, Workload
+    from suite.workloads.contract import Batch, Workload
 
 
 @dataclass

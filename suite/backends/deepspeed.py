@@ -37,7 +37,7 @@ from suite.backends.base import Availability, Backend, RunOptions, StepOut, Trai
 from suite.backends.parallel.checkpoint import recompute_fraction
 from suite.backends.torch import split_batch, to_device
 from suite.environment import package_version
-from suite.workloads.base import Batch, Workload
+from suite.workloads.contract import Batch, Workload
 
 
 class Options(BaseModel):

@@ -14,7 +14,7 @@ from suite.backends.base import Availability, RunOptions, TrainState
 from suite.backends.torch import Options as TorchOptions
 from suite.backends.torch import TorchBackend
 from suite.environment import package_version
-from suite.workloads.base import Workload
+from suite.workloads.contract import Workload
 
 
 class Options(TorchOptions):

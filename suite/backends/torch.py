@@ -21,7 +21,7 @@ from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.parallel import checkpoint, fsdp, mesh, pipeline, tensor
-from suite.workloads.base import Batch, Workload
+from suite.workloads.contract import Batch, Workload
 
 
 class Options(BaseModel):

@@ -9,7 +9,7 @@ from suite.data.base import DataMissing
 
 
 def data_root() -> Path:
-    from suite.workloads.base import data_root as root  # one definition of TRAINBENCH_DATA
+    from suite.workloads.contract import data_root as root  # one definition of TRAINBENCH_DATA
 
     return root()
 

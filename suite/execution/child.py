@@ -43,17 +43,6 @@ class Job:
     env: dict[str, str] = field(default_factory=dict)  # set in the child before the run
 
 
-@dataclass
-class Outcome:
-    result: Result
-    path: Path | None
-    signalled: int | None = None  # the launcher was asked to stop (a signal, --fail-fast) during the run
-    data_missing: str | None = None  # the data set is not installed (bad input, nothing recorded)
-    returncode: int = 0
-    write_error: str | None = None  # `cannot write result: <path>: <reason>`: the record exists only here
-    recorded_by: str | None = None  # a multi-node run seen from node R > 0: node 0 writes its result
-
-
 def _watch_parent(runner: Run, parent: tuple[int, str]) -> None:
     """Stop the run (as `interrupted`, with the reason) when the launching process dies."""
     pid, start = parent

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from suite.execution.child import Outcome, execute_guarded
-from suite.execution.launch import Control, Options
+from suite.execution.child import execute_guarded
+from suite.execution.launch import Control, Options, Outcome
 from suite.execution.progress import printer
 
 if TYPE_CHECKING:

@@ -39,7 +39,8 @@ import suite
 from suite import results
 from suite.environment import fingerprint
 from suite.execution import forkserver
-from suite.execution.child import Job, Outcome, forked_main
+from suite.execution.child import Job, forked_main
+from suite.execution.launch import Outcome
 from suite.execution.processes import (
     JOB_PREFIX,
     alive,
@@ -52,7 +53,7 @@ from suite.execution.processes import (
 from suite.execution.watchdog import EXIT_TIMEOUT, Limits
 from suite.harness import RunRequest
 
-__all__ = ["IsolatedRun", "Job", "Outcome", "alive", "kill_tree", "run_isolated", "sweep_stale_jobs"]
+__all__ = ["IsolatedRun", "Job", "alive", "kill_tree", "run_isolated", "sweep_stale_jobs"]
 
 STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the child's own watchdog is armed
 TAIL_LINES = 30

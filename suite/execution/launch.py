@@ -34,13 +34,26 @@ from typing import TYPE_CHECKING, Any, Protocol
 from suite.execution import processes
 
 if TYPE_CHECKING:
-    from suite.execution.isolated import Outcome
     from suite.harness import RunRequest
+    from suite.results import Result
 
 EXECUTORS = ("inline", "local", "ray")  # what `trainbench run --executor` accepts
 LAUNCHERS = {"inprocess": "suite.execution.inprocess:InProcess", "pool": "suite.execution.pool:Pool",
              "ray": "suite.execution.ray:RayLauncher"}
 BAD = ("error", "diverged", "interrupted")
+
+
+@dataclass
+class Outcome:
+    """What a launcher yields for one run: its record, where it was written, and how the run ended."""
+
+    result: Result
+    path: Path | None
+    signalled: int | None = None  # the launcher was asked to stop (a signal, --fail-fast) during the run
+    data_missing: str | None = None  # the data set is not installed (bad input, nothing recorded)
+    returncode: int = 0
+    write_error: str | None = None  # `cannot write result: <path>: <reason>`: the record exists only here
+    recorded_by: str | None = None  # a multi-node run seen from node R > 0: node 0 writes its result
 
 
 @dataclass

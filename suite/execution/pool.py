@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from suite.execution import forkserver
-from suite.execution.isolated import IsolatedRun, Outcome, sweep_stale_jobs
-from suite.execution.launch import Control, Options, peak_cache_file
+from suite.execution.isolated import IsolatedRun, sweep_stale_jobs
+from suite.execution.launch import Control, Options, Outcome, peak_cache_file
 
 if TYPE_CHECKING:
     from suite.harness import RunRequest

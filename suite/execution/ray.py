@@ -28,8 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from suite.execution.isolated import Outcome
-from suite.execution.launch import Control, Options
+from suite.execution.launch import Control, Options, Outcome
 from suite.execution.processes import process_start_time
 
 if TYPE_CHECKING:

@@ -1,48 +1,14 @@
-"""The Workload contract: model, data, loss, evaluation and analytic FLOPs behind one spec."""
+"""`WorkloadBase`: the plumbing most tasks share (resolving the spec's model and data components, batch sizes).
+
+The contract itself (`Workload`, `Batch`, `Context`) is suite/workloads/contract.py."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
-import torch
 from torch import nn
 
 from suite import registry
 from suite.spec import WorkloadSpec
-
-Batch = Any  # a tensor, a tuple/list/dict of tensors; backends move it to the device
-
-
-@runtime_checkable
-class Workload(Protocol):
-    spec: WorkloadSpec
-
-    def build_model(self) -> nn.Module: ...  # single-device; backends own all wrapping
-
-    def train_batches(self, rank: int, world: int) -> Iterator[Batch]: ...  # endless; the harness stops it
-
-    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor: ...
-
-    def evaluate(self, model: nn.Module) -> dict[str, float]: ...
-
-    def flops_per_sample(self) -> float: ...  # analytic, forward + backward
-
-
-@dataclass
-class Context:
-    """What a component may know about the run it is built for. Nothing here is read from globals."""
-
-    data_root: Path
-    seed: int
-    device: torch.device
-
-
-def data_root() -> Path:
-    return Path(os.environ.get("TRAINBENCH_DATA", Path.home() / ".cache" / "trainbench")).expanduser()
+from suite.workloads.contract import Batch, Context
 
 
 class WorkloadBase:

@@ -12,7 +12,8 @@ from sklearn.metrics import average_precision_score
 from torch import nn
 
 from suite.data.graphs import GraphSplits, PackedGraphs
-from suite.workloads.base import Batch, Context, WorkloadBase
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
 
 
 def graph_batches(graphs: PackedGraphs, local_bs: int, rank: int, world: int, seed: int) -> Iterator[Batch]:

@@ -10,7 +10,8 @@ from torch import nn
 
 from suite.algorithms import losses
 from suite.data.base import TensorSplits
-from suite.workloads.base import Batch, Context, WorkloadBase
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
 
 
 def shard_batches(

@@ -20,7 +20,8 @@ from suite.data import imagenet_dali
 from suite.data import imagenet_device as device_decode
 from suite.data.base import DataMissing
 from suite.data.imagenet import ImageDataset, ImageFolderSplits, dali_missing
-from suite.workloads.base import Batch, Context, WorkloadBase
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
 
 
 class EndlessShardSampler(Sampler[list[int]]):

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from suite.data.text import TokenSplits
-from suite.workloads.base import Batch, Context, WorkloadBase
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
 
 
 def window_batches(

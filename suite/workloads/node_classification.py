@@ -11,7 +11,8 @@ from torch import nn
 
 from suite.data.graphs import NodeGraph
 from suite.models.gcn import normalized_adjacency
-from suite.workloads.base import Batch, Context, WorkloadBase
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
 
 
 class NodeClassification(WorkloadBase):

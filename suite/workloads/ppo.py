@@ -14,7 +14,8 @@ from torch import nn
 
 from suite.data.gym_env import Config as EnvConfig
 from suite.data.gym_env import make_vec
-from suite.workloads.base import Batch, Context, WorkloadBase
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
 
 
 def _unwrap(model: nn.Module) -> Any:
