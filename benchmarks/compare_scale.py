@@ -24,10 +24,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from suite import baselines as bl
-from suite import compare as cmp
+from suite.compare import tta as cmp
 from suite.registry import find_workload
-from suite.results import EvalPoint, GitInfo, HardwareInfo, Result, result_path
+from suite.results import baselines as bl
+from suite.results.record import EvalPoint, GitInfo, HardwareInfo, Result, result_path
 from suite.specload import load_spec
 
 BACKENDS = ("torch", "deepspeed", "megatron", "npu")

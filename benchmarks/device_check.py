@@ -33,11 +33,11 @@ from typing import Any
 
 import torch
 
-from suite import devices, environment, registry
+from suite import devices, registry
 from suite.backends.support import unsupported_reason
 from suite.data.base import DataMissing
 from suite.harness import RunRequest, run
-from suite.measure import flops, memory, peaks
+from suite.measure import environment, flops, memory, peaks
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root
 

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from ab_factory import Noise, simulate  # noqa: E402
 
-from suite import compare as cmp  # noqa: E402
-from suite import compare_ab  # noqa: E402
+from suite.compare import ab_verdict as compare_ab  # noqa: E402
+from suite.compare import tta as cmp  # noqa: E402
 
 
 def load() -> str:
@@ -50,7 +50,7 @@ def load() -> str:
 def estimate_noise(results: Path) -> Noise:
     """Spreads of a real A/A run (base/ and head/ under `results`): rounds from the runs' shared level, runs from
     the paired log-ratio, steps from the within-run spread, outliers from steps > 1.5x their run's median."""
-    from suite.baselines import load_paths
+    from suite.results.baselines import load_paths
 
     sides = []
     for name in ("base", "head"):
@@ -118,7 +118,7 @@ def _ab(repo: Path, base: str, head: str, out: Path, args: argparse.Namespace) -
 
 
 def _sides(out: Path) -> list[compare_ab.ABGroup]:
-    from suite.baselines import load_paths
+    from suite.results.baselines import load_paths
 
     return [next(iter(compare_ab.groups(load_paths([out / s]), s, 1).values())) for s in ("base", "head")]
 
@@ -146,7 +146,7 @@ def _all(out: Path, alpha: float) -> list[float]:
 
 def _measured_s(out: Path) -> float:
     """Wall seconds of measured steps per side (train_s summed), whatever clock the step times are in."""
-    from suite.baselines import load_paths
+    from suite.results.baselines import load_paths
 
     return round(sum(json.loads(Path(r.source).read_text())["train_s"] for r in load_paths([out / "base"]).records), 1)
 
@@ -161,7 +161,7 @@ def run_real(args: argparse.Namespace) -> dict:
     probe = work / "probe-ab"
     args_probe = argparse.Namespace(**{**vars(args), "rounds_real": 1, "runs_per_block": 2})
     _ab(probe_repo, base, base, probe, args_probe)
-    from suite.baselines import load_paths
+    from suite.results.baselines import load_paths
 
     (group,) = compare_ab.groups(load_paths([probe / "base"]), "base", 1).values()
     steps = np.concatenate([np.asarray(r) for r in group.steps])

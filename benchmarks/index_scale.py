@@ -39,8 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.site_scale import BACKENDS, HARDWARE, SEEDS  # noqa: E402
-from suite import index  # noqa: E402
-from suite.results import result_path  # noqa: E402
+from suite.results import index  # noqa: E402
+from suite.results.record import result_path  # noqa: E402
 from tests.site_factory import T0, make_result  # noqa: E402
 
 NIGHT = 10_000
@@ -93,8 +93,8 @@ def _timed(fn, name: str = ""):  # noqa: ANN001, ANN202
 
 
 def _compare_last_night(root: Path) -> dict[str, int]:
-    from suite import compare as cmp
-    from suite.baselines import Loaded, sides
+    from suite.compare import tta as cmp
+    from suite.results.baselines import Loaded, sides
 
     nights = index.nights(root)  # the one update (a scan: nothing new) every reader pays first
     cand, _ = index.records(root, "day = ?", [nights[-1]], refresh=False)

@@ -1,7 +1,7 @@
 """Site scale benchmark: build the site from N results (default 10,000) and report build time and index size.
 
 The promise (issue 7): 10,000 results build in under 10 s with an index under 1 MB. Results are real
-Result objects written with suite.results.write_result into a temporary folder: 20 workloads x 4
+Result objects written with suite.results.record.write_result into a temporary folder: 20 workloads x 4
 hardware x 3 backends, one 5-seed submission a day per combination, 8 evaluations per curve. Run:
 
     PYTHONPATH=$PWD python benchmarks/site_scale.py [--results N] [--keep DIR]
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suite.results import write_result  # noqa: E402
+from suite.results.record import write_result  # noqa: E402
 from suite.site.build import build_site  # noqa: E402
 from tests.site_factory import T0, make_result  # noqa: E402
 

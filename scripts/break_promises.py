@@ -54,15 +54,15 @@ BREAKAGES = [
         "def steady_samples_per_s(step_times_s: Sequence[float], samples_per_step: int, skip_first: int = 0)",
         (P + "test_steady_throughput_leaves_out_the_slow_first_step",)),
     Breakage(
-        "no-folder-fsync", "suite/results.py",
+        "no-folder-fsync", "suite/results/record.py",
         "        os.fsync(dir_fd)\n", "        pass\n",
         (P + "test_write_atomic_fsyncs_the_file_before_the_link_and_the_folder_after",)),
     Breakage(
-        "no-file-fsync", "suite/results.py",
+        "no-file-fsync", "suite/results/record.py",
         "            os.fsync(f.fileno())\n", "            pass\n",
         (P + "test_write_atomic_fsyncs_the_file_before_the_link_and_the_folder_after",)),
     Breakage(
-        "noise-floor-7pc", "suite/compare_model.py",
+        "noise-floor-7pc", "suite/compare/model.py",
         "DEFAULT_NOISE_FLOOR = 0.05", "DEFAULT_NOISE_FLOOR = 0.07",
         (P + "test_default_noise_floor_is_five_percent",)),
     Breakage(
@@ -78,12 +78,12 @@ BREAKAGES = [
         "script-src 'self';", "script-src 'self' 'unsafe-inline';",
         (P + "test_every_site_page_carries_a_strict_csp",)),
     Breakage(
-        "unreadable-file-crashes", "suite/results.py",
+        "unreadable-file-crashes", "suite/results/record.py",
         "    except (OSError, UnicodeDecodeError) as e:\n        raise ResultError(f\"{path}: cannot read: {e}\")",
         "    except (UnicodeDecodeError,) as e:\n        raise ResultError(f\"{path}: cannot read: {e}\")",
         ("tests/test_faults_results.py::test_unreadable_file_is_named",)),
     Breakage(
-        "write-in-place", "suite/results.py",
+        "write-in-place", "suite/results/record.py",
         "        os.link(tmp, path)  # fails with FileExistsError instead of replacing: results are append-only\n",
         "        with open(path, 'x') as g:  # broken: the result is written in place, visible half-written\n"
         "            for i in range(0, len(text), 65536):\n"

@@ -8,7 +8,7 @@ MUTMUT=${MUTMUT:-.venv/bin/mutmut}
 PY=${PY:-.venv/bin/python}
 # the promise-carrying functions, by mutmut's mutant names (scripts/mutation_targets.txt); arguments replace them
 mapfile -t PATTERNS < <(grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' scripts/mutation_targets.txt)
-# a subset: `make mutation MUTANTS='suite.compare.x__ratio__mutmut_*'` (words, never globbed), or arguments
+# a subset: `make mutation MUTANTS='suite.compare.tta.x__ratio__mutmut_*'` (words, never globbed), or arguments
 if [ -n "${MUTANTS:-}" ]; then read -r -a PATTERNS <<< "$MUTANTS"; fi
 if [ "$#" -gt 0 ]; then PATTERNS=("$@"); fi
 export OMP_NUM_THREADS=1

@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite import devices, distributed, environment, registry, throughput
+from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
-from suite.measure import mllog
+from suite.measure import environment, mllog
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
-from suite.results import EvalPoint, Result, new_run_id, now_utc, write_run
+from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
 from suite.workloads.contract import Context
 

@@ -19,7 +19,7 @@ from typing import Any
 from suite import distributed
 
 CONTINUE, DIVERGED, INTERRUPTED = 0, 3, 4
-TURN_ENV = "TRAINBENCH_AB_TURN"  # "IN_FIFO:OUT_FIFO", set by `trainbench ab --lockstep` (suite/ab.py)
+TURN_ENV = "TRAINBENCH_AB_TURN"  # "IN_FIFO:OUT_FIFO", set by `trainbench ab --lockstep` (suite/compare/ab.py)
 TURN_WAIT_S = 120.0  # the other side is gone (or measures fewer steps): stop waiting, run free
 
 

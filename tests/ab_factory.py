@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from suite.results import GitInfo, HardwareInfo, Result, write_result
+from suite.results.record import GitInfo, HardwareInfo, Result, write_result
 
 HW = "cpu-test-2c"
 START = datetime(2026, 12, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from suite.results import EvalPoint, GitInfo, HardwareInfo, PeakInfo, Result
+from suite.results.record import EvalPoint, GitInfo, HardwareInfo, PeakInfo, Result
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -129,7 +129,7 @@ def olympic_ttas() -> list[tuple[str, str, list[float | None]]]:
 
 def write_standard(root) -> dict[str, Any]:
     """The leaderboard fixture: five current submissions, one older faster one, a second workload."""
-    from suite.results import write_result
+    from suite.results.record import write_result
 
     paths: dict[str, Any] = {"runs": []}
     now = T0 + 10 * DAY
@@ -165,7 +165,7 @@ XSS = [
 
 def write_hostile(root) -> list[Any]:
     """Results whose every free-text field carries a payload; each must render as text."""
-    from suite.results import write_result
+    from suite.results.record import write_result
 
     written = []
     for i, p in enumerate(XSS):
@@ -197,7 +197,7 @@ def write_compare_report(folder, hardware_tps: dict[str, float] | None = None):
     import json
     import random
 
-    from suite import compare as cmp
+    from suite.compare import tta as cmp
     from tests.compare_factory import noisy_runs, write_all
 
     rng = random.Random(7)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from ab_repo import make_repo
 
-from suite import ab
+from suite.compare import ab
 
 ROOT = Path(__file__).resolve().parents[1]
 

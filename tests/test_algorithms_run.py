@@ -14,7 +14,7 @@ import torch
 
 from suite import harness
 from suite.algorithms import bundles, plugins
-from suite.results import load_results
+from suite.results.record import load_results
 from suite.spec import SpecError
 from suite.specload import load_spec
 

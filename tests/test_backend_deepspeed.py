@@ -10,7 +10,7 @@ from backend_util import CHAR_GPT, DIGITS, json_rows, run_hang_guard_s, trainben
 from promised import require
 
 from suite.backends.deepspeed import Options, ds_config, supports
-from suite.results import read_result
+from suite.results.record import read_result
 from suite.spec import SpecError
 from suite.specload import load_spec
 

@@ -12,7 +12,7 @@ from suite import devices, registry
 from suite.backends.base import RunOptions
 from suite.backends.megatron import MegatronBackend, supports
 from suite.harness import seed_everything
-from suite.results import read_result
+from suite.results.record import read_result
 from suite.spec import SpecError
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from compare_factory import make_result, noisy_runs, write_all
 
-from suite import baselines as bl
-from suite import compare as cmp
-from suite.results import ResultError, parse_result, result_files
+from suite.compare import tta as cmp
+from suite.results import baselines as bl
+from suite.results.record import ResultError, parse_result, result_files
 
 
 def promote(root: Path, to: Path, **kw) -> list[Path]:

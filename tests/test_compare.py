@@ -12,9 +12,9 @@ import pytest
 from compare_factory import make_result, noisy_runs, write_all
 from scipy.stats import binom
 
-from suite import compare as cmp
-from suite import stats
-from suite.baselines import Loaded, record_of_result, sides
+from suite.compare import tta as cmp
+from suite.results import stats
+from suite.results.baselines import Loaded, record_of_result, sides
 
 
 def run_compare(tmp_path: Path, base, cand, **settings) -> cmp.Report:

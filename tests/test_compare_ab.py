@@ -13,9 +13,9 @@ import pytest
 from ab_factory import Noise, simulate, throughput_result, write_sides
 from compare_factory import noisy_runs, write_all
 
-from suite import compare as cmp
-from suite import compare_ab
-from suite.compare_ab import CompareInputError
+from suite.compare import ab_verdict as compare_ab
+from suite.compare import tta as cmp
+from suite.compare.ab_verdict import CompareInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -203,7 +203,7 @@ def test_too_few_runs_is_not_comparable_and_exit_2(tmp_path: Path) -> None:
 def test_a_failed_head_run_is_not_comparable(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     b, h = write_sides(tmp_path, *simulate(rng, 4, 40))
-    from suite.results import write_result
+    from suite.results.record import write_result
 
     write_result(h, throughput_result(9, [0.01] * 3, status="error", git_sha="head"))
     (pair,) = cmp.compare([b], [h]).pairs

@@ -9,7 +9,7 @@ import random
 import pytest
 from scipy import stats as sps
 
-from suite import stats
+from suite.results import stats
 
 INF = math.inf
 

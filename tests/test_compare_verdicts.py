@@ -11,9 +11,9 @@ import math
 
 import pytest
 
-from suite import compare as cmp
-from suite.runfiles import Side, SideKey
-from suite.stats import RunFigures
+from suite.compare import tta as cmp
+from suite.results.runfiles import Side, SideKey
+from suite.results.stats import RunFigures
 
 INF = math.inf
 METRIC = {m.name: m for m in cmp.METRICS}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from test_faults_lib import env, make_result, sh, wait_for
 
-from suite.results import load_results, read_result, result_files, write_result
+from suite.results.record import load_results, read_result, result_files, write_result
 
 WRITERS, PER_WRITER = 8, 25
 
@@ -22,7 +22,7 @@ WRITERS, PER_WRITER = 8, 25
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from suite.results import parse_result, write_result
+from suite.results.record import parse_result, write_result
 root, idx, n, go, template = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
 text = Path(template).read_text()
 (root.parent / f"ready.{idx}").touch()
@@ -55,7 +55,7 @@ def test_eight_writers_at_once_lose_nothing(tmp_path):
 KILLED_WRITER = r"""
 import os, sys, time
 from pathlib import Path
-import suite.results as results
+import suite.results.record as results
 root, marker, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 r = results.parse_result(Path(sys.argv[4]).read_text(), "template")
 if mode == "in-fsync":  # the data is in the temporary file, not yet linked into place: the kill lands here

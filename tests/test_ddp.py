@@ -11,7 +11,7 @@ from conftest import cli, subprocess_env
 from tests_paths import DIGITS
 
 from suite import harness
-from suite.results import read_result
+from suite.results.record import read_result
 from suite.specload import load_spec
 
 # both runs must reach the target: a wall budget a loaded machine cannot exhaust (under a full CPU hog the spec's

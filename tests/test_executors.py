@@ -15,7 +15,7 @@ from suite import registry
 from suite.execution import launch
 from suite.execution.pool import threads_per_job
 from suite.harness import RunRequest
-from suite.results import load_results, write_result
+from suite.results.record import load_results, write_result
 from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -172,7 +172,7 @@ def make_result(**fields: Any) -> Any:
     """A complete, valid Result, as the harness writes one (fields override)."""
     from datetime import UTC, datetime
 
-    from suite.results import EvalPoint, HardwareInfo, Result
+    from suite.results.record import EvalPoint, HardwareInfo, Result
 
     base: dict[str, Any] = dict(
         run_id="0123abcd", started_at=datetime(2026, 12, 3, 7, 0, 0, tzinfo=UTC), workload="cv/digits_cnn",

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_faults_lib import env, make_result, sh
 
-from suite import results
-from suite.results import ResultError, load_results, parse_result, read_result, write_result
+from suite.results import record as results
+from suite.results.record import ResultError, load_results, parse_result, read_result, write_result
 
 
 def _good_text() -> str:
@@ -108,7 +108,7 @@ def test_hostile_strings_in_a_valid_result_are_data_not_markup(tmp_path):
 READ_AS_CHILD = r"""
 import json, sys
 from pathlib import Path
-from suite.results import load_results
+from suite.results.record import load_results
 bad = Path(sys.argv[2])
 try:
     bad.read_bytes()

@@ -17,7 +17,7 @@ from suite import harness
 from suite.execution import child
 from suite.execution import isolated as isolation
 from suite.execution.watchdog import MIN_STALL_S, Limits, Watchdog
-from suite.results import load_results, read_result
+from suite.results.record import load_results, read_result
 from suite.specload import load_spec
 
 

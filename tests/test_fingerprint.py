@@ -9,9 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from suite import environment, fingerprint
-from suite.baselines import RunFigures, figures_of
-from suite.measure import energy
+from suite.measure import energy, environment, fingerprint
+from suite.results.baselines import RunFigures, figures_of
 
 
 class FakeNVML:
@@ -100,7 +99,7 @@ def test_per_device_clocks_power_ecc_mig_and_interconnect(fake_cuda, monkeypatch
 
 
 def test_load_warning_reaches_compare_figures(tmp_path):
-    from suite.compare import compare, host_load_warnings, to_json, to_markdown
+    from suite.compare.tta import compare, host_load_warnings, to_json, to_markdown
     from tests.compare_factory import make_result, write_all
 
     def with_load(seed: int, load: list[float] | None):
@@ -142,7 +141,7 @@ def test_a_real_result_carries_every_fingerprint_key(tmp_path):
 
 
 def test_the_run_page_warns_about_a_busy_host(tmp_path):
-    from suite.results import write_result
+    from suite.results.record import write_result
     from suite.site.build import build_site
     from tests.site_factory import make_result
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_faults_lib import digits_data, make_result
 
-from suite.results import ResultError, parse_result, result_path
+from suite.results.record import ResultError, parse_result, result_path
 from suite.spec import SpecError, parse_override, parse_yaml
 from suite.specload import validate_spec
 

@@ -135,7 +135,7 @@ def test_set_name_to_a_built_in_name_is_refused_on_a_users_spec(tmp_path):
 # ---- item 13: a backend import path that is not a backend ----------------------------------------------------
 
 
-@pytest.mark.parametrize("ref", ["os:system", "suite.results:Result"])
+@pytest.mark.parametrize("ref", ["os:system", "suite.results.record:Result"])
 def test_backend_import_path_that_is_not_a_backend_is_bad_input(ref):
     res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--backend", ref, "--quiet"])
     assert res.exit_code == 2, res.output
@@ -216,7 +216,7 @@ def test_set_of_an_unknown_nested_field_names_the_flag():
 
 
 def test_a_huge_error_is_clipped_on_the_run_page_and_whole_in_the_result(tmp_path):
-    from suite.results import write_result
+    from suite.results.record import write_result
     from suite.site.build import build_site
     from tests.site_factory import make_result
 
@@ -361,8 +361,8 @@ def test_budget_note_is_silent_for_runs_recorded_quiet_on_a_machine_busy_now(mon
 
 
 def _run_on_a_budget(tmp_path: Path, recorded: float, now: float, monkeypatch) -> str:
-    import suite.environment as environment
-    import suite.fingerprint as fingerprint
+    import suite.measure.environment as environment
+    import suite.measure.fingerprint as fingerprint
 
     monkeypatch.setattr(fingerprint, "load_average", lambda: [recorded, recorded, recorded])
     monkeypatch.setattr(environment, "load_average", lambda: [recorded, recorded, recorded])

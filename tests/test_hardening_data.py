@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import suite.site.workloads as site_workloads
-from suite import baselines as bl
-from suite.results import ResultError, load_results, parse_result, write_result
+from suite.results import baselines as bl
+from suite.results.record import ResultError, load_results, parse_result, write_result
 from suite.site.build import SiteError, build_site
 from tests.site_factory import make_result
 

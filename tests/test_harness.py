@@ -13,9 +13,9 @@ import pytest
 import torch
 from faulty import PROBE
 
-from suite import devices, environment, harness, registry
-from suite.measure import mllog
-from suite.results import read_result
+from suite import devices, harness, registry
+from suite.measure import environment, mllog
+from suite.results.record import read_result
 from suite.specload import load_spec
 
 

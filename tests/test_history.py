@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from ab_factory import throughput_result
 
-from suite import history
-from suite.results import write_result
+from suite.compare import history
+from suite.results.record import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 

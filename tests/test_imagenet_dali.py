@@ -106,7 +106,7 @@ def test_the_result_records_the_decoder_that_ran(root):
 
 
 def test_a_run_records_the_decoder_in_its_result(root, tmp_path):
-    from suite.results import read_result
+    from suite.results.record import read_result
 
     res = CliRunner().invoke(app, ["run", "cv/imagenet_resnet50", "--variant", "tiny", "--no-isolate", "--quiet",
                                    "--set", f"data.path={root}", "--set", "data.decode=dali",

@@ -1,4 +1,4 @@
-"""The results index (suite/index/): incremental, locked, rebuilt when damaged; archives; readers through it."""
+"""The results index (suite/results/index/): incremental, locked, rebuilt when damaged; archives; readers through it."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from suite import index
-from suite.baselines import load_paths
 from suite.cli import app
-from suite.index import store
-from suite.results import load_results, write_result
+from suite.results import index
+from suite.results.baselines import load_paths
+from suite.results.index import store
+from suite.results.record import load_results, write_result
 from suite.site.build import MARKER, build_site
 from suite.site.units import UNITS_DIR
 from tests.site_factory import T0, make_result, write_hostile, write_standard

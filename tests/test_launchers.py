@@ -10,7 +10,7 @@ import pytest
 from test_faults_lib import ROOT, cli, env, json_rows, sh, write_spec
 
 from suite.execution import forkserver, launch
-from suite.results import load_results
+from suite.results.record import load_results
 
 
 @pytest.mark.slow

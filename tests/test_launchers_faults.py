@@ -28,7 +28,7 @@ import yaml
 from test_faults_lib import ROOT, cli, env, wait_for, write_spec
 
 from suite.execution.isolated import WEDGED_MARGIN_S
-from suite.results import load_results
+from suite.results.record import load_results
 
 pytestmark = pytest.mark.slow
 

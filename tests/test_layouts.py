@@ -366,7 +366,7 @@ def test_run_with_a_layout_reaches_its_target_and_records_it(tmp_path, backend, 
     p = trainbench("run", "nlp/topics_gpt", "--backend", backend, "--nproc", str(nproc), "--parallel", flag,
                    "--variant", "tiny", *sets, "--results", str(tmp_path), "--json", "--quiet", timeout=CLI_GUARD_S)
     assert p.returncode == 0, p.stderr[-3000:]
-    from suite.results import read_result
+    from suite.results.record import read_result
 
     (path,) = tmp_path.rglob("*.json")
     result = read_result(path)

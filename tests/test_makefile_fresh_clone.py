@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from suite import registry
-from suite.results import load_results
+from suite.results.record import load_results
 from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from torch import nn
 from suite.data.base import TensorSplits
 from suite.harness import RunRequest, run
 from suite.measure import flops, metrics, peaks
-from suite.results import read_result
+from suite.results.record import read_result
 from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import pytest
 from backend_util import DIGITS, run_hang_guard_s, set_flags
 
 from suite.measure.mllog import MLLogRecorder, parse
-from suite.results import load_results
+from suite.results.record import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 # the claim is about a run that reaches its target: a wall budget a loaded machine cannot exhaust (under a full

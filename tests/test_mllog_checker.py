@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from suite.data.base import TensorSplits
 from suite.harness import RunRequest, run
 from suite.measure.mllog import MLLogRecorder, check_common, parse
-from suite.results import load_results
+from suite.results.record import load_results
 from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

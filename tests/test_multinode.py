@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from backend_util import ROOT, env, json_rows, trainbench
 
-from suite.results import read_result
+from suite.results.record import read_result
 
 
 def free_port() -> int:

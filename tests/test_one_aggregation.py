@@ -1,4 +1,4 @@
-"""One aggregation (suite.stats.aggregate): a leaderboard row and a promoted baseline of the same runs agree."""
+"""One aggregation (suite.results.stats.aggregate): a leaderboard row and a promoted baseline of the same runs agree."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from compare_factory import make_result, write_all
 
-from suite import baselines as bl
-from suite import stats
-from suite.results import load_results
+from suite.results import baselines as bl
+from suite.results import stats
+from suite.results.record import load_results
 from suite.site.build import build_site
 from suite.site.data import RunRow, load_baselines, submissions
 
@@ -71,7 +71,7 @@ def test_the_site_shows_the_baseline_figure_it_shows_for_the_row(tmp_path: Path)
 
 
 def test_study_cells_use_the_same_aggregation() -> None:
-    from suite import study
+    from suite.studies import runner as study
 
     recs = [{"workload": "w", "algorithm": "a", "status": r.status, "time_to_target_s": r.time_to_target_s,
              "steps_to_target": r.steps_to_target, "seed": r.seed, "run_id": r.run_id} for r in _runs(1)]
@@ -81,7 +81,7 @@ def test_study_cells_use_the_same_aggregation() -> None:
 
 @pytest.mark.parametrize("missed", [0, 1, 2])
 def test_compare_centres_are_the_same_aggregate(tmp_path: Path, missed: int) -> None:
-    from suite import compare as cmp
+    from suite.compare import tta as cmp
 
     row, _, _ = _row_and_baseline(tmp_path, missed)
     report = cmp.compare([tmp_path / "baselines"], [tmp_path / "res"])

@@ -1,6 +1,6 @@
 """Issue 17 item 6, one reader, one verdict: every reader of the results folder (validate, show, compare
 lean and --validate, through the index and over the files, promote, the site, history, the index) accepts or
-skips the same odd file alike; and compare's lean msgspec mirror (suite/result_lean.py) declares every field
+skips the same odd file alike; and compare's lean msgspec mirror (suite/results/lean.py) declares every field
 of the Result schema, at least as strictly, so it can never accept a file the full schema refuses."""
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from suite import baselines as bl
-from suite import history, index, result_lean
-from suite.results import (
+from suite.compare import history
+from suite.results import baselines as bl
+from suite.results import index
+from suite.results import lean as result_lean
+from suite.results.record import (
     EvalPoint,
     GitInfo,
     HardwareInfo,
@@ -197,7 +199,7 @@ MIRRORS: list[tuple[type[BaseModel], type[msgspec.Struct]]] = [
 @pytest.mark.parametrize(("model", "struct"), MIRRORS, ids=[m.__name__ for m, _ in MIRRORS])
 def test_the_lean_mirror_declares_every_field_and_the_same_required_ones(model, struct) -> None:
     fields = msgspec.structs.fields(struct)
-    assert {f.name for f in fields} == set(model.model_fields), "add the new field to suite/result_lean.py"
+    assert {f.name for f in fields} == set(model.model_fields), "add the new field to suite/results/lean.py"
     expected = {n for n, f in model.model_fields.items() if f.is_required()}
     if struct is result_lean.LeanResult:
         expected.add("schema_version")  # a default in the model, but migrate() requires it in every file

@@ -10,7 +10,7 @@ from backend_util import json_rows, trainbench
 from promised import require
 
 from suite.models.ppo_mlp import ActorCritic, Config, ObsNorm
-from suite.results import read_result
+from suite.results.record import read_result
 from suite.workloads.ppo import _unwrap
 
 torch.set_num_threads(1)

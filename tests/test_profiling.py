@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from suite.measure.profiling import Nvtx
-from suite.results import read_result
+from suite.results.record import read_result
 
 ROOT = Path(__file__).resolve().parents[1]
 

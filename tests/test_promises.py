@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from compare_factory import noisy_runs, write_all
 
-from suite import compare as cmp
 from suite import harness
-from suite import results as results_mod
+from suite.compare import tta as cmp
 from suite.execution.watchdog import Limits
+from suite.results import record as results_mod
 from suite.site.build import build_site
 from suite.spec import Budget
 from suite.specload import load_spec
@@ -438,7 +438,7 @@ def test_a_run_that_did_not_reach_counts_as_infinite_whatever_time_it_carries():
 
     from compare_factory import make_result
 
-    from suite.stats import tta_or_inf
+    from suite.results.stats import tta_or_inf
 
     reached = make_result(0, steps_to_target=100, time_per_step_s=0.01)
     assert tta_or_inf(reached) == reached.time_to_target_s

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from suite import harness
-from suite.results import (
+from suite.results.record import (
     SCHEMA_VERSION,
     ResultError,
     load_results,
@@ -75,7 +75,7 @@ def test_newer_schema_is_refused_with_a_clear_message(result):
 WRITER = r"""
 import sys, time
 from pathlib import Path
-import suite.results as R
+import suite.results.record as R
 real_fdopen = R.os.fdopen
 class Slow:
     def __init__(self, f): self.f = f

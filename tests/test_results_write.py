@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from test_faults_lib import cli, env, make_result, write_spec
 
-from suite import results
 from suite.execution import processes
+from suite.results import record as results
 
 
 @pytest.fixture

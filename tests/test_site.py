@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from suite import compare as cmp
-from suite.baselines import Baseline, Provenance, aggregate_figures
-from suite.results import ResultError, write_result
+from suite.compare import tta as cmp
+from suite.results.baselines import Baseline, Provenance, aggregate_figures
+from suite.results.record import ResultError, write_result
+from suite.results.stats import RunFigures
 from suite.site import charts as site_charts
 from suite.site.build import SiteError, build_site, fmt_s
 from suite.site.reports import compare_view, verdict_class
-from suite.stats import RunFigures
 from tests.site_factory import (
     EXPECTED_ORDER,
     EXPECTED_TTA,

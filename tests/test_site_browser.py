@@ -269,7 +269,7 @@ def test_an_earlier_month_has_its_own_page_that_works_with_and_without_javascrip
                                                                                  tmp_path: Path) -> None:
     from datetime import timedelta
 
-    from suite.results import load_results, write_result
+    from suite.results.record import load_results, write_result
     from suite.site.data import month_page, workload_page
     from tests.site_factory import T0, WL, make_result
 

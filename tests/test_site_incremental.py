@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import index
-from suite.results import write_result
+from suite.results import index
+from suite.results.record import write_result
 from suite.site import data as site_data
 from suite.site import workloads as site_workloads
 from suite.site.build import MARKER, build_site
@@ -231,7 +231,7 @@ def test_an_unchanged_month_is_one_row_and_a_changed_one_reads_only_its_own_rows
 
 
 def test_change_points_are_tested_again_only_for_the_segments_a_new_point_changed(tmp_path, monkeypatch):
-    from suite import history
+    from suite.compare import history
 
     res, out = tmp_path / "results", tmp_path / "site"
     _nights(res, WL, range(0, 24))

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from test_site_browser import Page, browser, tab  # noqa: F401 - the shared Chromium fixtures
 
-from suite import study
 from suite.site.build import build_site
+from suite.studies import runner as study
 from tests.site_factory import write_standard
 
 XSS = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'

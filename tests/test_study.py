@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite import profiles, registry, study
+from suite import registry
 from suite.spec import SpecError
 from suite.specload import load_spec
+from suite.studies import profiles
+from suite.studies import runner as study
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from suite import harness
-from suite.results import SCHEMA_VERSION, read_result
+from suite.results.record import SCHEMA_VERSION, read_result
 from suite.specload import load_spec
 from suite.throughput import Turns
 
@@ -90,8 +90,8 @@ def test_the_cpu_clock_times_work_not_waits(digits_path: Path, tmp_path: Path, m
     """throughput.clock cpu: the step times are the process's CPU time, so a step that waits (here a 200 ms sleep in
     every step) is not slower on it, while train_s (wall) still holds the waits; the clock is in the comparison
     key, so a cpu-clock side is never compared with a wall-clock one."""
-    from suite import compare_key
     from suite.backends.torch import TorchBackend
+    from suite.compare import key as compare_key
 
     original = TorchBackend.train_step
     sleep_s, steps = 0.2, 6

@@ -22,7 +22,7 @@ from backend_util import CHAR_GPT, DIGITS
 from promised import require
 
 from suite import devices, harness, registry
-from suite.results import read_result
+from suite.results.record import read_result
 from suite.specload import load_spec
 
 torch.set_num_threads(1)

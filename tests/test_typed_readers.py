@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from suite import baselines as bl
-from suite import compare as cmp
-from suite import study, study_report
-from suite.results import ResultError
+from suite.compare import tta as cmp
+from suite.results import baselines as bl
+from suite.results.record import ResultError
 from suite.site import charts
+from suite.studies import report as study_report
+from suite.studies import runner as study
 from tests.site_factory import write_compare_report
 from tests.test_import_graph import import_graph
 
@@ -96,8 +97,8 @@ def test_study_reader_refuses_a_file_that_is_not_a_study(tmp_path: Path) -> None
 
 def test_the_site_reads_side_files_only_through_typed_readers_and_never_imports_the_study_runner() -> None:
     site = {e.target for e in import_graph() if e.source.startswith("suite.site.")}
-    assert "suite.study" not in site
-    assert {"suite.compare", "suite.baselines", "suite.study_report"} <= site
+    assert "suite.studies.runner" not in site
+    assert {"suite.compare.tta", "suite.results.baselines", "suite.studies.report"} <= site
     for path in (Path(__file__).resolve().parent.parent / "suite" / "site").glob("*.py"):
         # pages.py, output.py and units.py read the site's OWN manifest, marker and month files (files it wrote), not a
         # side file

@@ -36,7 +36,7 @@ from suite.algorithms.schedules import build_scheduler
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.parallel.checkpoint import recompute_fraction
 from suite.backends.torch import split_batch, to_device
-from suite.environment import package_version
+from suite.measure.environment import package_version
 from suite.workloads.contract import Batch, Workload
 
 

@@ -42,7 +42,7 @@ from suite.backends.megatron_model import MegatronGPT, megatron_state
 from suite.backends.megatron_recompute import recompute_config, recompute_fraction
 from suite.backends.megatron_step import MegatronSteps, PipelineEval
 from suite.backends.torch import to_device
-from suite.environment import package_version
+from suite.measure.environment import package_version
 from suite.workloads.contract import Batch, Workload
 
 __all__ = ["CpuShim", "MegatronBackend", "MegatronGPT", "is_gpt", "megatron_state", "supports"]

@@ -13,7 +13,7 @@ from suite import devices
 from suite.backends.base import Availability, RunOptions, TrainState
 from suite.backends.torch import Options as TorchOptions
 from suite.backends.torch import TorchBackend
-from suite.environment import package_version
+from suite.measure.environment import package_version
 from suite.workloads.contract import Workload
 
 

@@ -39,7 +39,7 @@ def ab(
                                                 "but runs of one process share its state")] = 1,
 ) -> None:
     """Run two commits alternately on this machine in throughput mode; each side's results in its own folder."""
-    from suite import ab as ab_mod
+    from suite.compare import ab as ab_mod
 
     plan = ab_mod.ABPlan(repo=repo.resolve(), out=out, workloads=list(workloads), rounds=rounds, order=order,
                          seed=seed, backend=backend, threads=threads, sets=list(set_ or []), nproc=nproc, deps=deps,
@@ -68,9 +68,9 @@ def calibrate(
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Measure each workload's noise floor on this runner from an A/A comparison and store it with the baselines."""
-    from suite import compare_ab
-    from suite.baselines import checkout_sha, load_paths
-    from suite.noise_floor import AAMeasurement, NoiseFloor, floor_from_aa, write_floor
+    from suite.compare import ab_verdict as compare_ab
+    from suite.compare.noise_floor import AAMeasurement, NoiseFloor, floor_from_aa, write_floor
+    from suite.results.baselines import checkout_sha, load_paths
 
     try:
         la, lb = load_paths([a], strict=True), load_paths([b], strict=True)
@@ -117,7 +117,7 @@ def history(
                                             "on each side of a change)")] = 10,
 ) -> None:
     """Change points in every series (workload x hardware x backend x precision x metric), by run date."""
-    from suite import history as hist
+    from suite.compare import history as hist
 
     if not results.exists():
         raise fail_input(f"--results {results}: no such folder")

@@ -71,7 +71,8 @@ def env(
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads for --peak on CPU (default: all cores)")] = None,
 ) -> None:
     """Hardware and software fingerprint, and which backends can run here (and why not)."""
-    from suite import devices, environment, registry
+    from suite import devices, registry
+    from suite.measure import environment
 
     device = devices.current()
     if peak:

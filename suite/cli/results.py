@@ -24,7 +24,7 @@ baseline_app = typer.Typer(help="Blessed baselines that pull requests are compar
 @results_app.command("validate")
 def results_validate(path: Annotated[Path, typer.Argument(help="a results folder or file")] = Path("results")):
     """Check every result file; names each bad one and exits 1 if any is bad."""
-    from suite.results import load_results
+    from suite.results.record import load_results
 
     if not path.exists():
         raise fail_input(f"{path}: no such file or folder")
@@ -68,8 +68,8 @@ def results_show(
 
 def _load(path: Path):  # noqa: ANN202 - results.Loaded or index.Indexed: both give .results and .errors
     """The results under PATH: through the index for a folder (updated first), else the file itself."""
-    from suite import index
-    from suite.results import load_results
+    from suite.results import index
+    from suite.results.record import load_results
 
     if index.enabled(path):
         try:
@@ -93,7 +93,7 @@ def results_index(
                                               "those in folders whose mtime changed")] = False,
 ) -> None:
     """Bring the results index (RESULTS/.index/results.duckdb) up to date: reads only new or changed files."""
-    from suite import index
+    from suite.results import index
 
     root = _results_dir(results)
     try:
@@ -128,7 +128,7 @@ def results_archive(
 ) -> None:
     """Pack result files (and their MLLOG logs) started before DATE into RESULTS/archive/YYYY-MM.zip, one per
     month; the index and every reader still read them. Each archive is verified before a file is deleted."""
-    from suite import index
+    from suite.results import index
 
     root = _results_dir(results)
     cutoff = _date(before)
@@ -165,7 +165,7 @@ def compare(
 ) -> None:
     """Compare candidate runs against baselines. Exit 0: no regression; 1: a regression; 2: bad input or
     nothing comparable."""
-    from suite import compare as cmp
+    from suite.compare import tta as cmp
 
     if format_ not in ("md", "json"):
         raise fail_input(f"--format {format_!r}: expected md or json")
@@ -209,7 +209,7 @@ def baseline_promote(
     replace: Annotated[bool, typer.Option(help="replace existing baseline files")] = False,
 ) -> None:
     """Aggregate results (several seeds of one spec on one hardware) into baseline files."""
-    from suite import baselines as bl
+    from suite.results import baselines as bl
 
     try:
         loaded = bl.load_paths(results, strict=False, validate=True)

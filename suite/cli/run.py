@@ -220,7 +220,7 @@ def run(
 
 def write_or_report(root: Path, result: Any) -> Path | None:
     """Write a record the driver holds; when the folder cannot take it, say so (stderr) and return None."""
-    from suite.results import ResultWriteError, write_run
+    from suite.results.record import ResultWriteError, write_run
 
     try:
         return write_run(root, result)
@@ -275,10 +275,10 @@ def study(
     nproc: Annotated[int, typer.Option(min=1, help="processes per run (torchrun, data parallel)")] = 1,
 ) -> None:
     """Run a study and score each algorithm with AlgoPerf performance profiles (JSON, Markdown, SVG, HTML)."""
-    from suite import study as study_mod
     from suite.data.base import DataMissing
     from suite.execution import launch
     from suite.spec import SpecError
+    from suite.studies import runner as study_mod
 
     try:
         st = study_mod.load_study(study_file)

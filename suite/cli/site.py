@@ -27,7 +27,7 @@ def site_build(
     strict: Annotated[bool, typer.Option(help="fail on the first corrupt input file instead of skipping it")] = False,
 ) -> None:
     """Render the static site (works from file:// and any static host). Skipped input files are named."""
-    from suite.results import ResultError
+    from suite.results.record import ResultError
     from suite.site.build import SiteError, build_site
 
     try:

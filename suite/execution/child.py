@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite import harness, results
+from suite import harness
 from suite.execution.processes import alive
 from suite.execution.watchdog import Watchdog
 from suite.harness import ProgressFn, Run, RunRequest
-from suite.results import Result
+from suite.results import record as results
+from suite.results.record import Result
 
 _early_signals: list[int] = []  # signals the child got before the harness installed its own handlers
 PARENT_POLL_S = 0.5

@@ -35,8 +35,8 @@ class InProcess:
             try:
                 result, path = execute_guarded(req, show)
             except DataMissing as e:
-                from suite import results
-                from suite.environment import fingerprint
+                from suite.measure.environment import fingerprint
+                from suite.results import record as results
 
                 yield Outcome(results.error_result(req, "error", str(e), fingerprint()), None, None, str(e))
                 return

@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import suite
-from suite import results
-from suite.environment import fingerprint
 from suite.execution import forkserver
 from suite.execution.child import Job, forked_main
 from suite.execution.launch import Outcome
@@ -52,6 +50,8 @@ from suite.execution.processes import (
 )
 from suite.execution.watchdog import EXIT_TIMEOUT, Limits
 from suite.harness import RunRequest
+from suite.measure.environment import fingerprint
+from suite.results import record as results
 
 __all__ = ["IsolatedRun", "Job", "alive", "kill_tree", "run_isolated", "sweep_stale_jobs"]
 

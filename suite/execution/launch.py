@@ -35,7 +35,7 @@ from suite.execution import processes
 
 if TYPE_CHECKING:
     from suite.harness import RunRequest
-    from suite.results import Result
+    from suite.results.record import Result
 
 EXECUTORS = ("inline", "local", "ray")  # what `trainbench run --executor` accepts
 LAUNCHERS = {"inprocess": "suite.execution.inprocess:InProcess", "pool": "suite.execution.pool:Pool",

@@ -141,8 +141,8 @@ class RayLauncher:
     def run(self, requests: list[RunRequest], control: Control) -> Iterator[Outcome]:
         import ray
 
-        from suite import results
-        from suite.environment import fingerprint
+        from suite.measure.environment import fingerprint
+        from suite.results import record as results
 
         started_here = False
         if not ray.is_initialized():
@@ -212,7 +212,7 @@ class RayLauncher:
     @staticmethod
     def _record(req: RunRequest, reply: dict[str, Any]) -> Outcome:
         """The driver's side of a finished task: write what a remote node could not write here."""
-        from suite import results
+        from suite.results import record as results
 
         result = results.parse_result(reply["result"], "ray task")
         missing = reply.get("data_missing")

@@ -30,7 +30,7 @@ from suite.spec import DEFAULT_MAX_INIT_S
 
 if TYPE_CHECKING:
     from suite.harness import Run
-    from suite.results import Result
+    from suite.results.record import Result
     from suite.spec import Budget, WorkloadSpec
 
 EXIT_TIMEOUT = 124  # what timeout(1) exits with: the parent reads the result, the code only says "watchdog"

@@ -1,4 +1,4 @@
-"""Issues the nightly opens: one per change point in the history (suite/history.py), updated in place."""
+"""Issues the nightly opens: one per change point in the history (suite/compare/history.py), updated in place."""
 
 from __future__ import annotations
 

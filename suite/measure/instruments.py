@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite import environment
-from suite.measure import class_peaks, flops, metrics, op_dtypes, peaks
+from suite.measure import class_peaks, environment, flops, metrics, op_dtypes, peaks
 from suite.measure.energy import EnergyMeter
 from suite.measure.mllog import MLLogRecorder
 from suite.measure.profiling import Nvtx, Profiler, ProfileWindow
-from suite.results import PeakInfo
+from suite.results.record import PeakInfo
 
 
 def recompute_fraction(layout: dict[str, Any]) -> float | None:

@@ -25,7 +25,7 @@ from typing import Any
 from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
-from suite.results import write_atomic
+from suite.results.record import write_atomic
 from suite.spec import MLPERF_INIT_LIMIT_S
 
 PREFIX = ":::MLLOG "

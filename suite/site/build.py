@@ -23,8 +23,8 @@ from typing import Any
 
 import jinja2
 
-from suite.fingerprint import load_warning
-from suite.results import Result, load_results
+from suite.measure.fingerprint import load_warning
+from suite.results.record import Result, load_results
 from suite.site import units as site_units
 from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, cell_text, load_baselines
 from suite.site.output import (
@@ -139,7 +139,7 @@ class _Inputs:
 
 
 def _row(root: Path, values: Sequence[Any]) -> RunRow:
-    """A RunRow from ROW_COLUMNS, size, mtime_ns, sub_month, row id (suite.index.site_overview / site_unit_rows)."""
+    """A RunRow from ROW_COLUMNS, size, mtime_ns, sub_month, row id (suite.results.index.site_overview / site_unit_rows)."""
     rr = RunRow.of(root, values[:-4])
     rr.sig = signature(rr, values[-4], values[-3])
     rr.sub_month, rr.rowid = values[-2], values[-1]
@@ -149,7 +149,7 @@ def _row(root: Path, values: Sequence[Any]) -> RunRow:
 @contextlib.contextmanager
 def _index_results(results: Path) -> Iterator[Callable[[list[RunRow]], dict[str, Result]]]:
     """Read Results from the index through one connection (opening one costs ~20 ms)."""
-    from suite import index
+    from suite.results import index
 
     with index.reading(results, refresh=False) as con:
         yield lambda rows: index.results_of(results, [rr.rel for rr in rows], [rr.rowid for rr in rows], con=con)
@@ -159,7 +159,7 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
     """Through the index when it is on (aggregates; typed rows only of the months that are rendered; a Result
     only for a run page that is rendered), else by walking the files (every Result read, its row made by the
     index's own row function, the months' checksums computed as the index computes them)."""
-    from suite import index
+    from suite.results import index
 
     root = results if results.is_dir() else results.parent
     if use_index if use_index is not None else index.enabled(results):
@@ -224,7 +224,7 @@ def build_site(
 
     Files are rewritten in place and stale ones pruned afterwards (a fresh copy of 10,000 run pages costs
     seconds, deleting the old ones first as many again). `jobs` > 1 renders run pages in forked workers.
-    Results are read through the index (suite.index, updated first) unless `use_index` is False or
+    Results are read through the index (suite.results.index, updated first) unless `use_index` is False or
     TRAINBENCH_INDEX=0; both give the same site, byte for byte.
     """
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ from typing import Literal
 
 from markupsafe import Markup, escape
 
-from suite.study_report import StudyReport
+from suite.studies.report import StudyReport
 
 AxisKind = Literal["linear", "log", "time"]
 N_COLOURS = 10
@@ -136,7 +136,7 @@ def line_chart(
     markers: Sequence[tuple[float, str]] = (),
 ) -> Markup:
     """An inline SVG line/scatter chart. Points at y=inf go into a labelled band above the plot. `markers`:
-    (x, label) drawn as dashed vertical lines (change points found by suite/history.py)."""
+    (x, label) drawn as dashed vertical lines (change points found by suite/compare/history.py)."""
     finite = [p for s in series for p in s.points if math.isfinite(p.y) and math.isfinite(p.x)]
     has_inf = any(math.isinf(p.y) for s in series for p in s.points)
     xs = [p.x for s in series for p in s.points if math.isfinite(p.x) and (x_kind != "log" or p.x > 0)]

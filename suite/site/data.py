@@ -1,10 +1,10 @@
 """The site's view of the data: results grouped into submissions and leaderboards, baselines and compare files.
 
 A *submission* is the seeds of one (workload, spec hash, hardware, backend, precision, commit): one
-leaderboard row, aggregated with suite.stats (olympic mean; a run that never reached the target is
+leaderboard row, aggregated with suite.results.stats (olympic mean; a run that never reached the target is
 infinite, never missing). The leaderboard of a workload shows, per spec hash, the latest submission of
 each (hardware, backend, precision); the workload page keeps the whole history. Baseline files are read
-through suite.baselines' typed reader (compare reports and studies: suite/site/reports.py).
+through suite.results.baselines' typed reader (compare reports and studies: suite/site/reports.py).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from suite import baselines as bl
-from suite.index.rows import target_of as target_of_column
-from suite.results import Result, ResultError, slug
-from suite.stats import Aggregate, RunFigures, aggregate
-from suite.stats import _tta as tta_of
+from suite.results import baselines as bl
+from suite.results.index.rows import target_of as target_of_column
+from suite.results.record import Result, ResultError, slug
+from suite.results.stats import Aggregate, RunFigures, aggregate
+from suite.results.stats import _tta as tta_of
 
 
 def short_hash(text: str, n: int = 8) -> str:
@@ -74,7 +74,7 @@ def target_value(target: dict[str, Any]) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-# the index columns (suite/index/rows.py) a run row is made of, in RunRow's order after path and the page names
+# the index columns (suite/results/index/rows.py) a run row is made of, in RunRow's order after path and the page names
 ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hardware", "backend", "precision",
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
@@ -85,7 +85,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
 @dataclass(slots=True)
 class RunRow:
     """One run as the leaderboards, workload pages and run lists show it: the index's typed columns, never the
-    whole Result (which only the run's own page reads). Quacks like suite.stats.RunFigures for `aggregate`."""
+    whole Result (which only the run's own page reads). Quacks like suite.results.stats.RunFigures for `aggregate`."""
 
     root: Path  # the results folder
     rel: str  # the result file's path under it (where it was, for a run in an archive): shown, hashed into the page name
@@ -130,7 +130,7 @@ class RunRow:
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
-        """A row from the ROW_COLUMNS values of the index (or of suite.index.rows.row_of on a Result)."""
+        """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
         target = target_of_column(rest[-2])
@@ -143,7 +143,7 @@ class RunRow:
     @classmethod
     def of_result(cls, root: Path, rel: str, r: Result) -> RunRow:
         """The same row from a full Result (the file walk): the index's own row function, so both agree."""
-        from suite.index.rows import RUN_NAMES, row_of
+        from suite.results.index.rows import RUN_NAMES, row_of
 
         run = dict(zip(RUN_NAMES, row_of(rel, "", r, with_json=False)[0], strict=True))
         return cls.of(root, [run[c] for c in ROW_COLUMNS])
@@ -204,7 +204,7 @@ class Submission:
     def __post_init__(self) -> None:
         self.order = min(rr.order for rr in self.runs)
         self.runs.sort(key=lambda rr: (rr.seed, rr.started_at, rr.order))
-        self.agg = aggregate(cast(list[RunFigures], self.runs))  # the one aggregation (suite.stats)
+        self.agg = aggregate(cast(list[RunFigures], self.runs))  # the one aggregation (suite.results.stats)
         self._latest = max(self.runs, key=lambda r: r.started_at)  # the runs do not change after this
 
     def summary(self) -> SubSummary:
@@ -253,8 +253,8 @@ class Submission:
 
 @dataclass
 class Baseline:
-    """A blessed baseline on the site: the file (read by suite.baselines' typed reader) and its aggregate,
-    recomputed from the stored seeds by suite.stats, so it is the figure a leaderboard row of the same runs shows."""
+    """A blessed baseline on the site: the file (read by suite.results.baselines' typed reader) and its aggregate,
+    recomputed from the stored seeds by suite.results.stats, so it is the figure a leaderboard row of the same runs shows."""
 
     path: str  # relative to the baselines folder
     baseline: bl.Baseline
@@ -390,7 +390,7 @@ def submissions(rows: list[RunRow]) -> list[Submission]:
 
 
 def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
-    """baselines/<hardware>/<domain>/<workload>/<backend>.json through suite.baselines' typed reader;
+    """baselines/<hardware>/<domain>/<workload>/<backend>.json through suite.results.baselines' typed reader;
     a file that is not a valid baseline is named in the errors and skipped."""
     if root is None or not root.exists():
         return [], []

@@ -18,7 +18,7 @@ from typing import Any
 
 import jinja2
 
-from suite.results import Result
+from suite.results.record import Result
 from suite.site import output
 from suite.site.data import RunRow, Workload, flatten
 from suite.site.render import eval_names, eval_rows, kv_rows, record_tables, run_charts
@@ -120,8 +120,8 @@ def render_page(job: Job, rel: str, template: str, common: bool = True, **ctx: A
 
 
 def _attach_archived(rr: RunRow, job: Job) -> None:
-    """The JSON copy and MLLOG log of a run kept in a monthly archive (suite.index.archive), from the archive."""
-    from suite.index import archive
+    """The JSON copy and MLLOG log of a run kept in a monthly archive (suite.results.index.archive), from the archive."""
+    from suite.results.index import archive
 
     write_if_changed(job.out / rr.json_copy, archive.read_bytes(job.root, rr.source, rr.rel))
     name = rr.mllog

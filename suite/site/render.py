@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from suite.results import Result
+from suite.results.record import Result
 from suite.site import charts
 from suite.site.data import (
     RunRow,
@@ -84,10 +84,10 @@ def palette(w: Workload) -> dict[str, int]:
 
 def change_markers(series: list, cache: dict[str, Any] | None = None, used: dict[str, Any] | None = None
                    ) -> list[tuple[float, str]]:
-    """(x, label) of each change point in each series (suite/history.py: ruptures + a permutation test). `cache`:
+    """(x, label) of each change point in each series (suite/compare/history.py: ruptures + a permutation test). `cache`:
     the segment tests of the last build (only a segment whose points changed is tested again); `used` receives
     every segment test this call made or reused."""
-    from suite.history import MIN_SEGMENT, change_points
+    from suite.compare.history import MIN_SEGMENT, change_points
 
     marks = []
     for s in series:

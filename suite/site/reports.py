@@ -1,5 +1,5 @@
 """The site's view of compare reports and studies, read only through their owners' typed readers
-(suite.compare.read_report, suite.study_report.read_study): nothing here guesses at a JSON shape.
+(suite.compare.tta.read_report, suite.studies.report.read_study): nothing here guesses at a JSON shape.
 
 A file that its reader refuses becomes an error box on its page (or a SiteError under --strict).
 """
@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite import compare as cmp
-from suite.results import slug
+from suite.compare import tta as cmp
+from suite.results.record import slug
 from suite.site import charts
-from suite.study_report import StudyReport, StudyReportError, read_study
+from suite.studies.report import StudyReport, StudyReportError, read_study
 
 MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # a compare report larger than this is refused, not parsed
 

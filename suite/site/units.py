@@ -3,7 +3,7 @@ per unit, its run pages, its submissions' history points and the logs its run pa
 reads the rows of a month only when its checksum changed or one of its pages must be rendered, so a month that
 is as the last build left it costs one row of the checksum query, not one per run.
 
-The checksum is computed in SQL by the index (suite.index.site_overview) and here, the same way, by the file walk
+The checksum is computed in SQL by the index (suite.results.index.site_overview) and here, the same way, by the file walk
 (`walk_catalog`): both roads then plan and render the same pages, byte for byte.
 """
 
@@ -37,7 +37,7 @@ def checksum(members: Iterable[tuple[int, str, str, int, int]]) -> str:
     """The unit's members (role, path, archive, size, mtime): role 0 is a run started in the month, role 1 a seed
     of one of the month's submissions started in an earlier month. "count.lo.hi": the sums of the two 64-bit
     halves of each member's md5 (order-free, as the index computes it in SQL with md5_number_lower/upper:
-    suite/index/__init__.py, `_UNITS`)."""
+    suite/results/index/__init__.py, `_UNITS`)."""
     n = lo = hi = 0
     for role, rel, source, size, mtime in members:
         d = hashlib.md5(UNIT_SEP.join((str(role), rel, source, str(size), str(mtime))).encode("utf-8", "surrogatepass")

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from suite.fingerprint import load_warning
+from suite.measure.fingerprint import load_warning
 
 if TYPE_CHECKING:
-    from suite.results import Result
+    from suite.results.record import Result
 
 INF = math.inf
 

@@ -1,5 +1,5 @@
-"""The data of a comparison: settings, verdicts, per-metric and per-pair results, the report (suite/compare.py
-fills them; suite/compare_output.py renders them)."""
+"""The data of a comparison: settings, verdicts, per-metric and per-pair results, the report (suite/compare/tta.py
+fills them; suite/compare/output.py renders them)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from suite.baselines import RunFigures
-from suite.noise_floor import check_floor
+from suite.compare.noise_floor import check_floor
+from suite.results.baselines import RunFigures
 
 REPORT_SCHEMA_VERSION = 1
 DEFAULT_ALPHA = 0.05

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from suite.compare_model import (
+from suite.compare.model import (
     DEFAULT_MIN_RUNS,
     DEFAULT_MIN_STEPS,
     DEFAULT_THROUGHPUT_FLOOR,

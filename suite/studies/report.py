@@ -1,6 +1,6 @@
 """The study report (study.json) as a typed object, and its reader: what `trainbench study` wrote, read back.
 
-suite/study.py writes the file; the site (and anything else) reads it only through `read_study`, which
+suite/studies/runner.py writes the file; the site (and anything else) reads it only through `read_study`, which
 imports nothing of the study runner. A missed target is written as null and read back as infinity.
 """
 

@@ -1,10 +1,10 @@
 """Candidate vs baseline: per (hardware, workload, backend) statistics, verdicts, attribution, Markdown/JSON, exit codes.
 
-The test is the exact two-sided Mann-Whitney U on the per-seed figures (suite/stats.py says why), with the
+The test is the exact two-sided Mann-Whitney U on the per-seed figures (suite/results/stats.py says why), with the
 noise floor as its margin: a metric is `regressed` or `improved` only when the candidate, moved towards the
 baseline by the floor, still differs significantly at alpha. Throughput results (A/B of two commits) take the
-other road: suite/compare_ab.py's interval of the ratio of median step times. The data model is in
-suite/compare_model.py, the JSON and Markdown in suite/compare_output.py (both re-exported here).
+other road: suite/compare/ab_verdict.py's interval of the ratio of median step times. The data model is in
+suite/compare/model.py, the JSON and Markdown in suite/compare/output.py (both re-exported here).
 docs/compare.md is the user's description.
 """
 
@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from suite import compare_ab, compare_key, stats
-from suite.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
-from suite.compare_ab import CompareInputError
-from suite.compare_model import (  # noqa: F401 - the model is part of this module's API
+from suite.compare import ab_verdict as compare_ab
+from suite.compare import key as compare_key
+from suite.compare.ab_verdict import CompareInputError
+from suite.compare.model import (  # noqa: F401 - the model is part of this module's API
     DEFAULT_ALPHA,
     DEFAULT_GATE,
     DEFAULT_MIN_RUNS,
@@ -48,7 +48,8 @@ from suite.compare_model import (  # noqa: F401 - the model is part of this modu
     Summary,
     Verdict,
 )
-from suite.compare_output import (  # noqa: F401 - re-exported: callers use compare.to_json etc.
+from suite.compare.noise_floor import FloorError, NoiseFloor, check_floor
+from suite.compare.output import (  # noqa: F401 - re-exported: callers use compare.to_json etc.
     ICON,
     MARKDOWN_MAX_CHARS,
     ReportError,
@@ -59,7 +60,8 @@ from suite.compare_output import (  # noqa: F401 - re-exported: callers use comp
     to_json,
     to_markdown,
 )
-from suite.noise_floor import FloorError, NoiseFloor, check_floor
+from suite.results import stats
+from suite.results.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
 
 # ---- one metric --------------------------------------------------------------------------------------------
 
@@ -236,7 +238,7 @@ def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures
 
 
 def _key_mismatch(base_keys: list[dict[str, Any]], cand_keys: list[dict[str, Any]]) -> str:
-    """Why two sides of one spec hash are still not comparable (suite/compare_key.py), or ''."""
+    """Why two sides of one spec hash are still not comparable (suite/compare/key.py), or ''."""
     for side, keys in (("baseline", base_keys), ("candidate", cand_keys)):
         if mixed := compare_key.mixed(keys):
             return f"the {side} runs mix configurations: {'; '.join(mixed)}"

@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from suite.index import store
-from suite.index.archive import ArchiveError, ArchiveReport  # noqa: F401 - the package's API
-from suite.index.pack import pack  # noqa: F401 - the package's API
-from suite.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
-from suite.results import Result, ResultError
+from suite.results.index import store
+from suite.results.index.archive import ArchiveError, ArchiveReport  # noqa: F401 - the package's API
+from suite.results.index.pack import pack  # noqa: F401 - the package's API
+from suite.results.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
+from suite.results.record import Result, ResultError
 
 ENV_OFF = "TRAINBENCH_INDEX"  # TRAINBENCH_INDEX=0: readers walk the files as before (a fallback, and the tests' reference)
 
@@ -232,8 +232,8 @@ def query(root: Path, sql: str, params: Sequence[Any] = (), refresh: bool = True
 def records(root: Path, where: str = "", params: Sequence[Any] = (), refresh: bool = True) -> tuple[list[Any], list[str]]:
     """baselines.RunRecord of every valid run (matching `where`) and the bad files: what
     baselines.load_paths gives compare and promote, without reading a file that is already indexed."""
-    from suite.runfiles import RunRecord, SideKey
-    from suite.stats import RunFigures
+    from suite.results.runfiles import RunRecord, SideKey
+    from suite.results.stats import RunFigures
 
     with reading(root, refresh=refresh) as con:
         errors = con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall()
@@ -260,9 +260,9 @@ def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
     """baselines.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
     index; every file the index could not take as a result (a baseline file, a bad file) read again by
     baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
-    from suite.baseline_schema import Baseline
-    from suite.noise_floor import NoiseFloor
-    from suite.runfiles import Loaded, read_file
+    from suite.compare.noise_floor import NoiseFloor
+    from suite.results.baseline_schema import Baseline
+    from suite.results.runfiles import Loaded, read_file
 
     recs, _ = records(root)
     bad = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=False)
@@ -321,8 +321,8 @@ class Series:
 
 def history(root: Path, workload: str | None = None, refresh: bool = True) -> list[Series]:
     """Per (workload, hardware, backend, precision, spec hash): one point per commit, oldest first, each the
-    olympic mean of its seeds' times to target (suite.stats, the one aggregation)."""
-    from suite.stats import olympic_mean
+    olympic mean of its seeds' times to target (suite.results.stats, the one aggregation)."""
+    from suite.results.stats import olympic_mean
 
     where, params = ("WHERE workload = ?", [workload]) if workload else ("", [])
     rows = query(root, "SELECT workload, hardware, backend, precision, spec_hash, coalesce(git_sha, 'unknown'), "

@@ -1,7 +1,7 @@
 """Baselines: the typed reader of a baselines folder, and promote (results -> blessed baseline files).
 
-The file schema is suite/baseline_schema.py; the lean reader of result and baseline files that compare
-uses is suite/runfiles.py (both re-exported here, where compare and the CLI look for them).
+The file schema is suite/results/baseline_schema.py; the lean reader of result and baseline files that compare
+uses is suite/results/runfiles.py (both re-exported here, where compare and the CLI look for them).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from suite import stats
-from suite.baseline_schema import (  # noqa: F401 - re-exported
+from suite.compare.noise_floor import NoiseFloor
+from suite.results import stats
+from suite.results.baseline_schema import (  # noqa: F401 - re-exported
     BASELINE_KIND,
     BASELINE_SCHEMA_VERSION,
     Baseline,
@@ -25,9 +26,8 @@ from suite.baseline_schema import (  # noqa: F401 - re-exported
     parse_baseline,
     read_baseline,
 )
-from suite.noise_floor import NoiseFloor
-from suite.results import ResultError, json_files, slug
-from suite.runfiles import (  # noqa: F401 - re-exported: compare and the CLI read runs through here
+from suite.results.record import ResultError, json_files, slug
+from suite.results.runfiles import (  # noqa: F401 - re-exported: compare and the CLI read runs through here
     Loaded,
     RunRecord,
     Side,
@@ -36,7 +36,7 @@ from suite.runfiles import (  # noqa: F401 - re-exported: compare and the CLI re
     record_of_result,
     sides,
 )
-from suite.stats import RunFigures, figures_of  # noqa: F401 - re-exported
+from suite.results.stats import RunFigures, figures_of  # noqa: F401 - re-exported
 
 
 def load_baselines(root: Path) -> tuple[list[tuple[Path, Baseline]], list[str]]:
@@ -59,7 +59,7 @@ class PromoteError(ValueError):
 
 
 def aggregate_figures(runs: Sequence[RunFigures]) -> BaselineAggregate:
-    """A baseline's stored aggregate: suite.stats.aggregate, the same figures as a leaderboard row."""
+    """A baseline's stored aggregate: suite.results.stats.aggregate, the same figures as a leaderboard row."""
     return BaselineAggregate.of(stats.aggregate(runs))
 
 
@@ -128,12 +128,12 @@ def build_baselines(
 
 
 def checkout_sha() -> str | None:
-    """The trainbench checkout's commit, as suite.environment.git_info finds it, without importing torch (which
+    """The trainbench checkout's commit, as suite.measure.environment.git_info finds it, without importing torch (which
     environment's device probe does): promote is a JSON-only command and should start in a blink."""
     if os.environ.get("GITHUB_SHA"):
         return os.environ["GITHUB_SHA"]
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent.parent,
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[2],
                               capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -162,7 +162,7 @@ def write_baseline(root: Path, b: Baseline, replace: bool = False) -> Path:
 
 def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = False) -> Loaded:
     """Every result and baseline file under `paths`; bad files are named in `errors` (or raise under strict)."""
-    from suite import index
+    from suite.results import index
 
     records: list[RunRecord] = []
     baselines: list[tuple[str, Baseline]] = []
@@ -172,7 +172,7 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
     for root in paths:
         if not root.exists():
             raise ResultError(f"{root}: no such file or folder")
-        if index.enabled(root):  # a folder: through the results index (suite/index), updated first
+        if index.enabled(root):  # a folder: through the results index (suite/results/index), updated first
             part = index.compare_inputs(root, strict, validate)
             records += part.records
             baselines += part.baselines

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from suite import results as results_mod
+from suite.results import record as results_mod
 
 ARCHIVE_DIR = "archive"
 

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from suite.results import ResultError, slug
+from suite.results.record import ResultError, slug
 
 FLOOR_KIND: Final = "trainbench-noise-floor"
 FLOOR_SCHEMA_VERSION = 1

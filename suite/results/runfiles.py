@@ -14,20 +14,20 @@ from typing import Any
 
 import msgspec
 
-from suite import compare_key
-from suite.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
-from suite.fingerprint import load_warning
-from suite.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
-from suite.result_lean import DECODER as LEAN_DECODER
-from suite.result_lean import LeanResult, started_at_iso
-from suite.results import MAX_RESULT_BYTES, Result, ResultError, parse_result
-from suite.results import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
-from suite.stats import RunFigures, figures_of, peak_memory, time_per_step
+from suite.compare import key as compare_key
+from suite.compare.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
+from suite.measure.fingerprint import load_warning
+from suite.results.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
+from suite.results.lean import DECODER as LEAN_DECODER
+from suite.results.lean import LeanResult, started_at_iso
+from suite.results.record import MAX_RESULT_BYTES, Result, ResultError, parse_result
+from suite.results.record import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
+from suite.results.stats import RunFigures, figures_of, peak_memory, time_per_step
 
 # ---- the lean reader ---------------------------------------------------------------------------------------
 # Parsing a whole result (config, eval curve, software table) is nearly all of the cost of comparing 10,000
 # files: the stdlib json module alone took ~8 s for 10,000 files of 15 KB on the dev machine, pydantic's full
-# validation more. So a current result file is decoded straight into suite/result_lean.py's msgspec mirror of
+# validation more. So a current result file is decoded straight into suite/results/lean.py's msgspec mirror of
 # Result, which checks every field as strictly as the schema does and skips `config` unbuilt (~0.4 s for the
 # same files). A file the mirror refuses goes to the full pydantic schema (with the migrations), which decides
 # and words the error: one verdict per file for every reader. `--validate` always takes the full schema.
@@ -79,7 +79,7 @@ class RunRecord:
     noise_floor: float | None
     figures: RunFigures
     git_dirty: bool
-    comparison: dict[str, Any] = field(default_factory=dict)  # suite/compare_key.py
+    comparison: dict[str, Any] = field(default_factory=dict)  # suite/compare/key.py
 
     @property
     def mode(self) -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from suite import __version__, devices
-from suite import fingerprint as fp
-from suite.results import GitInfo, HardwareInfo, slug
+from suite.measure import fingerprint as fp
+from suite.results.record import GitInfo, HardwareInfo, slug
 
 load_average = fp.load_average
 
@@ -110,7 +110,7 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 
 def git_info(cwd: Path | None = None) -> GitInfo:
-    cwd = cwd or Path(__file__).resolve().parent.parent
+    cwd = cwd or Path(__file__).resolve().parents[2]
     sha = os.environ.get("GITHUB_SHA") or _git(["rev-parse", "HEAD"], cwd)
     status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
     branch = os.environ.get("GITHUB_HEAD_REF") or _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)

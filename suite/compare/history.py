@@ -176,7 +176,7 @@ class ChangePoint:
 
 def series(results: Path) -> tuple[dict[tuple[str, ...], list[Point]], list[str]]:
     """Every series in a results folder, one point per commit (runs of one commit: their median), by date."""
-    from suite.baselines import load_paths
+    from suite.results.baselines import load_paths
 
     loaded = load_paths([results])
     runs: dict[tuple[str, ...], dict[str, list[tuple[str, float]]]] = defaultdict(lambda: defaultdict(list))

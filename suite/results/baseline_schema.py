@@ -1,7 +1,7 @@
 """The baseline file: its schema (`Baseline`) and its typed reader.
 
 A baseline file `baselines/<hardware>/<domain>/<workload>/<backend>.json` holds, for one spec hash on one
-hardware, the aggregate over N seeds (suite.stats.aggregate, stored with infinities as null) AND every
+hardware, the aggregate over N seeds (suite.results.stats.aggregate, stored with infinities as null) AND every
 seed's raw figures (the test in compare needs the runs, not only their mean), plus where they came from.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from suite import stats
-from suite.results import MAX_RESULT_BYTES, ResultError
-from suite.stats import RunFigures
+from suite.results import stats
+from suite.results.record import MAX_RESULT_BYTES, ResultError
+from suite.results.stats import RunFigures
 
 BASELINE_SCHEMA_VERSION = 1
 BASELINE_KIND: Final = "trainbench-baseline"
@@ -54,7 +54,7 @@ class BaselineAggregate(_Model):
 
     @classmethod
     def of(cls, agg: stats.Aggregate) -> BaselineAggregate:
-        """The stored form of suite.stats.aggregate: JSON has no infinity, so inf (and NaN) become null."""
+        """The stored form of suite.results.stats.aggregate: JSON has no infinity, so inf (and NaN) become null."""
         def f(x: float | None) -> float | None:
             return None if x is None or math.isinf(x) or math.isnan(x) else x
 
@@ -76,7 +76,7 @@ class Baseline(_Model):
     backend: str
     spec_hash: str
     noise_floor: float | None = Field(description="the spec's compare.noise_floor (None: compare's default)")
-    comparison_key: dict[str, Any] | None = Field(default=None, description="suite/compare_key.py: precision, ...")
+    comparison_key: dict[str, Any] | None = Field(default=None, description="suite/compare/key.py: precision, ...")
     aggregate: BaselineAggregate
     runs: list[RunFigures] = Field(min_length=1)
     provenance: Provenance

@@ -3,7 +3,7 @@
 `trainbench study studies/X.yaml` validates everything first (each workload with each algorithm: user
 code is imported and checked before the first run), runs every cell (sequentially by the local executor),
 aggregates each (workload, algorithm) over seeds with MLPerf's olympic mean (a miss is infinitely slow),
-scores with suite/profiles.py, and writes study.json, study.md, profile.svg and study.html.
+scores with suite/studies/profiles.py, and writes study.json, study.md, profile.svg and study.html.
 """
 
 from __future__ import annotations
@@ -17,15 +17,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from suite import profiles, registry, stats, study_report
+from suite import registry
 from suite.algorithms import bundles
-from suite.results import Result, now_utc
+from suite.results import stats
+from suite.results.record import Result, now_utc
 from suite.site import charts
 from suite.spec import TIERS, SpecError, format_validation, parse_yaml, read_spec_file
 from suite.specload import tier_workloads
+from suite.studies import profiles
+from suite.studies import report as study_report
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
-TEMPLATES = Path(__file__).resolve().parent.parent / "site" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "site" / "templates"
 
 
 class StudyError(ValueError):

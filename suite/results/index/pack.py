@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from suite.index import archive, store
+from suite.results.index import archive, store
 
 
 def pack(root: Path, before: datetime) -> archive.ArchiveReport:

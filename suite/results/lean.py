@@ -1,9 +1,9 @@
-"""The lean (msgspec) mirror of suite.results.Result: compare and promote decode a current result file with it.
+"""The lean (msgspec) mirror of suite.results.record.Result: compare and promote decode a current result file with it.
 
 It declares EVERY field of Result, each at least as strict as the pydantic schema (unknown fields forbidden
 where Result forbids them, no default where Result has none, 64-bit integers, no string-to-number coercion).
 So a file it accepts is one the full schema accepts; a file it refuses goes to the full schema
-(suite/runfiles.py), which decides, so `results validate`, compare, promote, the site and the index give one
+(suite/results/runfiles.py), which decides, so `results validate`, compare, promote, the site and the index give one
 verdict per file (issue 17 item 6). tests/test_one_verdict.py holds the mirror to the schema, field by field.
 
 Why a mirror and not pydantic: msgspec type-checks a ~15 KB file in ~50 us and skips `config` unbuilt;
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from pydantic import TypeAdapter
 
-from suite.results import Status, check_started_at
+from suite.results.record import Status, check_started_at
 
 # larger integers (which pydantic and json still read) are left to the full schema to judge
 Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
@@ -92,7 +92,7 @@ class LeanGit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Every field of suite.results.Result; `config` is read only as far as compare needs it."""
+    """Every field of suite.results.record.Result; `config` is read only as far as compare needs it."""
 
     schema_version: Int
     run_id: str
