@@ -1,7 +1,7 @@
 """Device memory of each full-tier spec at its micro-batch, from a measurement on the CPU: the bytes autograd
 saves for backward per sample (counted with saved_tensors_hooks under the spec's autocast dtype, one small
 batch), times the micro-batch, plus weights, gradients and optimizer state. docs/workloads.md quotes it. GPT specs
-also get the estimator's figure (suite/measure/memory.py, which tests/test_memory_estimate.py holds to torch's own
+also get the estimator's figure (suite/measure/memory.py, which tests/measure/test_memory_estimate.py holds to torch's own
 count); their CPU measurement at 1 x 1024 bf16 is slow on a shared machine.
 
     PYTHONPATH=. python benchmarks/full_tier_memory.py [--out benchmarks/out/full_tier_memory.json]

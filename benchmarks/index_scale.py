@@ -1,6 +1,6 @@
 """Index scale benchmark (issue 18): the results index, and the readers on it, at N results plus a night of 10,000.
 
-Results are real Result objects from tests/site_factory.py in benchmarks/site_scale.py's mix (20 workloads x 4
+Results are real Result objects from tests/support/site_factory.py in benchmarks/site_scale.py's mix (20 workloads x 4
 hardware x 3 backends, 5-seed submissions, one a day per combination, 8 evaluations per curve), one in ten with
 a 100-point series (2 metrics) as a per-step throughput run writes. Files are written with
 Result.model_dump_json(indent=1) at results.result_path, as write_result does, but without its fsync per file
@@ -36,12 +36,13 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "tests")]  # support.*
+
+from support.site_factory import T0, make_result  # noqa: E402
 
 from benchmarks.site_scale import BACKENDS, HARDWARE, SEEDS  # noqa: E402
 from suite.results import index  # noqa: E402
 from suite.results.record import result_path  # noqa: E402
-from tests.site_factory import T0, make_result  # noqa: E402
 
 NIGHT = 10_000
 WORKLOADS = [f"{d}/bench_{i:02d}" for i, d in enumerate(("cv", "nlp", "gnn", "rl") * 5)]

@@ -22,11 +22,12 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "tests")]  # support.*
+
+from support.site_factory import T0, make_result  # noqa: E402
 
 from suite.results.record import write_result  # noqa: E402
 from suite.site.build import build_site  # noqa: E402
-from tests.site_factory import T0, make_result  # noqa: E402
 
 BUILD_BUDGET_S = 10.0
 INDEX_BUDGET_BYTES = 1_000_000

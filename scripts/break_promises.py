@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-P = "tests/test_promises.py::"
+P = "tests/project/test_promises.py::"
 
 
 @dataclass(frozen=True)
@@ -81,33 +81,33 @@ BREAKAGES = [
         "unreadable-file-crashes", "suite/results/record.py",
         "    except (OSError, UnicodeDecodeError) as e:\n        raise ResultError(f\"{path}: cannot read: {e}\")",
         "    except (UnicodeDecodeError,) as e:\n        raise ResultError(f\"{path}: cannot read: {e}\")",
-        ("tests/test_faults_results.py::test_unreadable_file_is_named",)),
+        ("tests/results/test_faults_results.py::test_unreadable_file_is_named",)),
     Breakage(
         "write-in-place", "suite/results/record.py",
         "        os.link(tmp, path)  # fails with FileExistsError instead of replacing: results are append-only\n",
         "        with open(path, 'x') as g:  # broken: the result is written in place, visible half-written\n"
         "            for i in range(0, len(text), 65536):\n"
         "                g.write(text[i:i + 65536]); g.flush(); os.fsync(g.fileno())\n",
-        ("tests/test_concurrency_results.py::test_sigkill_at_random_moments_never_leaves_a_bad_result",)),
+        ("tests/results/test_concurrency_results.py::test_sigkill_at_random_moments_never_leaves_a_bad_result",)),
     Breakage(
         "set-not-recorded", "suite/execution/plan.py",
         "overrides=prepared.overrides,", "overrides={},",
-        ("tests/test_cli.py::test_set_override_is_recorded",)),
+        ("tests/cli/test_cli.py::test_set_override_is_recorded",)),
     Breakage(
         "wedged-noticed-late", "suite/execution/isolated.py",
         "self.wedged_s = _stale_heartbeat(self.tmp, self.limits.stall_s + WEDGED_MARGIN_S)",
         "self.wedged_s = _stale_heartbeat(self.tmp, self.limits.stall_s + WEDGED_MARGIN_S + 60)",
-        ("tests/test_faults_runs.py::test_hang_holding_the_gil_is_ended_by_the_parent",)),
+        ("tests/execution/test_faults_runs.py::test_hang_holding_the_gil_is_ended_by_the_parent",)),
     Breakage(
         "fallback-record-late", "suite/execution/isolated.py",
         "        \"\"\"The run's Outcome (after poll() said True); writes the fallback record when the child wrote none.\"\"\"\n",
         "        \"\"\"The run's Outcome (after poll() said True); writes the fallback record when the child wrote none.\"\"\"\n"
         "        time.sleep(60)  # broken: the record of a run whose worker died comes a minute late\n",
-        ("tests/test_faults_runs.py::test_a_rank_killed_or_hung_in_a_two_process_run",)),
+        ("tests/execution/test_faults_runs.py::test_a_rank_killed_or_hung_in_a_two_process_run",)),
     Breakage(
         "eval-copy-keeps-tp-qkv-order", "suite/backends/parallel/pipeline.py",
         "            if tp > 1 and \".qkv.\" in target:", "            if False and tp > 1 and \".qkv.\" in target:",
-        ("tests/test_layouts.py::test_four_process_layouts_match_one_process",)),
+        ("tests/backends/test_layouts.py::test_four_process_layouts_match_one_process",)),
 ]
 
 

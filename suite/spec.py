@@ -170,7 +170,7 @@ class CompareSpec(_Strict):
 
 class ThroughputSpec(_Strict):
     """`trainbench run --mode throughput`: untimed init, `warmup_steps` left out, then `measure_steps` timed one by one.
-    Not in the spec hash (the comparison key carries both numbers, suite/compare/key.py)."""
+    Not in the spec hash (the comparison key carries both numbers, suite/results/key.py)."""
 
     warmup_steps: int = Field(default=20, ge=0, description="steps run before timing starts (caches, allocator, JIT)")
     measure_steps: int = Field(default=200, gt=0, description="steps whose every time is recorded")

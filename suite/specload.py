@@ -2,7 +2,7 @@
 components (task, model, data set, backend options) and the plug-ins (optimizer, schedule, loss, compression).
 
 suite/spec.py is pure (it imports no user code and no registry); this module is the one that imports them,
-so the import graph has no circle (tests/test_import_graph.py).
+so the import graph has no circle (tests/project/test_import_graph.py).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "suite.cli", *args]
 
 
-# ---- a skip is a failure unless it is for hardware that cannot exist here (tests/promised.py) --------------
+# ---- a skip is a failure unless it is for hardware that cannot exist here (tests/support/promised.py) --------------
 
 
 def _skip_reason(longrepr) -> str:
@@ -62,7 +62,7 @@ def _skip_reason(longrepr) -> str:
 
 
 def _forbidden_skip(report) -> str | None:
-    from promised import HARDWARE
+    from support.promised import HARDWARE
 
     if not report.skipped or hasattr(report, "wasxfail"):
         return None
@@ -70,7 +70,7 @@ def _forbidden_skip(report) -> str | None:
     if reason.startswith(HARDWARE):
         return None
     return (f"skipped, but only missing hardware may skip (a reason starting {HARDWARE!r}): {reason}. A promised "
-            "dependency must be installed (pip install -e '.[dev]'); use tests/promised.py: require()")
+            "dependency must be installed (pip install -e '.[dev]'); use tests/support/promised.py: require()")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -7,7 +7,7 @@
 # folders), REPO (default .), RUNS_PER_BLOCK, AB_SETS (space-separated --set values), FLOORS (folder of *.floor.json, default baselines),
 # NOISE_FLOOR (the floor where no measured one applies), TRAINBENCH (the command, default .venv/bin/trainbench),
 # AB_CPUS (a CPU list for taskset: the whole A/B on these cores; lockstep sides take turns, so one core holds a
-# --nproc 1 A/B; how docs/compare.md's power figures were measured). tests/test_ab.py runs this very script.
+# --nproc 1 A/B; how docs/compare.md's power figures were measured). tests/compare/test_ab.py runs this very script.
 set -euo pipefail
 : "${BASE_SHA:?}" "${HEAD_SHA:?}"
 read -ra tb <<< "${TRAINBENCH:-.venv/bin/trainbench}"

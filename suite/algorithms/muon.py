@@ -4,7 +4,7 @@ For every parameter with ndim >= 2 (a conv filter bank is flattened to out x (in
 CIFAR-10 speedruns) the update is the nearest semi-orthogonal matrix to the (Nesterov) momentum, scaled by
 sqrt(max(1, rows / cols)); every other parameter (biases, norms' gains) is trained by AdamW with its own lr.
 The quintic Newton-Schulz coefficients (3.4445, -4.7750, 2.0315) trade exactness for speed: singular values
-land in roughly [0.7, 1.2], not exactly 1 (see tests/test_algorithms.py).
+land in roughly [0.7, 1.2], not exactly 1 (see tests/algorithms/test_algorithms.py).
 Limitation: it cannot tell an embedding or the output head from a hidden layer (it sees only tensors); the
 modded-nanogpt records give those to Adam. Pass `adamw_params` ids via param groups if that matters to you.
 """

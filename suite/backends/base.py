@@ -3,7 +3,7 @@
 Required (abstract): available, setup, train_step, eval_model, synchronize, parallel_layout, close.
 With defaults: Options (no options block), supports (every spec), data_shard (the process group's rank and
 world), target_may_count (always), algorithm_report (nothing to report). Callers call members directly,
-never look them up by getattr; tests/test_backend_contract.py checks both. docs/writing-a-backend.md lists them.
+never look them up by getattr; tests/backends/test_backend_contract.py checks both. docs/writing-a-backend.md lists them.
 """
 
 from __future__ import annotations

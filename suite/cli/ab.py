@@ -69,8 +69,8 @@ def calibrate(
 ) -> None:
     """Measure each workload's noise floor on this runner from an A/A comparison and store it with the baselines."""
     from suite.compare import ab_verdict as compare_ab
-    from suite.compare.noise_floor import AAMeasurement, NoiseFloor, floor_from_aa, write_floor
     from suite.results.baselines import checkout_sha, load_paths
+    from suite.results.noise_floor import AAMeasurement, NoiseFloor, floor_from_aa, write_floor
 
     try:
         la, lb = load_paths([a], strict=True), load_paths([b], strict=True)

@@ -16,9 +16,9 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from suite.compare import key as compare_key
-from suite.compare.noise_floor import NoiseFloor
+from suite.results import key as compare_key
 from suite.results.baselines import Loaded, RunRecord, SideKey
+from suite.results.noise_floor import NoiseFloor
 from suite.results.record import ResultError
 
 MAX_BOOT_CELLS = 4_000_000  # resampled step times held at once (32 MB of float64)

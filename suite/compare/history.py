@@ -4,9 +4,9 @@ ordered by run date), where did the level move, between which commits, by how mu
 The detector is ruptures' binary segmentation with the least-squares cost, on log values, behind ONE function,
 `change_points`: each segment's best single split comes from ruptures' `KernelCPD` with the linear kernel (the
 least-squares cost, solved in ruptures' C code; for one split it is exactly the split `Binseg(model="l2")` finds,
-~50x faster: tests/test_history.py checks both). ruptures gives locations, not significance, so each split is kept only if a permutation
+~50x faster: tests/compare/test_history.py checks both). ruptures gives locations, not significance, so each split is kept only if a permutation
 test says so: the segment is shuffled many times and the best split of each shuffle is scored with the same cost
-(ruptures' CostL2 gain, in closed form and vectorised over the shuffles: tests/test_history.py checks it equals
+(ruptures' CostL2 gain, in closed form and vectorised over the shuffles: tests/compare/test_history.py checks it equals
 ruptures' own); the p-value is the share of shuffles that split at least as well as the real data. The test
 includes the search over split positions (as E-Divisive's does), so picking the best split is no bias.
 docs/compare.md ("History") says why this detector.

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from suite.compare.noise_floor import check_floor
 from suite.results.baselines import RunFigures
+from suite.results.noise_floor import check_floor
 
 REPORT_SCHEMA_VERSION = 1
 DEFAULT_ALPHA = 0.05

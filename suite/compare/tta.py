@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from suite.compare import ab_verdict as compare_ab
-from suite.compare import key as compare_key
 from suite.compare.ab_verdict import CompareInputError
 from suite.compare.model import (  # noqa: F401 - the model is part of this module's API
     DEFAULT_ALPHA,
@@ -48,7 +47,6 @@ from suite.compare.model import (  # noqa: F401 - the model is part of this modu
     Summary,
     Verdict,
 )
-from suite.compare.noise_floor import FloorError, NoiseFloor, check_floor
 from suite.compare.output import (  # noqa: F401 - re-exported: callers use compare.to_json etc.
     ICON,
     MARKDOWN_MAX_CHARS,
@@ -60,8 +58,10 @@ from suite.compare.output import (  # noqa: F401 - re-exported: callers use comp
     to_json,
     to_markdown,
 )
+from suite.results import key as compare_key
 from suite.results import stats
 from suite.results.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
+from suite.results.noise_floor import FloorError, NoiseFloor, check_floor
 
 # ---- one metric --------------------------------------------------------------------------------------------
 
@@ -238,7 +238,7 @@ def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures
 
 
 def _key_mismatch(base_keys: list[dict[str, Any]], cand_keys: list[dict[str, Any]]) -> str:
-    """Why two sides of one spec hash are still not comparable (suite/compare/key.py), or ''."""
+    """Why two sides of one spec hash are still not comparable (suite/results/key.py), or ''."""
     for side, keys in (("baseline", base_keys), ("candidate", cand_keys)):
         if mixed := compare_key.mixed(keys):
             return f"the {side} runs mix configurations: {'; '.join(mixed)}"

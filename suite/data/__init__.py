@@ -1,1 +1,7 @@
-"""Data set readers; each module exposes COMPONENT with a pydantic Config and load()."""
+"""Data set readers; each module exposes COMPONENT with a pydantic Config and load().
+
+Owns where data lives (`locate`), what a missing data set says (`download`, `DataMissing`), `trainbench data
+prepare`, and one reader per on-disk format (IDX, CIFAR batches, ImageFolder, token shards, OGB, SDF, ...).
+Readers never download at run time. May import: `suite.registry`, `suite.workloads.contract` (`data_root`);
+never backends, execution or results.
+"""

@@ -2,7 +2,7 @@
 
 Read straight from the CSV scikit-learn ships (`sklearn/datasets/data/digits.csv.gz`, what its `load_digits`
 parses), without importing scikit-learn: that import (scipy with it) is ~2 s, more than the smoke run itself
-spends training on this data. `tests/test_registry.py` checks the arrays equal `load_digits()`'s.
+spends training on this data. `tests/workloads/test_registry.py` checks the arrays equal `load_digits()`'s.
 """
 
 from __future__ import annotations

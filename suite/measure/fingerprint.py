@@ -19,7 +19,6 @@ ACCEL_SOFTWARE_KEYS = ("driver", "cuda_runtime", "cudnn", "nccl", "triton", "tra
                        "torch_npu")
 COMM_ENV_PREFIXES = ("NCCL_", "HCCL_")
 CONTAINER_ENV = ("TRAINBENCH_CONTAINER_IMAGE", "CONTAINER_IMAGE")
-HIGH_LOAD_PER_CORE = 1.0  # a 1-min load above the core count means the run competed for the CPUs
 
 
 def _try(fn: Callable[[], Any]) -> Any:
@@ -225,19 +224,3 @@ def node_count(world: int) -> int:
         return int(nnodes)
     return max(1, world // local) if local else 1
 
-
-def high_load(load_avg: list[float] | None, cpu_cores: int) -> bool:
-    """True when the host's 1-minute load was above its core count: the run shared the machine."""
-    return bool(load_avg) and load_avg[0] > HIGH_LOAD_PER_CORE * max(1, cpu_cores)  # type: ignore[index]
-
-
-def load_warning(hardware: Any) -> str | None:
-    """A sentence for compare and the site when a run's host was loaded at its start or end, else None."""
-    cores = getattr(hardware, "cpu_cores", 1) or 1
-    loads: list[list[float]] = [v for v in (getattr(hardware, "load_avg_start", None),
-                                            getattr(hardware, "load_avg_end", None)) if v]
-    worst = [v[0] for v in loads if high_load(v, cores)]
-    if not worst:
-        return None
-    peak = max(worst)
-    return f"host load {peak:g} on {cores} cores during the run: timings may be slowed by other work"

@@ -1,7 +1,7 @@
 """Device memory of one training step of a GPT (suite/models/gpt.py), estimated from its config: weights,
 gradients and optimizer state by precision recipe, the activations autograd saves per layer by micro-batch and
 sequence length (with and without activation checkpointing), and the loss's logits. The full tier's "fits the
-device" check (`fits`) uses it; tests/test_memory_estimate.py holds it against torch's own count on the CPU.
+device" check (`fits`) uses it; tests/measure/test_memory_estimate.py holds it against torch's own count on the CPU.
 
 Per token and layer, a block (pre-LN, fused qkv, SDPA, 4x MLP) saves for backward: both LayerNorm inputs in the
 residual stream's dtype and their mean/rstd (fp32), the qkv input in the compute dtype (autocast's copy), q, k

@@ -2,6 +2,8 @@
 
 Owns the `Result` schema and its atomic append-only writer and migrations (`record`), the lean msgspec reader
 (`lean`) and the run files compare and promote read (`runfiles`), the one aggregation over seeds (`stats`),
-baseline files and promote (`baseline_schema`, `baselines`), and the embedded DuckDB index with its archives
-(`index/`). May import: `suite.spec`, `suite.registry`, `suite.measure`; never compare, studies, site or cli.
+baseline files and promote (`baseline_schema`, `baselines`) with what they store beside the figures (the
+comparison key, `key`; A/A noise floors, `noise_floor`), a recorded host load read back (`host_load`), and the
+embedded DuckDB index with its archives (`index/`). Imports no other suite package: every other one reads
+results through here.
 """

@@ -76,7 +76,7 @@ class Baseline(_Model):
     backend: str
     spec_hash: str
     noise_floor: float | None = Field(description="the spec's compare.noise_floor (None: compare's default)")
-    comparison_key: dict[str, Any] | None = Field(default=None, description="suite/compare/key.py: precision, ...")
+    comparison_key: dict[str, Any] | None = Field(default=None, description="suite/results/key.py: precision, ...")
     aggregate: BaselineAggregate
     runs: list[RunFigures] = Field(min_length=1)
     provenance: Provenance

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from suite.compare.noise_floor import NoiseFloor
 from suite.results import stats
 from suite.results.baseline_schema import (  # noqa: F401 - re-exported
     BASELINE_KIND,
@@ -26,6 +25,7 @@ from suite.results.baseline_schema import (  # noqa: F401 - re-exported
     parse_baseline,
     read_baseline,
 )
+from suite.results.noise_floor import NoiseFloor
 from suite.results.record import ResultError, json_files, slug
 from suite.results.runfiles import (  # noqa: F401 - re-exported: compare and the CLI read runs through here
     Loaded,

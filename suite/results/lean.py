@@ -4,7 +4,7 @@ It declares EVERY field of Result, each at least as strict as the pydantic schem
 where Result forbids them, no default where Result has none, 64-bit integers, no string-to-number coercion).
 So a file it accepts is one the full schema accepts; a file it refuses goes to the full schema
 (suite/results/runfiles.py), which decides, so `results validate`, compare, promote, the site and the index give one
-verdict per file (issue 17 item 6). tests/test_one_verdict.py holds the mirror to the schema, field by field.
+verdict per file (issue 17 item 6). tests/results/test_one_verdict.py holds the mirror to the schema, field by field.
 
 Why a mirror and not pydantic: msgspec type-checks a ~15 KB file in ~50 us and skips `config` unbuilt;
 pydantic's full validation took ~6x as long on the same file (docs/compare.md, Speed).

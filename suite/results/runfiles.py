@@ -14,12 +14,12 @@ from typing import Any
 
 import msgspec
 
-from suite.compare import key as compare_key
-from suite.compare.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
-from suite.measure.fingerprint import load_warning
+from suite.results import key as compare_key
 from suite.results.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
+from suite.results.host_load import load_warning
 from suite.results.lean import DECODER as LEAN_DECODER
 from suite.results.lean import LeanResult, started_at_iso
+from suite.results.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
 from suite.results.record import MAX_RESULT_BYTES, Result, ResultError, parse_result
 from suite.results.record import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 from suite.results.stats import RunFigures, figures_of, peak_memory, time_per_step
@@ -79,7 +79,7 @@ class RunRecord:
     noise_floor: float | None
     figures: RunFigures
     git_dirty: bool
-    comparison: dict[str, Any] = field(default_factory=dict)  # suite/compare/key.py
+    comparison: dict[str, Any] = field(default_factory=dict)  # suite/results/key.py
 
     @property
     def mode(self) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from suite.measure.fingerprint import load_warning
+from suite.results.host_load import load_warning
 
 if TYPE_CHECKING:
     from suite.results.record import Result
@@ -179,7 +179,7 @@ def aggregate(runs: Sequence[RunFigures]) -> Aggregate:
 def aggregate_results(runs: Sequence[Result]) -> Aggregate:
     """`aggregate` of the runs' `figures_of`, computed straight from the Results (the site aggregates every
     submission of 10,000 results; building a RunFigures per result made that 3x slower). The same per-seed
-    functions as RunFigures' make the two agree; tests/test_one_aggregation.py checks they do."""
+    functions as RunFigures' make the two agree; tests/results/test_one_aggregation.py checks they do."""
     return _aggregate(
         sum(_reached(r.status, r.time_to_target_s) for r in runs), [_tta(r.status, r.time_to_target_s) for r in runs],
         [_steps(r.status, r.time_to_target_s, r.steps_to_target) for r in runs],

@@ -260,8 +260,8 @@ def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
     """baselines.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
     index; every file the index could not take as a result (a baseline file, a bad file) read again by
     baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
-    from suite.compare.noise_floor import NoiseFloor
     from suite.results.baseline_schema import Baseline
+    from suite.results.noise_floor import NoiseFloor
     from suite.results.runfiles import Loaded, read_file
 
     recs, _ = records(root)

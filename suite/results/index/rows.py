@@ -1,7 +1,7 @@
 """What the index holds of one result: the typed `runs` row and the `series` rows, computed once per file.
 
 Every figure a reader needs is a column here, computed by the same functions the readers used on a full
-Result (suite.results.stats, suite.measure.fingerprint, suite.compare.key): the site's leaderboards, workload pages and run
+Result (suite.results.stats, suite.results.host_load, suite.results.key): the site's leaderboards, workload pages and run
 lists, compare and history then read columns, never the result JSON (kept in `result` for the pages that
 show every field). The site's file walk (TRAINBENCH_INDEX=0) builds its rows with this same function, so the
 two roads cannot disagree.
@@ -59,8 +59,8 @@ def _text(value: Any, default: str = "") -> str:
 def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True) -> tuple[list[Any], list[list[Any]]]:
     """The `runs` row (in RUN_COLUMNS order) and the `series` rows of one validated result. `with_json`
     False leaves the `result` column None (the site's file walk holds the Result itself)."""
-    from suite.compare import key as compare_key
-    from suite.measure.fingerprint import load_warning
+    from suite.results import key as compare_key
+    from suite.results.host_load import load_warning
     from suite.results.runfiles import _noise_floor_of  # the figures compare uses, computed once
     from suite.results.stats import peak_memory, time_per_step
 

@@ -1,0 +1,45 @@
+"""The layout shows the architecture (issue 29): suite/ is concept packages with few loose modules, each package
+says what it owns; tests/ mirrors suite/'s packages, with the helpers in one support package."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE, TESTS = ROOT / "suite", ROOT / "tests"
+LOOSE_MODULES_AT_MOST = 8  # spec, specload, registry, harness, throughput, devices, distributed (+ room for one)
+# test folders that are not a suite/ package or module: the repository's own promises, the shared helpers, specs
+NOT_A_PACKAGE = {"project", "support", "specs"}
+
+
+def test_suite_has_few_loose_modules_and_every_package_says_what_it_owns():
+    loose = sorted(p.name for p in SUITE.glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= LOOSE_MODULES_AT_MOST, loose
+    for init in SUITE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc, f"{init.relative_to(ROOT)} has no docstring saying what the package owns"
+
+
+def test_every_test_lives_in_the_folder_of_what_it_tests():
+    assert not list(TESTS.glob("test_*.py")), "a test file directly in tests/: put it in the folder of its package"
+    suite_names = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    suite_names |= {p.stem for p in SUITE.glob("*.py")}
+    for folder in TESTS.iterdir():
+        if folder.is_dir() and folder.name not in NOT_A_PACKAGE and not folder.name.startswith((".", "__")):
+            assert folder.name in suite_names, f"tests/{folder.name}/ is named after no suite/ package or module"
+
+
+def test_test_file_names_are_unique():
+    """pytest imports test modules by their file name (rootdir-relative 'prepend' mode, no __init__.py)."""
+    names = Counter(p.name for p in TESTS.rglob("test_*.py"))
+    assert [n for n, c in names.items() if c > 1] == []
+
+
+def test_helpers_are_in_the_support_package_not_beside_the_tests():
+    for path in TESTS.rglob("*.py"):
+        rel = path.relative_to(TESTS)
+        if rel.parts[0] in ("support",) or path.name == "conftest.py":
+            continue
+        assert path.name.startswith("test_"), f"tests/{rel} is a helper: move it to tests/support/"
