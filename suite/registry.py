@@ -34,6 +34,7 @@ TASKS: dict[str, str] = {
 MODELS: dict[str, str] = {
     "cnn": "suite.models.cnn:COMPONENT",
     "gpt": "suite.models.gpt:COMPONENT",
+    "llama": "suite.models.llama:COMPONENT",   # dense Llama 3 and MoE (gpt-oss, DeepSeek-V3 shapes) presets
     "resnet": "suite.models.resnet:COMPONENT",
     "airbench": "suite.models.airbench:COMPONENT",
     "gcn": "suite.models.gcn:COMPONENT",
