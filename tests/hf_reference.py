@@ -40,6 +40,7 @@ def hf_mixtral(cfg: llama.Config) -> Any:
                            num_experts_per_tok=moe.top_k, sliding_window=None, router_jitter_noise=0.0,
                            output_router_logits=True, router_aux_loss_coef=moe.aux_loss_coeff)
     hf_cfg._attn_implementation = "eager"
+    hf_cfg._experts_implementation = "eager"  # its per-expert loop (grouped_mm has no fp64, needed for the noise)
     return MixtralForCausalLM(hf_cfg).eval()
 
 

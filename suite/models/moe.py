@@ -85,7 +85,8 @@ class Router(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x: (T, dim) -> chosen experts (T, k), their weights (T, k, fp32), the unweighted aux loss."""
         cfg = self.cfg
-        logits = F.linear(x, self.weight).float()
+        logits = F.linear(x, self.weight)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32; fp64 stays
         scores = logits.softmax(-1) if cfg.score == "softmax" else logits.sigmoid()
         choice = scores + self.score_bias if cfg.score_bias else scores
         if cfg.groups > 1:  # DeepSeek-V3: keep the topk_groups groups whose best two experts score highest
