@@ -62,6 +62,11 @@ PRESETS: dict[str, dict[str, Any]] = {
                                  "shared_experts": 1, "aux_loss_coeff": 0.01}},
 }
 
+# each full-size preset's CPU counterpart (the tests' FLOPs and parity shapes; a spec's `tiny` variant)
+TINY: dict[str, str] = {"llama3.1-8b": "llama3.1-tiny", "llama3.1-70b": "llama3.1-tiny",
+                        "llama3.1-405b": "llama3.1-tiny", "gpt-oss-20b": "gpt-oss-tiny",
+                        "deepseek-v3": "deepseek-v3-tiny"}
+
 
 def expand(data: Any) -> Any:
     """A Config's raw fields with its `preset` filled in underneath them (given fields win; `moe` and
