@@ -55,6 +55,7 @@ DATASETS: dict[str, str] = {
     "solubility": "suite.data.solubility:COMPONENT",
     "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
     "gym": "suite.data.gym_env:COMPONENT",
+    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
 }
 
 # backend name -> class implementing suite.backends.base.Backend
