@@ -218,8 +218,10 @@ def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
 
 # ---- Hugging Face weight names ----------------------------------------------------------------------------
 
-# Hugging Face parameter name (transformers 5: LlamaForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM,
-# DeepseekV3ForCausalLM's MoE parts) -> this module's. Rotary weights need no permutation: both use rotate_half.
+# Hugging Face parameter name (transformers 5: LlamaForCausalLM, MixtralForCausalLM, DeepseekV3ForCausalLM's MoE
+# parts) -> this module's. Rotary weights need no permutation: both use rotate_half. Not covered: gpt-oss
+# checkpoints (`mlp.router` with a bias, gate_up_proj (E, dim, 2*hidden) with gate and up interleaved, expert
+# biases, attention sinks: parts this decoder does not have), Qwen3-MoE's q/k norms, DeepSeek-V3's MLA.
 HF_TO_SUITE: list[tuple[str, str]] = [
     (r"model\.embed_tokens\.weight", "tok_embeddings.weight"),
     (r"model\.norm\.weight", "norm.weight"),
