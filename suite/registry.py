@@ -34,6 +34,7 @@ TASKS: dict[str, str] = {
 MODELS: dict[str, str] = {
     "cnn": "suite.models.cnn:COMPONENT",
     "gpt": "suite.models.gpt:COMPONENT",
+    "llama": "suite.models.llama:COMPONENT",   # dense Llama 3 and MoE (gpt-oss, DeepSeek-V3 shapes) presets
     "resnet": "suite.models.resnet:COMPONENT",
     "airbench": "suite.models.airbench:COMPONENT",
     "gcn": "suite.models.gcn:COMPONENT",
@@ -54,6 +55,7 @@ DATASETS: dict[str, str] = {
     "solubility": "suite.data.solubility:COMPONENT",
     "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
     "gym": "suite.data.gym_env:COMPONENT",
+    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
 }
 
 # backend name -> class implementing suite.backends.base.Backend

@@ -36,6 +36,7 @@ DATA_SETS: dict[str, DataSet] = {d.name: d for d in (
     DataSet("cifar10", "local", "cifar-10-python.tar.gz (download or --from)"),
     DataSet("imagenet", "local", "ILSVRC2012 in ImageFolder layout (--from)"),
     DataSet("fineweb10B", "local", "modded-nanogpt FineWeb .bin shards (--from)"),
+    DataSet("megatron_indexed", "local", "Megatron .bin/.idx pairs, e.g. the MLPerf LLM references' C4 (--from)"),
     DataSet("ogbg_molpcba", "local", "OGB ogbg-molpcba on-disk layout (download or --from)"),
 )}
 
