@@ -138,7 +138,7 @@ def gh_download_artifact(
     max_mb: Annotated[int, typer.Option(help="refuse artifacts larger than this (packed or unpacked)")] = 512,
 ) -> None:
     """Download and safely extract a run's artifacts (untrusted data: no links, no path escapes, bounded)."""
-    from suite.github import GitHub, GitHubError
+    from suite.github import GitHub, GitHubError, redact
 
     full = _repo(repo)
     if (name is None) == (prefix is None):
@@ -150,17 +150,24 @@ def gh_download_artifact(
                 if (a.get("name") == name if name is not None else str(a.get("name", "")).startswith(prefix or ""))]
         if not arts:
             raise GitHubError(f"run {run_id} has no artifact {'named ' + repr(name) if name else 'starting ' + repr(prefix)}")
-        got = {}
-        for a in arts:
+        got, bad = {}, []
+        for a in arts:  # one bad artifact is reported and skipped: the others are still fetched
             safe = str(a["name"])
-            if not safe or "/" in safe or "\\" in safe or safe in (".", ".."):
-                raise GitHubError(f"artifact name {safe!r} is not a plain name; refusing")
-            got[safe] = gh.download_artifact(full, a, dest / safe, max_bytes=max_mb * 1024 * 1024)
-        return got
+            try:
+                if not safe or "/" in safe or "\\" in safe or safe in (".", ".."):
+                    raise GitHubError(f"artifact name {safe!r} is not a plain name; refusing")
+                got[safe] = gh.download_artifact(full, a, dest / safe, max_bytes=max_mb * 1024 * 1024)
+            except GitHubError as e:
+                bad.append(f"artifact {safe!r}: {e}")
+        return got, bad
 
-    got = _gh_call(call)
+    got, bad = _gh_call(call)
     for art, files in got.items():
         say(f"{art}: {len(files)} file(s) -> {dest / art}")
+    for line in bad:
+        say_err(f"github: {redact(line)}")
+    if bad:
+        raise typer.Exit(EXIT_FAIL)
 
 
 @runner_app.command("register")
