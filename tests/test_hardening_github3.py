@@ -5,14 +5,18 @@ the user names."""
 from __future__ import annotations
 
 import io
+import os
+import resource
 import socket
+import subprocess
+import sys
 import threading
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
-from gh_cli import run_cli
+from gh_cli import HANG_GUARD_S, ROOT, run_cli
 from werkzeug import Response
 
 from suite import github
@@ -202,3 +206,47 @@ def test_cli_names_the_rate_limit_and_its_reset(httpserver):
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "lacks a permission" not in p.stderr and "rate limit of this token is spent; it resets at" in p.stderr
     assert "(in 30 min)" in p.stderr or "(in 29 min)" in p.stderr
+
+
+# ---- item 16: every file the user names is read with a bound -----------------------------------------------
+
+
+def _cli_bounded_memory(httpserver, *args: str) -> subprocess.CompletedProcess:
+    """The CLI in a child whose address space is capped at 2 GiB: an unbounded read of /dev/zero ends in a
+    MemoryError there, not in the machine swapping."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+    env.update({"PYTHONPATH": str(ROOT), "GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": REPO,
+                "GITHUB_API_URL": httpserver.url_for("").rstrip("/")})
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    return subprocess.run([sys.executable, "-m", "suite.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=HANG_GUARD_S, preexec_fn=cap)
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["gh", "comment", "--pr", "7", "--body-file", "/dev/zero"], "--body-file"),
+    (["gh", "summary", "--body-file", "/dev/zero", "--out", "SUMMARY"], "--body-file"),
+    (["gh", "status", "--sha", SHA, "--state", "failure", "--check-run", "--summary-file", "/dev/zero"],
+     "--summary-file"),
+    (["gh", "change-issues", "--history", "/dev/zero"], "--history"),
+])
+def test_an_endless_input_file_is_refused_with_its_flag(httpserver, tmp_path, args, flag):
+    args = [str(tmp_path / "summary.md") if a == "SUMMARY" else a for a in args]
+    p = _cli_bounded_memory(httpserver, *args)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and "MemoryError" not in p.stderr
+    assert f"error: {flag} /dev/zero: more than" in p.stderr
+    assert httpserver.log == [] and not (tmp_path / "summary.md").exists()
+
+
+def test_an_endless_exit_code_file_sets_the_error_state(httpserver):
+    httpserver.expect_request(f"/repos/{REPO}/statuses/{SHA}", method="POST",
+                              json={"state": "error", "context": "trainbench",
+                                    "description": "benchmark or compare failed"}).respond_with_json({"id": 1})
+    p = _cli_bounded_memory(httpserver, "gh", "status", "--sha", SHA, "--exit-code-file", "/dev/zero")
+    assert p.returncode == 0, p.stderr
+    assert "--exit-code-file /dev/zero: more than 64 bytes, not an exit code; state error" in p.stderr
+    assert "status trainbench: error" in p.stdout
+    httpserver.check_assertions()
