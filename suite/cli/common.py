@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -38,6 +39,20 @@ def fail_input(message: str) -> typer.Exit:
     # escape(): messages carry file names and run output, and `[/x]` in them would be read as rich markup
     err.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False)
     return typer.Exit(EXIT_INPUT)
+
+
+def check_writable(folder: Path, flag: str, what: str) -> None:
+    """Fail before the first run, not after it, when an output folder cannot be written (exit 2, nothing
+    measured): made if missing, then probed with a file, so a read-only folder or one below a file is named."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as e:
+        raise fail_input(f"{flag} {folder}: cannot write {what} there ({e.strerror or e}); give {flag} a "
+                         "folder you can write") from None
 
 
 def say(text: str) -> None:

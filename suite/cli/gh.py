@@ -38,14 +38,44 @@ def _repo(repo: str | None) -> str:
     return value
 
 
-def _read_bodies(files: list[Path]) -> str:
-    parts = []
-    for f in files:
-        try:
-            parts.append(f.read_text(encoding="utf-8", errors="replace"))
-        except OSError as e:
-            raise fail_input(f"--body-file {f}: {e.strerror}") from None
+MIB = 1024 * 1024
+# every file a user names is read with a bound: `--body-file /dev/zero` once read until MemoryError
+MAX_BODY_BYTES = 16 * MIB  # far above what GitHub keeps (a comment 65,536 chars, a summary 1 MiB)
+MAX_HISTORY_BYTES = 64 * MIB
+MAX_EXIT_CODE_BYTES = 64
+
+
+def _read_bounded(path: Path, flag: str, max_bytes: int) -> bytes:
+    """The file's bytes, refused (exit 2, naming the flag) when it holds more than `max_bytes`."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise fail_input(f"{flag} {path}: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise fail_input(f"{flag} {path}: more than {max_bytes:,} bytes (a device such as /dev/zero, or not the "
+                         "file meant?): give the file that compare or history wrote")
+    return data
+
+
+def _read_bodies(files: list[Path], flag: str = "--body-file") -> str:
+    parts = [_read_bounded(f, flag, MAX_BODY_BYTES).decode("utf-8", errors="replace") for f in files]
     return "\n\n".join(p.strip() for p in parts) + "\n"
+
+
+def _state_of_exit_code_file(path: Path) -> str:
+    """compare's exit code from an (untrusted) artifact file; missing, overlong or odd reads as error."""
+    from suite.github import state_from_exit_code
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_EXIT_CODE_BYTES + 1)
+    except OSError:
+        return "error"  # no verdict file: the benchmark job did not get as far as compare
+    if len(data) > MAX_EXIT_CODE_BYTES:
+        say_err(f"--exit-code-file {path}: more than {MAX_EXIT_CODE_BYTES} bytes, not an exit code; state error")
+        return "error"
+    return state_from_exit_code(data.decode("utf-8", errors="replace"))
 
 
 @gh_app.command("comment")
@@ -88,16 +118,13 @@ def gh_status(
     summary_file: Annotated[Path | None, typer.Option(help="--check-run: markdown for the check's summary")] = None,
 ) -> None:
     """Set a commit status (or check run) carrying compare's verdict."""
-    from suite.github import STATES, GitHub, state_from_exit_code
+    from suite.github import STATES, GitHub
 
     name = _repo(repo)
     if (state is None) == (exit_code_file is None):
         raise fail_input("give exactly one of --state or --exit-code-file")
     if exit_code_file is not None:
-        try:
-            state = state_from_exit_code(exit_code_file.read_text(encoding="utf-8", errors="replace")[:20])
-        except OSError:
-            state = "error"  # no verdict file: the benchmark job did not get as far as compare
+        state = _state_of_exit_code_file(exit_code_file)
     if state not in STATES:
         raise fail_input(f"--state {state!r}: expected one of {', '.join(STATES)}")
     words = {"success": "no regression", "failure": "regression found", "error": "benchmark or compare failed",
@@ -108,7 +135,7 @@ def gh_status(
         gh = GitHub()
         if check_run:
             conclusion = {"success": "success", "failure": "failure", "error": "failure", "pending": "neutral"}[state]
-            summary = _read_bodies([summary_file]) if summary_file else desc
+            summary = _read_bodies([summary_file], "--summary-file") if summary_file else desc
             return gh.check_run(name, sha, context, conclusion, desc, summary, target_url)
         return gh.commit_status(name, sha, state, context, desc, target_url)
 
@@ -138,7 +165,7 @@ def gh_download_artifact(
     max_mb: Annotated[int, typer.Option(help="refuse artifacts larger than this (packed or unpacked)")] = 512,
 ) -> None:
     """Download and safely extract a run's artifacts (untrusted data: no links, no path escapes, bounded)."""
-    from suite.github import GitHub, GitHubError
+    from suite.github import GitHub, GitHubError, redact
 
     full = _repo(repo)
     if (name is None) == (prefix is None):
@@ -150,17 +177,24 @@ def gh_download_artifact(
                 if (a.get("name") == name if name is not None else str(a.get("name", "")).startswith(prefix or ""))]
         if not arts:
             raise GitHubError(f"run {run_id} has no artifact {'named ' + repr(name) if name else 'starting ' + repr(prefix)}")
-        got = {}
-        for a in arts:
+        got, bad = {}, []
+        for a in arts:  # one bad artifact is reported and skipped: the others are still fetched
             safe = str(a["name"])
-            if not safe or "/" in safe or "\\" in safe or safe in (".", ".."):
-                raise GitHubError(f"artifact name {safe!r} is not a plain name; refusing")
-            got[safe] = gh.download_artifact(full, a, dest / safe, max_bytes=max_mb * 1024 * 1024)
-        return got
+            try:
+                if not safe or "/" in safe or "\\" in safe or safe in (".", ".."):
+                    raise GitHubError(f"artifact name {safe!r} is not a plain name; refusing")
+                got[safe] = gh.download_artifact(full, a, dest / safe, max_bytes=max_mb * 1024 * 1024)
+            except GitHubError as e:
+                bad.append(f"artifact {safe!r}: {e}")
+        return got, bad
 
-    got = _gh_call(call)
+    got, bad = _gh_call(call)
     for art, files in got.items():
         say(f"{art}: {len(files)} file(s) -> {dest / art}")
+    for line in bad:
+        say_err(f"github: {redact(line)}")
+    if bad:
+        raise typer.Exit(EXIT_FAIL)
 
 
 @runner_app.command("register")
@@ -217,7 +251,7 @@ def gh_change_issues(
     from suite.github import GitHub, upsert_issue
 
     try:
-        report = json.loads(history_file.read_text(encoding="utf-8"))
+        report = json.loads(_read_bounded(history_file, "--history", MAX_HISTORY_BYTES))
         points = [c for c in report["change_points"] if c["worse"] or not only_worse]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise fail_input(f"--history {history_file}: not a `trainbench history --json` report ({e})") from None

@@ -23,17 +23,32 @@ baseline_app = typer.Typer(help="Blessed baselines that pull requests are compar
 
 @results_app.command("validate")
 def results_validate(path: Annotated[Path, typer.Argument(help="a results folder or file")] = Path("results")):
-    """Check every result file; names each bad one and exits 1 if any is bad."""
+    """Check every result file, loose or packed by `results archive`; names each bad one, exits 1 if any is bad."""
+    from suite.results.index import archive
     from suite.results.record import load_results
 
     if not path.exists():
         raise fail_input(f"{path}: no such file or folder")
-    loaded = load_results(path)
-    for e in loaded.errors:
+    is_zip = path.is_file() and path.suffix == ".zip"
+    loaded = load_results(path) if not is_zip else None
+    errors = list(loaded.errors) if loaded else []
+    valid = len(loaded.results) if loaded else 0
+    zips = [path] if is_zip else archive.archives(path) if path.is_dir() else []
+    packed = 0
+    for arch in zips:  # the archived results are results too (they were reported as "0 valid, 0 invalid")
+        try:
+            for _, result, error in archive.read_members(arch, arch.parent if is_zip else path):
+                packed += 1
+                valid += result is not None
+                errors += [error] if error else []
+        except archive.ArchiveError as e:
+            errors.append(str(e))
+    for e in errors:
         err.print(f"[red]bad[/red] {escape(e)}", highlight=False)
-    out.print(f"{len(loaded.results)} valid, {len(loaded.errors)} invalid result file(s) under {path}", markup=False,
+    where = f", {packed} of them in {len(zips)} archive(s)" if zips else ""
+    out.print(f"{valid} valid, {len(errors)} invalid result file(s) under {path}{where}", markup=False,
               highlight=False, soft_wrap=True)
-    raise typer.Exit(EXIT_FAIL if loaded.errors else EXIT_OK)
+    raise typer.Exit(EXIT_FAIL if errors else EXIT_OK)
 
 
 @results_app.command("show")

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out, say_err
+from suite.cli.common import EXIT_FAIL, EXIT_OK, check_writable, emit_json, err, fail_input, out, say_err
 
 MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
 
@@ -166,8 +166,10 @@ def run(
         if precision is not None and precision not in precision_mod.RECIPES:
             raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
         specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)
-        if is_main:
-            _check_results_dir(results)
+        if is_main:  # every output folder, before the first run (not after the last one trained)
+            check_writable(results, "--results", "result files")
+            if profile:
+                check_writable(profile_dir, "--profile-dir", "profiler traces")
         launch.launcher_for(options)  # the launcher's own checks (--jobs, Ray's import)
     except ValueError as e:
         forkserver.stop()
@@ -239,17 +241,6 @@ def _note_loaded_host(ran: list[Any], specs: list[tuple[Path, Any]]) -> None:
         err.print(note, markup=False, highlight=False, soft_wrap=True)
 
 
-def _check_results_dir(results: Path) -> None:
-    """Fail before the first run, not after it, when results cannot be written (exit 2, nothing measured)."""
-    import tempfile
-
-    try:
-        results.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=results, prefix=".probe-"):
-            pass
-    except OSError as e:
-        raise fail_input(f"--results {results}: cannot write result files there ({e.strerror or e})") from None
-
 
 
 def _plan(planner, workloads, tier, backend, sets, variant, precision, algo, world=1):
@@ -292,6 +283,8 @@ def study(
     except planner.PlanError as e:
         raise fail_input(str(e)) from None
     out_dir = out_dir or Path("studies") / "_out" / st.name
+    check_writable(results, "--results", "result files")  # both before the first run, not after the last
+    check_writable(out_dir, "--out", "the study's outputs")
     options = launch.Options(executor=executor or st.executor, jobs=jobs or st.jobs, address=address, quiet=quiet,
                              nproc=nproc)
     try:

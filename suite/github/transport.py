@@ -16,10 +16,13 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
+
+from suite.github import deadline
 
 log = logging.getLogger("suite.github")
 
@@ -173,6 +176,16 @@ def _api_message(resp: requests.Response) -> str:
     return str(data)[:300]
 
 
+def _reset_note(resp: requests.Response, now: float) -> str:
+    """When the limit resets, from X-RateLimit-Reset (epoch seconds), in UTC and from now."""
+    try:
+        reset = float(resp.headers.get("X-RateLimit-Reset", ""))
+        when = datetime.fromtimestamp(reset, UTC)
+    except (ValueError, OverflowError, OSError):
+        return ""
+    return f"; it resets at {when:%Y-%m-%d %H:%M:%S} UTC (in {max(0.0, reset - now) / 60:.0f} min)"
+
+
 def _is_rate_limited(resp: requests.Response) -> bool:
     if resp.status_code == 429:
         return True
@@ -214,15 +227,17 @@ class Transport:
         api_url: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 30.0,
+        deadline_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
     ):
         self._auth = _TokenAuth(token if token is not None else token_from_env())
         self.api_url = (api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
         self.retry = retry or RetryPolicy()
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s  # per socket read (requests' timeout)
+        self.deadline_s = deadline_s  # per attempt, the whole exchange: a server trickling bytes is cut here
         self._sleep, self._clock = sleep, clock
-        self._session = requests.Session()
+        self._session = deadline.session()
         self._session.headers.update({
             "Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": "trainbench",
         })
@@ -241,14 +256,19 @@ class Transport:
         waited = 0.0
         for attempt in range(1, self.retry.max_attempts + 1):
             reason, retry_it = None, True
-            try:
-                resp = self._session.request(
-                    method, url, json=json_body, params=params, auth=self._auth, timeout=self.timeout_s,
-                    allow_redirects=False,
-                )
-            except requests.RequestException as e:
-                reason = f"{type(e).__name__}: {redact(str(e))}"
-                retry_it = not isinstance(e, NOT_RETRYABLE)
+            with deadline.limit(self.deadline_s) as limit:
+                try:
+                    resp = self._session.request(
+                        method, url, json=json_body, params=params, auth=self._auth, timeout=self.timeout_s,
+                        allow_redirects=False,
+                    )
+                except requests.RequestException as e:
+                    reason = f"{type(e).__name__}: {redact(str(e))}"
+                    retry_it = not isinstance(e, NOT_RETRYABLE)
+            if limit.expired:  # whatever came back (an error, or a body cut short) is not the answer
+                self._session.close()  # its connections were shut down: none is reused
+                raise GitHubError(f"{what}: no complete answer from {self.api_url} within the "
+                                  f"{self.deadline_s:.0f} s deadline (the server sends too slowly); not retried")
             if reason is not None:
                 # handled outside the except block, so the error raised below has no __context__ holding
                 # requests' internals (prepared request, headers) for a traceback walker to print
@@ -290,6 +310,10 @@ class Transport:
         if code == 401:
             return AuthError(f"{what}: 401 unauthorized ({msg}): GITHUB_TOKEN is missing, expired or revoked",
                              code)
+        if _is_rate_limited(resp):  # a spent rate limit is not a missing permission (both can be a 403)
+            return RateLimited(f"{what}: HTTP {code} rate limited ({msg}): the API rate limit of this token is "
+                               f"spent{_reset_note(resp, self._clock())}; wait for the reset, or spread the calls",
+                               code)
         if code == 403:
             return AuthError(f"{what}: 403 forbidden ({msg}): the token lacks a permission; grant it in the "
                              "job's `permissions:` (statuses: write, pull-requests: write, actions: read, ...) "

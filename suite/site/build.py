@@ -23,8 +23,8 @@ from typing import Any
 
 import jinja2
 
-from suite.results.host_load import load_warning
 from suite.results.record import Result, load_results
+from suite.results.host_load import load_warning
 from suite.site import units as site_units
 from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, cell_text, load_baselines
 from suite.site.output import (
@@ -33,6 +33,7 @@ from suite.site.output import (
     Txn,
     check_out_apart,
     collector_paused,
+    locked,
     previous_files,
     prune,
     read_marker,
@@ -231,6 +232,12 @@ def build_site(
     if not results.exists():
         raise SiteError(f"--results {results}: no such folder (run `trainbench run ...` first, or point at one)")
     check_out_apart(out, {"--results": results, "--baselines": baselines})
+    with locked(out):  # concurrent builds into one --out take turns (new folder or existing site alike)
+        return _build_locked(results, out, baselines, compare, strict, jobs, studies, use_index, t0)
+
+
+def _build_locked(results: Path, out: Path, baselines: Path | None, compare: Sequence[Path], strict: bool,
+                  jobs: int | None, studies: Sequence[Path], use_index: bool | None, t0: float) -> BuildReport:
     if out.exists() and not out.is_dir():
         raise SiteError(f"--out {out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():

@@ -38,6 +38,31 @@ def check_out_apart(out: Path, inputs: dict[str, Path | None]) -> None:
 
 
 @contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """One build at a time into `out`: an exclusive `flock` on the folder that holds it, from the checks of `out`
+    to the manifest. Without it, a second build into a new --out found the first one's half-made folder and
+    refused it as "not empty and not built by trainbench". The parent is locked, not a file in it: a lock file
+    could not be removed safely, and a build leaves nothing beside the site (builds into sibling folders take
+    turns too)."""
+    final = out.resolve()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(final.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: one build at a time is then the caller's promise
+            yield
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """No cyclic garbage collection while a build makes its many long-lived objects (rows, the manifest): each
     collection walks the whole heap, which made up 40% of a build with nothing new at 50,000 results."""

@@ -21,7 +21,7 @@ import jinja2
 from suite.results.record import Result
 from suite.site import output
 from suite.site.data import RunRow, Workload, flatten
-from suite.site.render import eval_names, eval_rows, kv_rows, record_tables, run_charts
+from suite.site.render import eval_names, eval_rows, eval_shown, kv_rows, record_tables, run_charts
 
 SITE_DIR = Path(__file__).resolve().parents[2] / "site"
 
@@ -196,9 +196,11 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
         if rr.mllog and not rr.source and rr.mllog_copy is None and _safe_log_name(rr.mllog):
             entry["wait"] = rr.mllog  # rendered without its log: rendered again when it appears
         names = eval_names(r)
+        shown = eval_shown(r, names)  # a long run's table is down-sampled; its JSON copy keeps every point
         files.append(render_page(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
                                  record=record_tables(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
-                                 precision=rr.precision, eval_names=names, eval_rows=eval_rows(r, names)))
+                                 precision=rr.precision, eval_names=names, eval_rows=eval_rows(r, names, shown),
+                                 eval_shown=len(shown)))
         written += files
         manifest[rr.page] = entry
     return written, manifest

@@ -16,7 +16,7 @@ from typing import Any
 from markupsafe import Markup
 
 from suite.results.record import Result
-from suite.site import charts
+from suite.site import charts, downsample
 from suite.site.data import (
     RunRow,
     Submission,
@@ -153,8 +153,8 @@ def convergence_chart(w: Workload, picks: Picks, points: dict[str, Curve]) -> tu
     """The chart of the picked runs' curves (`points`: only these runs' curves are read)."""
     colours = palette(w)
     picked, metric = picks
-    series = [charts.Series(f"{name} · seed {rr.seed}", _points(points.get(rr.rel, []), metric), group=name,
-                            colour=colours[name]) for name, rr in picked]
+    series = [charts.Series(f"{name} · seed {rr.seed}", _points(points.get(rr.rel, []), metric, target=w.target),
+                            group=name, colour=colours[name]) for name, rr in picked]
     target = target_value(w.target)
     refs = [charts.RefLine(target, f"target {metric} {charts.fmt_num(target)}")] if target is not None else []
     ends = [s.points[-1].x for s in series if s.points and s.points[-1].x > 0]
@@ -165,13 +165,19 @@ def convergence_chart(w: Workload, picks: Picks, points: dict[str, Curve]) -> tu
                              width=2 * CHART_W, chart_id="chart-convergence"), len(series)
 
 
-def _points(curve: Curve, metric: str | None) -> list[charts.Point]:
+def _points(curve: Curve, metric: str | None, max_points: int = downsample.MAX_CURVE_POINTS,
+            target: dict[str, Any] | None = None) -> list[charts.Point]:
+    """The chart points of a curve, down-sampled past `max_points` (the target's crossing kept)."""
+    target = target or {}
+    aimed = target.get("metric") == metric
+    keep = downsample.keep_indices([v for _, _, v in curve], max_points, target_value(target) if aimed else None,
+                                   target.get("mode") if aimed else None)
     return [charts.Point(elapsed, value, f"step {step}, {elapsed:.3g} s: {metric} {value:.4g}")
-            for step, elapsed, value in curve]
+            for step, elapsed, value in (curve[i] for i in keep)]
 
 
 def _curve_points(r: Result, metric: str | None) -> list[charts.Point]:
-    return _points(result_curve(r, metric), metric)
+    return _points(result_curve(r, metric), metric, downsample.MAX_CHART_POINTS, target_of(r))
 
 
 def eval_names(r: Result) -> list[str]:
@@ -213,10 +219,22 @@ def kv_rows(items: Iterable[tuple[Any, Any]], mono: bool = False) -> Markup:
     return Markup("".join([f"<tr><th{cls}>{k}</th><td{cls}>{v}</td></tr>" for k, v in zip(it, it, strict=True)]))
 
 
-def eval_rows(r: Result, names: list[str]) -> Markup:
-    """The evaluations table body (numbers only, built here for speed like kv_rows)."""
+def eval_shown(r: Result, names: list[str]) -> list[int]:
+    """Which evaluations the run page's table lists: all, or past MAX_TABLE_ROWS those down-sampled on the
+    first metric (the target's, when the run has one)."""
+    if len(r.eval_curve) <= downsample.MAX_TABLE_ROWS or not names:
+        return list(range(len(r.eval_curve)))
+    target = target_of(r)
+    aimed = target.get("metric") == names[0]
+    values = [p.metrics.get(names[0], math.nan) for p in r.eval_curve]
+    return downsample.keep_indices(values, downsample.MAX_TABLE_ROWS, target_value(target) if aimed else None,
+                                   target.get("mode") if aimed else None)
+
+
+def eval_rows(r: Result, names: list[str], shown: list[int] | None = None) -> Markup:
+    """The evaluations table body (numbers only, built here for speed like kv_rows): the rows `shown`."""
     out = []
-    for p in r.eval_curve:
+    for p in r.eval_curve if shown is None else (r.eval_curve[i] for i in shown):
         cells = [f'<td class="num">{p.step}</td><td class="num">{p.samples}</td>',
                  f'<td class="num" data-sort="{sort_value(p.elapsed_s)}">{fmt_s(p.elapsed_s)}</td>',
                  f'<td class="num" data-sort="{sort_value(p.train_s)}">{fmt_s(p.train_s)}</td>']

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from pydantic import ValidationError
 from support.hf_reference import hf_llama, load_into_suite, randomize
 from support.promised import require
-from pydantic import ValidationError
 
 from suite.models import llama, llm_presets
 from suite.models.llm_layers import RopeScaling, rope_inv_freq

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from pydantic import ValidationError
 from support.hf_reference import hf_mixtral, load_into_suite, randomize
 from support.promised import require
-from pydantic import ValidationError
 from test_llama import _max_abs, _tokens, assert_parity, parity
 
 from suite.models import llama, moe
