@@ -11,6 +11,7 @@ schema version, or one DuckDB cannot open, is deleted and rebuilt from the files
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import time
@@ -40,7 +41,12 @@ FILE_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin
-    """The index cannot be used (its folder is not writable, or DuckDB failed); the message says where."""
+    """The index cannot be used (its folder is not writable, or DuckDB failed); the message says where.
+    `where` (the index folder) and `why` (the cause) apart, for readers that fall back to the files."""
+
+    def __init__(self, message: str, where: str = "", why: str = ""):
+        super().__init__(message)
+        self.where, self.why = where or message, why or message
 
 
 @dataclass
@@ -108,6 +114,8 @@ def _drop_db(db: Path) -> None:
 def _open_checked(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
     """A connection to a database of this schema, and why it was created afresh ('' if it was not)."""
     why = ""
+    if db.exists() and not os.access(db, os.W_OK):  # another user's index: fall back, never delete it to rebuild
+        raise PermissionError(errno.EACCES, "the index database is not writable by this user", str(db))
     if db.exists():
         try:
             con = duckdb.connect(str(db))
@@ -354,8 +362,9 @@ def update(root: Path, rescan: bool = False) -> UpdateReport:
             finally:
                 con.close()
     except (OSError, duckdb.Error) as e:
-        raise IndexError_(f"{index_dir(root)}: cannot update the results index ({type(e).__name__}: {e}); "
-                          f"make the results folder writable, or set TRAINBENCH_INDEX=0 to read the files") from None
+        why = f"{type(e).__name__}: {e}"
+        raise IndexError_(f"{index_dir(root)}: cannot update the results index ({why}); make the results folder "
+                          "writable, or set TRAINBENCH_INDEX=0 to read the files", str(index_dir(root)), why) from None
     report.seconds = time.perf_counter() - t0
     return report
 

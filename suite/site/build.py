@@ -162,8 +162,8 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
     from suite import index
 
     root = results if results.is_dir() else results.parent
-    if use_index if use_index is not None else index.enabled(results):
-        ov = index.site_overview(results, ROW_COLUMNS, strict=strict)
+    if use_index if use_index is not None else index.enabled(results):  # enabled(): updated, or warned and off
+        ov = index.site_overview(results, ROW_COLUMNS, strict=strict, refresh=use_index is not None)
         with collector_paused():
             featured = [_row(root, v) for v in ov.featured]
 
