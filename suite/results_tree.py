@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+INDEX_DIR = ".index"  # the results index's folder (suite/index/store.py): never results, and may be a link
+
 
 class TrainbenchWarning(UserWarning):
     """What a command tells its user and goes on (the CLI prints it as `warning: ...`, each message once)."""
@@ -81,6 +83,8 @@ def walk_folders(root: Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, 
         files: list[str] = []
         subdirs: list[str] = []
         for e in entries:
+            if folder is top and e.name in skip:  # e.g. the index's own folder, which may be a link to a fast disk
+                continue
             if not is_text(e.name):
                 skipped(e.path, "its name is not UTF-8 (rename it, e.g. with convmv); left out")
                 continue
@@ -88,8 +92,7 @@ def walk_folders(root: Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, 
                 if e.is_symlink():
                     _link(e.path, real_top)
                 elif e.is_dir(follow_symlinks=False):
-                    if not (folder is top and e.name in skip):
-                        subdirs.append(e.path)
+                    subdirs.append(e.path)
                 elif e.is_file(follow_symlinks=False):
                     files.append(e.name)
             except OSError:
@@ -103,7 +106,7 @@ def json_files(root: Path) -> list[Path]:
     reader uses (validate, show, compare, promote, the site; the index walks the same `walk_folders`)."""
     if root.is_file():
         return [root]
-    found = [os.path.join(folder, n) for folder, names, _ in walk_folders(root)
+    found = [os.path.join(folder, n) for folder, names, _ in walk_folders(root, skip=(INDEX_DIR,))
              for n in names if n.endswith(".json") and not n.startswith(".")]
     return [Path(p) for p in sorted(found)]
 

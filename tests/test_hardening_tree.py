@@ -151,6 +151,17 @@ def test_a_link_inside_the_tree_is_passed_over_quietly_and_a_linked_archive_fold
     assert list(elsewhere.iterdir()) == [] and all(f.is_file() for f in own)
 
 
+def test_an_index_folder_linked_to_another_disk_is_used_without_a_warning(tmp_path):
+    res, fast = tmp_path / "results", tmp_path / "fast"
+    _seeds(res)
+    fast.mkdir()
+    (res / ".index").symlink_to(fast, target_is_directory=True)  # the walk's one exception: never results
+    for argv in (["results", "index", "--results", str(res)], ["results", "validate", str(res)]):
+        p = _cli(*argv)
+        assert p.returncode == 0 and "warning" not in p.stderr, p.stdout + p.stderr
+    assert (fast / "results.duckdb").is_file()
+
+
 # ---- item 2: modes -----------------------------------------------------------------------------------------------
 
 

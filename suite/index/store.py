@@ -24,13 +24,14 @@ from typing import Any
 import duckdb
 
 from suite import results as results_mod
+from suite import results_tree
 from suite.index import archive as archive_mod
 from suite.index.rows import RUN_COLUMNS, SERIES_COLUMNS, row_of
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
 INDEX_SCHEMA = 3  # 2: the comparison key (suite/compare_key.py) of each run; 3: the site's columns, series order
-INDEX_DIR = ".index"
+INDEX_DIR = results_tree.INDEX_DIR  # ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
 
