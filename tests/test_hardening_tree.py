@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from suite import baselines as bl
+from suite.noise_floor import AAMeasurement, NoiseFloor, write_floor
 from suite.results import write_result, write_run
 from suite.site.build import build_site
 from tests.backend_util import ROOT, env
@@ -173,7 +174,7 @@ def umask_set():
     os.umask(old)
 
 
-@pytest.mark.parametrize("mask", [0o022, 0o077])
+@pytest.mark.parametrize("mask", [0o022, 0o077], ids=["umask022", "umask077"])
 def test_result_log_and_baseline_files_take_the_umask(tmp_path, umask_set, mask):
     umask_set(mask)
     want = 0o666 & ~mask
@@ -182,7 +183,10 @@ def test_result_log_and_baseline_files_take_the_umask(tmp_path, umask_set, mask)
     loaded = bl.load_paths([res])
     (built,) = bl.build_baselines(loaded.records, min_seeds=3, promoted_by_git_sha=None)
     base = bl.write_baseline(tmp_path / "baselines", built)
-    files = [*paths, *(p.with_suffix(".mllog") for p in paths), base]
+    floor = write_floor(tmp_path / "baselines", NoiseFloor(
+        hardware="h", workload="cv/x", backend="torch", noise_floor=0.01, measured_at="2026-01-05T00:00:00Z",
+        aa=AAMeasurement(ratio=1.0, ci_low=0.99, ci_high=1.01, runs_per_side=4, steps_per_run=20)))
+    files = [*paths, *(p.with_suffix(".mllog") for p in paths), base, floor]
     assert {oct(stat.S_IMODE(f.stat().st_mode)) for f in files} == {oct(want)}
 
 
