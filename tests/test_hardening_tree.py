@@ -138,6 +138,22 @@ def test_every_reader_leaves_out_what_a_symlink_leads_to_and_says_so(linked, com
     assert "elsewhere" not in p.stdout and "stray" not in p.stdout
 
 
+def test_a_result_swapped_for_a_symlink_after_it_was_indexed_is_not_published_through_it(tmp_path, monkeypatch):
+    from suite import index
+
+    res, secret = tmp_path / "results", tmp_path / "environ"
+    secret.write_text(SECRET + "\n")
+    paths = _seeds(res, 2)
+    index.update(res)
+    paths[0].unlink()
+    paths[0].symlink_to(secret)  # between the index's read and the site's copy
+    monkeypatch.setattr(index, "update", lambda root, rescan=False: index.UpdateReport(index.db_path(root)))
+    out = tmp_path / "site"
+    assert build_site(res, out, use_index=True).results == 2
+    assert not any(b"hunter2" in f.read_bytes() for f in out.rglob("*") if f.is_file())
+    assert len(list((out / "r").glob("*.json"))) == 2
+
+
 def test_a_link_inside_the_tree_is_passed_over_quietly_and_a_linked_archive_folder_is_refused(tmp_path):
     res = tmp_path / "results"
     own = _seeds(res, 3, started_at=JAN)

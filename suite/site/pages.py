@@ -194,7 +194,10 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
         r = results[rr.rel]
         if not rr.source:
             _attach_mllog(rr, job.out, file_mode)
-            copy_if_changed(rr.path, job.out / rr.json_copy, link=True, file_mode=file_mode)
+            if results_tree.regular_inside(job.root, rr.rel):
+                copy_if_changed(rr.path, job.out / rr.json_copy, link=True, file_mode=file_mode)
+            else:  # swapped for a symlink since it was read: publish what was read and validated, never the target
+                write_if_changed(job.out / rr.json_copy, r.model_dump_json(indent=1))
         else:
             _attach_archived(rr, job)
         files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
