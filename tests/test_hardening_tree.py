@@ -288,17 +288,18 @@ def test_every_reader_walks_the_files_when_index_is_a_file(tmp_path):
 PROBE = "import sys\ntry:\n    open(sys.argv[1], 'r+b').close()\n    print('writable')\nexcept PermissionError:\n    print('denied')\n"
 
 
-def test_every_reader_walks_the_files_when_another_users_index_is_not_writable(tmp_path):
+@pytest.mark.parametrize("theirs", ["lock-and-db", "db-only"])
+def test_every_reader_walks_the_files_when_another_users_index_is_not_writable(tmp_path, theirs):
     res = tmp_path / "results"
     _seeds(res)
     assert _cli("results", "index", "--results", str(res)).returncode == 0
     folder = res / ".index"
-    for f in folder.iterdir():
-        f.chmod(0o444)  # another user's files, as this (unprivileged) user sees them
+    for f in folder.iterdir():  # another user's files, as this (unprivileged) user sees them
+        f.chmod(0o666 if f.name == "lock" and theirs == "db-only" else 0o444)
     folder.chmod(0o777)  # in a folder shared with the group: only the files are not ours to write
     before = _snapshot(folder)
-    probe = subprocess.run(_drop_caps([sys.executable, "-c", PROBE, str(folder / "lock")]), capture_output=True,
-                           text=True, timeout=60)
+    probe = subprocess.run(_drop_caps([sys.executable, "-c", PROBE, str(folder / "results.duckdb")]),
+                           capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip() == "denied", probe  # the modes really apply to the child: the test is not vacuous
     write_result(res, make_result(seed=9, started_at=JAN))  # newer than the index: the walk must see it
     for argv, says in _readers(res, tmp_path):
