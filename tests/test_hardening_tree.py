@@ -138,6 +138,20 @@ def test_every_reader_leaves_out_what_a_symlink_leads_to_and_says_so(linked, com
     assert "elsewhere" not in p.stdout and "stray" not in p.stdout
 
 
+def test_list_matrix_does_not_count_a_result_behind_a_link_out(tmp_path):
+    from suite.cli.notes import hardware_tested
+
+    res, other = tmp_path / "results", tmp_path / "other"
+    folder = other / "ascend-910b-x8" / "cv" / "digits_cnn" / "npu"
+    folder.mkdir(parents=True)
+    (folder / "20261203T000000Z-abcd1234.json").write_text("{}")
+    res.mkdir()
+    (res / "ascend-910b-x8").symlink_to(other / "ascend-910b-x8", target_is_directory=True)
+    with pytest.warns(UserWarning, match="a symlink out of the results folder"):
+        assert hardware_tested(res) == set()
+    assert hardware_tested(other) == {("cv/digits_cnn", "npu")}
+
+
 def test_a_result_swapped_for_a_symlink_after_it_was_indexed_is_not_published_through_it(tmp_path, monkeypatch):
     from suite import index
 
