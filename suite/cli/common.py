@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from suite.results.tree import TrainbenchWarning
 
 # Not a terminal (a CI log, `make demo | tee`): rich would assume 80 columns and fold every table into
 # multi-line cells. There is no width to fit there, so tables take the width they need. $COLUMNS still wins.
@@ -32,6 +35,20 @@ out = Console(width=_stdout_width())
 err = Console(stderr=True, soft_wrap=True)  # never wrap an error message mid-field
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """A TrainbenchWarning (a skipped path, an index that cannot be used) as one line `warning: ...` on stderr;
+    any other warning as Python shows it."""
+    if issubclass(category, TrainbenchWarning):
+        err.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+warnings.showwarning = _show_warning
 
 
 def fail_input(message: str) -> typer.Exit:

@@ -41,17 +41,19 @@ def peak_notes(measured_flops_per_s: float, table_flops_per_s: float | None, loa
 
 
 def hardware_tested(results: Path, backends: Iterable[str] = HARDWARE_UNTESTED) -> set[tuple[str, str]]:
-    """(workload, backend) pairs with at least one result file under results/<hw>/<domain>/<name>/<backend>/."""
+    """(workload, backend) pairs with at least one result file under results/<hw>/<domain>/<name>/<backend>/,
+    found by the results' one walk (suite.results.tree: no symlink followed out of the folder)."""
+    from suite.results.tree import INDEX_DIR, walk_folders
+
     wanted = set(backends)
     found: set[tuple[str, str]] = set()
     if not results.is_dir():
         return found
-    for hw in results.iterdir():
-        if not hw.is_dir():
-            continue
-        for backend_dir in hw.glob("*/*/*"):
-            if backend_dir.name in wanted and backend_dir.is_dir() and any(backend_dir.glob("*.json")):
-                found.add((f"{backend_dir.parent.parent.name}/{backend_dir.parent.name}", backend_dir.name))
+    base = len(str(results)) + 1
+    for folder, names, _ in walk_folders(results, skip=(INDEX_DIR,)):
+        parts = folder[base:].split(os.sep)
+        if len(parts) == 4 and parts[3] in wanted and any(n.endswith(".json") for n in names):
+            found.add((f"{parts[1]}/{parts[2]}", parts[3]))
     return found
 
 

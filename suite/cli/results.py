@@ -86,11 +86,8 @@ def _load(path: Path):  # noqa: ANN202 - results.Loaded or index.Indexed: both g
     from suite.results import index
     from suite.results.record import load_results
 
-    if index.enabled(path):
-        try:
-            return index.load(path)
-        except index.IndexError_ as e:
-            err.print(f"[yellow]warning:[/yellow] {escape(str(e))}; reading the files", highlight=False)
+    if index.enabled(path):  # updated, or warned (once, as every reader warns) and the files are read
+        return index.load(path, refresh=False)
     return load_results(path)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from suite.results.baseline_schema import (  # noqa: F401 - re-exported
     read_baseline,
 )
 from suite.results.noise_floor import NoiseFloor
-from suite.results.record import ResultError, json_files, slug
+from suite.results.record import ResultError, slug
 from suite.results.runfiles import (  # noqa: F401 - re-exported: compare and the CLI read runs through here
     Loaded,
     RunRecord,
@@ -37,6 +36,7 @@ from suite.results.runfiles import (  # noqa: F401 - re-exported: compare and th
     sides,
 )
 from suite.results.stats import RunFigures, figures_of  # noqa: F401 - re-exported
+from suite.results.tree import create_temp, json_files
 
 
 def load_baselines(root: Path) -> tuple[list[tuple[Path, Baseline]], list[str]]:
@@ -146,7 +146,7 @@ def write_baseline(root: Path, b: Baseline, replace: bool = False) -> Path:
     if path.exists() and not replace:
         raise PromoteError(f"{path} exists; pass --replace to bless the new runs (git keeps the old baseline)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    fd, tmp = create_temp(path.parent)  # the user's umask, as open() would (mkstemp: 0600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(b.model_dump_json(indent=1) + "\n")
@@ -172,8 +172,8 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
     for root in paths:
         if not root.exists():
             raise ResultError(f"{root}: no such file or folder")
-        if index.enabled(root):  # a folder: through the results index (suite/results/index), updated first
-            part = index.compare_inputs(root, strict, validate)
+        if index.enabled(root):  # a folder: through the results index (suite/results/index), updated by enabled(), or
+            part = index.compare_inputs(root, strict, validate, refresh=False)  # warned and off: the files
             records += part.records
             baselines += part.baselines
             errors += part.errors

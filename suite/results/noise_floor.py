@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from suite.results.record import ResultError, slug
+from suite.results.tree import create_temp
 
 FLOOR_KIND: Final = "trainbench-noise-floor"
 FLOOR_SCHEMA_VERSION = 1
@@ -100,7 +100,7 @@ def write_floor(root: Path, f: NoiseFloor) -> Path:
     """Atomically (temp file + rename); a newer A/A measurement replaces the older one (git keeps history)."""
     path = floor_path(root, f)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    fd, tmp = create_temp(path.parent)  # the user's umask, as open() would (mkstemp: 0600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(json.dumps(f.model_dump(mode="json"), indent=1) + "\n")

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import secrets
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from suite.results.tree import create_temp, json_files, leads_out
 
 SCHEMA_VERSION = 2  # 2: throughput mode (status `measured`, `mode`, `step_times_s`)
 Status = Literal["reached", "budget", "diverged", "error", "interrupted", "measured"]
@@ -231,37 +232,6 @@ def read_result(path: Path) -> Result:
     return parse_result(text, str(path))
 
 
-def walk_folders(root: Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, list[str], os.stat_result]]:
-    """(folder, file names, the folder's stat) of each real folder under root: symlinked folders are followed,
-    as the writer writes through them (a `results/<hardware>` link to a bigger disk is a normal set-up), and
-    each real folder is visited once, so a link loop ends. `skip`: folder names left out at the top."""
-    seen: set[tuple[int, int]] = set()
-    for folder, dirs, names in os.walk(root, followlinks=True):
-        if skip and folder == str(root):
-            dirs[:] = [d for d in dirs if d not in skip]
-        try:
-            st = os.stat(folder)
-        except OSError:
-            dirs[:] = []
-            continue
-        if (st.st_dev, st.st_ino) in seen:
-            dirs[:] = []
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        yield folder, names, st
-
-
-def json_files(root: Path) -> list[Path]:
-    """The *.json files under root, sorted, hidden (temporary) files left out: the ONE walk every results
-    reader uses (validate, show, compare, promote, the site; the index walks the same `walk_folders`).
-    os.walk is ~3x faster than Path.rglob on 10,000 files."""
-    if root.is_file():
-        return [root]
-    found = [os.path.join(folder, n) for folder, names, _ in walk_folders(root)
-             for n in names if n.endswith(".json") and not n.startswith(".")]
-    return [Path(p) for p in sorted(found) if os.path.isfile(p)]
-
-
 def result_files(root: Path) -> list[Path]:
     return json_files(root)
 
@@ -319,7 +289,7 @@ def write_atomic(path: Path, text: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError as e:
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory (a file stands where a folder must be)", e.filename) from e
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    fd, tmp = create_temp(path.parent)  # the user's umask, not mkstemp's 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -337,6 +307,9 @@ def write_atomic(path: Path, text: str) -> Path:
 
 
 def write_result(root: Path, result: Result) -> Path:
+    why = leads_out(root, result_path(root, result).parent)
+    if why:
+        raise ResultWriteError(result_path(root, result), why)
     while True:
         try:
             return write_atomic(result_path(root, result), result.model_dump_json(indent=1))
@@ -365,6 +338,9 @@ def write_run(root: Path, result: Result, mllog_text: str | None = None) -> Path
     the path and the reason (the caller prints the measurements so nothing is lost).
     """
     path = result_path(root, result)
+    why = leads_out(root, path.parent)  # suite/results/tree.py: what no reader would read is not written
+    if why:
+        raise ResultWriteError(path, why)
     try:
         clean_stale_temporaries(path.parent)
     except OSError:

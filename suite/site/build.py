@@ -23,8 +23,8 @@ from typing import Any
 
 import jinja2
 
-from suite.results.record import Result, load_results
 from suite.results.host_load import load_warning
+from suite.results.record import Result, load_results
 from suite.site import units as site_units
 from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, cell_text, load_baselines
 from suite.site.output import (
@@ -163,8 +163,8 @@ def _load(results: Path, strict: bool, use_index: bool | None) -> _Inputs:
     from suite.results import index
 
     root = results if results.is_dir() else results.parent
-    if use_index if use_index is not None else index.enabled(results):
-        ov = index.site_overview(results, ROW_COLUMNS, strict=strict)
+    if use_index if use_index is not None else index.enabled(results):  # enabled(): updated, or warned and off
+        ov = index.site_overview(results, ROW_COLUMNS, strict=strict, refresh=use_index is not None)
         with collector_paused():
             featured = [_row(root, v) for v in ov.featured]
 

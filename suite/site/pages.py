@@ -9,6 +9,7 @@ import gc
 import hashlib
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -18,6 +19,7 @@ from typing import Any
 
 import jinja2
 
+from suite.results import tree as results_tree
 from suite.results.record import Result
 from suite.site import output
 from suite.site.data import RunRow, Workload, flatten
@@ -31,7 +33,7 @@ def _safe_log_name(name: str) -> bool:
         and not name.startswith(".") and "\x00" not in name
 
 
-def _attach_mllog(rr: RunRow, out: Path) -> None:
+def _attach_mllog(rr: RunRow, out: Path, file_mode: int) -> None:
     """Copy the :::MLLOG file a result names, only when it is a plain file right beside the result."""
     name = rr.mllog
     if not name:
@@ -40,15 +42,12 @@ def _attach_mllog(rr: RunRow, out: Path) -> None:
         rr.mllog_note = "the log name in this result is not a plain file name; not linked"
         return
     src = rr.path.parent / name
-    try:
-        ok = src.is_file() and src.resolve().parent == rr.path.parent.resolve()
-    except OSError:
-        ok = False
-    if not ok:
-        rr.mllog_note = "the MLPerf log this result names is not beside it"
+    if not results_tree.regular_inside(rr.path.parent, name):  # a symlink (to /proc/self/environ...) is not a log
+        rr.mllog_note = ("the MLPerf log this result names is not beside it" if not os.path.lexists(src) else
+                         "the MLPerf log this result names is a symlink or not a plain file; not published")
         return
     rr.mllog_copy = rr.page.removesuffix(".html") + ".mllog.txt"
-    copy_if_changed(src, out / rr.mllog_copy)
+    copy_if_changed(src, out / rr.mllog_copy, file_mode=file_mode)
 
 
 # a context (one connection to the index) giving: run rows -> their full Results by rel (for their pages)
@@ -89,27 +88,33 @@ def write_if_changed(path: Path, text: str | bytes) -> None:
         f.write(data)
 
 
-def copy_if_changed(src: Path, dst: Path, link: bool = False) -> None:
-    """Copy with its mtime; skip when the copy already has the same size and mtime (results are append-only).
-    `link`: a hard link instead where the filesystem allows it (and TRAINBENCH_SITE_LINK is not 0): no data
-    written, one directory entry. Safe because nothing of the site writes through a file of its folder (every
-    writer here unlinks first, the transaction moves files); a tool that edits the site's JSON in place would
-    edit the result itself, which is why it can be turned off."""
+def copy_if_changed(src: Path, dst: Path, link: bool = False, file_mode: int | None = None) -> None:
+    """Copy with its mtime; skip when the copy already has the same size, mtime and mode (results are append-only).
+    The copy gets the mode every file of the site gets (`file_mode`: 0666 less the umask, as open() makes it),
+    never the source's: a result kept private in results/ is not published private, nor a private one public by
+    a link. `link`: a hard link instead where the source already has that mode, the filesystem allows it (and
+    TRAINBENCH_SITE_LINK is not 0): no data written, one directory entry. Safe because nothing of the site writes
+    through a file of its folder (every writer here unlinks first, the transaction moves files); a tool that
+    edits the site's JSON in place would edit the result itself, which is why it can be turned off."""
+    wanted = (0o666 & ~results_tree.umask()) if file_mode is None else file_mode
+    a = src.stat()
     try:
-        a, b = src.stat(), dst.stat()
-        if a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns:
+        b = dst.stat()
+        if a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns and stat.S_IMODE(b.st_mode) == wanted:
             return
     except OSError:
         pass
     output.before_write(dst)
     dst.unlink(missing_ok=True)  # the transaction's backup is a hard link to it: never write through it
-    if link and os.environ.get("TRAINBENCH_SITE_LINK", "1") not in ("0", "off", "false", "no"):
+    if link and stat.S_IMODE(a.st_mode) == wanted \
+            and os.environ.get("TRAINBENCH_SITE_LINK", "1") not in ("0", "off", "false", "no"):
         try:
             os.link(src, dst)
             return
         except OSError:  # another filesystem, or not allowed (protected hard links): a copy
             pass
-    shutil.copy2(src, dst)
+    shutil.copyfile(src, dst)  # created as open() creates it: the site's mode, not the source's (copy2 copied it)
+    os.utime(dst, ns=(a.st_atime_ns, a.st_mtime_ns))
 
 
 def render_page(job: Job, rel: str, template: str, common: bool = True, **ctx: Any) -> str:
@@ -184,11 +189,15 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
     written: list[str] = []
     manifest: dict[str, Any] = {}
     results = fetch([rr for rr, _ in part])
+    file_mode = 0o666 & ~results_tree.umask()  # read once a chunk (20 us from /proc)
     for rr, w in part:
         r = results[rr.rel]
         if not rr.source:
-            _attach_mllog(rr, job.out)
-            copy_if_changed(rr.path, job.out / rr.json_copy, link=True)
+            _attach_mllog(rr, job.out, file_mode)
+            if results_tree.regular_inside(job.root, rr.rel):
+                copy_if_changed(rr.path, job.out / rr.json_copy, link=True, file_mode=file_mode)
+            else:  # swapped for a symlink since it was read: publish what was read and validated, never the target
+                write_if_changed(job.out / rr.json_copy, r.model_dump_json(indent=1))
         else:
             _attach_archived(rr, job)
         files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])

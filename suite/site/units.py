@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from suite.results.tree import regular_inside
 from suite.site.data import (
     RunRow,
     Submission,
@@ -138,13 +139,9 @@ def digest(*parts: Any) -> str:
 
 
 def log_beside(root: Path, rel: str, name: str) -> bool:
-    """The check pages._attach_mllog makes: the named log is a plain file right beside the result."""
-    path = root / rel
-    src = path.parent / name
-    try:
-        return src.is_file() and src.resolve().parent == path.parent.resolve()
-    except OSError:
-        return False
+    """The check pages._attach_mllog makes: the named log is a regular file right beside the result, inside the
+    results folder (suite.results.tree.regular_inside: never a symlink)."""
+    return regular_inside(root, (Path(rel).parent / name).as_posix())
 
 
 def valid(entry: Any) -> bool:

@@ -15,7 +15,7 @@ from support.site_factory import make_result
 
 import suite.site.workloads as site_workloads
 from suite.results import baselines as bl
-from suite.results.record import ResultError, load_results, parse_result, write_result
+from suite.results.record import ResultError, ResultWriteError, load_results, parse_result, write_result
 from suite.site.build import SiteError, build_site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,22 +93,27 @@ def test_out_inside_results_is_refused_so_runs_never_multiply(tmp_path):
     assert len(load_results(res).results) == 2
 
 
-# ---- item 5: one rule for symlinked folders: followed by the writer and every reader -----------------------
+# ---- item 5: one rule for symlinked folders, the writer's and every reader's (since issue 35 item 1: never ----
+# followed out of the results folder; tests/results/test_hardening_tree.py has each reader)
 
 
-def test_a_symlinked_results_folder_is_seen_by_validate_compare_and_site(tmp_path):
+def test_a_symlinked_results_folder_is_refused_by_the_writer_and_skipped_by_every_reader(tmp_path):
     res, elsewhere = tmp_path / "results", tmp_path / "bigdisk"
     elsewhere.mkdir()
     res.mkdir()
     (res / "nvidia-h200-x8").symlink_to(elsewhere, target_is_directory=True)
     (elsewhere / "loop").symlink_to(res, target_is_directory=True)  # a link loop must not hang or double count
-    written = _write(res, 3)  # the writer writes through the link
-    assert all((elsewhere in p.resolve().parents) for p in written)
-    assert len(load_results(res).results) == 3
-    loaded = bl.load_paths([res])
+    with pytest.raises(ResultWriteError, match="leads through a symlink out of the results folder"):
+        _write(res, 1)  # written there, no reader would see it
+    assert list(elsewhere.iterdir()) == [elsewhere / "loop"]
+    (res / "nvidia-h200-x8").unlink()
+    (tmp_path / "linked").symlink_to(res, target_is_directory=True)  # the whole folder linked: the tree given
+    assert len(_write(tmp_path / "linked", 3)) == 3
+    assert len(load_results(tmp_path / "linked").results) == 3
+    loaded = bl.load_paths([tmp_path / "linked"])
     assert len(loaded.records) == 3 and loaded.errors == []
-    assert build_site(res, tmp_path / "out").results == 3
-    p = _cli("results", "validate", str(res))
+    assert build_site(tmp_path / "linked", tmp_path / "out").results == 3
+    p = _cli("results", "validate", str(tmp_path / "linked"))
     assert p.returncode == 0 and "3 valid" in p.stdout + p.stderr
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.site_factory import write_compare_report
-from tests.test_import_graph import import_graph
+from tests.project.test_import_graph import import_graph
 
 from suite.compare import tta as cmp
 from suite.results import baselines as bl

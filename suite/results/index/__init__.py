@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,17 +25,31 @@ from suite.results.index.archive import ArchiveError, ArchiveReport  # noqa: F40
 from suite.results.index.pack import pack  # noqa: F401 - the package's API
 from suite.results.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
 from suite.results.record import Result, ResultError
+from suite.results.tree import TrainbenchWarning
 
 ENV_OFF = "TRAINBENCH_INDEX"  # TRAINBENCH_INDEX=0: readers walk the files as before (a fallback, and the tests' reference)
 
 
+class IndexUnavailable(TrainbenchWarning):  # noqa: N818 - a warning, named for what the user sees
+    """The index of a results folder cannot be used by this user; the files are read instead."""
+
+
 def enabled(root: Path) -> bool:
-    """Readers use the index for a results folder (not a single file) unless TRAINBENCH_INDEX=0, or the folder
-    cannot hold one (read-only, e.g. a mounted archive of results): then they walk the files as before."""
+    """Whether a reader reads `root` through its index, which this brings up to date. False for a single file,
+    under TRAINBENCH_INDEX=0, and when the index cannot be updated here (a folder this user cannot write, another
+    user's results.duckdb, a file named .index): then one IndexUnavailable warning says why, and the reader walks
+    the files, which give the same answers, slower. Every reader (site, compare, promote, history, show) asks
+    here, so they all fall back the same way; what they call next need not update again (refresh=False)."""
     if not root.is_dir() or os.environ.get(ENV_OFF, "1") in ("0", "off", "false", "no"):
         return False
-    folder = root / store.INDEX_DIR
-    return os.access(folder if folder.is_dir() else root, os.W_OK)
+    try:
+        update(root)
+    except IndexError_ as e:
+        warnings.warn(IndexUnavailable(f"{e.where}: cannot use the results index ({e.why}); reading the files "
+                                       f"instead (set {ENV_OFF}=0 to skip the index without this warning)"),
+                      stacklevel=2)
+        return False
+    return True
 
 
 @dataclass
@@ -76,10 +91,12 @@ def _bad_files(con: Any, root: Path, strict: bool) -> list[str]:
     return [f"{_display(root, rel, source)}: {e}" for rel, source, e in errors]
 
 
-def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any] = ()) -> Indexed:
+def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any] = (), refresh: bool = True
+         ) -> Indexed:
     """Every valid run under root (optionally only the `runs` rows matching the SQL `where`), in
-    results.load_results's order, with the bad files named; under strict a bad file raises ResultError."""
-    report = update(root)
+    results.load_results's order, with the bad files named; under strict a bad file raises ResultError.
+    refresh=False: the caller has just updated the index (`enabled`)."""
+    report = update(root) if refresh else None
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
         rows = con.execute(f"SELECT path, source, result FROM runs {'WHERE ' + where if where else ''}",
@@ -141,9 +158,9 @@ class SiteOverview:
     update: UpdateReport
 
 
-def site_overview(root: Path, columns: Sequence[str], strict: bool = False) -> SiteOverview:
+def site_overview(root: Path, columns: Sequence[str], strict: bool = False, refresh: bool = True) -> SiteOverview:
     """The index's side of suite.site.units.walk_catalog, plus the bad files (strict: the first raises)."""
-    report = update(root)
+    report = update(root) if refresh else UpdateReport(store.db_path(root))
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
         units = [(w, m, n, f"{members}.{lo}.{hi}") for w, m, n, members, lo, hi in con.execute(_UNITS).fetchall()]
@@ -256,7 +273,7 @@ def records(root: Path, where: str = "", params: Sequence[Any] = (), refresh: bo
     return out, bad
 
 
-def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
+def compare_inputs(root: Path, strict: bool, validate: bool, refresh: bool = True) -> Any:
     """baselines.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
     index; every file the index could not take as a result (a baseline file, a bad file) read again by
     baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
@@ -264,7 +281,7 @@ def compare_inputs(root: Path, strict: bool, validate: bool) -> Any:
     from suite.results.noise_floor import NoiseFloor
     from suite.results.runfiles import Loaded, read_file
 
-    recs, _ = records(root)
+    recs, _ = records(root, refresh=refresh)
     bad = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=False)
     baselines: list[tuple[str, Any]] = []
     floors: list[Any] = []

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from suite.results import record as results_mod
+from suite.results.tree import is_text, regular_inside, skipped
 
 ARCHIVE_DIR = "archive"
 
@@ -27,10 +28,18 @@ class ArchiveError(RuntimeError):
 
 
 def archives(root: Path) -> list[Path]:
+    """The monthly archives: regular *.zip files in results/archive, itself a real folder (the results tree's
+    rule, suite.results.tree: a symlink there is skipped and named, as the walk names it)."""
     folder = root / ARCHIVE_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("*.zip") if p.is_file() and not p.name.startswith("."))
+    if folder.is_symlink() or not folder.is_dir():
+        return []  # a symlinked archive folder is named by the walk of the results folder
+    found = []
+    for p in folder.glob("*.zip"):
+        if p.name.startswith(".") or not is_text(p.name):  # a name that is not UTF-8 is named by the walk
+            continue
+        if regular_inside(root, f"{ARCHIVE_DIR}/{p.name}"):
+            found.append(p)
+    return sorted(found)
 
 
 def display(root: Path, source: str, rel: str) -> str:
@@ -104,6 +113,9 @@ def _fsync_dir(folder: Path) -> None:
 def _write_month(root: Path, month: str, rels: list[str]) -> Path:
     """Write archive/<month>.zip = its old members + `rels`, verified, atomically; return it."""
     folder = root / ARCHIVE_DIR
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ArchiveError(f"{folder}: a symlink or not a folder; archives are written only inside the results "
+                           "folder (make it a plain folder)")
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"{month}.zip"
     tmp = folder / f".tmp-{month}.zip.part"
@@ -143,10 +155,17 @@ def _write_month(root: Path, month: str, rels: list[str]) -> Path:
 
 
 def _log_beside(root: Path, rel: str, name: str | None) -> str | None:
+    """The log a result names, when it is a regular file beside it inside the tree; a symlink (say to
+    /proc/self/environ) is never packed, and is named."""
     if not name or name != Path(name).name or name.startswith(".") or "\\" in name:
         return None
-    log = (root / rel).parent / name
-    return Path(rel).parent.joinpath(name).as_posix() if log.is_file() else None
+    log = Path(rel).parent.joinpath(name).as_posix()
+    if regular_inside(root, log):
+        return log
+    if os.path.lexists(root / log):
+        skipped(root / log, "the MLLOG log named by a result is a symlink or not a regular file; not archived, left "
+                            "in place")
+    return None
 
 
 def month_of(ts: float) -> str:

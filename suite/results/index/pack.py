@@ -6,10 +6,12 @@ and the packer, which updates the store, do not import each other.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 
 from suite.results.index import archive, store
+from suite.results.tree import regular_inside, skipped
 
 
 def pack(root: Path, before: datetime) -> archive.ArchiveReport:
@@ -30,7 +32,9 @@ def pack(root: Path, before: datetime) -> archive.ArchiveReport:
             con.close()
         by_month: dict[str, list[str]] = {}
         for rel, started_ts, log in rows:
-            if not (root / rel).is_file():
+            if not regular_inside(root, rel):  # gone, or no longer a regular file in the tree: never moved
+                if os.path.lexists(root / rel):
+                    skipped(root / rel, "not a regular file inside the results folder; not archived, left in place")
                 continue
             month = archive.month_of(started_ts)
             by_month.setdefault(month, []).append(rel)
@@ -42,8 +46,9 @@ def pack(root: Path, before: datetime) -> archive.ArchiveReport:
         for month, rels in sorted(by_month.items()):
             final = archive._write_month(root, month, rels)
             report.archives[final.relative_to(root).as_posix()] = len(rels)
-            for rel in rels:  # only now, with the verified archive in place
-                (root / rel).unlink(missing_ok=True)
+            for rel in rels:  # only now, with the verified archive in place; never through a symlink
+                if regular_inside(root, rel):
+                    (root / rel).unlink(missing_ok=True)
             for folder in sorted({(root / rel).parent for rel in rels}, key=lambda p: -len(p.parts)):
                 while folder != root and folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()

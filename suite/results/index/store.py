@@ -11,6 +11,7 @@ schema version, or one DuckDB cannot open, is deleted and rebuilt from the files
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import time
@@ -23,13 +24,14 @@ from typing import Any
 import duckdb
 
 from suite.results import record as results_mod
+from suite.results import tree as results_tree
 from suite.results.index import archive as archive_mod
 from suite.results.index.rows import RUN_COLUMNS, SERIES_COLUMNS, row_of
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
 INDEX_SCHEMA = 3  # 2: the comparison key (suite/results/key.py) of each run; 3: the site's columns, series order
-INDEX_DIR = ".index"
+INDEX_DIR = results_tree.INDEX_DIR  # ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
 
@@ -40,7 +42,12 @@ FILE_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin
-    """The index cannot be used (its folder is not writable, or DuckDB failed); the message says where."""
+    """The index cannot be used (its folder is not writable, or DuckDB failed); the message says where.
+    `where` (the index folder) and `why` (the cause) apart, for readers that fall back to the files."""
+
+    def __init__(self, message: str, where: str = "", why: str = ""):
+        super().__init__(message)
+        self.where, self.why = where or message, why or message
 
 
 @dataclass
@@ -108,6 +115,8 @@ def _drop_db(db: Path) -> None:
 def _open_checked(db: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
     """A connection to a database of this schema, and why it was created afresh ('' if it was not)."""
     why = ""
+    if db.exists() and not os.access(db, os.W_OK):  # another user's index: fall back, never delete it to rebuild
+        raise PermissionError(errno.EACCES, "the index database is not writable by this user", str(db))
     if db.exists():
         try:
             con = duckdb.connect(str(db))
@@ -180,7 +189,7 @@ def _loose_files(root: Path, known: dict[str, tuple[int, int]], dir_mtimes: dict
     mtimes: dict[str, int] = {}
     base = len(str(root)) + 1
     now_ns = time.time_ns()
-    for folder, names, st_dir in results_mod.walk_folders(root, skip=(INDEX_DIR,)):  # the readers' one walk
+    for folder, names, st_dir in results_tree.walk_folders(root, skip=(INDEX_DIR,)):  # the readers' one walk
         rel_dir = folder[base:].replace(os.sep, "/")
         dir_mtime = st_dir.st_mtime_ns
         mtimes[rel_dir] = dir_mtime
@@ -225,7 +234,7 @@ def _unchanged(con: duckdb.DuckDBPyConnection, root: Path, dir_mtimes: dict[str,
     base = len(str(root)) + 1
     now_ns = time.time_ns()
     seen = 0
-    for folder, _, st_dir in results_mod.walk_folders(root, skip=(INDEX_DIR,)):
+    for folder, _, st_dir in results_tree.walk_folders(root, skip=(INDEX_DIR,)):
         mtime = st_dir.st_mtime_ns
         if dir_mtimes.get(folder[base:].replace(os.sep, "/")) != mtime or mtime >= now_ns - RACY_NS:
             return False
@@ -354,8 +363,9 @@ def update(root: Path, rescan: bool = False) -> UpdateReport:
             finally:
                 con.close()
     except (OSError, duckdb.Error) as e:
-        raise IndexError_(f"{index_dir(root)}: cannot update the results index ({type(e).__name__}: {e}); "
-                          f"make the results folder writable, or set TRAINBENCH_INDEX=0 to read the files") from None
+        why = f"{type(e).__name__}: {e}"
+        raise IndexError_(f"{index_dir(root)}: cannot update the results index ({why}); make the results folder "
+                          "writable, or set TRAINBENCH_INDEX=0 to read the files", str(index_dir(root)), why) from None
     report.seconds = time.perf_counter() - t0
     return report
 
