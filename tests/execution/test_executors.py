@@ -19,7 +19,8 @@ from suite.results.record import load_results, write_result
 from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+PATHS = os.pathsep.join([str(ROOT), str(ROOT / "tests")])  # this checkout, and tests/ for `support.*` tasks
+ENV = {**os.environ, "PYTHONPATH": PATHS}
 
 
 def _fault_spec(tmp_path: Path, name: str, task: str) -> Path:
@@ -110,11 +111,11 @@ def ray_cluster(ray_alone, tmp_path_factory):
     ray = require("ray")
     saved = os.environ.get("PYTHONPATH")
     # the raylet and its workers inherit this environment: they must import this worktree's `suite`
-    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + (saved or "")
+    os.environ["PYTHONPATH"] = PATHS + os.pathsep + (saved or "")
     try:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                  _temp_dir=str(tmp_path_factory.mktemp("ray")),
-                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+                 runtime_env={"env_vars": {"PYTHONPATH": PATHS}})
         yield ray
     finally:
         ray.shutdown()

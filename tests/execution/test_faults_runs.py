@@ -48,7 +48,7 @@ def test_every_fault_is_recorded_and_the_suite_goes_on(tmp_path):
     by = dict(zip(faults, rows, strict=True))  # one row per run, in order: nothing skipped after a failure
     assert by["raise"]["status"] == "error" and by["raise"]["steps"] == 2
     assert "RuntimeError: injected fault in model code at step 3" in by["raise"]["error"]
-    assert "test_faults_lib.py" in by["raise"]["error"]  # the traceback points at the model code
+    assert "support/faults.py" in by["raise"]["error"]  # the traceback points at the model code
     # model code calling sys.exit() is a failed run, recorded by the harness with what it measured
     assert by["exit"]["status"] == "error" and by["exit"]["steps"] == 2 and "SystemExit: 3" in by["exit"]["error"]
     # a worker killed outright cannot write: the parent records how it ended

@@ -95,6 +95,9 @@ def main(argv: list[str]) -> None:
                         "evals": {str(k): v for k, v in loss_curve.last_evals.items()}})  # type: ignore[attr-defined]
     if distributed.from_env().is_main:
         Path(out).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    if torch.distributed.is_initialized():  # an orderly end: no process group left to its C++ destructors at
+        torch.distributed.barrier()  # exit (once seen under load: "terminate called without an active exception")
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
