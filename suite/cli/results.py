@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out
+from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, never_exit_1, out
 
 results_app = typer.Typer(help="The results folder: validate and show result files.", no_args_is_help=True)
 baseline_app = typer.Typer(help="Blessed baselines that pull requests are compared against.", no_args_is_help=True)
@@ -190,6 +190,7 @@ def compare(
         json_out.write_text(as_json, encoding="utf-8")
     if out_file is None:
         sys.stdout.write(text)
+        sys.stdout.flush()  # a closed pipe raises here, where never_exit_1 sees it, not at the interpreter's exit
     else:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(text, encoding="utf-8")
@@ -243,5 +244,5 @@ def baseline_promote(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(results_app, name="results")
-    app.command()(compare)
+    app.command()(never_exit_1(compare))
     app.add_typer(baseline_app, name="baseline")

@@ -1,0 +1,55 @@
+"""Issue 35, items 5-12: exit codes, inputs checked where they enter, pauses inside a time to target, README's flow.
+
+Each test failed on the code before its fix (docs/reliability.md, "Hardening, round three")."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from backend_util import ROOT, env
+from compare_factory import noisy_runs, write_all
+
+
+def cli(*args: str | Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "suite.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env(COLUMNS="200"), cwd=ROOT, timeout=timeout, **kw)
+
+
+@pytest.fixture
+def sides(tmp_path: Path) -> Path:
+    rng = random.Random(3)
+    write_all(tmp_path / "base", noisy_runs(rng, 5))
+    write_all(tmp_path / "slow", noisy_runs(rng, 5, time_per_step_s=0.013, cv_steps=0.01))
+    return tmp_path
+
+
+# ---- item 5: compare exits 1 for a regression and for nothing else ---------------------------------------
+
+
+def test_compare_into_a_closed_pipe_exits_2_not_1(sides: Path) -> None:
+    """`compare ... | head -1`: the reader is gone before the report is written. Was a BrokenPipeError traceback
+    and exit 1 (a "regression" to CI) even where the comparison found none."""
+    args = ["compare", "-b", sides / "base", "-c", sides / "base" / ".." / "slow", "--format", "json"]
+    # `| head -1` leaves after the first line; a pipe whose reader is already closed is the same, deterministically
+    r, w = os.pipe()
+    os.close(r)
+    with os.fdopen(w, "w") as closed:
+        p = subprocess.run([sys.executable, "-m", "suite.cli", *map(str, args)], stdout=closed,
+                           stderr=subprocess.PIPE, text=True, env=env(), cwd=ROOT, timeout=300)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and "stdout was closed" in p.stderr
+
+
+def test_an_unexpected_exception_in_compare_exits_2(sides: Path) -> None:
+    """--out naming a folder: IsADirectoryError escaped with a traceback and exit 1."""
+    (sides / "folder").mkdir()
+    p = cli("compare", "-b", sides / "base", "-c", sides / "slow", "--out", sides / "folder")
+    assert p.returncode == 2, p.stderr
+    assert "IsADirectoryError" in p.stderr and "never 1" in p.stderr
+    regression = cli("compare", "-b", sides / "base", "-c", sides / "slow")
+    assert regression.returncode == 1, regression.stderr  # the one meaning of 1 is kept
