@@ -255,6 +255,10 @@ class Run:
             te = time.perf_counter()
             scores = workload.evaluate(backend.eval_model(state))
             backend.synchronize()
+            if spec.target.metric not in scores:  # a task that declares no reported_metrics: stop at once
+                raise ValueError(f"target.metric {spec.target.metric!r} is not among the metrics this task's "
+                                 f"evaluation reports ({', '.join(sorted(scores)) or 'none'}); set target.metric "
+                                 "to one of them")
             now = time.perf_counter()
             self.eval_s += now - te
             elapsed = now - t0

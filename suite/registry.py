@@ -114,6 +114,8 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
         task = resolve(spec.task, TASKS, "task")
         if not isinstance(task, type):  # `os:system` resolves too: only a class can be a workload
             problems.append(("task", f"task {spec.task!r} is a {type(task).__name__}, not a Workload class"))
+        else:
+            problems += _check_target_metric(task, spec)
     except RegistryError as e:
         problems.append(("task", str(e)))
     problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
@@ -125,6 +127,15 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
         else:
             problems += _validate_backend_block(backend, options)
     return problems
+
+
+def _check_target_metric(task: type, spec: Any) -> list[tuple[str, str]]:
+    """A target metric the task never reports would train the whole budget and end `budget`, without a word."""
+    reported = getattr(task, "reported_metrics", None)
+    if not reported or spec.target.metric in reported:
+        return []
+    return [("target.metric", f"{spec.target.metric!r} is not a metric task {spec.task!r} reports; it reports: "
+             f"{', '.join(sorted(reported))}")]
 
 
 def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:

@@ -53,3 +53,38 @@ def test_an_unexpected_exception_in_compare_exits_2(sides: Path) -> None:
     assert "IsADirectoryError" in p.stderr and "never 1" in p.stderr
     regression = cli("compare", "-b", sides / "base", "-c", sides / "slow")
     assert regression.returncode == 1, regression.stderr  # the one meaning of 1 is kept
+
+
+# ---- item 6: a target metric the task never reports -------------------------------------------------------
+
+
+def test_a_target_metric_the_task_never_reports_is_refused_before_start(tmp_path: Path) -> None:
+    """Was accepted: the run trained its whole budget, ended `budget`, exit 0, no warning."""
+    p = cli("run", "cv/digits_cnn", "--set", "target.metric=bogus", "--results", tmp_path, "--quiet")
+    assert p.returncode == 2, p.stderr
+    assert "target.metric: 'bogus' is not a metric task 'image_classification' reports" in p.stderr
+    assert "accuracy, loss" in p.stderr and "Traceback" not in p.stderr
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_every_shipped_workload_targets_a_metric_its_task_reports() -> None:
+    from suite import registry
+    from suite.specload import load_spec
+
+    for name, path in registry.workload_files().items():
+        spec = load_spec(path)
+        reported = registry.task_class(spec.task).reported_metrics
+        assert reported and spec.target.metric in reported, name
+
+
+def test_a_task_that_declares_no_metrics_stops_at_its_first_evaluation() -> None:
+    """A user's task without `reported_metrics` cannot be checked before start: the first evaluation is."""
+    from backend_util import CHAR_GPT
+
+    from suite import harness
+    from suite.specload import load_spec
+
+    spec = load_spec(CHAR_GPT, {"target.metric": "bogus", "eval.every_steps": 2, "budget.max_steps": 400})
+    result, _ = harness.run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False))
+    assert result.status == "error" and result.steps == 2, result.error
+    assert "target.metric 'bogus' is not among the metrics" in result.error and "val_loss" in result.error

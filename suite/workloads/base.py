@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -49,6 +49,9 @@ class WorkloadBase:
     """Shared plumbing: resolves the spec's model and data components and validates their configs."""
 
     samples_key = "samples"
+    # every key evaluate() may return: a target.metric outside it is refused before the run starts
+    # (suite/registry.py). None: not declared; the harness then checks the first evaluation instead.
+    reported_metrics: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, spec: WorkloadSpec, ctx: Context):
         self.spec = spec

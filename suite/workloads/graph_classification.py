@@ -44,6 +44,7 @@ def mean_average_precision(y_true: np.ndarray, y_score: np.ndarray) -> float:
 
 
 class GraphClassification(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "ap", "loss"})  # ap: multi-task binary data
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.splits: GraphSplits = self.data_component.load(self.data_cfg)

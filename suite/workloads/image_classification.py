@@ -77,6 +77,7 @@ def airbench_batches(x: torch.Tensor, y: torch.Tensor, local_bs: int, rank: int,
 
 
 class ImageClassification(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "loss"})
     loss_hook = True  # the spec's `loss:` may replace cross-entropy (suite/algorithms/losses.py)
 
     def __init__(self, spec, ctx: Context):

@@ -45,6 +45,7 @@ class EndlessShardSampler(Sampler[list[int]]):
 
 
 class ImageFolderClassification(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "top5", "loss"})
     loss_hook = True  # the spec's `loss:` may replace cross-entropy (MLPerf's label smoothing 0.1)
 
     def __init__(self, spec, ctx: Context):
