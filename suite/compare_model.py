@@ -73,6 +73,8 @@ class Settings:
             raise ValueError(f"alpha {self.alpha}: must be between 0 and 1")
         check_floor(self.default_noise_floor, "--noise-floor")
         check_floor(self.throughput_noise_floor, "--throughput-noise-floor")
+        if self.min_seeds < 1:
+            raise ValueError(f"--min-seeds {self.min_seeds}: must be at least 1 (runs per side)")
         if self.min_runs < 2 or self.min_steps < 1:
             raise ValueError(f"--min-runs {self.min_runs} / --min-steps {self.min_steps}: need >= 2 runs, >= 1 step")
         unknown = sorted(set(self.gate) - set(METRIC_NAMES))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from suite.spec import format_validation
+from suite.spec import bool_problems, format_validation
 
 if TYPE_CHECKING:
     from suite.backends.base import Backend
@@ -99,6 +99,8 @@ def _validate_block(table: dict[str, str], name: str, params: dict[str, Any], lo
     config_cls = getattr(component, "Config", None)
     if config_cls is None or not (isinstance(config_cls, type) and issubclass(config_cls, BaseModel)):
         return [(loc, f"{kind} {name!r} has no pydantic Config to validate its fields")]
+    if problems := bool_problems(config_cls, params, f"{loc}."):
+        return problems
     try:
         config_cls.model_validate(params)
     except ValidationError as e:
@@ -146,6 +148,8 @@ def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str,
         return [(f"backends.{name}", str(e))]
     if options is None:
         return [(f"backends.{name}", "this backend takes no options; remove the block")] if block else []
+    if problems := bool_problems(options, block or {}, f"backends.{name}."):
+        return problems
     try:
         options.model_validate(block or {})
     except ValidationError as e:

@@ -88,3 +88,66 @@ def test_a_task_that_declares_no_metrics_stops_at_its_first_evaluation() -> None
     result, _ = harness.run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False))
     assert result.status == "error" and result.steps == 2, result.error
     assert "target.metric 'bogus' is not among the metrics" in result.error and "val_loss" in result.error
+
+
+# ---- item 8: bounds and types checked where the value enters ----------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--seed", "9223372036854775807"], "--seed 9223372036854775807: seeds run from 0 to 4294967295"),
+    (["--seed", "-1"], "--seed -1: seeds run from 0"),
+    (["--seed", "4294967295", "--seeds", "2"], "the first may be at most 4294967294"),
+    (["--set", "budget.max_steps=true"], "budget.max_steps: expected a number, got the boolean true"),
+    (["--set", "optimizer.lr=yes"], "optimizer.lr: expected a number, got the boolean true"),
+    (["--set", "model.channels=[true, 8]"], "model.channels[0]: expected a number, got the boolean true (from --set"),
+    (["--set", "data.batch_size=100000"], "data.batch_size 100000 is larger than the training set of digits (1437"),
+])
+def test_run_refuses_bad_values_with_exit_2_and_records_nothing(tmp_path: Path, args: list[str], says: str) -> None:
+    """Before: an error result ("Overflow when unpacking long long"; a traceback at the first batch), or a run of
+    one step for `max_steps=true`."""
+    p = cli("run", "cv/digits_cnn", *args, "--results", tmp_path / "r", "--quiet", "--threads", "1",
+            "--set", "budget.max_train_s=20")
+    assert p.returncode == 2, (p.stdout[-1500:], p.stderr[-1500:])
+    assert says in p.stderr and "Traceback" not in p.stderr
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_booleans_are_not_numbers_in_any_spec_block() -> None:
+    """pydantic's lax mode reads true as 1: the spec's own blocks and every component's Config refuse it."""
+    from backend_util import DIGITS
+
+    from suite.spec import SpecError
+    from suite.specload import load_spec
+
+    for key in ("budget.max_steps", "target.value", "eval.every_steps", "backends.torch.grad_clip",
+                "data.batch_size", "schedule.warmup_steps"):
+        with pytest.raises(SpecError, match=f"{key}: expected a number, got the boolean false"):
+            load_spec(DIGITS, {key: False})
+    assert load_spec(DIGITS, {"eval.at_start": True}).eval.at_start is True  # a boolean field still takes one
+
+
+@pytest.mark.slow
+def test_the_largest_seed_runs(tmp_path: Path) -> None:
+    """The top of the seed range is a seed like any other (its derived data-order seeds fit 64 bits)."""
+    p = cli("run", "cv/digits_cnn", "--seed", "4294967295", "--set", "budget.max_steps=3", "--threads", "1",
+            "--results", tmp_path, "--quiet", timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    (path,) = tmp_path.rglob("*.json")
+    from suite.results import read_result
+
+    r = read_result(path)
+    assert (r.seed, r.status, r.steps, r.error) == (4294967295, "budget", 3, None)
+
+
+def test_compare_promote_and_gh_refuse_negative_counts(sides: Path) -> None:
+    """`compare --min-seeds -5`, `baseline promote --min-seeds -5` and `gh download-artifact --max-mb -5` were
+    accepted."""
+    c = cli("compare", "-b", sides / "base", "-c", sides / "slow", "--min-seeds", "-5")
+    assert c.returncode == 2 and "--min-seeds -5: must be at least 1" in c.stderr, c.stderr
+    p = cli("baseline", "promote", sides / "base", "--to", sides / "bl", "--min-seeds", "-5")
+    assert p.returncode == 2 and "--min-seeds" in p.stderr and not (sides / "bl").exists(), p.stderr
+    g = cli("gh", "download-artifact", "--run-id", "7", "--dest", sides / "dl", "--repo", "o/r", "--name", "x",
+            "--max-mb", "-5")
+    assert g.returncode == 2 and "--max-mb" in g.stderr and not (sides / "dl").exists(), g.stderr
+    a = cli("calibrate", "--a", sides / "base", "--b", sides / "slow", "--min-runs", "-5")
+    assert a.returncode == 2 and "--min-runs" in a.stderr, a.stderr

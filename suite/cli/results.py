@@ -206,7 +206,7 @@ def baseline_promote(
     to: Annotated[Path, typer.Option("--to", help="baselines folder")] = Path("baselines"),
     hardware: Annotated[str | None, typer.Option(help="only results of this hardware slug")] = None,
     spec_hash: Annotated[str | None, typer.Option(help="only results of this spec hash")] = None,
-    min_seeds: Annotated[int, typer.Option(help="fewest seeds a baseline may have")] = 3,
+    min_seeds: Annotated[int, typer.Option(min=1, help="fewest seeds a baseline may have")] = 3,
     replace: Annotated[bool, typer.Option(help="replace existing baseline files")] = False,
 ) -> None:
     """Aggregate results (several seeds of one spec on one hardware) into baseline files."""

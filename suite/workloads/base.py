@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from suite import registry
+from suite.data.base import DataTooSmall
 from suite.spec import WorkloadSpec
 
 Batch = Any  # a tensor, a tuple/list/dict of tensors; backends move it to the device
@@ -82,6 +83,14 @@ class WorkloadBase:
         if fn is None or meta is None:
             return None
         return {k: float(v) for k, v in fn(self.model_cfg, meta).items()}
+
+    def check_batch_fits(self, train_samples: int, unit: str = "samples") -> None:
+        """A global batch larger than the training split could never be drawn: say so before the clock starts
+        (it used to fail at the first step, an error result with a traceback)."""
+        bs = self.spec.data.batch_size
+        if bs > train_samples:
+            raise DataTooSmall(f"data.batch_size {bs} is larger than the training set of {self.spec.data.name} "
+                               f"({train_samples} {unit}): set data.batch_size to at most {train_samples}")
 
     def local_batch_size(self, world: int) -> int:
         bs = self.spec.data.batch_size

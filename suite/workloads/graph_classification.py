@@ -49,6 +49,7 @@ class GraphClassification(WorkloadBase):
         super().__init__(spec, ctx)
         self.splits: GraphSplits = self.data_component.load(self.data_cfg)
         self.meta = self.splits.meta
+        self.check_batch_fits(len(self.splits.train), "graphs")
         self.multilabel = self.meta.get("task_type") == "multilabel"
         val = self.splits.val
         n_val = min(len(val), spec.eval.subset) if spec.eval.subset else len(val)

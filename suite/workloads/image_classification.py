@@ -85,6 +85,7 @@ class ImageClassification(WorkloadBase):
         self.loss_fn = losses.build(spec.loss)
         splits: TensorSplits = self.data_component.load(self.data_cfg)
         self.meta = splits.meta
+        self.check_batch_fits(len(splits.train_x))
         self.splits = splits.to(ctx.device)
         subset = spec.eval.subset
         self.val_x = self.splits.val_x[:subset] if subset else self.splits.val_x

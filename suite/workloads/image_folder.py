@@ -53,6 +53,7 @@ class ImageFolderClassification(WorkloadBase):
         self.loss_fn = losses.build(spec.loss)
         self.splits: ImageFolderSplits = self.data_component.load(self.data_cfg)
         self.meta = self.splits.meta
+        self.check_batch_fits(len(self.splits.train), "images")
         if spec.eval.subset:
             self.splits.val = self.splits.val[: spec.eval.subset]
         self._mode: str | None = None
