@@ -316,11 +316,12 @@ def compare(
         extra += load_paths([root], strict=True).floors
     b.floors += extra
     check_floors(b, c)
-    if compare_ab.check_modes(b, c):
-        pairs = compare_throughput(b, c, s)
-    else:
-        pairs = compare_sides(sides(b), sides(c), s)
-    return Report(s, pairs, b.errors + c.errors, b.files, c.files)
+    parts, left_out = compare_ab.split_modes(b, c)
+    pairs: list[PairReport] = []
+    for mode, (bm, cm) in parts.items():
+        pairs += compare_throughput(bm, cm, s) if mode == "throughput" else compare_sides(sides(bm), sides(cm), s)
+    pairs.sort(key=lambda p: (p.severity, p.workload, p.backend, p.hardware))
+    return Report(s, pairs, b.errors + c.errors, b.files, c.files, left_out)
 
 
 def check_floors(*loaded: Loaded) -> None:

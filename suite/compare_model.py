@@ -168,6 +168,7 @@ class Report:
     errors: list[str]  # bad files, named and skipped
     baseline_files: int
     candidate_files: int
+    left_out: list[str] = field(default_factory=list)  # valid results of a mode the other side does not have
 
     @property
     def counts(self) -> dict[str, int]:

@@ -151,3 +151,66 @@ def test_compare_promote_and_gh_refuse_negative_counts(sides: Path) -> None:
     assert g.returncode == 2 and "--max-mb" in g.stderr and not (sides / "dl").exists(), g.stderr
     a = cli("calibrate", "--a", sides / "base", "--b", sides / "slow", "--min-runs", "-5")
     assert a.returncode == 2 and "--min-runs" in a.stderr, a.stderr
+
+
+# ---- items 9 and 11: throughput results beside time-to-target ones -----------------------------------------
+
+
+def _throughput_runs(root: Path, n: int = 4, slowdown: float = 1.0) -> list[Path]:
+    import numpy as np
+    from ab_factory import throughput_result
+
+    from suite.results import write_result
+
+    rng = np.random.default_rng(5)
+    return [write_result(root, throughput_result(100 + i, rng.lognormal(np.log(0.01 * slowdown), 0.02, 40)))
+            for i in range(n)]
+
+
+def test_promote_refuses_throughput_results_and_leaves_them_out_of_a_mixed_folder(sides: Path) -> None:
+    """Was: a baseline of "0 reached, time to target inf", which compare then refused."""
+    thr = sides / "thr"
+    _throughput_runs(thr)
+    only = cli("baseline", "promote", thr, "--to", sides / "bl")
+    assert only.returncode == 2, only.stdout
+    assert "only throughput results" in only.stderr and "trainbench ab" in only.stderr
+    assert "compared folder to folder" in only.stderr or "compare --baseline ab/base" in only.stderr
+    assert not (sides / "bl").exists()
+    _throughput_runs(sides / "base")  # README's flow: `run --mode throughput` writes into the same results/
+    mixed = cli("baseline", "promote", sides / "base", "--to", sides / "bl")
+    assert mixed.returncode == 0, mixed.stderr
+    assert "left out 4 throughput result(s)" in mixed.stderr and "5 seeds, 5 reached" in mixed.stdout
+    from suite.baselines import build_baselines, load_paths
+
+    with pytest.raises(ValueError, match="throughput results"):  # the library refuses them too
+        build_baselines(load_paths([thr]).records)
+
+
+def test_compare_leaves_out_and_names_results_of_a_mode_the_other_side_lacks(sides: Path) -> None:
+    """`compare --candidate results/` after README's `run --mode throughput` exited 2 for the whole folder."""
+    assert cli("baseline", "promote", sides / "base", "--to", sides / "bl").returncode == 0
+    cand = sides / "cand"
+    write_all(cand, noisy_runs(random.Random(9), 5, first_seed=20))
+    thr_files = _throughput_runs(cand)
+    p = cli("compare", "-b", sides / "bl", "-c", cand, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    import json
+
+    report = json.loads(p.stdout)
+    assert [q["mode"] for q in report["pairs"]] == ["tta"] and report["summary"]["left_out"] == 4
+    assert sorted(x.split(": ")[0] for x in report["left_out"]) == sorted(map(str, thr_files))
+    assert all("a throughput result; the baseline side has none" in x for x in report["left_out"])
+    assert p.stderr.count("left out ") == 4
+    md = cli("compare", "-b", sides / "bl", "-c", cand)
+    assert md.returncode == 0 and "4 result(s) of another mode left out" in md.stdout
+    # both modes on both sides: each compared with its own kind, in one report
+    base2 = sides / "base2"
+    write_all(base2, noisy_runs(random.Random(4), 5, first_seed=40))
+    _throughput_runs(base2, slowdown=1.0)
+    both = cli("compare", "-b", base2, "-c", cand, "--format", "json")
+    assert both.returncode in (0, 1), both.stderr
+    assert sorted(q["mode"] for q in json.loads(both.stdout)["pairs"]) == ["throughput", "tta"]
+    # nothing in common: still bad input, named
+    _throughput_runs(sides / "thr_only")
+    none = cli("compare", "-b", sides / "bl", "-c", sides / "thr_only")
+    assert none.returncode == 2 and "throughput" in none.stderr

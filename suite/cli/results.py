@@ -196,6 +196,8 @@ def compare(
         out_file.write_text(text, encoding="utf-8")
     for problem in report.errors:  # no markup: messages quote JSON paths such as `$.runs[0]`
         err.print(f"skipped bad file {problem}", markup=False, highlight=False, soft_wrap=True)
+    for line in report.left_out:
+        err.print(f"left out {line}", markup=False, highlight=False, soft_wrap=True)
     err.print(cmp.summary_line(report).replace("**", ""), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(report.exit_code)
 
@@ -224,6 +226,13 @@ def baseline_promote(
     if not records:
         raise fail_input(f"no result files under {', '.join(map(str, results))} match"
                          + (f" --hardware {hardware}" if hardware else "") + (f" --spec-hash {spec_hash}" if spec_hash else ""))
+    if thr := bl.throughput_records(records):
+        if len(thr) == len(records):
+            raise fail_input(f"{', '.join(map(str, results))}: only throughput results ({len(thr)}, e.g. "
+                             f"{thr[0].source}); {bl.THROUGHPUT_NOT_A_BASELINE}")
+        err.print(f"left out {len(thr)} throughput result(s), e.g. {thr[0].source}: {bl.THROUGHPUT_NOT_A_BASELINE}",
+                  markup=False, highlight=False, soft_wrap=True)
+        records = [r for r in records if r.mode != "throughput"]
     try:
         built = bl.build_baselines(records, min_seeds=min_seeds, promoted_by_git_sha=bl.checkout_sha())
         existing = [bl.baseline_path(to, b) for b in built if bl.baseline_path(to, b).exists()]
