@@ -80,7 +80,7 @@ def throughput_records(records: Sequence[RunRecord]) -> list[RunRecord]:
 
 
 def build_baselines(
-    records: Sequence[RunRecord], min_seeds: int = 3, promoted_by_git_sha: str | None = None,
+    records: Sequence[RunRecord], min_seeds: int = stats.DEFAULT_MIN_SEEDS, promoted_by_git_sha: str | None = None,
 ) -> list[Baseline]:
     """One Baseline per (workload, backend); refuses mixed spec hashes or hardware within one of them, and
     throughput-mode results."""

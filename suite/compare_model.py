@@ -8,13 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from suite import stats
 from suite.baselines import RunFigures
 from suite.noise_floor import check_floor
 
 REPORT_SCHEMA_VERSION = 1
 DEFAULT_ALPHA = 0.05
 DEFAULT_NOISE_FLOOR = 0.05
-DEFAULT_MIN_SEEDS = 3
+DEFAULT_MIN_SEEDS = stats.DEFAULT_MIN_SEEDS  # 4: the fewest seeds a side that can reach DEFAULT_ALPHA
 DEFAULT_GATE = ("time_to_target_s", "time_per_step_s", "peak_memory_bytes")
 DEFAULT_THROUGHPUT_FLOOR = 0.01  # throughput A/B without a measured floor: 1% (a calibrated floor is better)
 DEFAULT_MIN_RUNS = 4  # throughput runs per side: the interval resamples runs

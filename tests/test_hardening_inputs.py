@@ -214,3 +214,68 @@ def test_compare_leaves_out_and_names_results_of_a_mode_the_other_side_lacks(sid
     _throughput_runs(sides / "thr_only")
     none = cli("compare", "-b", sides / "bl", "-c", sides / "thr_only")
     assert none.returncode == 2 and "throughput" in none.stderr
+
+
+# ---- item 10: README's own flow ends in a verdict -----------------------------------------------------------
+
+README_FAST = ["--variant", "tiny", "--threads", "1", "--set", "target.value=0.6", "--set", "budget.max_steps=400",
+               "--set", "budget.max_train_s=300", "--set", "throughput.warmup_steps=2",
+               "--set", "throughput.measure_steps=30"]
+
+
+def _readme_commands() -> dict[str, list[str]]:
+    """README's "Using it" commands, by what they do, exactly as written there (comments cut)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines() if ln.startswith(".venv/bin/trainbench ")]
+    found = {
+        "seeds": next(ln for ln in lines if ln.startswith(".venv/bin/trainbench run ") and "--seeds" in ln),
+        "promote": next(ln for ln in lines if " baseline promote " in ln),
+        "compare": next(ln for ln in lines if " compare --baseline baselines/" in ln),
+        "throughput": next(ln for ln in lines if " run " in ln and "--mode throughput" in ln),
+    }
+    return {k: shlex.split(v)[1:] for k, v in found.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_readmes_flow_gives_a_verdict(tmp_path: Path) -> None:
+    """`run --seeds N`, `baseline promote`, `compare` as README writes them (in a fresh folder, with a tiny digits
+    model for speed) end in a verdict, also after README's `run --mode throughput` wrote into the same results/.
+    Before: README ran 3 seeds, and compare said "nothing comparable" (3 + 3 seeds: the smallest p-value is 0.100),
+    exit 2; and after the throughput run every compare of results/ exited 2."""
+    cmds = _readme_commands()
+
+    def step(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        p = subprocess.run([sys.executable, "-m", "suite.cli", *cmds[name], *extra], capture_output=True, text=True,
+                           env=env(COLUMNS="200"), cwd=tmp_path, timeout=900)
+        return p
+
+    seeds = step("seeds", *README_FAST)
+    assert seeds.returncode == 0, seeds.stderr[-2000:]
+    promoted = step("promote")
+    assert promoted.returncode == 0, promoted.stderr
+    first = step("compare")
+    assert first.returncode == 0, (first.stdout[-2000:], first.stderr[-2000:])
+    assert "no regression in 1 comparison(s): 0 improved · 1 no (significant) change · 0 not comparable" in first.stderr
+    thr = step("throughput", *README_FAST)
+    assert thr.returncode == 0, thr.stderr[-2000:]
+    again = step("compare")
+    assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-2000:])
+    assert "1 no (significant) change · 0 not comparable" in again.stderr
+    assert "1 result(s) of another mode left out" in again.stdout and "left out " in again.stderr
+
+
+def test_the_default_min_seeds_is_the_fewest_that_can_give_a_verdict() -> None:
+    import inspect
+
+    from suite import compare, stats
+    from suite.cli import results
+
+    n = compare.DEFAULT_MIN_SEEDS
+    assert stats.min_attainable_p(n, n) <= compare.DEFAULT_ALPHA < stats.min_attainable_p(n - 1, n - 1)
+    for command in (results.compare, results.baseline_promote):
+        assert inspect.signature(command).parameters["min_seeds"].default == n
+    seeds = int(_readme_commands()["seeds"][_readme_commands()["seeds"].index("--seeds") + 1])
+    assert seeds >= n  # README's example gives compare enough seeds

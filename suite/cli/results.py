@@ -14,6 +14,8 @@ from rich.table import Table
 
 from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, never_exit_1, out
 
+MIN_SEEDS = 4  # = suite.stats.DEFAULT_MIN_SEEDS (not imported here: `trainbench --help` stays instant)
+
 results_app = typer.Typer(help="The results folder: validate and show result files.", no_args_is_help=True)
 baseline_app = typer.Typer(help="Blessed baselines that pull requests are compared against.", no_args_is_help=True)
 
@@ -152,7 +154,8 @@ def compare(
     json_out: Annotated[Path | None, typer.Option("--json-out", help="also write the JSON report here")] = None,
     alpha: Annotated[float, typer.Option(help="level of the two-sided test, per metric")] = 0.05,
     noise_floor: Annotated[float, typer.Option(help="relative change ignored where the spec sets none")] = 0.05,
-    min_seeds: Annotated[int, typer.Option(help="fewest runs per side to compare at all")] = 3,
+    min_seeds: Annotated[int, typer.Option(help="fewest runs per side to compare at all (4: with 3 + 3 no change "
+                                            "can reach alpha 0.05)")] = MIN_SEEDS,
     gate: Annotated[str | None, typer.Option(help="comma-separated metrics whose regression fails (exit 1)")] = None,
     strict: Annotated[bool, typer.Option(help="a bad result file is an error (exit 2), not skipped")] = False,
     validate: Annotated[bool, typer.Option(help="validate every file against the full Result schema (slower)")] = False,
@@ -208,7 +211,7 @@ def baseline_promote(
     to: Annotated[Path, typer.Option("--to", help="baselines folder")] = Path("baselines"),
     hardware: Annotated[str | None, typer.Option(help="only results of this hardware slug")] = None,
     spec_hash: Annotated[str | None, typer.Option(help="only results of this spec hash")] = None,
-    min_seeds: Annotated[int, typer.Option(min=1, help="fewest seeds a baseline may have")] = 3,
+    min_seeds: Annotated[int, typer.Option(min=1, help="fewest seeds a baseline may have")] = MIN_SEEDS,
     replace: Annotated[bool, typer.Option(help="replace existing baseline files")] = False,
 ) -> None:
     """Aggregate results (several seeds of one spec on one hardware) into baseline files."""
