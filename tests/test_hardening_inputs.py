@@ -279,3 +279,27 @@ def test_the_default_min_seeds_is_the_fewest_that_can_give_a_verdict() -> None:
         assert inspect.signature(command).parameters["min_seeds"].default == n
     seeds = int(_readme_commands()["seeds"][_readme_commands()["seeds"].index("--seeds") + 1])
     assert seeds >= n  # README's example gives compare enough seeds
+
+
+# ---- item 12: --quiet is quiet ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_quiet_prints_nothing_on_stderr_for_deepspeed_under_torchrun(tmp_path: Path) -> None:
+    """Before: torchrun's OMP_NUM_THREADS banner and DeepSpeed's "Setting accelerator to CPU" warning."""
+    p = cli("run", "cv/digits_cnn", "--backend", "deepspeed", "--nproc", "2", "--quiet", "--set", "budget.max_steps=4",
+            "--results", tmp_path, timeout=800)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stderr == "", p.stderr[-3000:]
+    (path,) = tmp_path.rglob("*.json")
+    from suite.results import read_result
+
+    assert read_result(path).world_size == 2  # it did run under torchrun
+
+
+def test_torchrun_gets_the_thread_count_it_would_set_itself() -> None:
+    from suite.execution.processes import torchrun_env
+
+    assert torchrun_env({"PATH": "/bin"}) == {"PATH": "/bin", "OMP_NUM_THREADS": "1"}
+    assert torchrun_env({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"  # the user's choice stands

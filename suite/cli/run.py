@@ -52,7 +52,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
 
 def _torchrun(nproc: int, rendezvous: list[str]) -> int:
     """Re-run this very command under torchrun with `nproc` processes, each rank in-process (--no-isolate)."""
-    from suite.execution.processes import torchrun_command
+    from suite.execution.processes import torchrun_command, torchrun_env
 
     cleaned: list[str] = []
     skip = False
@@ -67,7 +67,7 @@ def _torchrun(nproc: int, rendezvous: list[str]) -> int:
             continue
         cleaned.append(a)
     return subprocess.call(torchrun_command(nproc, "suite.cli", cleaned, rendezvous),
-                           env={**os.environ, "TRAINBENCH_LAUNCHED": "1"})
+                           env=torchrun_env({**os.environ, "TRAINBENCH_LAUNCHED": "1"}))
 
 
 def run(
