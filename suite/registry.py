@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from suite.spec import bool_problems, format_validation
+from suite.spec import format_validation
+from suite.strict_numbers import bool_problems
 
 if TYPE_CHECKING:
     from suite.backends.base import Backend

@@ -11,9 +11,8 @@ import copy
 import hashlib
 import json
 import re
-import types
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -276,67 +275,6 @@ class WorkloadSpec(_Strict):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
-    """Whether a field's annotation takes a value of one of these types (through Optional, unions, Annotated)."""
-    if annotation is Any:
-        return True
-    if isinstance(annotation, type):
-        return issubclass(annotation, kinds)
-    origin = get_origin(annotation)
-    if origin is Literal:
-        return any(isinstance(a, kinds) for a in get_args(annotation))
-    if origin in (Union, types.UnionType, Annotated):
-        return any(_admits(a, kinds) for a in get_args(annotation))
-    return False
-
-
-def _number_only(annotation: Any) -> bool:
-    return _admits(annotation, (int, float)) and not _admits(annotation, (bool,))
-
-
-def _item_types(annotation: Any) -> list[Any]:
-    """The item types of a list or tuple field (list[int], tuple[int, ...], Optional of them)."""
-    origin = get_origin(annotation)
-    if origin in (list, tuple, set, frozenset):
-        return [a for a in get_args(annotation) if a is not Ellipsis]
-    if origin in (Union, types.UnionType, Annotated):
-        return [t for a in get_args(annotation) for t in _item_types(a)]
-    return []
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    if get_origin(annotation) in (Union, types.UnionType, Annotated):
-        return [m for a in get_args(annotation) for m in _models_in(a)]
-    return []
-
-
-def bool_problems(model: type[BaseModel], data: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """`true`/`false` given for a number field. pydantic's lax mode reads them as 1 and 0, so `--set
-    budget.max_steps=true` ran one step; YAML writes booleans for yes/no/on/off too. Strict here, for the spec's
-    own blocks and (suite/registry.py) every component's Config."""
-    if not isinstance(data, dict):
-        return []
-    out: list[tuple[str, str]] = []
-    for name, info in model.model_fields.items():
-        key = info.alias or name
-        if key not in data:
-            continue
-        value, loc = data[key], f"{prefix}{key}"
-        if isinstance(value, bool):
-            if _number_only(info.annotation):
-                out.append((loc, f"expected a number, got the boolean {str(value).lower()}"))
-        elif isinstance(value, list | tuple):
-            items = _item_types(info.annotation)
-            out += [(f"{loc}[{i}]", f"expected a number, got the boolean {str(v).lower()}")
-                    for i, v in enumerate(value) if isinstance(v, bool) and any(map(_number_only, items))]
-        else:
-            for sub in _models_in(info.annotation):
-                out += bool_problems(sub, value, f"{loc}.")
-    return out
-
-
 def _format_pydantic(err: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
     out = []
     for e in err.errors():
@@ -461,12 +399,9 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str
     return out
 
 
-def parse_spec(
-    data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None, variant: str | None = None
-) -> WorkloadSpec:
-    """Validate raw spec data (plus a variant and --set overrides) against the spec schema only. The component
-    blocks it names (model, data, backend options, plug-ins) are checked by suite.specload.validate_spec, which
-    imports them: this module imports no user code and no registry."""
+def merge_spec_data(data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None,
+                    variant: str | None = None) -> dict[str, Any]:
+    """Raw spec data with a variant and --set overrides applied, not yet validated."""
     if not isinstance(data, dict):
         raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
     _check_values(data, source)
@@ -478,10 +413,13 @@ def parse_spec(
             known = ", ".join(sorted(map(str, variants))) or "none"
             raise SpecError(source, [("variants", f"no variant {variant!r} (this spec has: {known})")])
         data = apply_overrides(data, dict(variants[variant]), f"{source} (variant {variant})")
-    if overrides:
-        data = apply_overrides(data, overrides, f"{source} (--set)")
-    if problems := bool_problems(WorkloadSpec, data):
-        raise SpecError(source, blame_overrides(problems, overrides))
+    return apply_overrides(data, overrides, f"{source} (--set)") if overrides else data
+
+
+def parse_spec(data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None,
+               variant: str | None = None) -> WorkloadSpec:
+    """Raw spec data (plus a variant and --set overrides) against the schema only (suite.specload checks the rest)."""
+    data = merge_spec_data(data, source, overrides, variant)
     try:
         spec = WorkloadSpec.model_validate(data)
     except ValidationError as e:
