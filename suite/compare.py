@@ -226,12 +226,18 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
 
 
 def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures]) -> list[str]:
-    """One line per side whose runs were made on a loaded host (their timings may be slowed by other work)."""
+    """One line per side whose runs were made on a loaded host (their timings may be slowed by other work), and
+    one per side whose runs were paused inside their timed run (their times to target hold the pause)."""
     out = []
     for side, runs in (("baseline", b_runs), ("candidate", c_runs)):
         loaded = [r for r in runs if r.host_load]
         if loaded:
             out.append(f"{side}: {len(loaded)} of {len(runs)} run(s) on a busy host ({loaded[0].host_load})")
+    for side, runs in (("baseline", b_runs), ("candidate", c_runs)):
+        paused = [r for r in runs if r.paused]
+        if paused:
+            out.append(f"{side}: {len(paused)} of {len(runs)} run(s) paused inside the timed run, seed "
+                       f"{paused[0].seed}: {paused[0].paused.removeprefix('paused: ')}")
     return out
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.fingerprint import load_warning
+from suite.measure.pauses import pause_warning
 
 if TYPE_CHECKING:
     from suite.results import Result
@@ -86,6 +87,8 @@ class RunFigures(BaseModel):
     git_sha: str | None = None
     started_at: str | None = None
     host_load: str | None = Field(default=None, description="a warning when the run's host was loaded")
+    paused: str | None = Field(default=None, description="a warning when the process was paused inside the timed "
+                               "run, so that its time to target holds the pause (suite/measure/pauses.py)")
 
     @property
     def reached(self) -> bool:
@@ -119,7 +122,7 @@ def figures_of(r: Result) -> RunFigures:
         steps_to_target=r.steps_to_target, time_per_step_s=time_per_step(r.step_time_s, r.train_s, r.steps),
         samples_per_s=r.throughput.get("samples_per_s"), mfu=r.mfu, peak_memory_bytes=peak_memory(r.memory),
         energy_j=r.energy_j, git_sha=r.git.sha, started_at=r.started_at.isoformat(),
-        host_load=load_warning(r.hardware),
+        host_load=load_warning(r.hardware), paused=pause_warning(r.warnings),
     )
 
 

@@ -4,6 +4,7 @@ Each test failed on the code before its fix (docs/reliability.md, "Hardening, ro
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -303,3 +304,100 @@ def test_torchrun_gets_the_thread_count_it_would_set_itself() -> None:
 
     assert torchrun_env({"PATH": "/bin"}) == {"PATH": "/bin", "OMP_NUM_THREADS": "1"}
     assert torchrun_env({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"  # the user's choice stands
+
+
+# ---- item 7: a pause inside the timed run is never silent ---------------------------------------------------
+
+PAUSED_RUN = """
+import json, sys
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from suite import harness
+from suite.specload import load_spec
+# faulty:Slow: digits with a 20 ms sleep in each step (a run of several seconds, whatever the machine), which
+# touches FAULT_READY at its third step: training is under way
+spec = load_spec(Path(sys.argv[1]), {"budget.max_train_s": 300, "task": "faulty:Slow"})
+result, path = harness.run(harness.RunRequest(spec=spec, results_dir=Path(sys.argv[2]), threads=1,
+                                              measure_peak=False))
+print(json.dumps({"path": str(path)}))
+"""
+
+
+def _paused_run(tmp_path: Path, pause_s: float) -> Path:
+    """A real digits run whose process is stopped (SIGSTOP) for pause_s once training is under way, then continued."""
+    import signal
+    import time
+
+    from backend_util import DIGITS
+
+    ready = tmp_path / "ready"
+    p = subprocess.Popen([sys.executable, "-c", PAUSED_RUN, str(DIGITS), str(tmp_path / "res")], stdout=subprocess.PIPE,
+                         text=True, env=env(FAULT_READY=str(ready), FAULT_SLEEP_S="0.02"), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the run never started training"
+        os.kill(p.pid, signal.SIGSTOP)
+        time.sleep(pause_s)
+        os.kill(p.pid, signal.SIGCONT)
+        out, _ = p.communicate(timeout=600)
+    finally:
+        p.kill()
+    return Path(json.loads(out.strip().splitlines()[-1])["path"])
+
+
+def test_a_paused_run_says_so_in_its_result_in_compare_and_on_the_site(tmp_path: Path, monkeypatch) -> None:
+    """SIGSTOP for 4 s, then SIGCONT: was recorded `reached` with the pause inside its time to target, no word."""
+    from suite.results import read_result
+
+    path = _paused_run(tmp_path, 4.0)
+    r = read_result(path)
+    assert r.status == "reached", r.error
+    (warning,) = [w for w in r.warnings if w.startswith("paused:")]
+    took = float(warning.split("did not run for ")[1].split(" s")[0])
+    assert 3.0 <= took <= 6.0 and r.time_to_target_s > took, warning
+    assert "its time to target includes this" in warning
+    # compare names it on the side it is on (the lean reader, the full schema and the index agree)
+    from compare_factory import make_result
+
+    from suite import compare as cmp
+    from suite.results import write_result
+
+    cand = [make_result(s, steps_to_target=1000, time_per_step_s=0.01) for s in range(5)]
+    cand[2] = cand[2].model_copy(update={"warnings": [warning]})
+    base = [make_result(s, steps_to_target=1000, time_per_step_s=0.01) for s in range(10, 15)]
+    for side, rs in (("base", base), ("cand", cand)):
+        for x in rs:
+            write_result(tmp_path / side, x)
+    for index_on, kw in (("1", {}), ("0", {}), ("0", {"validate": True})):  # index, lean reader, full schema
+        monkeypatch.setenv("TRAINBENCH_INDEX", index_on)
+        report = cmp.compare([tmp_path / "base"], [tmp_path / "cand"], **kw)
+        (pair,) = report.pairs
+        assert [w for w in pair.warnings if "paused" in w] == [
+            f"candidate: 1 of 5 run(s) paused inside the timed run, seed 2: {warning.removeprefix('paused: ')}"]
+        assert "did not run for" in cmp.to_markdown(report)
+    # the site's run page shows the result's warnings
+    from suite.site.build import build_site
+
+    build_site(tmp_path / "res", tmp_path / "site")
+    pages = [p.read_text(encoding="utf-8") for p in (tmp_path / "site").rglob("*.html")]
+    assert any("did not run for" in text for text in pages)
+
+
+def test_an_unpaused_run_has_no_pause_warning_and_the_watch_sees_a_stopped_thread() -> None:
+    """The detector itself: a process that keeps running is never reported; a gap without CPU time is."""
+    import time
+
+    from suite.measure import pauses
+
+    watch = pauses.PauseWatch(poll_s=0.05, min_gap_s=0.5).start()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 1.5:  # busy: CPU time grows with the wall clock
+        sum(range(1000))
+    assert watch.stop() == []
+    seen = pauses.warnings_for([pauses.Pause(start=t0 + 1, end=t0 + 31, cpu_s=0.01, step=7)], t0, t0 + 40, 0.01)
+    assert len(seen) == 1 and seen[0].startswith("paused: the process did not run for 30.0 s from 1.0 s")
+    assert "after step 7, 3,000 times the median step (10 ms)" in seen[0]
+    assert pauses.warnings_for([pauses.Pause(start=t0 + 50, end=t0 + 60, cpu_s=0, step=9)], t0, t0 + 40, 0.01) == []

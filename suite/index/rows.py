@@ -28,6 +28,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("energy_to_target_j", "DOUBLE"), ("backend_version", "VARCHAR"), ("device_name", "VARCHAR"),
     ("device_count", "BIGINT"), ("algorithm", "VARCHAR"), ("description", "VARCHAR"), ("target", "VARCHAR"),
     ("mllog", "VARCHAR"),
+    ("paused", "VARCHAR"),  # a pause inside the timed run (suite/measure/pauses.py), index schema 4
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -61,6 +62,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
     False leaves the `result` column None (the site's file walk holds the Result itself)."""
     from suite import compare_key
     from suite.fingerprint import load_warning
+    from suite.measure.pauses import pause_warning
     from suite.runfiles import _noise_floor_of  # the figures compare uses, computed once
     from suite.stats import peak_memory, time_per_step
 
@@ -86,7 +88,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
                                       mode=r.mode)),
         r.energy_to_target_j, _text(r.backend_version), r.hardware.device_name, r.hardware.device_count,
         str(algo.get("label", "")) if isinstance(algo, dict) else "", _text(spec.get("description")),
-        json.dumps(target), r.mllog,
+        json.dumps(target), r.mllog, pause_warning(r.warnings),
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
               for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]

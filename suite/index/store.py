@@ -28,7 +28,8 @@ from suite.index.rows import RUN_COLUMNS, SERIES_COLUMNS, row_of
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
-INDEX_SCHEMA = 3  # 2: the comparison key (suite/compare_key.py) of each run; 3: the site's columns, series order
+INDEX_SCHEMA = 4  # 2: the comparison key (suite/compare_key.py) of each run; 3: the site's columns, series order;
+# 4: `paused` (a pause inside the timed run)
 INDEX_DIR = ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
