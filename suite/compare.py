@@ -234,10 +234,11 @@ def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures
         if loaded:
             out.append(f"{side}: {len(loaded)} of {len(runs)} run(s) on a busy host ({loaded[0].host_load})")
     for side, runs in (("baseline", b_runs), ("candidate", c_runs)):
-        paused = [r for r in runs if r.paused]
+        paused = [(r.seed, r.paused) for r in runs if r.paused]
         if paused:
-            out.append(f"{side}: {len(paused)} of {len(runs)} run(s) paused inside the timed run, seed "
-                       f"{paused[0].seed}: {paused[0].paused.removeprefix('paused: ')}")
+            seed, text = paused[0]
+            out.append(f"{side}: {len(paused)} of {len(runs)} run(s) paused inside the timed run, seed {seed}: "
+                       f"{str(text).removeprefix('paused: ')}")
     return out
 
 
