@@ -27,7 +27,7 @@ import torch
 from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
-from suite.measure import environment, mllog
+from suite.measure import environment, mllog, pauses
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -255,6 +255,10 @@ class Run:
             te = time.perf_counter()
             scores = workload.evaluate(backend.eval_model(state))
             backend.synchronize()
+            if spec.target.metric not in scores:  # a task that declares no reported_metrics: stop at once
+                raise ValueError(f"target.metric {spec.target.metric!r} is not among the metrics this task's "
+                                 f"evaluation reports ({', '.join(sorted(scores)) or 'none'}); set target.metric "
+                                 "to one of them")
             now = time.perf_counter()
             self.eval_s += now - te
             elapsed = now - t0
@@ -269,6 +273,7 @@ class Run:
             self.inst.eval_end(self.steps, self.samples, spec.target.metric, scores, met)
             return met
 
+        watch = pauses.PauseWatch(lambda: self.steps).start()  # its own thread: nothing added to the step loop
         try:
             if ev.at_start and evaluate():
                 code = REACHED
@@ -308,6 +313,8 @@ class Run:
             backend.synchronize()
             self.total_s = time.perf_counter() - t0
             self.train_s = self.total_s - self.eval_s
+            self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
+                                                 float(np.median(self.step_times)) if self.step_times else None)
             self.inst.clock_stopped()
             self.memory = self.device.memory_stats()
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation

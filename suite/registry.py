@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from suite.spec import format_validation
+from suite.strict_numbers import bool_problems
 
 if TYPE_CHECKING:
     from suite.backends.base import Backend
@@ -101,6 +102,8 @@ def _validate_block(table: dict[str, str], name: str, params: dict[str, Any], lo
     config_cls = getattr(component, "Config", None)
     if config_cls is None or not (isinstance(config_cls, type) and issubclass(config_cls, BaseModel)):
         return [(loc, f"{kind} {name!r} has no pydantic Config to validate its fields")]
+    if problems := bool_problems(config_cls, params, f"{loc}."):
+        return problems
     try:
         config_cls.model_validate(params)
     except ValidationError as e:
@@ -116,6 +119,8 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
         task = resolve(spec.task, TASKS, "task")
         if not isinstance(task, type):  # `os:system` resolves too: only a class can be a workload
             problems.append(("task", f"task {spec.task!r} is a {type(task).__name__}, not a Workload class"))
+        else:
+            problems += _check_target_metric(task, spec)
     except RegistryError as e:
         problems.append(("task", str(e)))
     problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
@@ -129,6 +134,15 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
     return problems
 
 
+def _check_target_metric(task: type, spec: Any) -> list[tuple[str, str]]:
+    """A target metric the task never reports would train the whole budget and end `budget`, without a word."""
+    reported = getattr(task, "reported_metrics", None)
+    if not reported or spec.target.metric in reported:
+        return []
+    return [("target.metric", f"{spec.target.metric!r} is not a metric task {spec.task!r} reports; it reports: "
+             f"{', '.join(sorted(reported))}")]
+
+
 def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:
     """A spec's `backends.<name>` block against that backend's pydantic Options (its module imports no framework)."""
     try:
@@ -137,6 +151,8 @@ def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str,
         return [(f"backends.{name}", str(e))]
     if options is None:
         return [(f"backends.{name}", "this backend takes no options; remove the block")] if block else []
+    if problems := bool_problems(options, block or {}, f"backends.{name}."):
+        return problems
     try:
         options.model_validate(block or {})
     except ValidationError as e:

@@ -399,12 +399,9 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str
     return out
 
 
-def parse_spec(
-    data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None, variant: str | None = None
-) -> WorkloadSpec:
-    """Validate raw spec data (plus a variant and --set overrides) against the spec schema only. The component
-    blocks it names (model, data, backend options, plug-ins) are checked by suite.specload.validate_spec, which
-    imports them: this module imports no user code and no registry."""
+def merge_spec_data(data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None,
+                    variant: str | None = None) -> dict[str, Any]:
+    """Raw spec data with a variant and --set overrides applied, not yet validated."""
     if not isinstance(data, dict):
         raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
     _check_values(data, source)
@@ -416,8 +413,13 @@ def parse_spec(
             known = ", ".join(sorted(map(str, variants))) or "none"
             raise SpecError(source, [("variants", f"no variant {variant!r} (this spec has: {known})")])
         data = apply_overrides(data, dict(variants[variant]), f"{source} (variant {variant})")
-    if overrides:
-        data = apply_overrides(data, overrides, f"{source} (--set)")
+    return apply_overrides(data, overrides, f"{source} (--set)") if overrides else data
+
+
+def parse_spec(data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None,
+               variant: str | None = None) -> WorkloadSpec:
+    """Raw spec data (plus a variant and --set overrides) against the schema only (suite.specload checks the rest)."""
+    data = merge_spec_data(data, source, overrides, variant)
     try:
         spec = WorkloadSpec.model_validate(data)
     except ValidationError as e:
@@ -432,8 +434,8 @@ def blame_overrides(problems: list[tuple[str, str]], overrides: dict[str, Any] |
     out = []
     for loc, msg in problems:
         # the field itself, below it, or above it (`--set a.b.c=1` makes an unknown field `a`)
-        hit = next((k for k in overrides if loc == k or loc.startswith(k + ".") or (loc and k.startswith(loc + "."))),
-                   None)
+        hit = next((k for k in overrides if loc == k or loc.startswith((k + ".", k + "["))
+                    or (loc and k.startswith(loc + "."))), None)
         out.append((loc, f"{msg} (from --set {hit}={overrides[hit]!r})" if hit else msg))
     return out
 

@@ -13,13 +13,16 @@ from typing import Any
 
 from suite import registry
 from suite.algorithms import plugins
-from suite.spec import SpecError, WorkloadSpec, blame_overrides, parse_spec, read_spec_file
+from suite.spec import SpecError, WorkloadSpec, blame_overrides, merge_spec_data, parse_spec, read_spec_file
+from suite.strict_numbers import bool_problems
 
 
 def validate_spec(
     data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None, variant: str | None = None
 ) -> WorkloadSpec:
     """Validate raw spec data (plus a variant and --set overrides) and the component blocks it names."""
+    if problems := bool_problems(WorkloadSpec, merge_spec_data(data, source, overrides, variant)):
+        raise SpecError(source, blame_overrides(problems, overrides))  # before pydantic reads `true` as 1
     spec = parse_spec(data, source, overrides, variant)
     problems = registry.validate_components(spec)
     problems += plugins.check_spec(spec)  # user code is imported now

@@ -162,8 +162,14 @@ def _ensure_dist_env() -> dict[str, str | None]:
     return saved
 
 
-def _import_deepspeed() -> Any:
-    """Import deepspeed with its log on stderr: it logs to stdout, which `trainbench run --json` keeps for JSON."""
+def _import_deepspeed(device_type: str | None = None) -> Any:
+    """Import deepspeed with its log on stderr: it logs to stdout, which `trainbench run --json` keeps for JSON.
+
+    On a CPU, DeepSpeed's accelerator is named (DS_ACCELERATOR=cpu): its auto-detection lands on the same CPU
+    accelerator, but warns "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to
+    detect it" on every run, `--quiet` or not."""
+    if device_type == "cpu":
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     if "deepspeed" in sys.modules:
         return sys.modules["deepspeed"]
     with contextlib.redirect_stdout(sys.stderr):
@@ -202,10 +208,10 @@ class DeepSpeedBackend(Backend):
         if self.device.type == "cpu":
             if opts.precision == "fp16":  # DeepSpeed's CPU accelerator refuses fp16 deep inside initialize
                 raise ValueError("--precision fp16: DeepSpeed's CPU accelerator has no fp16; use bf16 or fp32 on CPU")
-            _import_deepspeed()  # first, so that its import-time log goes to stderr
+            _import_deepspeed("cpu")  # first, so that its import-time log goes to stderr
             _skip_shm_build()
         self._saved_env = _ensure_dist_env()
-        deepspeed = _import_deepspeed()
+        deepspeed = _import_deepspeed(self.device.type)
 
         if not dist.is_initialized():
             deepspeed.init_distributed(dist_backend=self.device.dist_backend, auto_mpi_discovery=False)

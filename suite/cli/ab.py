@@ -63,8 +63,8 @@ def calibrate(
     b: Annotated[Path, typer.Option("--b", help="results of the second side")],
     to: Annotated[Path, typer.Option(help="baselines folder the floor is stored in")] = Path("baselines"),
     alpha: Annotated[float, typer.Option(help="level of the interval")] = 0.05,
-    min_steps: Annotated[int, typer.Option(help="fewest measured steps per run")] = 20,
-    min_runs: Annotated[int, typer.Option(help="fewest runs per side")] = 4,
+    min_steps: Annotated[int, typer.Option(min=1, help="fewest measured steps per run")] = 20,
+    min_runs: Annotated[int, typer.Option(min=2, help="fewest runs per side")] = 4,
     json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Measure each workload's noise floor on this runner from an A/A comparison and store it with the baselines."""
@@ -72,6 +72,8 @@ def calibrate(
     from suite.results.baselines import checkout_sha, load_paths
     from suite.results.noise_floor import AAMeasurement, NoiseFloor, floor_from_aa, write_floor
 
+    if not 0 < alpha < 1:
+        raise fail_input(f"--alpha {alpha}: must be between 0 and 1")
     try:
         la, lb = load_paths([a], strict=True), load_paths([b], strict=True)
         if not compare_ab.check_modes(la, lb):

@@ -7,12 +7,15 @@ Exit codes: 0 success; 1 a run ended badly (error, diverged, interrupted) or a c
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -70,6 +73,49 @@ def check_writable(folder: Path, flag: str, what: str) -> None:
     except OSError as e:
         raise fail_input(f"{flag} {folder}: cannot write {what} there ({e.strerror or e}); give {flag} a "
                          "folder you can write") from None
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so that the interpreter's last flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def never_exit_1(command: F) -> F:
+    """For a command whose exit 1 means one thing only (`compare`: a regression): every other way out is exit 2.
+
+    A reader that closes the pipe early (`compare ... | head -1`), an interruption, or an unexpected exception used
+    to end in a traceback and Python's exit 1, which CI reads as "regression". Exit codes the command chose itself
+    (typer.Exit, usage errors) pass through unchanged."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - the contract is the exit code
+            import click
+
+            if isinstance(e, click.exceptions.ClickException):
+                raise
+            if isinstance(e, BrokenPipeError):
+                _quiet_stdout()
+                say_err("error: stdout was closed before the report was written in full (a pipe such as `| head`): "
+                        "no verdict, exit 2; write the report with --out FILE and read that instead")
+            elif isinstance(e, KeyboardInterrupt):
+                say_err("error: interrupted; no verdict")
+            else:
+                say_err("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip())
+                say_err(f"error: unexpected {type(e).__name__}: {e}; no verdict (exit 2, never 1: 1 means a "
+                        "regression). Please report this with the traceback above")
+            raise typer.Exit(EXIT_INPUT) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def say(text: str) -> None:

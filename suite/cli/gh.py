@@ -82,7 +82,7 @@ def _state_of_exit_code_file(path: Path) -> str:
 def gh_comment(
     body_file: Annotated[list[Path], typer.Option("--body-file", help="markdown file(s), joined in order")],
     repo: RepoOpt = None,
-    pr: Annotated[int | None, typer.Option(help="pull request number")] = None,
+    pr: Annotated[int | None, typer.Option(min=1, help="pull request number")] = None,
     head_sha: Annotated[str | None, typer.Option(help="find the open PR with this head commit instead")] = None,
     head_label: Annotated[str | None, typer.Option(help="OWNER:BRANCH of the PR head, to find fork PRs")] = None,
     marker: Annotated[str, typer.Option(help="key of the hidden marker that makes the comment sticky")] = "bench",
@@ -157,12 +157,12 @@ def gh_summary(
 
 @gh_app.command("download-artifact")
 def gh_download_artifact(
-    run_id: Annotated[int, typer.Option(help="the workflow run that uploaded the artifacts")],
+    run_id: Annotated[int, typer.Option(min=1, help="the workflow run that uploaded the artifacts")],
     dest: Annotated[Path, typer.Option(help="folder; each artifact goes to DEST/<artifact name>/")],
     repo: RepoOpt = None,
     name: Annotated[str | None, typer.Option(help="exactly this artifact")] = None,
     prefix: Annotated[str | None, typer.Option(help="every artifact whose name starts with this")] = None,
-    max_mb: Annotated[int, typer.Option(help="refuse artifacts larger than this (packed or unpacked)")] = 512,
+    max_mb: Annotated[int, typer.Option(min=1, help="refuse artifacts larger than this (packed or unpacked)")] = 512,
 ) -> None:
     """Download and safely extract a run's artifacts (untrusted data: no links, no path escapes, bounded)."""
     from suite.github import GitHub, GitHubError, redact

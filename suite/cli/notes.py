@@ -59,9 +59,9 @@ def hardware_tested(results: Path, backends: Iterable[str] = HARDWARE_UNTESTED) 
 
 def recorded_load(hardware: Any) -> tuple[float, int] | None:
     """(the higher 1-minute load a result recorded, at its start or end; its cores) when that load was high by
-    compare's rule (suite.results.host_load.high_load), else None (a quiet run, or no load recorded: an OS without
+    compare's rule (suite.results.conditions.high_load), else None (a quiet run, or no load recorded: an OS without
     a load average, a result of an older trainbench)."""
-    from suite.results.host_load import high_load
+    from suite.results.conditions import high_load
 
     cores = int(getattr(hardware, "cpu_cores", 1) or 1)
     loads = [v for v in (getattr(hardware, "load_avg_start", None), getattr(hardware, "load_avg_end", None)) if v]

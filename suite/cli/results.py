@@ -12,7 +12,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, out
+from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, never_exit_1, out
+
+MIN_SEEDS = 4  # = suite.results.stats.DEFAULT_MIN_SEEDS (not imported here: `trainbench --help` stays instant)
 
 results_app = typer.Typer(help="The results folder: validate and show result files.", no_args_is_help=True)
 baseline_app = typer.Typer(help="Blessed baselines that pull requests are compared against.", no_args_is_help=True)
@@ -164,7 +166,8 @@ def compare(
     json_out: Annotated[Path | None, typer.Option("--json-out", help="also write the JSON report here")] = None,
     alpha: Annotated[float, typer.Option(help="level of the two-sided test, per metric")] = 0.05,
     noise_floor: Annotated[float, typer.Option(help="relative change ignored where the spec sets none")] = 0.05,
-    min_seeds: Annotated[int, typer.Option(help="fewest runs per side to compare at all")] = 3,
+    min_seeds: Annotated[int, typer.Option(help="fewest runs per side to compare at all (4: with 3 + 3 no change "
+                                            "can reach alpha 0.05)")] = MIN_SEEDS,
     gate: Annotated[str | None, typer.Option(help="comma-separated metrics whose regression fails (exit 1)")] = None,
     strict: Annotated[bool, typer.Option(help="a bad result file is an error (exit 2), not skipped")] = False,
     validate: Annotated[bool, typer.Option(help="validate every file against the full Result schema (slower)")] = False,
@@ -202,11 +205,14 @@ def compare(
         json_out.write_text(as_json, encoding="utf-8")
     if out_file is None:
         sys.stdout.write(text)
+        sys.stdout.flush()  # a closed pipe raises here, where never_exit_1 sees it, not at the interpreter's exit
     else:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(text, encoding="utf-8")
     for problem in report.errors:  # no markup: messages quote JSON paths such as `$.runs[0]`
         err.print(f"skipped bad file {problem}", markup=False, highlight=False, soft_wrap=True)
+    for line in report.left_out:
+        err.print(f"left out {line}", markup=False, highlight=False, soft_wrap=True)
     err.print(cmp.summary_line(report).replace("**", ""), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(report.exit_code)
 
@@ -217,7 +223,7 @@ def baseline_promote(
     to: Annotated[Path, typer.Option("--to", help="baselines folder")] = Path("baselines"),
     hardware: Annotated[str | None, typer.Option(help="only results of this hardware slug")] = None,
     spec_hash: Annotated[str | None, typer.Option(help="only results of this spec hash")] = None,
-    min_seeds: Annotated[int, typer.Option(help="fewest seeds a baseline may have")] = 3,
+    min_seeds: Annotated[int, typer.Option(min=1, help="fewest seeds a baseline may have")] = MIN_SEEDS,
     replace: Annotated[bool, typer.Option(help="replace existing baseline files")] = False,
 ) -> None:
     """Aggregate results (several seeds of one spec on one hardware) into baseline files."""
@@ -235,6 +241,13 @@ def baseline_promote(
     if not records:
         raise fail_input(f"no result files under {', '.join(map(str, results))} match"
                          + (f" --hardware {hardware}" if hardware else "") + (f" --spec-hash {spec_hash}" if spec_hash else ""))
+    if thr := bl.throughput_records(records):
+        if len(thr) == len(records):
+            raise fail_input(f"{', '.join(map(str, results))}: only throughput results ({len(thr)}, e.g. "
+                             f"{thr[0].source}); {bl.THROUGHPUT_NOT_A_BASELINE}")
+        err.print(f"left out {len(thr)} throughput result(s), e.g. {thr[0].source}: {bl.THROUGHPUT_NOT_A_BASELINE}",
+                  markup=False, highlight=False, soft_wrap=True)
+        records = [r for r in records if r.mode != "throughput"]
     try:
         built = bl.build_baselines(records, min_seeds=min_seeds, promoted_by_git_sha=bl.checkout_sha())
         existing = [bl.baseline_path(to, b) for b in built if bl.baseline_path(to, b).exists()]
@@ -255,5 +268,5 @@ def baseline_promote(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(results_app, name="results")
-    app.command()(compare)
+    app.command()(never_exit_1(compare))
     app.add_typer(baseline_app, name="baseline")

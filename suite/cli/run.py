@@ -15,6 +15,7 @@ from rich.table import Table
 from suite.cli.common import EXIT_FAIL, EXIT_OK, check_writable, emit_json, err, fail_input, out, say_err
 
 MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
+MAX_SEED = 2**32 - 1  # = suite.execution.plan.MAX_SEED (not imported here: `trainbench --help` stays instant)
 
 
 def _row(result: Any, written: Path | None) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
 
 def _torchrun(nproc: int, rendezvous: list[str]) -> int:
     """Re-run this very command under torchrun with `nproc` processes, each rank in-process (--no-isolate)."""
-    from suite.execution.processes import torchrun_command
+    from suite.execution.processes import torchrun_command, torchrun_env
 
     cleaned: list[str] = []
     skip = False
@@ -66,7 +67,7 @@ def _torchrun(nproc: int, rendezvous: list[str]) -> int:
             continue
         cleaned.append(a)
     return subprocess.call(torchrun_command(nproc, "suite.cli", cleaned, rendezvous),
-                           env={**os.environ, "TRAINBENCH_LAUNCHED": "1"})
+                           env=torchrun_env({**os.environ, "TRAINBENCH_LAUNCHED": "1"}))
 
 
 def run(
@@ -74,7 +75,7 @@ def run(
     tier: Annotated[str | None, typer.Option(help="run every workload of a tier: smoke | standard | full")] = None,
     backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
     seeds: Annotated[int, typer.Option(min=1, max=MAX_SEEDS, help="number of seeds, run one after another")] = 1,
-    seed: Annotated[int, typer.Option(help="first seed")] = 0,
+    seed: Annotated[int, typer.Option(help=f"first seed (0 to {MAX_SEED})")] = 0,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a spec field: --set optimizer.lr=0.01")] = None,
     variant: Annotated[str | None, typer.Option(help="a named override set from the spec, e.g. tiny")] = None,
     precision: Annotated[
@@ -125,6 +126,10 @@ def run(
     from suite.backends import layout
     from suite.execution import plan as planner
 
+    try:
+        planner.check_seeds(seed, seeds)
+    except planner.PlanError as e:
+        raise fail_input(str(e)) from None
     try:  # the layout flags are spec overrides: one road for the flag, the spec block and --set
         set_ = [*(set_ or []), *(f"{k}={v}" for k, v in layout.parse_flag(parallel or "").items())]
         set_ += [f"parallel.ac={ac}"] if ac is not None else []

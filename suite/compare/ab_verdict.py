@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import msgspec
@@ -159,6 +159,39 @@ def check_modes(base: Loaded, cand: Loaded) -> bool:
         raise CompareInputError(f"{src}: a baseline file holds time-to-target seeds; throughput results are compared "
                                 "with throughput results of the other commit on the same runner (`trainbench ab`)")
     return True
+
+
+MODE_NAMES = {"tta": "time-to-target", "throughput": "throughput"}
+
+
+def _has(loaded: Loaded, mode: str) -> bool:
+    return any(r.mode == mode for r in loaded.records) or (mode == "tta" and bool(loaded.baselines))
+
+
+def split_modes(base: Loaded, cand: Loaded) -> tuple[dict[str, tuple[Loaded, Loaded]], list[str]]:
+    """Each mode that both sides hold (baseline files hold time-to-target seeds), as (base, cand) parts, and a line
+    per result left out because the other side has no result of its mode.
+
+    README's flow writes `run --mode throughput` results into results/ beside the seeds: `compare --candidate
+    results/` used to refuse the whole folder. Modes are never mixed within a comparison; where the sides share
+    no mode at all, `check_modes` decides (and refuses a throughput side against a time-to-target side)."""
+    shared = [m for m in ("tta", "throughput") if _has(base, m) and _has(cand, m)]
+    if not shared:
+        mode = "throughput" if check_modes(base, cand) else "tta"
+        return {mode: (base, cand)}, []
+    left_out: list[str] = []
+    for loaded, other in ((base, "candidate"), (cand, "baseline")):
+        for rec in loaded.records:
+            if rec.mode not in shared:
+                left_out.append(f"{rec.source}: a {MODE_NAMES.get(rec.mode, rec.mode)} result; the {other} side "
+                                f"has none of that mode to compare it with")
+        if "tta" not in shared:
+            left_out += [f"{src}: a baseline file (time-to-target seeds); the {other} side has only throughput "
+                         "results" for src, _ in loaded.baselines]
+    parts = {m: tuple(replace(x, records=[r for r in x.records if r.mode == m],
+                              baselines=x.baselines if m == "tta" else [], errors=[]) for x in (base, cand))
+             for m in shared}
+    return parts, left_out  # type: ignore[return-value]
 
 
 def groups(loaded: Loaded, side: str, min_steps: int) -> dict[SideKey, ABGroup]:

@@ -8,13 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from suite.results import stats
 from suite.results.baselines import RunFigures
 from suite.results.noise_floor import check_floor
 
 REPORT_SCHEMA_VERSION = 1
 DEFAULT_ALPHA = 0.05
 DEFAULT_NOISE_FLOOR = 0.05
-DEFAULT_MIN_SEEDS = 3
+DEFAULT_MIN_SEEDS = stats.DEFAULT_MIN_SEEDS  # 4: the fewest seeds a side that can reach DEFAULT_ALPHA
 DEFAULT_GATE = ("time_to_target_s", "time_per_step_s", "peak_memory_bytes")
 DEFAULT_THROUGHPUT_FLOOR = 0.01  # throughput A/B without a measured floor: 1% (a calibrated floor is better)
 DEFAULT_MIN_RUNS = 4  # throughput runs per side: the interval resamples runs
@@ -73,6 +74,8 @@ class Settings:
             raise ValueError(f"alpha {self.alpha}: must be between 0 and 1")
         check_floor(self.default_noise_floor, "--noise-floor")
         check_floor(self.throughput_noise_floor, "--throughput-noise-floor")
+        if self.min_seeds < 1:
+            raise ValueError(f"--min-seeds {self.min_seeds}: must be at least 1 (runs per side)")
         if self.min_runs < 2 or self.min_steps < 1:
             raise ValueError(f"--min-runs {self.min_runs} / --min-steps {self.min_steps}: need >= 2 runs, >= 1 step")
         unknown = sorted(set(self.gate) - set(METRIC_NAMES))
@@ -166,6 +169,7 @@ class Report:
     errors: list[str]  # bad files, named and skipped
     baseline_files: int
     candidate_files: int
+    left_out: list[str] = field(default_factory=list)  # valid results of a mode the other side does not have
 
     @property
     def counts(self) -> dict[str, int]:

@@ -74,9 +74,11 @@ def to_json(report: Report) -> dict[str, Any]:
         "settings": asdict(report.settings),
         "summary": {**{k.replace(" ", "_"): v for k, v in report.counts.items()}, "pairs": len(report.pairs),
                     "exit_code": report.exit_code, "baseline_files": report.baseline_files,
-                    "candidate_files": report.candidate_files, "bad_files": len(report.errors)},
+                    "candidate_files": report.candidate_files, "bad_files": len(report.errors),
+                    "left_out": len(report.left_out)},
         "pairs": pairs,
         "errors": report.errors,
+        "left_out": report.left_out,
     }
 
 
@@ -124,6 +126,7 @@ def summary_line(report: Report) -> str:
     if c[SUSPICIOUS]:
         rest += f" · {c[SUSPICIOUS]} suspicious"
     bad = f" · {len(report.errors)} bad file(s) skipped" if report.errors else ""
+    bad += f" · {len(report.left_out)} result(s) of another mode left out" if report.left_out else ""
     return f"{head} in {len(report.pairs)} comparison(s): {rest}{bad}"
 
 
@@ -162,6 +165,11 @@ def to_markdown(report: Report, max_chars: int = MARKDOWN_MAX_CHARS) -> str:
         more = [f"... and {len(report.errors) - len(shown)} more"] if len(report.errors) > len(shown) else []
         tail = [f"<details><summary>{len(report.errors)} bad file(s) skipped</summary>", "",
                 "```text", *shown, *more, "```", "", "</details>", ""]  # messages quote with backticks
+    if report.left_out:
+        shown = report.left_out[:50]
+        more = [f"... and {len(report.left_out) - len(shown)} more"] if len(report.left_out) > len(shown) else []
+        tail += [f"<details><summary>{len(report.left_out)} result(s) of another mode left out</summary>", "",
+                 "```text", *shown, *more, "```", "", "</details>", ""]
     budget = max_chars - sum(len(x) + 1 for x in head + tail) - 400  # room for the two "cut" notes
     what = "time to target" if all(p.mode == "tta" for p in report.pairs) else "median step time"
     table = [f"| | workload | backend | hardware | {what}, baseline → candidate | ratio | p (beyond floor) | cause / reason |",
@@ -295,7 +303,7 @@ def report_from_json(data: Any, source: str) -> Report:
         ) for p in data["pairs"]]
         summary = data["summary"]
         return Report(settings, pairs, [str(e) for e in data["errors"]], int(summary["baseline_files"]),
-                      int(summary["candidate_files"]))
+                      int(summary["candidate_files"]), [str(x) for x in data.get("left_out", [])])
     except (KeyError, TypeError, ValueError) as e:
         raise ReportError(f"{source}: not a compare report of schema {REPORT_SCHEMA_VERSION} "
                           f"({type(e).__name__}: {e})") from None

@@ -228,12 +228,19 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
 
 
 def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures]) -> list[str]:
-    """One line per side whose runs were made on a loaded host (their timings may be slowed by other work)."""
+    """One line per side whose runs were made on a loaded host (their timings may be slowed by other work), and
+    one per side whose runs were paused inside their timed run (their times to target hold the pause)."""
     out = []
     for side, runs in (("baseline", b_runs), ("candidate", c_runs)):
         loaded = [r for r in runs if r.host_load]
         if loaded:
             out.append(f"{side}: {len(loaded)} of {len(runs)} run(s) on a busy host ({loaded[0].host_load})")
+    for side, runs in (("baseline", b_runs), ("candidate", c_runs)):
+        paused = [(r.seed, r.paused) for r in runs if r.paused]
+        if paused:
+            seed, text = paused[0]
+            out.append(f"{side}: {len(paused)} of {len(runs)} run(s) paused inside the timed run, seed {seed}: "
+                       f"{str(text).removeprefix('paused: ')}")
     return out
 
 
@@ -318,11 +325,12 @@ def compare(
         extra += load_paths([root], strict=True).floors
     b.floors += extra
     check_floors(b, c)
-    if compare_ab.check_modes(b, c):
-        pairs = compare_throughput(b, c, s)
-    else:
-        pairs = compare_sides(sides(b), sides(c), s)
-    return Report(s, pairs, b.errors + c.errors, b.files, c.files)
+    parts, left_out = compare_ab.split_modes(b, c)
+    pairs: list[PairReport] = []
+    for mode, (bm, cm) in parts.items():
+        pairs += compare_throughput(bm, cm, s) if mode == "throughput" else compare_sides(sides(bm), sides(cm), s)
+    pairs.sort(key=lambda p: (p.severity, p.workload, p.backend, p.hardware))
+    return Report(s, pairs, b.errors + c.errors, b.files, c.files, left_out)
 
 
 def check_floors(*loaded: Loaded) -> None:

@@ -28,6 +28,11 @@ class DataMissing(FileNotFoundError):
     """The data set is not on this machine; the message names the command that gets it."""
 
 
+class DataTooSmall(DataMissing):
+    """The data set here cannot serve the spec (a batch larger than its training split). Found during the untimed
+    init and handled as a missing data set is: bad input, nothing recorded, the CLI exits 2."""
+
+
 def fixed_split(n: int, n_val: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """A train/val split that never depends on the run's seed, so every run sees the same validation set."""
     g = torch.Generator().manual_seed(seed)

@@ -47,6 +47,7 @@ from suite.execution.processes import (
     process_start_time,
     sweep_stale_jobs,
     torchrun_command,
+    torchrun_env,
 )
 from suite.execution.watchdog import EXIT_TIMEOUT, Limits
 from suite.harness import RunRequest
@@ -172,7 +173,8 @@ class IsolatedRun:
                 cmd = [sys.executable, "-m", "suite.execution.child", str(job_path)]
             with open(self.log, "ab") as out:
                 # a session of its own: a terminal's Ctrl-C reaches only us, and we forward exactly one signal
-                popen = subprocess.Popen(cmd, env=_child_env(), stdin=subprocess.DEVNULL, stdout=out,
+                env = torchrun_env(_child_env()) if self.under_torchrun else _child_env()
+                popen = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
             self.child = _Child(popen=popen)
         results.write_atomic(self.tmp / "owner.json", json.dumps({

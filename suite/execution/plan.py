@@ -11,9 +11,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# Seeds are 0 .. 2**32 - 1, numpy's legacy range (the harness seeds numpy with seed % 2**32, so a larger seed would
+# repeat a smaller one's data order) and far from the 64 bits the data orders' derived seeds (seed * 100_003 + epoch)
+# must fit: `--seed 9223372036854775807` ended as an error result ("Overflow when unpacking long long").
+MAX_SEED = 2**32 - 1
+
 
 class PlanError(ValueError):
     """Bad input found while planning: nothing was started, nothing recorded (the CLI exits 2)."""
+
+
+def check_seeds(first: int, count: int, flag: str = "--seed") -> None:
+    """Every seed of first .. first + count - 1 within 0 .. MAX_SEED."""
+    if not 0 <= first <= MAX_SEED or first + count - 1 > MAX_SEED:
+        raise PlanError(f"{flag} {first}: seeds run from 0 to {MAX_SEED} (2**32 - 1)"
+                        + (f"; with {count} seeds the first may be at most {MAX_SEED - count + 1}" if count > 1 else ""))
 
 
 def resolve_workloads(names: list[str], tier: str | None) -> list[Path]:

@@ -107,6 +107,13 @@ def torchrun_command(nproc: int, module: str, args: list[str], torchrun_args: li
             f"--nproc_per_node={nproc}", "-m", module, *args]
 
 
+def torchrun_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment to start torchrun with. torchrun sets OMP_NUM_THREADS=1 for its ranks where it is unset, and
+    says so in a five-line banner that even `--quiet` printed; setting the same value here keeps the behaviour and
+    drops the banner (the harness sets torch's own thread count per rank anyway: suite/devices.py)."""
+    return {**env, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS") or "1"}
+
+
 def nnodes_of(torchrun_args: list[str] | None) -> int:
     """The node count torchrun arguments launch (1 for --standalone; suite/backends/layout.py builds them)."""
     for a in torchrun_args or []:

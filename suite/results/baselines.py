@@ -68,10 +68,25 @@ def baseline_path(root: Path, b: Baseline) -> Path:
     return root / slug(b.hardware) / slug(domain) / slug(name) / f"{slug(b.backend)}.json"
 
 
+THROUGHPUT_NOT_A_BASELINE = (
+    "throughput results (`run --mode throughput`) are not baselines: they are compared folder to folder, both "
+    "commits on the same runner (`trainbench ab --base main --head HEAD`, then `trainbench compare --baseline "
+    "ab/base --candidate ab/head`)")
+
+
+def throughput_records(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """The throughput-mode results among these: a baseline of them would read "0 reached, time to target inf"."""
+    return [r for r in records if r.mode == "throughput"]
+
+
 def build_baselines(
-    records: Sequence[RunRecord], min_seeds: int = 3, promoted_by_git_sha: str | None = None,
+    records: Sequence[RunRecord], min_seeds: int = stats.DEFAULT_MIN_SEEDS, promoted_by_git_sha: str | None = None,
 ) -> list[Baseline]:
-    """One Baseline per (workload, backend); refuses mixed spec hashes or hardware within one of them."""
+    """One Baseline per (workload, backend); refuses mixed spec hashes or hardware within one of them, and
+    throughput-mode results."""
+    if thr := throughput_records(records):
+        raise PromoteError(f"refusing to promote {len(thr)} throughput result(s), e.g. {thr[0].source}: "
+                           f"{THROUGHPUT_NOT_A_BASELINE}")
     by_wb: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
     for rec in records:
         by_wb[(rec.key.workload, rec.key.backend)].append(rec)

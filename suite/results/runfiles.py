@@ -16,7 +16,7 @@ import msgspec
 
 from suite.results import key as compare_key
 from suite.results.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
-from suite.results.host_load import load_warning
+from suite.results.conditions import load_warning, pause_warning
 from suite.results.lean import DECODER as LEAN_DECODER
 from suite.results.lean import LeanResult, started_at_iso
 from suite.results.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
@@ -100,7 +100,7 @@ def _lean_record(d: LeanResult, started_at: str, source: str) -> RunRecord:
         steps_to_target=d.steps_to_target, time_per_step_s=time_per_step(d.step_time_s, d.train_s, d.steps),
         samples_per_s=d.throughput.get("samples_per_s"),
         mfu=d.mfu, peak_memory_bytes=peak_memory(d.memory), energy_j=d.energy_j, git_sha=d.git.sha,
-        started_at=started_at, host_load=load_warning(d.hardware),
+        started_at=started_at, host_load=load_warning(d.hardware), paused=pause_warning(d.warnings),
     )
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from suite.results.host_load import load_warning
+from suite.results.conditions import load_warning, pause_warning
 
 if TYPE_CHECKING:
     from suite.results.record import Result
@@ -86,6 +86,8 @@ class RunFigures(BaseModel):
     git_sha: str | None = None
     started_at: str | None = None
     host_load: str | None = Field(default=None, description="a warning when the run's host was loaded")
+    paused: str | None = Field(default=None, description="a warning when the process was paused inside the timed "
+                               "run, so that its time to target holds the pause (suite/measure/pauses.py)")
 
     @property
     def reached(self) -> bool:
@@ -119,7 +121,7 @@ def figures_of(r: Result) -> RunFigures:
         steps_to_target=r.steps_to_target, time_per_step_s=time_per_step(r.step_time_s, r.train_s, r.steps),
         samples_per_s=r.throughput.get("samples_per_s"), mfu=r.mfu, peak_memory_bytes=peak_memory(r.memory),
         energy_j=r.energy_j, git_sha=r.git.sha, started_at=r.started_at.isoformat(),
-        host_load=load_warning(r.hardware),
+        host_load=load_warning(r.hardware), paused=pause_warning(r.warnings),
     )
 
 
@@ -278,3 +280,17 @@ def min_attainable_p(m: int, n: int) -> float:
     if m == 0 or n == 0:
         return 1.0
     return min(1.0, 2 / math.comb(m + n, m))
+
+
+def fewest_seeds(alpha: float) -> int:
+    """The fewest runs a side (as many on both sides) with which the exact test can reach alpha at all."""
+    n = 1
+    while min_attainable_p(n, n) > alpha:
+        n += 1
+    return n
+
+
+# compare's and promote's --min-seeds: the fewest seeds a side that can give a verdict at compare's default alpha
+# (0.05): 4 (2 / C(8, 4) = 0.029). It was 3, with which README's own flow could only end "not comparable" (3 + 3
+# seeds: the smallest p-value is 0.1). 5 a side is the recommendation (README, docs/compare.md).
+DEFAULT_MIN_SEEDS = fewest_seeds(0.05)

@@ -23,7 +23,7 @@ from typing import Any
 
 import jinja2
 
-from suite.results.host_load import load_warning
+from suite.results.conditions import load_warning
 from suite.results.record import Result, load_results
 from suite.site import units as site_units
 from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, cell_text, load_baselines

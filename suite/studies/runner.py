@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from suite import registry
 from suite.algorithms import bundles
+from suite.execution.plan import MAX_SEED
 from suite.results import stats
 from suite.results.record import Result, now_utc
 from suite.site import charts
@@ -46,7 +47,7 @@ class StudySpec(BaseModel):
     algorithms: list[str | dict[str, Any]] = Field(
         min_length=1, description="each a --algo value (bundle, bundle .yaml, import path) or an inline bundle")
     seeds: int = Field(default=3, ge=1)
-    first_seed: int = 0
+    first_seed: int = Field(default=0, ge=0, le=MAX_SEED)
     backend: str = "torch"
     precision: str | None = Field(default=None, description="overrides every bundle's precision")
     tau_max: float = Field(default=profiles.DEFAULT_TAU_MAX, gt=1)
@@ -60,6 +61,9 @@ class StudySpec(BaseModel):
             raise ValueError(f"name {self.name!r}: lower-case letters, digits, '_' or '-'")
         if (self.tier is None) == (not self.workloads):
             raise ValueError("give exactly one of `tier` (e.g. smoke) or a `workloads` list")
+        if self.first_seed + self.seeds - 1 > MAX_SEED:
+            raise ValueError(f"seeds run from 0 to {MAX_SEED}: first_seed {self.first_seed} + {self.seeds} seeds "
+                             "goes past it")
         return self
 
 

@@ -4,9 +4,12 @@ The contract itself (`Workload`, `Batch`, `Context`) is suite/workloads/contract
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from torch import nn
 
 from suite import registry
+from suite.data.base import DataTooSmall
 from suite.spec import WorkloadSpec
 from suite.workloads.contract import Batch, Context
 
@@ -15,6 +18,9 @@ class WorkloadBase:
     """Shared plumbing: resolves the spec's model and data components and validates their configs."""
 
     samples_key = "samples"
+    # every key evaluate() may return: a target.metric outside it is refused before the run starts
+    # (suite/registry.py). None: not declared; the harness then checks the first evaluation instead.
+    reported_metrics: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, spec: WorkloadSpec, ctx: Context):
         self.spec = spec
@@ -45,6 +51,14 @@ class WorkloadBase:
         if fn is None or meta is None:
             return None
         return {k: float(v) for k, v in fn(self.model_cfg, meta).items()}
+
+    def check_batch_fits(self, train_samples: int, unit: str = "samples") -> None:
+        """A global batch larger than the training split could never be drawn: say so before the clock starts
+        (it used to fail at the first step, an error result with a traceback)."""
+        bs = self.spec.data.batch_size
+        if bs > train_samples:
+            raise DataTooSmall(f"data.batch_size {bs} is larger than the training set of {self.spec.data.name} "
+                               f"({train_samples} {unit}): set data.batch_size to at most {train_samples}")
 
     def local_batch_size(self, world: int) -> int:
         bs = self.spec.data.batch_size

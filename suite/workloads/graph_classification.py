@@ -45,10 +45,12 @@ def mean_average_precision(y_true: np.ndarray, y_score: np.ndarray) -> float:
 
 
 class GraphClassification(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "ap", "loss"})  # ap: multi-task binary data
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.splits: GraphSplits = self.data_component.load(self.data_cfg)
         self.meta = self.splits.meta
+        self.check_batch_fits(len(self.splits.train), "graphs")
         self.multilabel = self.meta.get("task_type") == "multilabel"
         val = self.splits.val
         n_val = min(len(val), spec.eval.subset) if spec.eval.subset else len(val)

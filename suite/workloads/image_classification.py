@@ -78,6 +78,7 @@ def airbench_batches(x: torch.Tensor, y: torch.Tensor, local_bs: int, rank: int,
 
 
 class ImageClassification(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "loss"})
     loss_hook = True  # the spec's `loss:` may replace cross-entropy (suite/algorithms/losses.py)
 
     def __init__(self, spec, ctx: Context):
@@ -85,6 +86,7 @@ class ImageClassification(WorkloadBase):
         self.loss_fn = losses.build(spec.loss)
         splits: TensorSplits = self.data_component.load(self.data_cfg)
         self.meta = splits.meta
+        self.check_batch_fits(len(splits.train_x))
         self.splits = splits.to(ctx.device)
         subset = spec.eval.subset
         self.val_x = self.splits.val_x[:subset] if subset else self.splits.val_x

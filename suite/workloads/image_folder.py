@@ -46,6 +46,7 @@ class EndlessShardSampler(Sampler[list[int]]):
 
 
 class ImageFolderClassification(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "top5", "loss"})
     loss_hook = True  # the spec's `loss:` may replace cross-entropy (MLPerf's label smoothing 0.1)
 
     def __init__(self, spec, ctx: Context):
@@ -53,6 +54,7 @@ class ImageFolderClassification(WorkloadBase):
         self.loss_fn = losses.build(spec.loss)
         self.splits: ImageFolderSplits = self.data_component.load(self.data_cfg)
         self.meta = self.splits.meta
+        self.check_batch_fits(len(self.splits.train), "images")
         if spec.eval.subset:
             self.splits.val = self.splits.val[: spec.eval.subset]
         self._mode: str | None = None

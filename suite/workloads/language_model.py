@@ -91,6 +91,7 @@ def val_windows(shards: list[np.ndarray], seq_len: int, limit: int | None) -> to
 
 
 class LanguageModel(WorkloadBase):
+    reported_metrics = frozenset({"val_loss", "bits_per_token"})
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.splits: TokenSplits = self.data_component.load(self.data_cfg)

@@ -16,6 +16,7 @@ from suite.workloads.contract import Batch, Context
 
 
 class NodeClassification(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "loss", "train_accuracy"})
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         if spec.data.batch_size != 1:

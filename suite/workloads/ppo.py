@@ -64,6 +64,7 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
 
 
 class PPO(WorkloadBase):
+    reported_metrics = frozenset({"mean_return", "min_return", "mean_length", "env_steps", "episodes"})
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.env_cfg: EnvConfig = self.data_cfg

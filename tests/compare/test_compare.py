@@ -280,7 +280,8 @@ def test_markdown_orders_by_severity_and_json_has_the_documented_fields(tmp_path
     assert data["kind"] == "trainbench-compare" and data["schema_version"] == 1
     assert data["summary"] == {"regressed": 2, "not_comparable": 1, "improved": 1, "no_significant_change": 0,
                                "suspicious": 0, "no_change": 0,
-                               "pairs": 4, "exit_code": 1, "baseline_files": 20, "candidate_files": 20, "bad_files": 0}
+                               "pairs": 4, "exit_code": 1, "baseline_files": 20, "candidate_files": 20, "bad_files": 0,
+                               "left_out": 0}
     pair = data["pairs"][0]
     assert {"hardware", "workload", "backend", "verdict", "reason", "cause", "cause_detail", "noise_floor",
             "noise_floor_source", "baseline", "candidate", "metrics"} <= set(pair)

@@ -59,18 +59,19 @@ def test_ratio_of_infinite_and_undefined_aggregates():
 
 
 def test_too_few_seeds_needs_min_seeds_on_each_side():
-    assert cmp.too_few_seeds(2, 6, S) == "too few seeds: baseline 2, candidate 6; at least 3 each are needed"
-    assert cmp.too_few_seeds(6, 2, S) == "too few seeds: baseline 6, candidate 2; at least 3 each are needed"
+    assert cmp.too_few_seeds(2, 6, S) == "too few seeds: baseline 2, candidate 6; at least 4 each are needed"
+    assert cmp.too_few_seeds(6, 2, S) == "too few seeds: baseline 6, candidate 2; at least 4 each are needed"
     four = cmp.Settings(min_seeds=4)
     assert cmp.too_few_seeds(4, 4, four) is None  # exactly min_seeds is enough (2/C(8,4) = 0.029 < 0.05)
     assert cmp.too_few_seeds(3, 4, four).startswith("too few seeds: baseline 3")
 
 
 def test_too_few_seeds_when_no_outcome_could_reach_alpha():
-    note = cmp.too_few_seeds(3, 3, S)  # the smallest possible p with 3 and 3 runs is 2/20 = 0.1
+    three = cmp.Settings(min_seeds=3)  # below the default (4), which exists because of this very case
+    note = cmp.too_few_seeds(3, 3, three)  # the smallest possible p with 3 and 3 runs is 2/20 = 0.1
     assert note == ("too few seeds: with 3 baseline and 3 candidate runs the smallest possible p-value is 0.100 > "
                     "alpha 0.05, so no change could ever be detected (use e.g. 5 seeds each)")
-    assert cmp.too_few_seeds(3, 3, cmp.Settings(alpha=0.1)) is None  # attainable p == alpha: a verdict is possible
+    assert cmp.too_few_seeds(3, 3, cmp.Settings(alpha=0.1, min_seeds=3)) is None  # attainable p == alpha: a verdict is possible
 
 
 def test_too_few_seeds_boundary_four_and_three():

@@ -43,3 +43,13 @@ def test_helpers_are_in_the_support_package_not_beside_the_tests():
         if rel.parts[0] in ("support",) or path.name == "conftest.py":
             continue
         assert path.name.startswith("test_"), f"tests/{rel} is a helper: move it to tests/support/"
+
+
+def test_a_test_module_imports_test_modules_of_its_own_folder_only():
+    """pytest puts each test file's own folder on sys.path: `from test_x import ...` works beside test_x only;
+    what two folders share belongs in tests/support/."""
+    for path in TESTS.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("test_"):
+                assert (path.parent / f"{node.module}.py").is_file(), \
+                    f"{path.relative_to(ROOT)} imports {node.module}, which is not beside it: share it via support/"

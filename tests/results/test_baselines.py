@@ -79,13 +79,13 @@ def test_refuses_mixed_hardware(tmp_path: Path) -> None:
 
 def test_refuses_too_few_seeds_duplicates_and_silent_replacement(tmp_path: Path) -> None:
     rng = random.Random(5)
-    write_all(tmp_path / "two", noisy_runs(rng, 2))
-    with pytest.raises(bl.PromoteError, match="2 run.*at least 3 seeds"):
-        promote(tmp_path / "two", tmp_path / "baselines")
+    write_all(tmp_path / "three", noisy_runs(rng, 3))
+    with pytest.raises(bl.PromoteError, match="3 run.*at least 4 seeds"):  # 3 + 3 seeds can never reach p 0.05
+        promote(tmp_path / "three", tmp_path / "baselines")
     write_all(tmp_path / "dup", noisy_runs(rng, 3) + noisy_runs(rng, 3))
     with pytest.raises(bl.PromoteError, match=r"seed\(s\) \[0, 1, 2\] appear twice"):
         promote(tmp_path / "dup", tmp_path / "baselines")
-    write_all(tmp_path / "ok", noisy_runs(rng, 3))
+    write_all(tmp_path / "ok", noisy_runs(rng, 4))
     promote(tmp_path / "ok", tmp_path / "baselines")
     with pytest.raises(bl.PromoteError, match="--replace"):
         promote(tmp_path / "ok", tmp_path / "baselines")
@@ -129,7 +129,7 @@ def test_lean_reader_names_file_and_field(tmp_path: Path, field: str, value, mes
 
 def test_corrupt_baseline_file_is_named(tmp_path: Path) -> None:
     rng = random.Random(7)
-    write_all(tmp_path / "res", noisy_runs(rng, 3))
+    write_all(tmp_path / "res", noisy_runs(rng, 4))
     (path,) = promote(tmp_path / "res", tmp_path / "baselines")
     data = json.loads(path.read_text())
     data["runs"][0]["seeed"] = 1

@@ -22,7 +22,7 @@ from suite.studies import runner as study
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
 from support.backend_util import DIGITS, run_hang_guard_s  # noqa: E402
-from test_algorithms_run import USER_OPTIMIZER  # noqa: E402 - the same hand-written Adam (pytest puts tests/ on sys.path)
+from support.user_code import USER_OPTIMIZER  # noqa: E402 - the same hand-written Adam as test_algorithms_run
 
 INF = math.inf
 

@@ -1,7 +1,7 @@
 """What the index holds of one result: the typed `runs` row and the `series` rows, computed once per file.
 
 Every figure a reader needs is a column here, computed by the same functions the readers used on a full
-Result (suite.results.stats, suite.results.host_load, suite.results.key): the site's leaderboards, workload pages and run
+Result (suite.results.stats, suite.results.conditions, suite.results.key): the site's leaderboards, workload pages and run
 lists, compare and history then read columns, never the result JSON (kept in `result` for the pages that
 show every field). The site's file walk (TRAINBENCH_INDEX=0) builds its rows with this same function, so the
 two roads cannot disagree.
@@ -28,6 +28,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("energy_to_target_j", "DOUBLE"), ("backend_version", "VARCHAR"), ("device_name", "VARCHAR"),
     ("device_count", "BIGINT"), ("algorithm", "VARCHAR"), ("description", "VARCHAR"), ("target", "VARCHAR"),
     ("mllog", "VARCHAR"),
+    ("paused", "VARCHAR"),  # a pause inside the timed run (suite/measure/pauses.py), index schema 4
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -60,7 +61,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
     """The `runs` row (in RUN_COLUMNS order) and the `series` rows of one validated result. `with_json`
     False leaves the `result` column None (the site's file walk holds the Result itself)."""
     from suite.results import key as compare_key
-    from suite.results.host_load import load_warning
+    from suite.results.conditions import load_warning, pause_warning
     from suite.results.runfiles import _noise_floor_of  # the figures compare uses, computed once
     from suite.results.stats import peak_memory, time_per_step
 
@@ -86,7 +87,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
                                       mode=r.mode)),
         r.energy_to_target_j, _text(r.backend_version), r.hardware.device_name, r.hardware.device_count,
         str(algo.get("label", "")) if isinstance(algo, dict) else "", _text(spec.get("description")),
-        json.dumps(target), r.mllog,
+        json.dumps(target), r.mllog, pause_warning(r.warnings),
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
               for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]

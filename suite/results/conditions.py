@@ -1,13 +1,15 @@
-"""A recorded host load read back: was the machine shared while the run was timed?
+"""The conditions a run was timed under, read back from its record: a shared host, a pause.
 
-The fingerprint records the 1-minute load at the run's start and end (suite/measure/fingerprint.py); compare, the
-site and the summary read it through here, so they all draw the line in the same place.
+The fingerprint records the 1-minute load at the run's start and end (suite/measure/fingerprint.py), the pause watch
+a `paused:` warning (suite/measure/pauses.py); compare, the index, the site and the summary read them through here,
+so they all draw the line in the same place.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+PAUSE_PREFIX = "paused:"  # how a result's warning about a pause begins (compare and the index look for it)
 HIGH_LOAD_PER_CORE = 1.0  # a 1-min load above the core count means the run competed for the CPUs
 
 
@@ -26,3 +28,8 @@ def load_warning(hardware: Any) -> str | None:
         return None
     peak = max(worst)
     return f"host load {peak:g} on {cores} cores during the run: timings may be slowed by other work"
+
+
+def pause_warning(warnings: list[str]) -> str | None:
+    """The first pause warning among a result's warnings (what compare and the index carry), else None."""
+    return next((w for w in warnings if w.startswith(PAUSE_PREFIX)), None)
