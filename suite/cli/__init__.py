@@ -24,7 +24,8 @@ for _group in (run, catalog, results, gh, site, ab):
 
 
 def main() -> None:
-    """The console entry (`trainbench`, `python -m suite.cli`); tests call `app` itself."""
+    """The console entry (`trainbench`, `python -m suite.cli`). It ends the process (see `_exit`): code that
+    embeds the CLI and wants control back (tests) calls `app()`, which raises SystemExit as usual."""
     try:
         app()
     except SystemExit as e:
