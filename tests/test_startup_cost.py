@@ -68,3 +68,9 @@ def test_the_preload_and_the_smoke_plan_import_no_evaluation_only_library():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), cwd=ROOT,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout[-500:], done.stderr[-2000:])
+
+
+def test_a_thread_still_running_gets_the_ordinary_exit_that_waits_for_it():
+    waits = probe(["list"], imports="import torch, threading, time\n"
+                  "threading.Thread(target=lambda: (time.sleep(0.5), sys.stderr.write('thread done\\n'))).start()")
+    assert waits.returncode == 0 and "thread done" in waits.stderr and "teardown ran" in waits.stderr

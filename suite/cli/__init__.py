@@ -40,10 +40,13 @@ def _exit(code: int | str | None) -> None:
     module and object freed, the libraries' destructors) takes 0.2-0.6 s on a 2-core machine, and the fork
     server's as long again while it holds our stdout (a pipe reader waits for both). The exit handlers still
     run (multiprocessing's temp folders, logging); the warm fork server is killed (it holds nothing but imports).
-    Without torch, or with Ray in the process (its shutdown is more than a handler), a normal exit."""
+    Without torch, with Ray in the process (its shutdown is more than a handler), or with a non-daemon thread
+    still running (the interpreter would wait for it), a normal exit."""
     import sys
+    import threading
 
-    if "torch" not in sys.modules or "ray" in sys.modules:
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if "torch" not in sys.modules or "ray" in sys.modules or others:
         sys.exit(code)
     import atexit
     import os
