@@ -166,9 +166,9 @@ class Run:
                                 config_filename=Path(req.spec_source).name if req.spec_source else "")
         self.clock: dict[str, Any] = {}
         self.diverged_step: int | None = None
-        # (every k-th step's loss is read, one step late?): reading a loss is free on CPU, so every step, at once;
-        # on an accelerator it waits for the device, so every 10th, read after the next step is queued: the
-        # device has that step to run while the host waits, and never idles for the read (issue 29)
+        # (k, late): every k-th step's loss is read; late: only after the next step is queued. On CPU a read is
+        # free: every step, at once. On an accelerator a read waits for the device: every 10th, late, so the
+        # device has the next step to run while the host waits and never idles for the read (issue 29)
         self.loss_check = (1, False) if self.device.type == "cpu" else (10, True)
 
     def _read_loss(self, step: int, loss: Any) -> int:
