@@ -165,6 +165,19 @@ class Run:
                                 mlperf_org=req.mlperf_org, mlperf_division=req.mlperf_division,
                                 config_filename=Path(req.spec_source).name if req.spec_source else "")
         self.clock: dict[str, Any] = {}
+        self.diverged_step: int | None = None
+        # (k, late): every k-th step's loss is read; late: only after the next step is queued. On CPU a read is
+        # free: every step, at once. On an accelerator a read waits for the device: every 10th, late, so the
+        # device has the next step to run while the host waits and never idles for the read (issue 29)
+        self.loss_check = (1, False) if self.device.type == "cpu" else (10, True)
+
+    def _read_loss(self, step: int, loss: Any) -> int:
+        """Read one step's loss (on an accelerator, a host-device sync): DIVERGED when it is not finite."""
+        self.last_loss = float(loss)
+        if math.isfinite(self.last_loss):
+            return CONTINUE
+        self.diverged_step = step
+        return DIVERGED
 
     def step_progress(self, elapsed_s: float) -> Progress:
         """The progress line of the step just finished (the throughput loop reports through it too)."""
@@ -245,7 +258,9 @@ class Run:
         ev = spec.eval
         self.t0 = t0
         max_steps = spec.budget.max_steps
-        check_loss_every = 1 if self.device.type == "cpu" else 10
+        step_hooks = self.inst.has_step_hooks()  # device events, NVTX, a profiler window; else skipped
+        loss_every, loss_late = self.loss_check
+        watched: tuple[int, Any] | None = None  # (step, loss) whose read waits for the next step (loss_late)
         next_progress = t0 + 1.0
         code = CONTINUE
 
@@ -278,19 +293,24 @@ class Run:
             if ev.at_start and evaluate():
                 code = REACHED
             while code == CONTINUE:
-                self.inst.step_begin()
+                if step_hooks:
+                    self.inst.step_begin()
                 ts = time.perf_counter()
                 batch = next(batches)
                 td = time.perf_counter()
                 self.data_wait_s += td - ts
                 out = backend.train_step(state, batch)
-                self.inst.step_end()
+                if step_hooks:
+                    self.inst.step_end()
                 self.steps += 1
                 self.samples += spec.data.batch_size
-                if self.steps % check_loss_every == 0:
-                    self.last_loss = float(out.loss)
-                    if not math.isfinite(self.last_loss):
-                        code = DIVERGED
+                if watched is not None:  # the loss of an earlier step, read now that the device has moved on
+                    code, watched = self._read_loss(*watched), None
+                if self.steps % loss_every == 0:
+                    if loss_late:
+                        watched = (self.steps, out.loss)
+                    else:
+                        code = self._read_loss(self.steps, out.loss)
                 now = time.perf_counter()
                 self.step_times.append(now - ts)
                 if code == CONTINUE and self.steps % ev.every_steps == 0 and evaluate():
@@ -321,7 +341,7 @@ class Run:
             self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
         self.status = STATUS_OF[code]
         if code == DIVERGED:
-            self.error = f"non-finite loss {self.last_loss} at step {self.steps}"
+            self.error = f"non-finite loss {self.last_loss} at step {self.diverged_step}"
         if code == INTERRUPTED:
             self.error = self.flag.reason or f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
 

@@ -204,6 +204,11 @@ class Instruments:
         if self.profiler:
             self.profiler.start()
 
+    def has_step_hooks(self) -> bool:
+        """Whether step_begin/step_end do anything (device step events, NVTX ranges, a profiler window): when
+        not, the loop skips both calls."""
+        return self.timer.uses_device_events or self.nvtx.enabled or self.profiler is not None
+
     def step_begin(self) -> None:
         self._steps += 1
         self.nvtx.push(f"step {self._steps}")

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import average_precision_score
 from torch import nn
 
 from suite.data.graphs import GraphSplits, PackedGraphs
@@ -33,6 +32,10 @@ def graph_batches(graphs: PackedGraphs, local_bs: int, rank: int, world: int, se
 def mean_average_precision(y_true: np.ndarray, y_score: np.ndarray) -> float:
     """OGB's rocauc/ap evaluator for molpcba: per task, AP over labelled graphs, for tasks that have both a
     positive and a negative label; the mean over those tasks."""
+    # imported here: sklearn.metrics (with scipy) is ~1 s of CPU that every driver and the fork server would
+    # otherwise pay for this one workload's evaluation (issue 29: smoke tier start-up)
+    from sklearn.metrics import average_precision_score
+
     aps = []
     for t in range(y_true.shape[1]):
         mask = ~np.isnan(y_true[:, t])

@@ -92,9 +92,9 @@ class Hook:
         return None
 sys.meta_path.insert(0, Hook())
 sys.argv = ["trainbench", "run", "cv/digits_cnn", "nlp/topics_gpt", "--results", {str(blocker / "res")!r}]
-from suite.cli import main
+from suite.cli import app  # not main(): the entry point leaves with os._exit, before this `finally` could print
 try:
-    main()
+    app()
 finally:
     print("server at first torch import", seen, flush=True)
 """
