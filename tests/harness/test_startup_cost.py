@@ -71,6 +71,12 @@ def test_the_preload_and_the_smoke_plan_import_no_evaluation_only_library():
 
 
 def test_a_thread_still_running_gets_the_ordinary_exit_that_waits_for_it():
+    # the thread lives as long as the main thread does (a sleep of fixed length could end before `list` does on a
+    # fast machine, or after it on a slow one): it is running whenever the entry point decides how to exit
     waits = probe(["list"], imports="import torch, threading, time\n"
-                  "threading.Thread(target=lambda: (time.sleep(0.5), sys.stderr.write('thread done\\n'))).start()")
+                  "def wait_for_main():\n"
+                  "    while threading.main_thread().is_alive():\n"
+                  "        time.sleep(0.01)\n"
+                  "    sys.stderr.write('thread done\\n')\n"
+                  "threading.Thread(target=wait_for_main).start()")
     assert waits.returncode == 0 and "thread done" in waits.stderr and "teardown ran" in waits.stderr
