@@ -10,7 +10,7 @@ is the ratio of the medians of the marginal step times (bare / harness = harness
 wall clock (the figure) and on the process's CPU time (its check under load). The machine, its load
 (os.getloadavg before and after) and the repeats are printed beside it. Usage:
 
-    .venv/bin/python benchmarks/harness_overhead.py [--steps 600] [--repeats 7] [--threads 1] [--json]
+    .venv/bin/python benchmarks/harness_overhead.py [--steps 600] [--repeats 7] [--threads 1] [--aa] [--json]
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=600, help="N; each side also runs 2N")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--aa", action="store_true",
+                    help="also time the bare loop a second time, alternating with the others: the A/A ratio of two "
+                         "identical loops is this machine's noise floor for the figure (0.97 seen at load ~2)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -92,10 +95,11 @@ def main() -> None:
     load_before = os.getloadavg()
     bare_loop(spec_n, 50, 0)  # warm-up: first-touch allocations, lazy kernels, imports
     harness_loop(spec_n, args.steps, 0, args.threads)
-    trials: dict[str, list[tuple[float, float]]] = {"bare": [], "harness": []}
+    trials: dict[str, list[tuple[float, float]]] = {"bare": [], "harness": [], "bare_again": []}
+    sides = ["bare", "harness", *(["bare_again"] if args.aa else [])]
     for i in range(args.repeats):
-        for name in ("bare", "harness") if i % 2 == 0 else ("harness", "bare"):
-            if name == "bare":
+        for name in sides if i % 2 == 0 else sides[::-1]:
+            if name != "harness":
                 trials[name].append(marginal_step_s(bare_loop, spec_n, spec_2n, args.steps, i))
             else:
                 trials[name].append(marginal_step_s(harness_loop, spec_n, spec_2n, args.steps, i, args.threads))
@@ -113,6 +117,9 @@ def main() -> None:
             "ratio_harness_over_bare": statistics.median(bare) / statistics.median(ours),
             "bare_step_ms": [s * 1e3 for s in bare], "harness_step_ms": [s * 1e3 for s in ours],
         }
+        if args.aa:
+            again = [t[k] for t in trials["bare_again"]]
+            report[clock]["aa_ratio_bare_again_over_bare"] = statistics.median(bare) / statistics.median(again)
     if args.json:
         print(json.dumps(report, indent=2))
         return
@@ -127,6 +134,8 @@ def main() -> None:
         print(f"{clock:8} bare    {r['bare_step_ms_median']:.4f} ms/step  [{_ms(r['bare_step_ms'])}]")
         print(f"{clock:8} harness {r['harness_step_ms_median']:.4f} ms/step  [{_ms(r['harness_step_ms'])}]")
         print(f"{clock:8} ratio   {r['ratio_harness_over_bare']:.3f} harness throughput / bare (target >= 0.98)")
+        if args.aa:
+            print(f"{clock:8} A/A     {r['aa_ratio_bare_again_over_bare']:.3f} bare again / bare: the noise floor")
 
 
 if __name__ == "__main__":
