@@ -4,14 +4,13 @@ older schema versions are migrated on read, newer ones refused with a message th
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support.faults import env, make_result, sh
+from support.unprivileged import unprivileged
 
 from suite.results import record as results
 from suite.results.record import ResultError, load_results, parse_result, read_result, write_result
@@ -120,22 +119,11 @@ print(json.dumps({"denied": denied, "good": len(loaded.results), "errors": loade
 """
 
 
-def _unprivileged(argv: list[str]) -> list[str]:
-    """These machines run tests as root, which reads any file whatever its mode: the child runs without the
-    capabilities that bypass file permissions (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so modes apply to it."""
-    if os.geteuid() != 0:
-        return argv
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.fail("running as root and setpriv (util-linux) is missing: cannot drop the file capabilities")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", *argv]
-
-
 def test_unreadable_file_is_named(tmp_path):
     good = write_result(tmp_path, make_result(run_id="readable"))
     bad = write_result(tmp_path, make_result(run_id="unreadable"))
     bad.chmod(0)
-    proc = subprocess.run(_unprivileged([sys.executable, "-c", READ_AS_CHILD, str(tmp_path), str(bad)]),
+    proc = subprocess.run(unprivileged([sys.executable, "-c", READ_AS_CHILD, str(tmp_path), str(bad)]),
                           capture_output=True, text=True, env=env(), timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.backend_util import ROOT, env
 from support.site_factory import make_result
+from support.unprivileged import unprivileged as _drop_caps
 
 from suite.results import baselines as bl
 from suite.results.noise_floor import AAMeasurement, NoiseFloor, write_floor
@@ -33,17 +34,6 @@ def _cli(*args: str, unprivileged: bool = False) -> subprocess.CompletedProcess[
     argv = [sys.executable, "-m", "suite.cli", *args]
     return subprocess.run(_drop_caps(argv) if unprivileged else argv, capture_output=True, text=True, timeout=300,
                           env=env(COLUMNS="200"), cwd=ROOT)
-
-
-def _drop_caps(argv: list[str]) -> list[str]:
-    """As tests/results/test_faults_results.py: root reads and writes any file whatever its mode, so the child runs
-    without the capabilities that bypass file permissions; the modes then apply to it."""
-    if os.geteuid() != 0:
-        return argv
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.fail("running as root and setpriv (util-linux) is missing: cannot drop the file capabilities")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", *argv]
 
 
 def _seeds(root: Path, n: int = N, **kw) -> list[Path]:
