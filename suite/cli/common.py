@@ -73,6 +73,8 @@ def check_writable(folder: Path, flag: str, what: str) -> None:
     except OSError as e:
         raise fail_input(f"{flag} {folder}: cannot write {what} there ({e.strerror or e}); give {flag} a "
                          "folder you can write") from None
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -10,6 +10,7 @@ published (`regular_inside`). Files are created as `open()` creates them: the us
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -157,3 +158,19 @@ def umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+@contextlib.contextmanager
+def flocked(fd: int, exclusive: bool = True) -> Iterator[None]:
+    """An advisory `flock` on an open file or folder `fd` while the block runs (the index's lock file, the site's
+    output folder). Not POSIX (no fcntl): no lock, and one writer at a time is then the caller's promise."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)

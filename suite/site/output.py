@@ -11,6 +11,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from suite.results.tree import flocked
+
 MARKER = ".trainbench-site"  # a folder holding this file is ours to replace; the file is the manifest
 
 
@@ -48,16 +50,8 @@ def locked(out: Path) -> Iterator[None]:
     final.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(final.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: one build at a time is then the caller's promise
+        with flocked(fd):
             yield
-            return
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
 

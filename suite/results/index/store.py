@@ -81,16 +81,8 @@ def _flock(root: Path, exclusive: bool) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: one writer at a time is then the caller's promise
+        with results_tree.flocked(fd, exclusive):
             yield
-            return
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
 
