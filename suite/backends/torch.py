@@ -266,30 +266,30 @@ class TorchBackend(Backend):
     def _accumulate(self, state: TrainState, batch: Batch) -> torch.Tensor:
         """Forward and backward of each micro-batch, loss scaled 1/k; gradients synchronised on the last only."""
         if self.n_micro == 1:  # one micro-batch: no split, no running sum (its tensor ops cost ~15 us a step)
-            with self._loss_context():
-                with self._autocast():
-                    loss = self.workload.loss(state.model, batch)
-                if state.scaler is not None:
-                    state.scaler.scale(loss).backward()
-                else:
-                    loss.backward()
-            detached = loss.detach()  # a plain tensor needs no gather (a DTensor under loss parallel does)
-            return (detached if type(detached) is torch.Tensor else tensor.gathered(detached)).float()
-        chunks = split_batch(batch, self.n_micro, self.workload.batch_samples(batch) if self.n_micro > 1 else None)
+            loss = self._forward_backward(state, batch, 1)
+            return (loss if type(loss) is torch.Tensor else tensor.gathered(loss)).float()  # a DTensor: gather
+        chunks = split_batch(batch, self.n_micro, self.workload.batch_samples(batch))
         total = torch.zeros((), device=self.device.torch)
         for i, micro in enumerate(chunks):
             last = i == len(chunks) - 1
             fsdp.set_gradient_sync(state.model, last)
-            with self._no_sync(state.model, last), self._loss_context():
-                with self._autocast():
-                    loss = self.workload.loss(state.model, micro)
-                scaled = loss / len(chunks) if len(chunks) > 1 else loss
-                if state.scaler is not None:
-                    state.scaler.scale(scaled).backward()
-                else:
-                    scaled.backward()
-            total += tensor.gathered(loss.detach()).float()
+            with self._no_sync(state.model, last):
+                loss = self._forward_backward(state, micro, len(chunks))
+            total += tensor.gathered(loss).float()
         return total / len(chunks)
+
+    def _forward_backward(self, state: TrainState, batch: Batch, parts: int) -> torch.Tensor:
+        """One batch's (or micro-batch's) forward and backward, its loss scaled by 1/parts for the gradients; the
+        loss unscaled and detached."""
+        with self._loss_context():
+            with self._autocast():
+                loss = self.workload.loss(state.model, batch)
+            scaled = loss / parts if parts > 1 else loss
+            if state.scaler is not None:
+                state.scaler.scale(scaled).backward()
+            else:
+                scaled.backward()
+        return loss.detach()
 
     def _loss_context(self) -> AbstractContextManager[Any]:
         """Loss parallel: the workload's cross-entropy (and its backward) on vocabulary-sharded logits."""
