@@ -37,6 +37,7 @@ from suite.backends.base import Availability, Backend, RunOptions, StepOut, Trai
 from suite.backends.parallel.checkpoint import recompute_fraction
 from suite.backends.torch import split_batch, to_device
 from suite.measure.environment import package_version
+from suite.models import moe
 from suite.workloads.contract import Batch, Workload
 
 
@@ -68,6 +69,9 @@ def supports(spec: Any) -> str | None:
     if par is not None:
         if par.fsdp > 1:
             return "parallel.fsdp: DeepSpeed shards with ZeRO: use dp and backends.deepspeed.zero_stage: 3"
+        if par.ep > 1:
+            return (f"--parallel ep={par.ep}: this backend does not wire DeepSpeed's MoE layer; expert parallelism "
+                    "runs in the torch and megatron backends")
         if par.tp > 1 or par.pp > 1:
             return ("parallel.tp/pp: this backend runs data parallel (ZeRO) only; DeepSpeed's pipeline engine "
                     "needs the model as a PipelineModule and owns the loss and data loop, outside the workload contract")
@@ -219,6 +223,13 @@ class DeepSpeedBackend(Backend):
         spec = workload.spec
         config = ds_config(o, opts.precision, spec.data.batch_size, self.world, spec.data.micro_batch_size)
         raw = workload.build_model().to(self.device.torch)
+        if any(isinstance(m, moe.MoE) for m in raw.modules()):
+            # the load-balancing loss joins the gradient inside the model (moe._AttachAuxLoss): DeepSpeed's 1/GA
+            # scaling of each micro-batch's loss is applied to it here; fp16's dynamic loss scale is not
+            if opts.precision == "fp16":
+                raise ValueError("--precision fp16 with a Mixture-of-Experts model: DeepSpeed's loss scale would not "
+                                 "reach the load-balancing loss; use bf16 or fp32")
+            moe.set_aux_loss_grad_scale(1.0 / config["gradient_accumulation_steps"])
         self.ac = spec.parallel.ac if spec.parallel is not None else "none"
         self.recompute = recompute_fraction(self.ac, raw)
         if self.ac != "none":

@@ -1,4 +1,4 @@
-"""Process layouts as data: `--parallel dp=2,fsdp=4,tp=2,pp=2,cp=1` <-> the spec's `parallel:` block.
+"""Process layouts as data: `--parallel dp=2,fsdp=4,tp=2,pp=2,cp=1,ep=2` <-> the spec's `parallel:` block.
 
 A layout names a degree per dimension; their product must equal the process count (`dp` left out takes the
 rest). The checks here are pure (no process group, no framework import), so a bad layout is refused before
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-DIMS = ("dp", "fsdp", "tp", "pp", "cp")
+DIMS = ("dp", "fsdp", "tp", "pp", "cp", "ep")
 OPTIONS = ("schedule", "ac", "sp", "loss_parallel")
 
 
@@ -39,6 +39,7 @@ class Layout:
     tp: int = 1
     pp: int = 1
     cp: int = 1
+    ep: int = 1  # expert parallel: like dp for the dense parameters, the experts split over the ep group
     schedule: str = "1f1b"
     ac: str = "none"
     sp: bool = False  # sequence parallelism over the tp group (norms and residual stream sharded by sequence)
@@ -46,18 +47,24 @@ class Layout:
 
     @property
     def world(self) -> int:
-        return self.dp * self.fsdp * self.tp * self.pp * self.cp
+        return self.dp * self.fsdp * self.tp * self.pp * self.cp * self.ep
 
     @property
     def data_parallel(self) -> int:
-        """Ranks that read different data (replicas and shards); TP and PP peers read the same batch."""
-        return self.dp * self.fsdp
+        """Ranks that read different data (replicas, shards, expert-parallel peers); TP and PP peers read the same
+        batch."""
+        return self.dp * self.fsdp * self.ep
 
     def describe(self) -> str:
-        return ",".join(f"{d}={getattr(self, d)}" for d in DIMS)
+        return ",".join(f"{d}={getattr(self, d)}" for d in DIMS if d != "ep" or self.ep > 1)
 
     def record(self) -> dict[str, Any]:
-        return asdict(self)
+        """The layout as a result records it; `ep` only when used, so that a result without expert parallelism
+        keeps the comparison key (suite/results/key.py) of the results recorded before it existed."""
+        out = asdict(self)
+        if self.ep == 1:
+            del out["ep"]
+        return out
 
 
 def parse_flag(text: str) -> dict[str, Any]:
@@ -88,7 +95,7 @@ def resolve(parallel: Any, world: int) -> Layout:
     """The layout of `world` processes that the spec's `parallel` block (None: all data parallel) asks for."""
     if parallel is None:
         return Layout(dp=world)
-    fixed = parallel.fsdp * parallel.tp * parallel.pp * parallel.cp
+    fixed = parallel.fsdp * parallel.tp * parallel.pp * parallel.cp * parallel.ep
     given = ",".join(f"{d}={getattr(parallel, d)}" for d in DIMS if getattr(parallel, d) not in (None, 1))
     if parallel.dp is None:
         if world % fixed:
@@ -109,7 +116,7 @@ def resolve(parallel: Any, world: int) -> Layout:
     # torchtitan's defaults: with tensor parallelism, sequence parallel norms and loss parallel are on
     sp = parallel.tp > 1 if parallel.sp is None else parallel.sp
     loss_parallel = parallel.tp > 1 if parallel.loss_parallel is None else parallel.loss_parallel
-    return Layout(dp=dp, fsdp=parallel.fsdp, tp=parallel.tp, pp=parallel.pp, cp=parallel.cp,
+    return Layout(dp=dp, fsdp=parallel.fsdp, tp=parallel.tp, pp=parallel.pp, cp=parallel.cp, ep=parallel.ep,
                   schedule=parallel.schedule, ac=parallel.ac, sp=sp, loss_parallel=loss_parallel)
 
 

@@ -20,7 +20,8 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.parallel import checkpoint, fsdp, mesh, pipeline, tensor
+from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, tensor
+from suite.models import moe
 from suite.workloads.contract import Batch, Workload
 
 
@@ -36,6 +37,8 @@ def supports(spec: Any) -> str | None:
     """Pure (no framework import): the layouts whose plans exist for this spec's model. DDP and FSDP2 wrap any
     model; tensor, pipeline and activation-checkpointing plans are written for the suite GPT's blocks."""
     par = spec.parallel
+    if par is not None and par.ep > 1:
+        return expert.spec_refusal(spec)
     if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
         return None
     if not layouts.is_gpt(spec.model.arch):
@@ -80,6 +83,7 @@ class TorchBackend(Backend):
         self.pipeline: pipeline.Pipeline | None = None
         self.float8_layers: list[str] = []  # the Linear layers --precision float8 converted
         self.compiled: str | None = None  # what torch.compile wraps: "blocks" (each, torchtitan) or "model"
+        self.has_moe = False  # Mixture-of-Experts layers: their load-balancing loss's gradient scale is set per step
 
     def available(self) -> Availability:
         return Availability(True, version=torch.__version__)
@@ -95,6 +99,7 @@ class TorchBackend(Backend):
         self.layout = lay = layouts.resolve(spec.parallel, self.world)
         self.micro, self.n_micro = layouts.micro_batches(spec, lay)
         raw = workload.build_model().to(self.device.torch)
+        self.has_moe = any(isinstance(m, moe.MoE) for m in raw.modules())
         self.layout = lay = self._loss_parallel_fits(raw, lay, spec, workload)
         self._check_layout(raw, lay, opts, spec)
         # compression and the precision recipe change the single-device model, before compile and DDP wrap it
@@ -136,7 +141,7 @@ class TorchBackend(Backend):
     @staticmethod
     def _sharded(lay: layouts.Layout) -> bool:
         """A layout beyond plain DDP: needs a DeviceMesh and the parallel/ functions."""
-        return lay.fsdp > 1 or lay.tp > 1 or lay.pp > 1
+        return lay.fsdp > 1 or lay.tp > 1 or lay.pp > 1 or lay.ep > 1
 
     @staticmethod
     def _loss_parallel_fits(raw: nn.Module, lay: layouts.Layout, spec: Any, workload: Workload) -> layouts.Layout:
@@ -161,6 +166,8 @@ class TorchBackend(Backend):
             reasons.append(tensor.tp_unsupported(raw, lay.tp))
         if lay.pp > 1:
             reasons.append(pipeline.pp_unsupported(raw, lay))
+        if lay.ep > 1:
+            reasons.append(expert.ep_unsupported(raw, lay.ep))
         if self._sharded(lay):
             if opts.precision not in ("fp32", "bf16", "float8"):
                 reasons.append(f"--precision {opts.precision}: layouts with fsdp/tp/pp run fp32 or bf16")
@@ -198,11 +205,16 @@ class TorchBackend(Backend):
             for block in module.blocks:  # type: ignore[union-attr]
                 block.compile()  # per block, in place: composes with fully_shard's per-block hooks
             self.compiled = "blocks"
-        if not (lay.fsdp > 1 or (lay.dp > 1 and not pipelined)):
+        if lay.ep > 1:  # experts split over ep and FSDP-sharded over (dp, fsdp); the rest HSDP over (dp x ep, fsdp)
+            dense_mesh, expert_mesh = expert.meshes(m)
+            shards = expert.apply_ep(module, m["ep"])
+            expert.shard_experts(shards, expert_mesh, fsdp.mp_policy(opts.precision), lay.data_parallel)
+            fsdp.apply_fsdp(module, dense_mesh, opts.precision)
+        elif not (lay.fsdp > 1 or (lay.dp > 1 and not pipelined)):
             return False
-        # HSDP (dp replicas of fsdp shards); with fsdp=1 plain replication
-        fsdp.apply_fsdp(module, m["dp", "fsdp"] if lay.dp > 1 else m["fsdp"], opts.precision,
-                        reshard_after_forward=not pipelined)
+        else:  # HSDP (dp replicas of fsdp shards); with fsdp=1 plain replication
+            fsdp.apply_fsdp(module, m["dp", "fsdp"] if lay.dp > 1 else m["fsdp"], opts.precision,
+                            reshard_after_forward=not pipelined)
         if opts.precision in ("bf16", "float8"):
             self._autocast = nullcontext  # bf16 is the MixedPrecisionPolicy's (fsdp.py)
         return True
@@ -280,7 +292,11 @@ class TorchBackend(Backend):
 
     def _forward_backward(self, state: TrainState, batch: Batch, parts: int) -> torch.Tensor:
         """One batch's (or micro-batch's) forward and backward, its loss scaled by 1/parts for the gradients; the
-        loss unscaled and detached."""
+        loss unscaled and detached. A Mixture-of-Experts model's load-balancing loss joins the gradient inside the
+        model (moe._AttachAuxLoss), so it gets the same factor here: 1/parts, times fp16's loss scale."""
+        if self.has_moe:  # the scaler's factor as a tensor: no device sync
+            one = torch.ones((), device=self.device.torch)
+            moe.set_aux_loss_grad_scale((state.scaler.scale(one) if state.scaler is not None else one) / parts)
         with self._loss_context():
             with self._autocast():
                 loss = self.workload.loss(state.model, batch)

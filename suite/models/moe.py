@@ -121,21 +121,32 @@ class Experts(nn.Module):
         flat = chosen.reshape(-1)
         order = torch.argsort(flat, stable=True)  # assignments grouped by expert, token order kept inside
         counts = torch.bincount(flat, minlength=self.w1.shape[0]).tolist()
-        routed = x[order // k]
-        outputs = []
-        for e, xe in enumerate(routed.split(counts)):
-            if counts[e]:
-                outputs.append(F.linear(F.silu(F.linear(xe, self.w1[e])) * F.linear(xe, self.w3[e]), self.w2[e]))
-        y = torch.cat(outputs)[torch.argsort(order)]  # back to (token, slot) order
-        return (y.view(tokens, k, -1) * weights.to(y.dtype).unsqueeze(-1)).sum(1)
+        y = swiglu_experts(x[order // k], counts, self.w1, self.w3, self.w2)[torch.argsort(order)]
+        return combine(y, weights)
+
+
+def swiglu_experts(routed: torch.Tensor, counts: list[int], w1: torch.Tensor, w3: torch.Tensor,
+                   w2: torch.Tensor) -> torch.Tensor:
+    """Expert e's SwiGLU on its slice of `routed` (rows sorted by expert, counts[e] of them). An empty slice runs
+    too (no FLOPs): every expert's weights get a gradient, zero where no token came (as the stacked weights of one
+    process get), which expert parallelism (suite/backends/parallel/expert.py) relies on."""
+    outputs = [F.linear(F.silu(F.linear(xe, w1[e])) * F.linear(xe, w3[e]), w2[e])
+               for e, xe in enumerate(routed.split(counts))]
+    return torch.cat(outputs)
+
+
+def combine(y: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """(token, slot) expert outputs (T * k, dim) weighted by the router and summed over the k slots."""
+    tokens, k = weights.shape
+    return (y.view(tokens, k, -1) * weights.to(y.dtype).unsqueeze(-1)).sum(1)
 
 
 class _AttachAuxLoss(torch.autograd.Function):
     """Identity on the block's output whose backward also sends d(total loss)/d(aux) = `grad_scale` into the
     aux loss (Megatron's MoEAuxLossAutoScaler). A backend that divides the loss by the micro-batches of a step
-    sets `grad_scale` to the same factor."""
+    sets `grad_scale` to the same factor (a float, or a 0-d tensor on the loss's device: no host sync)."""
 
-    grad_scale = 1.0
+    grad_scale: float | torch.Tensor = 1.0
 
     @staticmethod
     def forward(ctx, output: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
@@ -145,11 +156,11 @@ class _AttachAuxLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         (aux,) = ctx.saved_tensors
-        return grad, torch.full_like(aux, _AttachAuxLoss.grad_scale)
+        return grad, torch.ones_like(aux) * _AttachAuxLoss.grad_scale
 
 
-def set_aux_loss_grad_scale(scale: float) -> None:
-    _AttachAuxLoss.grad_scale = float(scale)
+def set_aux_loss_grad_scale(scale: float | torch.Tensor) -> None:
+    _AttachAuxLoss.grad_scale = scale.detach() if isinstance(scale, torch.Tensor) else float(scale)
 
 
 class MoE(nn.Module):

@@ -27,7 +27,7 @@ def apply_fsdp(model: nn.Module, mesh: Any, precision: str, reshard_after_forwar
     from torch.distributed.fsdp import fully_shard
 
     policy = mp_policy(precision)
-    blocks = getattr(model, "blocks", None)
+    blocks = getattr(model, "blocks", None) or getattr(model, "layers", None)  # the GPT's blocks, the Llama's layers
     for i, block in enumerate(blocks or []):
         # the last block's parameters are needed again at once by backward: keep them gathered
         reshard = reshard_after_forward and i < len(blocks) - 1

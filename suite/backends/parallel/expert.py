@@ -1,0 +1,146 @@
+"""Expert parallelism (`--parallel ep=N`) of the Llama decoder's Mixture-of-Experts layers (suite/models/moe.py).
+
+The experts of each MoE layer are split over the ep group: rank j keeps experts [j E/N, (j+1) E/N). Every other
+parameter (attention, router, shared experts, embeddings) is replicated over ep, which behaves like dp for them:
+ep ranks read different data. In each MoE layer a rank routes its own tokens, sends each (token, expert)
+assignment to the rank holding that expert and gets the outputs back, with `torch.distributed.all_to_all_single`
+and uneven splits (the counts per expert are exchanged first), as Megatron's all-to-all token dispatcher and
+torchtitan's do. Routing, the load-balancing loss and the weighting of the k outputs stay on the token's own rank.
+
+Gradients: backward sends the outputs' gradients back through the same exchange, so a rank's expert gradient is
+the sum over the ep group's local losses. FSDP2 then shards the experts over the (dp, fsdp) ranks that hold the
+same experts, dividing by the whole data-parallel size dp x ep x fsdp (torchtitan's
+`set_gradient_divide_factor`), and the dense parameters are replicated over (dp, ep) and sharded over fsdp
+(HSDP): every gradient is the global batch's mean, as in one process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from suite.models.moe import Experts, MoE, combine, swiglu_experts
+
+
+def spec_refusal(spec: Any) -> str | None:
+    """Pure: why the spec's model cannot be split `parallel.ep` ways (None when it can). Names the flag."""
+    par = spec.parallel
+    if par is None or par.ep == 1:
+        return None
+    flag = f"--parallel ep={par.ep}"
+    from suite import registry
+    from suite.models import llama
+
+    try:
+        component = registry.model_component(spec.model.arch)
+    except registry.RegistryError:
+        component = None
+    if component is not llama.COMPONENT:
+        return f"{flag}: expert parallelism splits the experts of model.arch llama with `moe:`; this spec's " \
+               f"model.arch is {spec.model.arch!r}"
+    try:
+        cfg = llama.Config.model_validate(spec.model.params())
+    except ValueError as e:
+        return f"{flag}: the model block does not validate: {e}"
+    if cfg.moe is None:
+        return f"{flag}: this model is dense (no `moe:` block): there are no experts to split; drop ep"
+    if cfg.moe.experts % par.ep:
+        return (f"{flag} does not divide model.moe.experts={cfg.moe.experts}: each ep rank holds an equal share of "
+                f"the experts; choose an ep that divides {cfg.moe.experts}")
+    if par.tp > 1 or par.pp > 1 or par.cp > 1:
+        return f"{flag} with tp/pp/cp is not implemented in the torch backend (ep composes with dp and fsdp)"
+    return None
+
+
+def ep_unsupported(model: nn.Module, ep: int) -> str | None:
+    moes = [m for m in model.modules() if isinstance(m, MoE)]
+    if not moes:
+        return f"--parallel ep={ep}: the model has no Mixture-of-Experts layer (suite/models/moe.py) to split"
+    if moes[0].cfg.experts % ep:
+        return f"--parallel ep={ep} does not divide the {moes[0].cfg.experts} experts of each MoE layer"
+    return None
+
+
+class _AllToAll(torch.autograd.Function):
+    """`all_to_all_single` with uneven splits; backward sends the gradients back the way the rows came."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, out_splits: list[int], in_splits: list[int], group: Any) -> torch.Tensor:  # type: ignore[override]
+        ctx.splits, ctx.group = (out_splits, in_splits), group
+        out = x.new_empty((sum(out_splits), *x.shape[1:]))
+        dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
+        out_splits, in_splits = ctx.splits
+        back = grad.new_empty((sum(in_splits), *grad.shape[1:]))
+        dist.all_to_all_single(back, grad.contiguous(), in_splits, out_splits, group=ctx.group)
+        return back, None, None, None
+
+
+class ExpertShard(nn.Module):
+    """This rank's E/N experts of one MoE layer, called like `moe.Experts` (tokens, choices, weights) by the
+    unchanged MoE block; the exchange with the other ep ranks happens inside."""
+
+    def __init__(self, experts: Experts, group: Any):
+        super().__init__()
+        self.group = group
+        self.ep, rank = dist.get_world_size(group), dist.get_rank(group)
+        self.experts = experts.w1.shape[0]
+        self.local = self.experts // self.ep
+        first = rank * self.local
+        # weights of the whole layer, built with the run's seed like one process's: this rank keeps its slice
+        self.w1, self.w3, self.w2 = (nn.Parameter(w.detach()[first : first + self.local].clone())
+                                     for w in (experts.w1, experts.w3, experts.w2))
+
+    def forward(self, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        k = chosen.shape[1]
+        flat = chosen.reshape(-1)
+        order = torch.argsort(flat, stable=True)  # this rank's assignments by expert: by destination rank too
+        counts = torch.bincount(flat, minlength=self.experts)
+        # counts[s, l]: assignments that source rank s sends to this rank's local expert l
+        incoming = torch.empty_like(counts)
+        dist.all_to_all_single(incoming, counts, group=self.group)
+        incoming = incoming.view(self.ep, self.local)
+        send = counts.view(self.ep, self.local).sum(1).tolist()
+        recv = incoming.sum(1).tolist()
+        got = _AllToAll.apply(x[order // k], recv, send, self.group)  # rows by (source, local expert)
+        expert_of = torch.arange(self.local, device=x.device).repeat(self.ep).repeat_interleave(incoming.reshape(-1))
+        regroup = torch.argsort(expert_of, stable=True)  # by local expert, sources in rank order inside
+        y = swiglu_experts(got[regroup], incoming.sum(0).tolist(), self.w1, self.w3, self.w2)
+        back = _AllToAll.apply(y[torch.argsort(regroup)], send, recv, self.group)
+        return combine(back[torch.argsort(order)], weights)
+
+
+def apply_ep(model: nn.Module, ep_mesh: Any) -> list[ExpertShard]:
+    """Each MoE layer's experts replaced by this rank's shard (in place); the shards."""
+    group = ep_mesh.get_group()
+    shards = []
+    for module in list(model.modules()):
+        if isinstance(module, MoE):
+            module.experts = ExpertShard(module.experts, group)  # type: ignore[assignment]
+            shards.append(module.experts)
+    return shards
+
+
+def shard_experts(shards: list[ExpertShard], mesh: Any, mp_policy: Any, data_parallel: int) -> None:
+    """FSDP2 on each expert shard over the (dp, fsdp) ranks holding the same experts, its gradients divided by the
+    whole data-parallel size (its local gradient sums the ep group's losses). Summed reductions, then the
+    division: gloo has no pre-multiplied sum."""
+    from torch.distributed.fsdp import fully_shard
+
+    for shard in shards:
+        fully_shard(shard, mesh=mesh, mp_policy=mp_policy)
+        shard.set_gradient_divide_factor(float(data_parallel))  # type: ignore[operator]
+        shard.set_force_sum_reduction_for_comms(True)  # type: ignore[operator]
+
+
+def meshes(mesh: Any) -> tuple[Any, Any]:
+    """(dense mesh, expert mesh) of a (pp, dp, ep, fsdp, tp) mesh: dense parameters replicated over dp x ep and
+    sharded over fsdp (HSDP; plain replication when fsdp is 1); experts replicated over dp, sharded over fsdp."""
+    mesh["dp", "ep"]._flatten("dp_ep")  # torch 2.13's DeviceMesh: a flattened dimension, sliceable with others
+    return mesh["dp_ep", "fsdp"], mesh["dp", "fsdp"]
