@@ -27,11 +27,12 @@ from suite.workloads.contract import Context, data_root
 def loss_curve(spec_path: Path | str, backend: str, steps: int, options: dict[str, Any] | None = None,
                seed: int = 0, precision: str = "fp32", overrides: dict[str, Any] | None = None,
                variant: str | None = None, compile: bool = False, permute: int | None = None,
-               eval_at: tuple[int, ...] = ()) -> list[float]:
+               eval_at: tuple[int, ...] = (), permute_block: int | None = None) -> list[float]:
     """The loss of each of the first `steps` steps. Also kept (function attributes): `last_eval`, the evaluation
     after the last step; `last_evals`, step -> evaluation after that step, for each step in `eval_at` and the last;
     `last_layout`; in one process `last_trained` (workload, model). `permute` feeds each batch's samples in a
-    seeded random order (the same sums, reduced in another order: tests/support/noise.py)."""
+    seeded random order (the same sums, reduced in another order: tests/support/noise.py); `permute_block` keeps
+    each sample within its block of that many (a micro-batch, whose MoE load-balancing loss is its own)."""
     info = distributed.from_env()
     device = devices.current(info.local_rank)
     distributed.init(info, device)
@@ -45,7 +46,7 @@ def loss_curve(spec_path: Path | str, backend: str, steps: int, options: dict[st
         rank, world = shard if shard is not None else (info.rank, info.world)
         batches = iter(workload.train_batches(rank, world))
         if permute is not None:  # the same samples in another order: the same sums, reduced in another order
-            batches = _permuted(batches, permute)
+            batches = _permuted(batches, permute, permute_block)
         losses, evals = [], {}
         for step in range(1, steps + 1):
             loss = be.train_step(state, next(batches)).loss
@@ -70,10 +71,12 @@ def loss_curve(spec_path: Path | str, backend: str, steps: int, options: dict[st
     return losses
 
 
-def _permuted(batches, seed: int):
+def _permuted(batches, seed: int, block: int | None = None):
     g = torch.Generator().manual_seed(seed)
     for batch in batches:
-        order = torch.randperm(len(batch[0]), generator=g)
+        n = len(batch[0])
+        size = block or n
+        order = torch.cat([start + torch.randperm(size, generator=g) for start in range(0, n, size)])
         yield tuple(t[order] for t in batch)
 
 
@@ -82,12 +85,12 @@ def main(argv: list[str]) -> None:
     devices.set_threads(1)
     results = []
     for run in runs:
-        if run.startswith("{"):  # {"backend": ..., "options": {...}, "overrides": {...}, "precision": ...}
+        if run.startswith("{"):  # {"backend": ..., "options": {...}, "overrides": {...}, "precision": ..., "spec": ...}
             job = json.loads(run)
         else:
             backend, _, opts = run.partition(":")
             job = {"backend": backend, "options": json.loads(opts or "{}")}
-        losses = loss_curve(spec, job["backend"], int(steps), job.get("options"),
+        losses = loss_curve(job.get("spec", spec), job["backend"], int(steps), job.get("options"),
                             precision=job.get("precision", "fp32"), overrides=job.get("overrides"),
                             compile=job.get("compile", False), eval_at=tuple(job.get("eval_at", ())))
         results.append({**job, "options": job.get("options") or {}, "losses": losses,

@@ -129,14 +129,17 @@ def apply_ep(model: nn.Module, ep_mesh: Any) -> list[ExpertShard]:
 
 def shard_experts(shards: list[ExpertShard], mesh: Any, mp_policy: Any, data_parallel: int) -> None:
     """FSDP2 on each expert shard over the (dp, fsdp) ranks holding the same experts, its gradients divided by the
-    whole data-parallel size (its local gradient sums the ep group's losses). Summed reductions, then the
-    division: gloo has no pre-multiplied sum."""
+    whole data-parallel size (its local gradient sums the ep group's losses).
+
+    With several shard ranks the reductions are forced to plain sums followed by the division (gloo has no
+    pre-multiplied sum). With one (fsdp=1) they must not be: torch 2.13's FSDP2 then divides in its single-rank
+    copy and, forced to sums, divides again afterwards (seen: expert gradients 1/ep of one process's)."""
     from torch.distributed.fsdp import fully_shard
 
     for shard in shards:
         fully_shard(shard, mesh=mesh, mp_policy=mp_policy)
         shard.set_gradient_divide_factor(float(data_parallel))  # type: ignore[operator]
-        shard.set_force_sum_reduction_for_comms(True)  # type: ignore[operator]
+        shard.set_force_sum_reduction_for_comms(mesh.size(-1) > 1)  # type: ignore[operator]
 
 
 def meshes(mesh: Any) -> tuple[Any, Any]:
