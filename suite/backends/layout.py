@@ -28,6 +28,19 @@ def is_gpt(arch: str) -> bool:
         return False
 
 
+def is_llama(arch: str) -> bool:
+    """The spec's model is the suite Llama (suite/models/llama.py), by name or by import path."""
+    if arch == "llama":
+        return True
+    from suite import registry
+    from suite.models import llama
+
+    try:
+        return registry.model_component(arch) is llama.COMPONENT
+    except registry.RegistryError:
+        return False
+
+
 class LayoutError(ValueError):
     """An impossible layout; the message names the flag or field to change."""
 

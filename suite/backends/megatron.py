@@ -35,10 +35,11 @@ from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends import layout as layouts
+from suite.backends import megatron_llama
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.layout import is_gpt
+from suite.backends.layout import is_gpt, is_llama
 from suite.backends.megatron_cpu import CpuShim
-from suite.backends.megatron_model import MegatronGPT, megatron_state
+from suite.backends.megatron_model import MegatronGPT, layer_spec, megatron_state, te_names
 from suite.backends.megatron_recompute import recompute_config, recompute_fraction
 from suite.backends.megatron_step import MegatronSteps, PipelineEval
 from suite.backends.torch import to_device
@@ -65,9 +66,10 @@ class Options(BaseModel):
 
 def supports(spec: Any) -> str | None:
     """None if this backend can run the spec, else the reason it cannot."""
-    if not is_gpt(spec.model.arch):
-        return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt); "
-                f"this spec's model.arch is {spec.model.arch!r}")
+    llama = is_llama(spec.model.arch)
+    if not (is_gpt(spec.model.arch) or llama):
+        return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt or "
+                f"llama); this spec's model.arch is {spec.model.arch!r}")
     try:
         opts = Options.model_validate(spec.backends.get("megatron", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -76,6 +78,12 @@ def supports(spec: Any) -> str | None:
         tp, pp = degrees(spec, opts)
     except ValueError as e:
         return str(e)
+    if llama:
+        reason = megatron_llama.refusal(spec)
+        if reason:
+            return reason
+    elif spec.parallel is not None and spec.parallel.ep > 1:
+        return f"--parallel ep={spec.parallel.ep}: expert parallelism needs a Mixture-of-Experts model (arch llama)"
     params = spec.model.params()
     n_head, n_layer = int(params.get("n_head", 1)), int(params.get("n_layer", 1))
     if n_head % tp:
@@ -131,6 +139,7 @@ class MegatronBackend(Backend):
         self.world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         self.dp = self.world
         self.dp_rank = 0
+        self.experts: list[str] = []  # MoE expert parameters (CPU path: reduced over the expert group by hand)
 
     def available(self) -> Availability:
         if importlib.util.find_spec("megatron.core") is None:
@@ -146,7 +155,7 @@ class MegatronBackend(Backend):
         """(rank, world) for the data loader: tensor-parallel peers must read the same batch."""
         return self.dp_rank, self.dp
 
-    def _init_parallel(self, tp: int, pp: int) -> None:
+    def _init_parallel(self, tp: int, pp: int, ep: int = 1) -> None:
         from megatron.core import parallel_state
 
         if not dist.is_initialized():  # one process: Megatron still wants a process group
@@ -159,7 +168,8 @@ class MegatronBackend(Backend):
         self.world = dist.get_world_size()
         if self.world % (tp * pp):
             raise ValueError(f"backends.megatron: tp={tp} x pp={pp} does not divide the world size {self.world}")
-        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+                                                 expert_model_parallel_size=ep)
         self._parallel_ready = True
         self.dp = parallel_state.get_data_parallel_world_size()
         self.dp_rank = parallel_state.get_data_parallel_rank()
@@ -187,8 +197,10 @@ class MegatronBackend(Backend):
 
         spec = workload.spec
         tp, pp = degrees(spec, o)
-        self._init_parallel(tp, pp)
-        self.layout = layouts.Layout(dp=self.dp, tp=tp, pp=pp, schedule="1f1b",
+        ep = spec.parallel.ep if spec.parallel is not None else 1
+        self._init_parallel(tp, pp, ep)
+        # Megatron's data-parallel group holds the ep ranks too (they read different data): dp here is the rest
+        self.layout = layouts.Layout(dp=self.dp // ep, ep=ep, tp=tp, pp=pp, schedule="1f1b",
                                      ac=spec.parallel.ac if spec.parallel is not None else "none")
         self.micro, self.n_micro = layouts.micro_batches(spec, self.layout)
         seed = int(getattr(getattr(workload, "ctx", None), "seed", 0))
@@ -196,7 +208,8 @@ class MegatronBackend(Backend):
 
         ref: Any = workload.build_model()  # the suite GPT, built under the run's seed: the weights both backends share
         cfg: Any = ref.cfg
-        vocab = int(ref.wte.weight.shape[0])
+        llama = is_llama(spec.model.arch)
+        vocab = int((ref.tok_embeddings if llama else ref.wte).weight.shape[0])
         padded_vocab = -(-vocab // tp) * tp
         bf16 = opts.precision == "bf16"
         if opts.precision not in ("fp32", "bf16"):
@@ -204,12 +217,13 @@ class MegatronBackend(Backend):
         self.sequence_parallel = bool(tp > 1 and (want_sp if want_sp is not None else te))
         # the loss is always vocab_parallel_cross_entropy: loss parallel whenever there is a tp group
         self.layout = dataclasses.replace(self.layout, sp=self.sequence_parallel, loss_parallel=tp > 1)
-        tcfg = TransformerConfig(
+        model_fields = megatron_llama.transformer_config(cfg, ep, megatron_llama.dispatcher(on_cuda)) if llama else dict(
             num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
             ffn_hidden_size=cfg.mlp_ratio * cfg.d_model, add_bias_linear=cfg.bias,
             hidden_dropout=cfg.dropout, attention_dropout=cfg.dropout, layernorm_epsilon=1e-5,
-            activation_func=torch.nn.functional.gelu, init_method_std=0.02,
-            tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+            activation_func=torch.nn.functional.gelu, init_method_std=0.02)
+        tcfg = TransformerConfig(
+            **model_fields, tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
             sequence_parallel=self.sequence_parallel, pipeline_dtype=torch.bfloat16 if bf16 else torch.float32,
             use_cpu_initialization=True, perform_initialization=False,  # weights come from the reference
             bf16=bf16, params_dtype=torch.bfloat16 if bf16 else torch.float32,
@@ -217,24 +231,31 @@ class MegatronBackend(Backend):
             apply_rope_fusion=False, persist_layer_norm=False, batch_p2p_sync=on_cuda,
             **recompute_config(spec.parallel.ac if spec.parallel is not None else "none"),
         )
-        self.recompute = recompute_fraction(self.layout.ac, cfg, vocab)
+        self.recompute = 0.0 if llama else recompute_fraction(self.layout.ac, cfg, vocab)
+        self.layer_spec = "transformer_engine" if te and not llama else "local"
         first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
         gpt = GPTModel(
-            config=tcfg, transformer_layer_spec=self._layer_spec(on_cuda), vocab_size=padded_vocab,
-            max_sequence_length=cfg.seq_len, parallel_output=True, pre_process=first, post_process=last,
-            share_embeddings_and_output_weights=cfg.tie_embeddings, position_embedding_type="learned_absolute",
+            config=tcfg, transformer_layer_spec=layer_spec(on_cuda, tcfg if llama else None),
+            vocab_size=padded_vocab, max_sequence_length=cfg.seq_len, parallel_output=True, pre_process=first,
+            post_process=last, **(megatron_llama.gpt_kwargs(cfg) if llama else dict(
+                share_embeddings_and_output_weights=cfg.tie_embeddings, position_embedding_type="learned_absolute")),
         )
         per_stage = cfg.n_layer // pp
         stage = parallel_state.get_pipeline_model_parallel_rank()
-        state = megatron_state(ref, cfg.n_head, tp, parallel_state.get_tensor_model_parallel_rank(), padded_vocab,
-                               range(stage * per_stage, (stage + 1) * per_stage), first, last)
+        if llama:
+            megatron_llama.set_rope(gpt, cfg)
+            state = megatron_llama.llama_state(ref, ep, parallel_state.get_expert_model_parallel_rank())
+        else:
+            state = megatron_state(ref, cfg.n_head, tp, parallel_state.get_tensor_model_parallel_rank(),
+                                   padded_vocab, range(stage * per_stage, (stage + 1) * per_stage), first, last)
         if self.layer_spec == "transformer_engine":
-            state = _te_names(state)
+            state = te_names(state)
         missing, unexpected = gpt.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("_extra_state") and not (not cfg.bias and k.endswith("bias"))]
+        bias = getattr(cfg, "bias", True)
+        missing = [k for k in missing if not k.endswith("_extra_state") and not (not bias and k.endswith("bias"))]
         if missing or unexpected:
             raise RuntimeError(f"megatron weight mapping is incomplete: missing {missing}, unexpected {unexpected}")
-        if not cfg.bias:
+        if not bias:
             # Megatron's LayerNorms always carry a bias; the declarative model has none, so pin it at zero
             for name, p in gpt.named_parameters():
                 if "layernorm" in name and name.endswith("bias"):
@@ -256,6 +277,9 @@ class MegatronBackend(Backend):
 
                 train_model = Float16Module(tcfg, gpt)
             if self.dp > 1:  # average gradients over the data-parallel group only (TP and PP peers hold other parts)
+                self.experts = megatron_llama.expert_param_names(train_model)  # reduced by hand (train_step)
+                nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+                    train_model, self.experts)
                 train_model = nn.parallel.DistributedDataParallel(
                     train_model, process_group=parallel_state.get_data_parallel_group())
                 tcfg.no_sync_func = train_model.no_sync  # Megatron's schedules sync on the last micro-batch only
@@ -271,16 +295,6 @@ class MegatronBackend(Backend):
         self.workload = workload
         return TrainState(model=train_model, raw_model=gpt, optimizer=optimizer, scheduler=scheduler,
                           extra={"eval": eval_model})
-
-    def _layer_spec(self, on_cuda: bool) -> Any:
-        """Transformer Engine's layer spec on CUDA where it imports, else Megatron's local one (recorded)."""
-        from megatron.core.models.gpt import gpt_layer_specs
-
-        if on_cuda and importlib.util.find_spec("transformer_engine") is not None:
-            self.layer_spec = "transformer_engine"
-            return gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
-        self.layer_spec = "local"
-        return gpt_layer_specs.get_gpt_layer_local_spec()
 
     def _cuda_wrap(self, gpt: nn.Module, tcfg: Any, bf16: bool, spec: Any) -> tuple[nn.Module, Any]:
         """Megatron DDP (+ Float16Module for bf16) and Megatron's (distributed) optimizer, on CUDA."""
@@ -330,6 +344,8 @@ class MegatronBackend(Backend):
             return StepOut(loss.detach())
         opt.zero_grad(set_to_none=True)
         loss = self.steps.run(batch)
+        if self.experts:
+            megatron_llama.reduce_expert_grads(self.gpt, self.dp)
         self.steps.tied_embedding_grads(self.gpt)
         if self.opts.grad_clip:
             nn.utils.clip_grad_norm_([p for p in state.raw_model.parameters() if p.grad is not None],
@@ -370,15 +386,3 @@ class MegatronBackend(Backend):
             self.shim.remove()
             self.shim = None
 
-
-def _te_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Transformer Engine's layer spec fuses each pre-norm into the next linear layer (its weight renamed)."""
-    renames = {"input_layernorm.": "self_attention.linear_qkv.layer_norm_",
-               "pre_mlp_layernorm.": "mlp.linear_fc1.layer_norm_"}
-    out = {}
-    for k, v in state.items():
-        for old, new in renames.items():
-            if f".{old}" in k:
-                k = k.replace(old, new)
-        out[k] = v
-    return out

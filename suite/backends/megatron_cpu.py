@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+_MISSING = object()
+
 
 class _CpuTorch:
     """`torch` as Megatron's pipeline schedules see it on CPU: `torch.zeros(..., device="cuda")` lands on the CPU."""
@@ -31,7 +33,7 @@ class CpuShim:
         self._saved: list[tuple[Any, str, Any]] = []
 
     def _patch(self, owner: Any, name: str, value: Any) -> None:
-        self._saved.append((owner, name, getattr(owner, name)))
+        self._saved.append((owner, name, getattr(owner, name, _MISSING)))
         setattr(owner, name, value)
 
     def install(self) -> None:
@@ -48,11 +50,19 @@ class CpuShim:
         self._patch(torch.cuda, "synchronize", lambda *a, **k: None)
         # a pipeline's last stage moves its copy of a tied embedding with `.cuda()` before the first all-reduce
         self._patch(torch.Tensor, "cuda", lambda t, *a, **k: t)
+        # without Transformer Engine, megatron-core 0.16's MoE router reads `te_general_gemm`, which its guarded
+        # import then never defined (NameError); None selects its own torch.mm path
+        moe_utils = importlib.import_module("megatron.core.transformer.moe.moe_utils")
+        if not hasattr(moe_utils, "te_general_gemm"):
+            self._patch(moe_utils, "te_general_gemm", None)
 
     def remove(self) -> None:
         while self._saved:
             owner, name, value = self._saved.pop()
-            setattr(owner, name, value)
+            if value is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
 
 
 def _cpu_tracker_add(self: Any, name: str, seed: int) -> None:

@@ -1,4 +1,5 @@
-"""The suite GPT's weights under Megatron-core's names and layouts: TP shards, this pipeline stage's layers."""
+"""The suite GPT's weights under Megatron-core's names and layouts (TP shards, this pipeline stage's layers), Transformer
+Engine's renames, and the layer spec a GPTModel is built with."""
 
 from __future__ import annotations
 
@@ -80,3 +81,33 @@ class MegatronGPT(nn.Module):
         mask = torch.ones(t, t, dtype=torch.bool, device=idx.device).triu(1).view(1, 1, t, t)
         logits = self.gpt(idx, pos, mask, runtime_gather_output=True)
         return logits[..., : self.vocab_size]
+
+
+def te_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Transformer Engine's layer spec fuses each pre-norm into the next linear layer (its weight renamed)."""
+    renames = {"input_layernorm.": "self_attention.linear_qkv.layer_norm_",
+               "pre_mlp_layernorm.": "mlp.linear_fc1.layer_norm_"}
+    out = {}
+    for k, v in state.items():
+        for old, new in renames.items():
+            if f".{old}" in k:
+                k = k.replace(old, new)
+        out[k] = v
+    return out
+
+
+def layer_spec(on_cuda: bool, llama: Any = None) -> Any:
+    """Transformer Engine's layer spec on CUDA where it imports, else Megatron's local one. The Llama (its
+    TransformerConfig given) takes the local spec with RMSNorm and, for MoE, Megatron's MoE layer."""
+    import importlib.util
+
+    from megatron.core.models.gpt import gpt_layer_specs
+
+    if llama is not None:
+        if llama.num_moe_experts:
+            return gpt_layer_specs.get_gpt_decoder_block_spec(llama, use_transformer_engine=False,
+                                                              normalization="RMSNorm")
+        return gpt_layer_specs.get_gpt_layer_local_spec(normalization="RMSNorm")
+    if on_cuda and importlib.util.find_spec("transformer_engine") is not None:
+        return gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
+    return gpt_layer_specs.get_gpt_layer_local_spec()

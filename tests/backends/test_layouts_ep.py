@@ -27,7 +27,7 @@ import pytest
 import torch
 from support.backend_util import ROOT, TESTS, env, trainbench
 from support.curves import loss_curve
-from support.noise import SAME_MATH, Noise, measure
+from support.noise import OTHER_KERNELS, SAME_MATH, Noise, measure
 from test_layouts import LAUNCH_GUARD_S, LAUNCH_TEST_TIMEOUT_S, STEPS
 
 from suite.backends import layout
@@ -119,6 +119,22 @@ def test_the_cli_refuses_ep_that_does_not_divide_the_experts_before_starting(tmp
     assert not list(tmp_path.rglob("*.json"))
 
 
+def test_megatron_runs_the_llama_with_ep_and_refuses_what_it_does_not_map():
+    from suite.backends import megatron
+
+    assert megatron.supports(load_spec(TINY_MOE, {"parallel.ep": 2})) is None
+    assert megatron.supports(load_spec(TINY_LLAMA)) is None
+    for spec, sets, message in [
+        (TINY_MOE, {"parallel.ep": 3}, "--parallel ep=3 does not divide model.moe.experts=8"),
+        (TINY_LLAMA, {"parallel.ep": 2}, "--parallel ep=2: this model is dense"),
+        (TINY_LLAMA, {"parallel.tp": 2}, "parallel.tp/pp with model.arch llama"),
+        (TINY_MOE, {"model.attention_bias": True}, "model.attention_bias"),
+        (TINY_MOE, {"model.moe.score": "sigmoid"}, "sigmoid scores"),
+        (TESTS / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "expert parallelism needs a Mixture-of-Experts"),
+    ]:
+        assert message in (megatron.supports(load_spec(spec, sets)) or ""), (sets, message)
+
+
 def test_deepspeed_refuses_ep():
     from suite.backends import deepspeed
 
@@ -149,10 +165,14 @@ def test_expert_parallel_gradients_equal_one_process(tmp_path):
 @pytest.mark.timeout(LAUNCH_TEST_TIMEOUT_S)
 def test_two_process_layouts_match_one_process(moe_by_2, dense, tmp_path):
     jobs = [{"backend": "torch", "overrides": {"parallel.ep": 2}, "eval_at": list(EVAL_AT)},
+            {"backend": "megatron", "overrides": {"parallel.ep": 2}, "eval_at": list(EVAL_AT)},
             {"backend": "deepspeed", "options": {"zero_stage": 3}, "spec": str(TINY_LLAMA), "eval_at": list(EVAL_AT)}]
-    ep, zero3 = _launch(tmp_path, 2, "curves", TINY_MOE, [str(STEPS), *(json.dumps(j) for j in jobs)])
-    assert (ep["layout"]["ep"], ep["layout"]["dp"], ep["layout"]["micro_batch_size"]) == (2, 1, 8)
+    ep, megatron, zero3 = _launch(tmp_path, 2, "curves", TINY_MOE, [str(STEPS), *(json.dumps(j) for j in jobs)])
+    for row in (ep, megatron):
+        assert (row["layout"]["ep"], row["layout"]["dp"], row["layout"]["micro_batch_size"]) == (2, 1, 8)
     _agree(ep, moe_by_2)
+    # Megatron's GPTModel and MoE layer (its router, aux loss, all-gather dispatcher on CPU): its own kernels
+    _agree(megatron, moe_by_2, OTHER_KERNELS)
     assert (zero3["layout"]["zero_stage"], zero3["layout"]["dp"]) == (3, 2)
     _agree(zero3, dense)
     # the tolerances mean something: another seed is far outside them
