@@ -107,7 +107,7 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
         dtypes={c: v["dtype"] for c, v in peak.by_class.items()} if peak else {},
         energy_j=result.energy_j, memory=result.memory, warnings=result.warnings,
     )
-    if spec.model.arch == "gpt":
+    if spec.model.arch in ("gpt", "llama"):
         row["memory_estimate"] = memory_row(name, spec, precision, result.memory, args.device_bytes)
     if result.status in ("error", "diverged", "interrupted"):
         return row
