@@ -37,7 +37,7 @@ from suite import devices, registry
 from suite.backends.support import unsupported_reason
 from suite.data.base import DataMissing
 from suite.harness import RunRequest, run
-from suite.measure import environment, flops, memory, peaks
+from suite.measure import environment, flops, llm_memory, memory, peaks
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root
 
@@ -120,12 +120,12 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
 
 def memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], device_bytes: int | None) -> dict:
     """The GPT estimator on the tiny run (beside what it measured) and the full spec's fit on this device."""
-    est = memory.estimate_spec(tiny, precision)
+    est = llm_memory.estimate_spec(tiny, precision)
     got = measured.get("device_peak_allocated_bytes")
     row: dict[str, Any] = {"tiny_estimate_bytes": est.peak_bytes, "tiny_measured_bytes": got,
                            "tiny_ratio": est.peak_bytes / got if isinstance(got, (int, float)) and got > 0 else None}
     full = load_spec(registry.find_workload(name))
-    full_est = memory.estimate_spec(full)
+    full_est = llm_memory.estimate_spec(full)
     row.update(full_estimate_bytes=full_est.peak_bytes, full_phase=full_est.phase)
     if device_bytes:
         fit = memory.fits(full_est, device_bytes)

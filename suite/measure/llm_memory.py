@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from suite.measure import memory
 from suite.measure.memory import OPTIMIZER_SLOTS, RECIPE_BYTES, MemoryEstimate
 
 
@@ -128,3 +129,10 @@ def estimate_llama_spec(spec: Any, precision: str | None = None, ep: int = 1) ->
                           precision=precision or spec.precision or "fp32", optimizer=spec.optimizer.name,
                           ac=par.ac if par is not None else "none", fsdp=par.fsdp if par is not None else 1,
                           ep=ep)
+
+
+def estimate_spec(spec: Any, precision: str | None = None) -> MemoryEstimate:
+    """Either estimator, by the spec's model.arch: llama here, gpt in suite/measure/memory.py."""
+    if spec.model.arch == "llama":
+        return estimate_llama_spec(spec, precision)
+    return memory.estimate_spec(spec, precision)

@@ -121,10 +121,6 @@ def estimate_gpt(cfg: Any, *, micro_batch: int, precision: str = "fp32", optimiz
 def estimate_spec(spec: Any, precision: str | None = None) -> MemoryEstimate:
     """The estimate for a GPT workload spec at its micro-batch (data.micro_batch_size, else the batch), in its
     precision (or `precision`), with its activation checkpointing (parallel.ac)."""
-    if spec.model.arch == "llama":  # GQA, SwiGLU, MoE and their layout: suite/measure/llm_memory.py
-        from suite.measure.llm_memory import estimate_llama_spec
-
-        return estimate_llama_spec(spec, precision)
     if spec.model.arch != "gpt":
         raise ValueError(f"{spec.name}: the memory estimator models the gpt architecture, not {spec.model.arch!r}")
     from suite.models import gpt

@@ -77,12 +77,12 @@ def test_each_full_spec_names_a_layout_that_fits_8_h100s(name):
     of the eight; the same without checkpointing, or without sharding, does not."""
     spec = load_spec(registry.workload_files()[name])
     assert spec.parallel is not None and spec.parallel.fsdp == 8
-    fit = memory.fits(memory.estimate_spec(spec), H100)
+    fit = memory.fits(llm_memory.estimate_spec(spec), H100)
     assert fit.fits, fit.reason
     no_ac = spec.model_copy(update={"parallel": spec.parallel.model_copy(update={"ac": "none"})})
-    assert not memory.fits(memory.estimate_spec(no_ac), H100).fits
+    assert not memory.fits(llm_memory.estimate_spec(no_ac), H100).fits
     one = spec.model_copy(update={"parallel": None})
-    assert not memory.fits(memory.estimate_spec(one), H100).fits
+    assert not memory.fits(llm_memory.estimate_spec(one), H100).fits
 
 
 def test_gpt_oss_fits_with_the_references_expert_parallelism_too():
