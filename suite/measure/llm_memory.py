@@ -85,7 +85,8 @@ def estimate_llama(cfg: Any, *, micro_batch: int, vocab_size: int, precision: st
     master = precision == "bf16_master"
     slots = OPTIMIZER_SLOTS.get(optimizer)
     if slots is None:
-        slots, _ = 2, notes.append(f"optimizer {optimizer!r} not in the table: counted as Adam (2 fp32 slots)")
+        slots = 2
+        notes.append(f"optimizer {optimizer!r} not in the table: counted as Adam (2 fp32 slots)")
     weights = local * (w + (4 if master else 0))
     grads = local * (w + (4 if master else 0))
     opt_state = local * slots * 4
