@@ -119,7 +119,8 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
 
 
 def memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], device_bytes: int | None) -> dict:
-    """The GPT estimator on the tiny run (beside what it measured) and the full spec's fit on this device."""
+    """The memory estimator (GPT or Llama/MoE) on the tiny run, beside what it measured, and the full spec's fit
+    on this device."""
     est = llm_memory.estimate_spec(tiny, precision)
     got = measured.get("device_peak_allocated_bytes")
     row: dict[str, Any] = {"tiny_estimate_bytes": est.peak_bytes, "tiny_measured_bytes": got,

@@ -47,7 +47,8 @@ def measure(device: torch.device, cfg: llama.Config, steps: int, compile_model: 
     """`steps` timed training steps (after 2 warm-up ones) of `cfg` on random tokens; the figures of each."""
     torch.manual_seed(0)
     vocab = cfg.vocab_size or 128256
-    model = llama.build(cfg, {}).to(device)
+    with device:  # built and initialised where it runs: billions of parameters drawn on a host CPU take minutes
+        model = llama.build(cfg, {})
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1,
                             fused=device.type == "cuda")
     run = torch.compile(model) if compile_model else model
