@@ -37,7 +37,7 @@ from suite import devices, registry
 from suite.backends.support import unsupported_reason
 from suite.data.base import DataMissing
 from suite.harness import RunRequest, run
-from suite.measure import environment, flops, memory, peaks
+from suite.measure import environment, flops, llm_memory, memory, peaks
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root
 
@@ -107,7 +107,7 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
         dtypes={c: v["dtype"] for c, v in peak.by_class.items()} if peak else {},
         energy_j=result.energy_j, memory=result.memory, warnings=result.warnings,
     )
-    if spec.model.arch == "gpt":
+    if spec.model.arch in ("gpt", "llama"):
         row["memory_estimate"] = memory_row(name, spec, precision, result.memory, args.device_bytes)
     if result.status in ("error", "diverged", "interrupted"):
         return row
@@ -119,13 +119,14 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
 
 
 def memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], device_bytes: int | None) -> dict:
-    """The GPT estimator on the tiny run (beside what it measured) and the full spec's fit on this device."""
-    est = memory.estimate_spec(tiny, precision)
+    """The memory estimator (GPT or Llama/MoE) on the tiny run, beside what it measured, and the full spec's fit
+    on this device."""
+    est = llm_memory.estimate_spec(tiny, precision)
     got = measured.get("device_peak_allocated_bytes")
     row: dict[str, Any] = {"tiny_estimate_bytes": est.peak_bytes, "tiny_measured_bytes": got,
                            "tiny_ratio": est.peak_bytes / got if isinstance(got, (int, float)) and got > 0 else None}
     full = load_spec(registry.find_workload(name))
-    full_est = memory.estimate_spec(full)
+    full_est = llm_memory.estimate_spec(full)
     row.update(full_estimate_bytes=full_est.peak_bytes, full_phase=full_est.phase)
     if device_bytes:
         fit = memory.fits(full_est, device_bytes)
@@ -248,6 +249,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tta-workload", default=TTA_WORKLOAD, help="the small workload run to its target")
     p.add_argument("--no-tta", dest="tta", action="store_false", help="skip the time-to-target run")
     p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMM peaks")
+    p.add_argument("--no-llama8b", dest="llama8b", action="store_false",
+                   help="skip the Llama 3.1 8B step (benchmarks/llama8b_step.py; a tiny stand-in in dry mode)")
     p.add_argument("--synthetic-data", type=Path, default=None, metavar="DIR",
                    help="write small files in each full-tier data set's real on-disk format under DIR (tests/"
                         "support/datafiles.py) and point the specs at them: a machine without the data sets (a lent device "
@@ -300,6 +303,17 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"time to target: {tta['workload']} ended {tta['status']}, not reached: "
                             f"{str(tta.get('error') or '')[:300]}")
         print(f"[{time.perf_counter() - started:6.1f} s] {tta['workload']} to target: {tta['status']}", file=sys.stderr)
+    llama8b: dict[str, Any] | None = None
+    if args.llama8b:  # the 8B preset at sequence 8192, as many layers as fit, beside torchtitan's published goal
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import llama8b_step
+
+        llama8b = llama8b_step.probe(dev.torch, hardware.device_name or "", args.device_bytes, compile_model=args.compile,
+                                     threads=args.threads)
+        if llama8b.get("error"):
+            failures.append(f"llama 8B step: {llama8b['error'][:300]}")
+        print(f"[{time.perf_counter() - started:6.1f} s] llama 8B step: {llama8b.get('layers')} layers, MFU "
+              f"{_fmt(llama8b.get('mfu'), '.2%')}", file=sys.stderr)
     for backend in backends:
         avail = registry.backend_class(backend)(devices.current()).available()
         if not avail.ok:
@@ -330,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                      "time_limit_s": args.time_limit_s, "gemm_budget_s": args.gemm_budget_s,
                      "synthetic_data": str(args.synthetic_data) if args.synthetic_data else None},
         "hardware": hardware.model_dump(mode="json"), "software": environment.software(),
-        "device_memory_bytes": args.device_bytes, "gemm": gemm, "tta": tta, "runs": rows,
+        "device_memory_bytes": args.device_bytes, "gemm": gemm, "tta": tta, "runs": rows, "llama8b_step": llama8b,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, default=str))
@@ -340,6 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     if tta is not None:
         print(f"TTA {tta['workload']}: {tta['status']} in {_fmt(tta['time_to_target_s'])} s "
               f"({tta['steps_to_target']} steps, MFU {_fmt(tta['mfu'], '.2%')})")
+    if llama8b is not None and not llama8b.get("error"):
+        print(f"LLAMA 8B step: {llama8b['layers']} layers x {llama8b['seq_len']} tokens x {llama8b['micro_batch']}, "
+              f"{llama8b['step_time_p50_s'] * 1e3:.1f} ms, {llama8b['tokens_per_s']:.0f} tokens/s, MFU "
+              f"{_fmt(llama8b['mfu'], '.2%')} (goal: torchtitan 5,762 tokens/s/GPU FSDP bf16, 6,667 compiled, 33-39% MFU)")
     print(table(rows))
     for s in skipped:
         print(f"skipped: {s.get('workload', '*')} / {s['backend']}: {s['reason']}")

@@ -13,6 +13,7 @@ from suite import devices
 from suite.backends.base import Availability, RunOptions, TrainState
 from suite.backends.torch import Options as TorchOptions
 from suite.backends.torch import TorchBackend
+from suite.backends.torch import supports as torch_supports
 from suite.measure.environment import package_version
 from suite.workloads.contract import Workload
 
@@ -27,7 +28,7 @@ def supports(spec: Any) -> str | None:
         Options.model_validate(spec.backends.get("npu", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
         return f"backends.npu: {e}"
-    return None
+    return torch_supports(spec)  # the same loop and layout plans as the torch backend, so the same limits
 
 
 def version() -> str | None:

@@ -1,7 +1,8 @@
 """What a run measures and where it happened: FLOPs, peaks, MFU, step times, memory, energy, MLLOG, profiles.
 
 `instruments` is the one object the harness calls at fixed points; `flops`, `peaks`, `op_dtypes`, `metrics`,
-`memory`, `energy`, `mllog` and `profiling` each own one measurement; `environment` and `fingerprint` record the
+`memory` (GPT) and `llm_memory` (Llama/MoE), `energy`, `mllog` (with `mlperf_keys`, MLPerf's names) and
+`profiling` each own one measurement; `environment` and `fingerprint` record the
 host and accelerator a run used. May import: `suite.results` (the record's types, its atomic writer),
-`suite.models` (the GPT memory estimator), `suite.devices`, `suite.spec`; never compare, studies or site.
+`suite.models` (the memory estimators), `suite.devices`, `suite.spec`; never compare, studies or site.
 """

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite.measure import class_peaks, environment, flops, metrics, op_dtypes, peaks
+from suite.measure import class_peaks, environment, flops, metrics, mlperf_keys, op_dtypes, peaks
 from suite.measure.energy import EnergyMeter
 from suite.measure.mllog import MLLogRecorder
 from suite.measure.profiling import Nvtx, Profiler, ProfileWindow
@@ -84,7 +84,7 @@ class Instruments:
         self.gemm: peaks.GemmResult | None = None
         self.recompute: float | None = 0.0
         self.timer = metrics.StepTimer(device.type)
-        self.mllog = MLLogRecorder(workload) if dist.is_main else None
+        self.mllog = MLLogRecorder(mlperf_keys.benchmark_name(workload)) if dist.is_main else None
         self.nvtx = Nvtx(nvtx or profile_dir is not None)
         self.profiler: Profiler | None = None
         if profile_dir is not None and dist.is_main:
@@ -172,7 +172,9 @@ class Instruments:
             self.mllog.hyperparameters(
                 seed=self.seed, global_batch_size=spec.data.batch_size, optimizer=getattr(opt, "name", str(opt)),
                 learning_rate=getattr(opt, "lr", None), platform=platform,
-                extra={"precision": self.precision, "world_size": self.dist.world})
+                extra={"precision": self.precision, "world_size": self.dist.world,
+                       **mlperf_keys.hyperparameters(spec, workload, getattr(getattr(backend, "opts", None),
+                                                                             "grad_clip", None))})
             self._mllog_submission(spec, layout, workload, backend)
 
     def _mllog_submission(self, spec: Any, layout: dict[str, Any], workload: Any, backend: Any) -> None:

@@ -27,11 +27,11 @@ def _check(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dic
 @pytest.mark.slow  # two tiny full-tier runs on CPU, ~30 s
 def test_dry_mode_runs_full_tier_tiny_variants_and_records_every_figure(tmp_path):
     proc, report = _check(tmp_path, "--steps", "3", "--backends", "torch", "--workloads", "cv/cifar10_resnet",
-                          "nlp/gpt2_124m", "--synthetic-data", str(tmp_path / "data"))
+                          "nlp/gpt2_124m", "nlp/llama31_8b", "--synthetic-data", str(tmp_path / "data"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert report["ok"] is True and report["dry_mode"] is True and report["failures"] == []
     assert report["settings"]["synthetic_data"] == str(tmp_path / "data")  # the files the tests' writers make
-    assert [r["workload"] for r in report["runs"]] == ["cv/cifar10_resnet", "nlp/gpt2_124m"]
+    assert [r["workload"] for r in report["runs"]] == ["cv/cifar10_resnet", "nlp/gpt2_124m", "nlp/llama31_8b"]
     for r in report["runs"]:
         assert r["status"] in ("reached", "budget") and r["steps"] <= 3
         assert r["step_time_p50_s"] > 0 and r["mfu"] > 0 and r["mfu_measured_peak"] > 0
@@ -43,6 +43,10 @@ def test_dry_mode_runs_full_tier_tiny_variants_and_records_every_figure(tmp_path
     assert est["tiny_estimate_bytes"] > 0 and est["full_estimate_bytes"] > 20 * 2**30 and "full_fits" in est
     assert "software" in report and "hardware" in report
     assert "cv/cifar10_resnet | torch | fp32 | " in proc.stdout  # the printed table
+    llm = report["runs"][2]["memory_estimate"]  # the Llama estimator, and the full spec's fsdp=8 layout
+    assert llm["tiny_estimate_bytes"] > 0 and llm["full_estimate_bytes"] > 10 * 2**30
+    step = report["llama8b_step"]  # the tiny stand-in of the 8B step, beside torchtitan's goal
+    assert step["step_time_p50_s"] > 0 and step["mfu"] > 0 and step["goal"]["tokens_per_s_per_gpu"] == 5762
 
 
 def test_a_failure_exits_non_zero_and_is_named(tmp_path):
@@ -166,3 +170,21 @@ def test_dry_mode_measures_gemm_by_dtype_and_time_to_target(tmp_path):
     assert tta["status"] == "reached" and tta["time_to_target_s"] > 0 and tta["steps_to_target"] > 0
     assert report["device_memory_bytes"] > 0 and report["hardware"]["device_type"] == "cpu"
     assert "TTA cv/digits_cnn: reached" in proc.stdout
+
+
+def test_llama8b_step_fits_layers_by_the_estimator_and_measures_the_stand_in():
+    """On a device the 8B preset runs with as many layers as fit; on the CPU its tiny stand-in goes the same way."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("llama8b_step", ROOT / "benchmarks" / "llama8b_step.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    h100, h200 = mod.layers_that_fit(80 * 10**9), mod.layers_that_fit(141 * 10**9)
+    assert 1 <= h100 < h200 < mod.FULL_LAYERS, (h100, h200)  # the whole 8B model fits neither device alone
+    row = mod.probe(torch.device("cpu"), "cpu", None, steps=2, threads=1)
+    assert "error" not in row, row
+    assert row["step_time_p50_s"] > 0 and 0 < row["mfu"] < 1 and row["tokens_per_s"] > 0
+    assert row["goal"]["tokens_per_s_per_gpu"] == 5762 and row["goal"]["tokens_per_s_per_gpu_compiled"] == 6667
+    assert row["goal"]["mfu_range"] == [0.33, 0.39] and "stand_in" in row

@@ -117,6 +117,41 @@ def write_ogbg(root: Path, graphs: int = 40, tasks: int = 4, seed: int = 0) -> P
     return folder
 
 
+def write_megatron_indexed(prefix: Path, documents: list[np.ndarray], dtype: type = np.int32) -> Path:
+    """PREFIX.bin / PREFIX.idx as megatron-core's IndexedDatasetBuilder writes them (one sequence per document):
+    the tokens back to back; b"MMIDIDX\\x00\\x00", version u64 1, dtype code u8, sequence count u64, document-bound
+    count u64, int32 lengths, int64 byte pointers, int64 document bounds (0 .. sequence count)."""
+    codes = {np.uint8: 1, np.int8: 2, np.int16: 3, np.int32: 4, np.int64: 5, np.uint16: 8}
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    arrays = [np.asarray(d, dtype=dtype) for d in documents]
+    lengths = np.array([len(a) for a in arrays], dtype=np.int32)
+    pointers = np.concatenate([[0], np.cumsum(lengths.astype(np.int64))[:-1]]) * np.dtype(dtype).itemsize
+    with open(f"{prefix}.bin", "wb") as f:
+        for a in arrays:
+            f.write(a.tobytes())
+    with open(f"{prefix}.idx", "wb") as f:
+        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, codes[dtype], len(arrays), len(arrays) + 1))
+        f.write(lengths.tobytes() + pointers.astype(np.int64).tobytes() + np.arange(len(arrays) + 1).astype(np.int64).tobytes())
+    return prefix
+
+
+def write_c4_indexed(folder: Path, vocab: int = 512, train_tokens: int = 40000, val_tokens: int = 12000,
+                     seed: int = 0) -> Path:
+    """The MLPerf LLM references' preprocessed C4 layout (small_llm_pretraining/nemo/README.md section 3): one
+    train shard c4-train.en_6_text_document and c4-validation-91205-samples.en_text_document, int32 tokens below
+    `vocab`, as documents of 20-300 tokens."""
+    rng = np.random.default_rng(seed)
+    for name, total in (("c4-train.en_6_text_document", train_tokens),
+                        ("c4-validation-91205-samples.en_text_document", val_tokens)):
+        docs, n = [], 0
+        while n < total:
+            doc = rng.integers(0, vocab, int(rng.integers(20, 300)))
+            docs.append(doc)
+            n += len(doc)
+        write_megatron_indexed(folder / name, docs)
+    return folder
+
+
 def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
     """Small files in each full-tier data set's on-disk format, and the --set that points each spec at them."""
     return {
@@ -125,4 +160,6 @@ def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
         "nlp/gpt2_124m": {"data.path": str(write_shards(base / "fw", vocab=512))},
         "gnn/ogbg_molpcba": {"data.path": str(write_ogbg(base, graphs=40))},
         "rl/halfcheetah_ppo": {},
+        **{name: {"data.path": str(write_c4_indexed(base / "c4", vocab=512))}
+           for name in ("nlp/llama31_8b", "nlp/gpt_oss_20b", "nlp/deepseekv3_671b")},
     }
