@@ -333,6 +333,7 @@ class Workload:
     featured: list[Submission] = field(default_factory=list)  # by (timestamp, order)
     latest: RunRow | None = None
     baselines: list[Baseline] = field(default_factory=list)
+    rcp: Any = None  # the newest reference convergence point (suite.results.rcp.RCP) beside the baselines
     month_subs: dict[str, list[Submission]] = field(default_factory=dict)  # months whose rows were read
     month_runs: dict[str, list[RunRow]] = field(default_factory=dict)
     history: list[SubSummary] = field(default_factory=list)
