@@ -83,6 +83,8 @@ def gh_comment(
     body_file: Annotated[list[Path], typer.Option("--body-file", help="markdown file(s), joined in order")],
     repo: RepoOpt = None,
     pr: Annotated[int | None, typer.Option(min=1, help="pull request number")] = None,
+    issue: Annotated[int | None, typer.Option(min=1, help="an issue number instead (e.g. the nightly's change-point "
+                                              "issue, for a bisect's result)")] = None,
     head_sha: Annotated[str | None, typer.Option(help="find the open PR with this head commit instead")] = None,
     head_label: Annotated[str | None, typer.Option(help="OWNER:BRANCH of the PR head, to find fork PRs")] = None,
     marker: Annotated[str, typer.Option(help="key of the hidden marker that makes the comment sticky")] = "bench",
@@ -92,8 +94,9 @@ def gh_comment(
     from suite.github import GitHub
 
     name = _repo(repo)
-    if (pr is None) == (head_sha is None):
-        raise fail_input("give exactly one of --pr or --head-sha")
+    if sum(x is not None for x in (pr, issue, head_sha)) != 1:
+        raise fail_input("give exactly one of --pr, --issue or --head-sha")
+    pr = pr if issue is None else issue  # an issue's comments are the same endpoint as a PR's
     body = _read_bodies(body_file)
 
     def call():
@@ -244,8 +247,14 @@ def gh_change_issues(
     repo: RepoOpt = None,
     label: Annotated[str, typer.Option(help="label of the issues (and what is searched)")] = "change-point",
     only_worse: Annotated[bool, typer.Option(help="only change points that made a metric worse")] = True,
+    bisect_workflow: Annotated[str | None, typer.Option(help="for each NEW change point with both commits known, "
+                                                        "start this workflow (e.g. bisect.yml) with the range")] = None,
+    runner_kinds: Annotated[str, typer.Option(help="runner kinds the bisect may run on (comma-separated); the one "
+                                              "named in the change point's hardware slug is used")] = "h200,910b",
+    ref: Annotated[str, typer.Option(help="the branch the bisect workflow runs from")] = "main",
 ) -> None:
-    """Open, or update in place, one GitHub issue per change point of the nightly history."""
+    """Open, or update in place, one GitHub issue per change point of the nightly history; with
+    --bisect-workflow, start a bisect of each new one on the same runner kind."""
     import json
 
     from suite.github import GitHub, upsert_issue
@@ -266,6 +275,30 @@ def gh_change_issues(
                 f"`{c['before_sha'] or '?'}` ({c['before_at']}) and `{c['after_sha'] or '?'}` ({c['after_at']}).\n")
         done = _gh_call(lambda title=title, body=body, c=c: upsert_issue(gh, name, c["id"], title, body, (label,)))
         say(f"{done['action']} issue #{done['number']}: {title}")
+        if bisect_workflow and done["action"] == "created":
+            inputs = bisect_inputs(c, int(done["number"]), [k.strip() for k in runner_kinds.split(",") if k.strip()])
+            if isinstance(inputs, str):
+                say(f"no bisect for issue #{done['number']}: {inputs}")
+                continue
+            _gh_call(lambda inputs=inputs: gh.dispatch_workflow(name, bisect_workflow, ref, inputs))
+            say(f"started {bisect_workflow} on {inputs['runner']}: {inputs['good'][:12]}..{inputs['bad'][:12]} "
+                f"{inputs['workload']} ({inputs['metric']}), result to issue #{done['number']}")
+
+
+BISECT_METRIC = {"time_per_step_s": "step_time", "samples_per_s": "step_time", "time_to_target_s": "time_to_target"}
+
+
+def bisect_inputs(c: dict, issue: int, kinds: list[str]) -> dict[str, str] | str:
+    """The bisect workflow's inputs for one change point, or why it cannot be bisected."""
+    if not c.get("before_sha") or not c.get("after_sha"):
+        return "a commit of the range is not known (results without git info)"
+    kind = next((k for k in kinds if k.lower() in str(c["hardware"]).lower()), None)
+    if kind is None:
+        return f"hardware {c['hardware']} is none of the runner kinds {', '.join(kinds)}"
+    if c["metric"] not in BISECT_METRIC:
+        return f"metric {c['metric']} is not one bisect measures"
+    return {"good": str(c["before_sha"]), "bad": str(c["after_sha"]), "workload": str(c["workload"]),
+            "metric": BISECT_METRIC[c["metric"]], "runner": kind, "backend": str(c["backend"]), "issue": str(issue)}
 
 
 def register(app: typer.Typer) -> None:

@@ -264,6 +264,56 @@ def baseline_promote(
         raise fail_input(str(e)) from None
 
 
+@baseline_app.command("rcp")
+def baseline_rcp(
+    baselines: Annotated[list[Path], typer.Argument(help="baseline files or folders to make RCPs from")],
+    to: Annotated[Path, typer.Option("--to", help="baselines folder the RCP files are written into")] = Path("baselines"),
+    global_batch_size: Annotated[int | None, typer.Option(
+        min=1, help="samples per optimizer step over all ranks (default: data.batch_size of the workload's spec, "
+        "when its spec hash is the baseline's)")] = None,
+    min_seeds: Annotated[int, typer.Option(min=3, help="fewest reached seeds an RCP may have")] = 8,
+) -> None:
+    """Make Reference Convergence Points (MLPerf's RCPs: samples to target per seed at one global batch size) from
+    blessed baselines; written beside them, append-only, and used by compare's convergence guard."""
+    from suite.results import baselines as bl
+    from suite.results import rcp as rcp_mod
+
+    found: list[tuple[Path, bl.Baseline]] = []
+    for root in baselines:
+        if not root.exists():
+            raise fail_input(f"{root}: no such file or folder")
+        got, errors = bl.load_baselines(root)
+        if errors:
+            raise fail_input("not baseline files; fix or leave them out:\n  " + "\n  ".join(errors))
+        found += got
+    if not found:
+        raise fail_input(f"no baseline files under {', '.join(map(str, baselines))} (`trainbench baseline promote`)")
+    sha = bl.checkout_sha()
+    for path, b in found:
+        bs = global_batch_size or _spec_batch_size(b)
+        try:
+            r = rcp_mod.build_rcp(b, str(path), bs, min_seeds=min_seeds, git_sha=sha)
+            written = rcp_mod.write_rcp(to, r)
+        except rcp_mod.RCPError as e:
+            raise fail_input(str(e)) from None
+        out.print(f"wrote {written}: {len(r.seeds)} seeds, global batch {bs}, samples to target "
+                  f"{min(r.samples_to_target)}..{max(r.samples_to_target)}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _spec_batch_size(b) -> int:  # noqa: ANN001 - a suite.results.baselines.Baseline
+    """data.batch_size of the workload's current spec, refused (naming the flag) when its hash is not the baseline's."""
+    from suite import registry
+    from suite.specload import load_spec
+
+    try:
+        spec = load_spec(registry.find_workload(b.workload))
+    except Exception as e:  # noqa: BLE001 - any failure to find or read the spec is the same advice
+        raise fail_input(f"{b.workload}: cannot read its spec for the global batch size ({e}); pass "
+                         "--global-batch-size") from None
+    if spec.spec_hash() != b.spec_hash:
+        raise fail_input(f"{b.workload}: the spec changed since the baseline (hash {spec.spec_hash()}, baseline "
+                         f"{b.spec_hash}); pass --global-batch-size of the baseline's runs")
+    return int(spec.data.batch_size)
 
 
 def register(app: typer.Typer) -> None:

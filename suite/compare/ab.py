@@ -63,6 +63,8 @@ class ABPlan:
     find_links: list[str] = field(default_factory=list)  # wheel folders pip may install from (pip --find-links)
     lockstep: bool = True  # both sides' processes at once, alternating step by step (suite/throughput.py: Turns)
     runs_per_block: int = 1  # runs (seeds) per process: amortises the interpreter's start-up on a slow machine
+    mode: str = "throughput"  # tta: seeds to the target (`trainbench bisect --metric time_to_target`)
+    cache: Path | None = None  # one worktree and venv per commit under cache/<sha>, shared by many A/Bs (bisect)
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -176,15 +178,18 @@ def prepare(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> l
     sides = []
     for name, ref in (("base", base), ("head", head)):
         src = (plan.out / "src" / name).resolve()
+        env = (plan.out / "env" / name).resolve()
+        if plan.cache is not None:
+            src, env = (plan.cache / shas[name][:12] / "src").resolve(), (plan.cache / shas[name][:12] / "env").resolve()
         _worktree(plan.repo, shas[name], src)
-        python = _venv(src, (plan.out / "env" / name).resolve(), plan, log)
+        python = _venv(src, env, plan, log)
         sides.append(Side(name, ref, shas[name], src, python))
     return sides
 
 
 def _command(side: Side, plan: ABPlan, round_: int) -> tuple[list[str], dict[str, str]]:
     results = (plan.out / side.name).resolve()
-    cmd = [str(side.python), "-m", "suite.cli", "run", *plan.workloads, "--mode", "throughput", "--backend",
+    cmd = [str(side.python), "-m", "suite.cli", "run", *plan.workloads, "--mode", plan.mode, "--backend",
            plan.backend, "--seed", str(round_ * plan.runs_per_block),
            "--seeds", str(plan.runs_per_block), "--results", str(results), "--quiet", "--no-isolate"]
     if plan.threads is not None:
@@ -276,7 +281,8 @@ def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lamb
         "sides": {s.name: {"ref": s.ref, "sha": s.sha, "results": str((plan.out / s.name).resolve())}
                   for s in sides.values()},
         "same_commit": sides["base"].sha == sides["head"].sha,
-        "plan": {**asdict(plan), "repo": str(plan.repo), "out": str(plan.out)},
+        "plan": {**asdict(plan), "repo": str(plan.repo), "out": str(plan.out),
+                 "cache": str(plan.cache) if plan.cache else None},
         "blocks": [asdict(b) for b in blocks],
     }
     (plan.out / "ab.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from suite.results import stats
 from suite.results.baselines import RunFigures
@@ -152,6 +152,8 @@ class PairReport:
     warnings: list[str] = field(default_factory=list)  # e.g. a run made on a loaded host
     mode: str = "tta"  # tta: seeds and Mann-Whitney; throughput: A/B step times and a bootstrap interval
     floor_note: str = ""  # a candidate's own floor that was ignored, a measured floor that did not apply
+    rcp: dict[str, Any] | None = None  # the convergence guard's verdict (suite/compare/rcp_guard.py: RcpCheck)
+    rcp_note: str = ""  # why an RCP that exists could not be applied
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.name == name), None)

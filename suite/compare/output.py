@@ -66,7 +66,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
         "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
         "mode": p.mode, "floor_note": p.floor_note,
-        "warnings": p.warnings,
+        "warnings": p.warnings, "rcp": p.rcp, "rcp_note": p.rcp_note,
     } for p in report.pairs]
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -138,6 +138,9 @@ def _row(p: PairReport) -> str:
     base = fmt(tta.baseline.center if tta and tta.baseline else None, "s")
     cand = fmt(tta.candidate.center if tta and tta.candidate else None, "s")
     why = p.reason or p.cause or ""
+    if p.rcp and p.rcp.get("verdict") == "converged faster than the reference":
+        why = f"⚑ converged faster than the reference (RCP), time to target normalized x{p.rcp['norm_factor']:.3f}" + (
+            f"; {why}" if why else "")
     if p.verdict == REGRESSED and not p.cause:
         why = ", ".join(f"{m.label} {_ratio_text(m)}" for m in p.metrics if m.gating and m.verdict == REGRESSED)
     return (f"| {ICON[p.verdict]} {p.verdict} | `{p.workload}` | {p.backend} | {p.hardware} | "
@@ -205,6 +208,25 @@ def to_markdown(report: Report, max_chars: int = MARKDOWN_MAX_CHARS) -> str:
     return "\n".join(head + table + details + tail)
 
 
+def rcp_lines(p: PairReport) -> list[str]:
+    """The convergence guard's verdict (MLPerf's RCP check), raw and normalized time to target side by side."""
+    if p.rcp_note and not p.rcp:
+        return [f"RCP: {p.rcp_note}", ""]
+    r = p.rcp
+    if not r:
+        return []
+    mark = "**⚑ converged faster than the reference**" if r["verdict"] == "converged faster than the reference" \
+        else f"RCP: {r['verdict']}"
+    norm = ""
+    if r.get("tta_raw_s") is not None and r["norm_factor"] > 1:
+        norm = (f"; time to target normalized as MLPerf does: {fmt(r['tta_normalized_s'], 's')} (raw "
+                f"{fmt(r['tta_raw_s'], 's')}, x{r['norm_factor']:.4f} = reference mean / candidate mean)")
+    return [f"{mark} — samples to target {r['candidate_mean']:.6g} (olympic mean of {r['candidate_seeds']}) vs the "
+            f"reference {r['reference_mean']:.6g} ± {r['reference_stdev']:.3g} ({r['reference_seeds']} seeds, global "
+            f"batch {r['global_batch_size']}, {r['how']}); significantly faster below {r['min_mean']:.6g} "
+            f"(one-sided p {r['p_faster']:.3g}, MLPerf's rcp_checker at p = 0.05){norm}. RCP: `{r['source']}`", ""]
+
+
 def _pair_details(p: PairReport) -> list[str]:
     def rate(x: SideInfo) -> str:
         return f"{x.runs} run(s), {x.reached} reached" + (f" ({x.success_rate:.0%})" if x.runs else "")
@@ -219,6 +241,7 @@ def _pair_details(p: PairReport) -> list[str]:
     out += [f"**warning:** {w}" for w in p.warnings] + ([""] if p.warnings else [])
     if p.cause:
         out += [f"**cause of the time-to-target change:** {p.cause} — {p.cause_detail}", ""]
+    out += rcp_lines(p)
     if p.metrics:
         out += ["| metric | baseline (center, min–max, n) | candidate (center, min–max, n) | ratio | p (beyond floor) | verdict |",
                 "|---|---|---|---|---|---|"]
@@ -300,6 +323,7 @@ def report_from_json(data: Any, source: str) -> Report:
             _side_of(p["candidate"]), float(_num(p["noise_floor"]) or 0.0), p["noise_floor_source"],
             str(p["reason"]), p["cause"], str(p["cause_detail"]), [_metric_of(m) for m in p["metrics"]],
             [str(w) for w in p.get("warnings", [])], str(p.get("mode", "tta")), str(p.get("floor_note", "")),
+            p.get("rcp") if isinstance(p.get("rcp"), dict) else None, str(p.get("rcp_note", "")),
         ) for p in data["pairs"]]
         summary = data["summary"]
         return Report(settings, pairs, [str(e) for e in data["errors"]], int(summary["baseline_files"]),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from suite.compare import ab_verdict as compare_ab
+from suite.compare import rcp_guard
 from suite.compare.ab_verdict import CompareInputError
 from suite.compare.model import (  # noqa: F401 - the model is part of this module's API
     DEFAULT_ALPHA,
@@ -62,6 +63,8 @@ from suite.results import key as compare_key
 from suite.results import stats
 from suite.results.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
 from suite.results.noise_floor import FloorError, NoiseFloor, check_floor
+from suite.results.rcp import RCP
+from suite.results.rcp import newest as newest_rcps
 
 # ---- one metric --------------------------------------------------------------------------------------------
 
@@ -196,7 +199,31 @@ def _ignored_floor(cand_floor: float | None, used: float) -> str:
             "cannot widen the floor it is judged by")
 
 
-def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Settings) -> PairReport:
+def apply_rcp(pair: PairReport, spec_hash: str, b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures],
+              cand: Side, rcps: dict[tuple[str, str], RCP], s: Settings) -> None:
+    """The convergence guard: the RCP verdict, and a candidate faster than the reference mean judged on its time
+    to target normalized as MLPerf does (x reference mean / candidate mean), the raw figure kept beside it."""
+    found = rcp_guard.guard(pair.workload, spec_hash, c_runs, cand.sources, rcps)
+    if isinstance(found, str):
+        pair.rcp_note = found
+        return
+    if found is None:
+        return
+    pair.rcp = dict(found.__dict__)
+    if found.norm_factor <= 1 or not pair.metrics:
+        return
+    scaled = [r.model_copy(update={"time_to_target_s": r.time_to_target_s * found.norm_factor})
+              if r.time_to_target_s is not None else r for r in c_runs]
+    i = next(i for i, m in enumerate(pair.metrics) if m.name == "time_to_target_s")
+    m = compare_metric(METRICS[i], b_runs, scaled, pair.noise_floor, s)
+    raw = pair.metrics[i].candidate
+    m.note = "; ".join(x for x in (f"candidate normalized x{found.norm_factor:.4f} by its RCP (raw center "
+                                   f"{fmt(raw.center if raw else None, 's')})", m.note) if x)
+    pair.metrics[i] = m
+
+
+def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Settings,
+                  rcps: dict[tuple[str, str], RCP] | None = None) -> PairReport:
     floor = base.noise_floor.get(spec_hash)  # the baseline's floor wins: a PR cannot widen its own margin
     source: Literal["measured", "spec", "default"] = "spec" if floor is not None else "default"
     pair = PairReport(
@@ -215,6 +242,8 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
             pair.metrics.append(r)
         return pair
     pair.metrics = [compare_metric(m, b_runs, c_runs, pair.noise_floor, s) for m in METRICS]
+    if rcps:
+        apply_rcp(pair, spec_hash, b_runs, c_runs, cand, rcps, s)
     if (few := too_few_seeds(len(b_runs), len(c_runs), s)) is not None:
         pair.verdict, pair.reason = NOT_COMPARABLE, few
         return pair
@@ -274,7 +303,8 @@ def _short(h: str, side: Side) -> str:
     return f"{h}" + (f" (workload version {v})" if v is not None else "")
 
 
-def compare_sides(base: dict[SideKey, Side], cand: dict[SideKey, Side], s: Settings) -> list[PairReport]:
+def compare_sides(base: dict[SideKey, Side], cand: dict[SideKey, Side], s: Settings,
+                  rcps: dict[tuple[str, str], RCP] | None = None) -> list[PairReport]:
     pairs: list[PairReport] = []
     hardware_of: dict[tuple[str, str], list[str]] = {}
     for k in base:
@@ -295,7 +325,7 @@ def compare_sides(base: dict[SideKey, Side], cand: dict[SideKey, Side], s: Setti
             continue
         matched = sorted(set(b.by_spec) & set(c.by_spec))
         for h in matched:
-            pairs.append(_compare_pair(key, b, c, h, s))
+            pairs.append(_compare_pair(key, b, c, h, s, rcps))
         for h in sorted(set(c.by_spec) - set(b.by_spec)):
             have = ", ".join(_short(x, b) for x in sorted(b.by_spec))
             pairs.append(_unpaired(
@@ -328,7 +358,8 @@ def compare(
     parts, left_out = compare_ab.split_modes(b, c)
     pairs: list[PairReport] = []
     for mode, (bm, cm) in parts.items():
-        pairs += compare_throughput(bm, cm, s) if mode == "throughput" else compare_sides(sides(bm), sides(cm), s)
+        pairs += (compare_throughput(bm, cm, s) if mode == "throughput"
+                  else compare_sides(sides(bm), sides(cm), s, newest_rcps(b.rcps)))
     pairs.sort(key=lambda p: (p.severity, p.workload, p.backend, p.hardware))
     return Report(s, pairs, b.errors + c.errors, b.files, c.files, left_out)
 

@@ -1,8 +1,9 @@
 """GitHub REST client over requests: sticky PR comments, commit statuses and check runs, job summaries,
-workflow artifacts, runner registration tokens and change-point issues, with bounded retries and a token that never leaks.
+workflow artifacts, runner registration tokens, change-point issues and workflow dispatches (the nightly's bisect),
+with bounded retries and a token that never leaks.
 
 Modules: `transport` (token, errors, retries, one call, origin check), `pagination`, `artifacts`
-(download + safe zip extraction), `runners` (registration), `client` (the `GitHub` class the CLI uses).
+(download + safe zip extraction), `runners` (registration), `workflows` (workflow_dispatch), `client` (the `GitHub` class the CLI uses).
 """
 
 from suite.github.artifacts import safe_extract

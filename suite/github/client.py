@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from suite.github import artifacts, runners
+from suite.github import artifacts, runners, workflows
 from suite.github.pagination import paginate
 from suite.github.transport import NotFound, Transport, check_repo, check_sha
 
@@ -98,6 +98,9 @@ class GitHub(Transport):
 
     def runner_registration_token(self, repo: str | None = None, org: str | None = None) -> dict[str, Any]:
         return runners.runner_registration_token(self, repo, org)
+
+    def dispatch_workflow(self, repo: str, workflow: str, ref: str, inputs: dict[str, str]) -> None:
+        workflows.dispatch_workflow(self, repo, workflow, ref, inputs)
 
 
 def write_step_summary(markdown: str, path: str | Path | None = None) -> Path:

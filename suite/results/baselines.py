@@ -25,6 +25,7 @@ from suite.results.baseline_schema import (  # noqa: F401 - re-exported
     read_baseline,
 )
 from suite.results.noise_floor import NoiseFloor
+from suite.results.rcp import RCP
 from suite.results.record import ResultError, slug
 from suite.results.runfiles import (  # noqa: F401 - re-exported: compare and the CLI read runs through here
     Loaded,
@@ -44,6 +45,8 @@ def load_baselines(root: Path) -> tuple[list[tuple[Path, Baseline]], list[str]]:
     found: list[tuple[Path, Baseline]] = []
     errors: list[str] = []
     for path in json_files(root):
+        if ".rcp-" in path.name:  # a reference convergence point beside the baseline (suite/results/rcp.py)
+            continue
         try:
             found.append((path, read_baseline(path)))
         except ResultError as e:
@@ -182,6 +185,7 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
     records: list[RunRecord] = []
     baselines: list[tuple[str, Baseline]] = []
     floors: list[NoiseFloor] = []
+    rcps: list[RCP] = []
     errors: list[str] = []
     files = 0
     for root in paths:
@@ -194,6 +198,7 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
             errors += part.errors
             files += part.files
             floors += part.floors
+            rcps += part.rcps
             continue
         for path in json_files(root):
             files += 1
@@ -208,6 +213,8 @@ def load_paths(paths: Iterable[Path], strict: bool = False, validate: bool = Fal
                 baselines.append((str(path), item))
             elif isinstance(item, NoiseFloor):
                 floors.append(item)
+            elif isinstance(item, RCP):
+                rcps.append(item)
             else:
                 records.append(item)
-    return Loaded(records, baselines, errors, files, floors)
+    return Loaded(records, baselines, errors, files, floors, rcps)

@@ -20,6 +20,7 @@ from suite.results.conditions import load_warning, pause_warning
 from suite.results.lean import DECODER as LEAN_DECODER
 from suite.results.lean import LeanResult, started_at_iso
 from suite.results.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
+from suite.results.rcp import RCP, RCP_KIND, parse_rcp
 from suite.results.record import MAX_RESULT_BYTES, Result, ResultError, parse_result
 from suite.results.record import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
 from suite.results.stats import RunFigures, figures_of, peak_memory, time_per_step
@@ -111,7 +112,7 @@ def _lean_record(d: LeanResult, started_at: str, source: str) -> RunRecord:
     )
 
 
-def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline | NoiseFloor:
+def read_file(path: Path, validate: bool = False) -> RunRecord | Baseline | NoiseFloor | RCP:
     """One result file (-> RunRecord) or baseline file (-> Baseline); ResultError names the file on failure."""
     source = str(path)
     try:
@@ -140,7 +141,7 @@ def _lean(text: bytes, source: str) -> RunRecord | None:
     return _lean_record(d, started_at, source)
 
 
-def _classify(text: bytes, source: str, validate: bool) -> RunRecord | Baseline | NoiseFloor:
+def _classify(text: bytes, source: str, validate: bool) -> RunRecord | Baseline | NoiseFloor | RCP:
     if not validate:  # the common case first: a current result file, decoded once
         record = _lean(text, source)
         if record is not None:
@@ -159,6 +160,8 @@ def _classify(text: bytes, source: str, validate: bool) -> RunRecord | Baseline 
         return parse_baseline(json.loads(decoded), source)
     if kind == FLOOR_KIND:
         return parse_floor(json.loads(decoded), source)
+    if kind == RCP_KIND:
+        return parse_rcp(json.loads(decoded), source)
     # an older schema, --validate, or a file the lean mirror refused: the full schema decides, so every reader
     # gives one verdict per file (the lean decoder once refused "mfu": "NaN", the writer's own encoding of a NaN,
     # and accepted unknown fields, which the full schema refuses)
@@ -172,6 +175,7 @@ class Loaded:
     errors: list[str]
     files: int
     floors: list[NoiseFloor] = field(default_factory=list)
+    rcps: list[RCP] = field(default_factory=list)  # reference convergence points beside the baselines
 
 
 def sides(loaded: Loaded) -> dict[SideKey, Side]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from suite.results import rcp as rcp_files
 from suite.results.conditions import load_warning
 from suite.results.record import Result, load_results
 from suite.site import units as site_units
@@ -257,8 +258,11 @@ def _build_locked(results: Path, out: Path, baselines: Path | None, compare: Seq
     root = results if results.is_dir() else results.parent
     with collector_paused():  # submissions: long-lived objects, no garbage cycles
         workloads = workloads_of(inputs.units, inputs.featured, inputs.domains)
+    rcps, rcp_errors = rcp_files.load_rcps(baselines)
+    base_errors += rcp_errors
     for w in workloads:
         w.baselines = [b for b in base if b.workload == w.name]
+        w.rcp = max((r for r in rcps if r.benchmark == w.name), key=lambda r: (r.made_at, r.source), default=None)
     views: list[CompareView] = [compare_view(p, i) for i, p in enumerate(compare)]
     study_views: list[StudyView] = [study_view(p, i) for i, p in enumerate(studies)]
     view_errors = [v.error for v in views if v.error] + [v.error for v in study_views if v.error]

@@ -134,12 +134,16 @@ def line_chart(
     title: str = "",
     chart_id: str = "",
     markers: Sequence[tuple[float, str]] = (),
+    x_bands: Sequence[tuple[float, float, str]] = (),
 ) -> Markup:
     """An inline SVG line/scatter chart. Points at y=inf go into a labelled band above the plot. `markers`:
-    (x, label) drawn as dashed vertical lines (change points found by suite/compare/history.py)."""
+    (x, label) drawn as dashed vertical lines (change points found by suite/compare/history.py). `x_bands`:
+    (x from, x to, label) shaded across the plot (a workload's reference convergence band, its RCP)."""
     finite = [p for s in series for p in s.points if math.isfinite(p.y) and math.isfinite(p.x)]
     has_inf = any(math.isinf(p.y) for s in series for p in s.points)
     xs = [p.x for s in series for p in s.points if math.isfinite(p.x) and (x_kind != "log" or p.x > 0)]
+    if xs:
+        xs += [x for lo, hi, _ in x_bands for x in (lo, hi) if math.isfinite(x) and (x_kind != "log" or x > 0)]
     ys = [p.y for p in finite] + [r.y for r in ref_lines if math.isfinite(r.y)]
     if y_kind == "log":
         ys = [y for y in ys if y > 0]
@@ -230,6 +234,12 @@ def line_chart(
         out.append(f'<text class="inf-label" x="{left + 4}" y="{top - 14}">not reached ↓</text>')
         out.append(f'<line class="inf-band" x1="{left}" x2="{left + pw}" y1="{top - 10}" y2="{top - 10}"/>')
     out.append("</g>")
+    for lo, hi, label in x_bands:
+        if math.isfinite(lo) and math.isfinite(hi) and (x_kind != "log" or lo > 0):
+            x1, x2 = sx(lo), sx(hi)
+            out.append(f'<g class="rcp-band"><rect x="{x1:.1f}" y="{top}" width="{max(x2 - x1, 1.0):.1f}" '
+                       f'height="{ph}"/><text x="{x1 + 3:.1f}" y="{top + 12}">{_escape_text(label)}</text>'
+                       f"<title>{_escape_text(label)}</title></g>")
     for r in ref_lines:
         if not math.isfinite(r.y) or (y_kind == "log" and r.y <= 0):
             continue

@@ -333,6 +333,7 @@ class Workload:
     featured: list[Submission] = field(default_factory=list)  # by (timestamp, order)
     latest: RunRow | None = None
     baselines: list[Baseline] = field(default_factory=list)
+    rcp: Any = None  # the newest reference convergence point (suite.results.rcp.RCP) beside the baselines
     month_subs: dict[str, list[Submission]] = field(default_factory=dict)  # months whose rows were read
     month_runs: dict[str, list[RunRow]] = field(default_factory=dict)
     history: list[SubSummary] = field(default_factory=list)
@@ -357,9 +358,32 @@ class Workload:
             cur = by_hash[s.spec_hash].get(k)
             if cur is None or s.timestamp > cur.timestamp:
                 by_hash[s.spec_hash][k] = s
-        boards = [(h, rank(list(rows.values()))) for h, rows in by_hash.items()]
+        # MLPerf ranks a submission that converged faster than its reference by its normalized time (stable: ties
+        # keep rank()'s order)
+        boards = [(h, sorted(rank(list(rows.values())), key=self.ranked_tta)) for h, rows in by_hash.items()]
         boards.sort(key=lambda hb: (-max(s.timestamp for s in hb[1]), hb[0]))
         return boards
+
+    def rcp_check(self, s: Submission) -> Any:
+        """The convergence guard's verdict on a submission of the RCP's spec (suite/compare/rcp_guard.py), else None;
+        `faster` is set when it converged significantly faster than the reference."""
+        if self.rcp is None or s.spec_hash != self.rcp.spec_hash or len(s.runs) < 3:
+            return None
+        from suite.compare import rcp_guard
+
+        bs = self.rcp.global_batch_size
+        samples = [float(r.steps_to_target) * bs if r.steps_to_target is not None and r.status == "reached"
+                   else math.inf for r in s.runs]
+        out = rcp_guard.check_samples(self.rcp.as_mlperf(), self.rcp.benchmark, bs, samples, self.rcp.source)
+        if isinstance(out, str):
+            return None
+        tta = s.agg.tta_olympic_s
+        return {"faster": out.verdict == rcp_guard.FASTER, "norm_factor": out.norm_factor, "p": out.p_faster,
+                "tta_normalized_s": tta * out.norm_factor if math.isfinite(tta) else tta}
+
+    def ranked_tta(self, s: Submission) -> float:
+        chk = self.rcp_check(s)
+        return chk["tta_normalized_s"] if chk and chk["faster"] else s.agg.tta_olympic_s
 
     def baseline_for(self, s: Submission) -> Baseline | None:
         """The baseline of the same hardware and backend, preferring one of the same spec hash."""

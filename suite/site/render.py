@@ -165,6 +165,40 @@ def convergence_chart(w: Workload, picks: Picks, points: dict[str, Curve]) -> tu
                              width=2 * CHART_W, chart_id="chart-convergence"), len(series)
 
 
+def rcp_chart(w: Workload, picks: Picks, points: dict[str, Curve]) -> Any:
+    """The convergence chart by samples (step x the RCP's global batch size) of the runs of the RCP's spec, with the
+    reference's band (olympic mean +- one standard deviation of its samples to target) and the line below which a
+    10-seed candidate converged significantly faster (mlperf_logging's checker, suite/compare/rcp_guard.py)."""
+    from suite.compare import rcp_guard
+
+    rcp = w.rcp
+    if rcp is None:
+        return None
+    picked, metric = picks
+    colours = palette(w)
+    bs = rcp.global_batch_size
+    series = []
+    for name, rr in picked:
+        if rr.spec_hash != rcp.spec_hash:
+            continue
+        pts = [charts.Point(step * bs, value, f"{step * bs:,} samples (step {step}): {metric} {value:.4g}")
+               for step, _, value in points.get(rr.rel, [])]
+        series.append(charts.Series(f"{name} · seed {rr.seed}", pts, group=name, colour=colours[name]))
+    c = rcp_guard._checker(rcp.as_mlperf(), rcp.benchmark, max(3, len(rcp.samples_to_target) // 2))
+    ref = next(iter(c.rcp_data.values()))
+    mean, sd, fastest = float(ref["RCP Mean"]), float(ref["RCP Stdev"]), float(ref["Min Epochs"])
+    target = target_value(w.target)
+    refs = [charts.RefLine(target, f"target {metric} {charts.fmt_num(target)}")] if target is not None else []
+    band = (mean - sd, mean + sd, f"RCP {charts.fmt_num(mean)} ± {charts.fmt_num(sd)} samples "
+            f"({len(rcp.samples_to_target)} seeds, batch {bs})")
+    return charts.line_chart(series, x_label=f"samples (steps x global batch {bs})", y_label=f"eval {metric}",
+                             ref_lines=refs, x_bands=[band],
+                             markers=[(fastest, f"below {charts.fmt_num(fastest)} samples a {len(rcp.seeds) // 2}"
+                                       "-seed mean converged significantly faster than the reference")],
+                             title="Convergence by samples against the reference (RCP)", width=2 * CHART_W,
+                             chart_id="chart-convergence-rcp")
+
+
 def _points(curve: Curve, metric: str | None, max_points: int = downsample.MAX_CURVE_POINTS,
             target: dict[str, Any] | None = None) -> list[charts.Point]:
     """The chart points of a curve, down-sampled past `max_points` (the target's crossing kept)."""

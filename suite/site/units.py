@@ -177,7 +177,7 @@ def plan(workloads: list[Workload], old_units: dict[str, Any], old_pages: dict[s
             up.rows = up.render or not fresh
             mine.append(up)
         wd = digest(common, w.name, w.domain, [(b.path, repr(b.agg)) for b in w.baselines],
-                    [(u.month, u.checksum, u.n_runs) for u in w.units])
+                    [(u.month, u.checksum, u.n_runs) for u in w.units], w.rcp.source if w.rcp else None)
         if not kept(w.page, wd):
             p.workload_pages[w.page] = wd
             mine[-1].rows = True  # the workload page lists the newest month

@@ -11,7 +11,14 @@ from typing import Any
 from suite.site import pages
 from suite.site import units as site_units
 from suite.site.pages import Job
-from suite.site.render import MAX_CURVES, CurveSource, convergence_chart, convergence_picks, history_charts
+from suite.site.render import (
+    MAX_CURVES,
+    CurveSource,
+    convergence_chart,
+    convergence_picks,
+    history_charts,
+    rcp_chart,
+)
 from suite.site.tables import run_rows, submission_rows
 from suite.site.units import Plan, UnitPlan
 
@@ -56,6 +63,7 @@ def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, 
         newest = w.newest
         earlier = [(up.unit.month, up.page, up.unit.n_runs) for up in ups if up.unit.month != newest]
         pages.render_page(job, w.page, "workload.html", w=w, history=charts, convergence=curve, n_curves=n_curves,
+                          rcp_chart=rcp_chart(w, pick, pts),
                           max_curves=MAX_CURVES, month=newest, months=earlier,
                           sub_rows=submission_rows(w.month_subs[newest], "../"),
                           run_rows=run_rows(w.month_runs[newest], "../"))

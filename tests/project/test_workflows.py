@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 WF = ROOT / ".github" / "workflows"
-NAMES = ["ci.yml", "bench-pr.yml", "bench-comment.yml", "nightly.yml"]
+NAMES = ["ci.yml", "bench-pr.yml", "bench-comment.yml", "nightly.yml", "bisect.yml"]
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
 
@@ -199,9 +199,10 @@ def test_nightly_runs_main_only_and_only_publish_writes():
             assert step["with"]["ref"] in ("main", "results"), job_id
     writers = {j for j, job in wf["jobs"].items() if "write" in str(job["permissions"])}
     assert writers == {"publish", "deploy", "history"}
-    assert wf["jobs"]["history"]["permissions"] == {"contents": "read", "issues": "write"}
+    assert wf["jobs"]["history"]["permissions"] == {"contents": "read", "issues": "write", "actions": "write"}
     history = " ".join(s.get("run", "") for s in wf["jobs"]["history"]["steps"])
     assert "trainbench history" in history and "$GITHUB_STEP_SUMMARY" in history and "gh change-issues" in history
+    assert "--bisect-workflow bisect.yml" in history
     assert wf["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
     assert wf["jobs"]["deploy"]["environment"]["name"] == "github-pages"
 
@@ -357,9 +358,28 @@ def test_the_expression_evaluator_itself():
 
 
 def test_every_self_hosted_job_is_in_a_gated_or_trusted_workflow():
-    """Self-hosted runners appear only in bench-pr (gated above) and nightly (main, schedule/dispatch)."""
+    """Self-hosted runners appear only in bench-pr (gated above), nightly (main, schedule/dispatch) and bisect
+    (main, dispatch only: started by the nightly or a maintainer)."""
     users = {n for n in NAMES if "self-hosted" in (WF / n).read_text().split("jobs:", 1)[1]}
-    assert users == {"bench-pr.yml", "nightly.yml"}
+    assert users == {"bench-pr.yml", "nightly.yml", "bisect.yml"}
+
+
+def test_bisect_runs_main_on_dispatch_and_only_its_post_job_writes():
+    """bisect.yml: workflow_dispatch only (the nightly starts it with the range); the self-hosted job checks out
+    main with history and can write nothing; the job that comments runs on a hosted runner and runs no benchmark."""
+    wf = load("bisect.yml")
+    assert set(wf["on"]) == {"workflow_dispatch"}
+    assert set(wf["on"]["workflow_dispatch"]["inputs"]) == {"good", "bad", "workload", "metric", "runner", "backend",
+                                                           "issue"}
+    bisect, post = wf["jobs"]["bisect"], wf["jobs"]["post"]
+    assert bisect["permissions"] == {"contents": "read"} and post["permissions"] == {"issues": "write"}
+    assert "self-hosted" in str(bisect["runs-on"]) and post["runs-on"] == "ubuntu-latest"
+    for job_id, step in steps(wf):
+        if str(step.get("uses", "")).startswith("actions/checkout@"):
+            assert step["with"]["ref"] == "main", job_id
+    run = " ".join(s.get("run", "") for s in bisect["steps"])
+    assert "trainbench bisect" in run and '"$GOOD"' in run
+    assert "post_bisect.sh" in " ".join(s.get("run", "") for s in post["steps"])
 
 
 # ---- the nightly publisher, against a real (local) git remote --------------------------------------------

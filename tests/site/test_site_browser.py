@@ -300,3 +300,42 @@ def test_an_earlier_month_has_its_own_page_that_works_with_and_without_javascrip
     page.locator(".crumbs a", has_text=WL).click()
     assert page.url.endswith(wl.name)
     ctx.close()
+
+
+def test_the_convergence_chart_by_samples_shows_the_rcp_band(tab: Page, tmp_path: Path) -> None:
+    """A workload with an RCP beside its baselines: its page draws the curves of the RCP's spec by samples with the
+    reference band (mean +- sd) and the significantly-faster line; the page without one draws no such chart."""
+    from support.site_factory import make_result
+
+    from suite.results.baseline_schema import Baseline, BaselineAggregate, Provenance
+    from suite.results.rcp import build_rcp, write_rcp
+    from suite.results.record import write_result
+    from suite.results.stats import RunFigures
+
+    for seed in range(4):
+        write_result(tmp_path / "results", make_result(seed=seed, tta_s=10.0 + seed, evals=6))
+    runs = [RunFigures(run_id=f"r{i}", seed=i, status="reached", time_to_target_s=10.0, steps_to_target=s)
+            for i, s in enumerate([500, 520, 480, 510, 530, 490, 505, 515])]
+    from suite.results import stats
+
+    bl = Baseline(hardware="nvidia-h200-x8", workload="cv/digits_cnn", workload_version=1, backend="torch",
+                  spec_hash="55c3975e2cfc18aa", noise_floor=None, aggregate=BaselineAggregate.of(stats.aggregate(runs)),
+                  runs=runs, provenance=Provenance(run_ids=[], result_files=[], result_git_shas=[],
+                                                   result_git_dirty=False, promoted_at="2026-12-01T00:00:00+00:00"))
+    write_rcp(tmp_path / "baselines", build_rcp(bl, "baselines/x.json", 64))
+    build_site(tmp_path / "results", tmp_path / "out", baselines=tmp_path / "baselines")
+    tab.open(next((tmp_path / "out" / "w").glob("cv-*.html")))
+    chart = tab.page.locator("#chart-convergence-rcp")
+    assert chart.count() == 1
+    assert chart.locator(".rcp-band rect").count() == 1 and "RCP 32.4k ± 970 samples (8 seeds, batch 64)" in chart.locator(".rcp-band text").text_content()
+    assert chart.locator(".change-point").count() == 1
+    assert chart.locator("circle.pt").count() == 4 * 6  # every seed's evaluations, by samples
+    box = chart.locator(".rcp-band rect").bounding_box()
+    assert box is not None and box["width"] > 5 and box["height"] > 50
+    # the seeds reached the target in 120 steps (7,680 samples), far below the reference: flagged on the
+    # leaderboard, the time to target normalized as MLPerf does (x reference mean / their mean), the raw beside it
+    cell = tab.page.locator("table.lb td.rcp-faster").first
+    assert "converged faster than the reference" in cell.text_content() and "raw 11.5" in cell.text_content()
+    factor = 32426.67 / 7680  # the RCP's olympic mean of samples / the seeds' (every seed 120 steps x 64)
+    assert float(cell.get_attribute("data-sort")) == pytest.approx(11.5 * factor, rel=0.01)
+    assert tab.console == []

@@ -279,12 +279,14 @@ def compare_inputs(root: Path, strict: bool, validate: bool, refresh: bool = Tru
     baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
     from suite.results.baseline_schema import Baseline
     from suite.results.noise_floor import NoiseFloor
+    from suite.results.rcp import RCP
     from suite.results.runfiles import Loaded, read_file
 
     recs, _ = records(root, refresh=refresh)
     bad = query(root, "SELECT path, source, error FROM files WHERE error IS NOT NULL", refresh=False)
     baselines: list[tuple[str, Any]] = []
     floors: list[Any] = []
+    rcps: list[Any] = []
     errors: list[str] = []
     for rel, source, error in sorted(bad, key=lambda r: _path_key(r[0])):
         if source:  # a bad member of an archive: only the index's message exists
@@ -303,10 +305,12 @@ def compare_inputs(root: Path, strict: bool, validate: bool, refresh: bool = Tru
             baselines.append((str(root / rel), item))
         elif isinstance(item, NoiseFloor):  # a measured A/A floor (trainbench calibrate) beside the baselines
             floors.append(item)
+        elif isinstance(item, RCP):  # a reference convergence point (trainbench baseline rcp)
+            rcps.append(item)
         else:  # changed since it was indexed: read now, indexed by the next update
             recs.append(item)
     n_files = query(root, "SELECT count(*) FROM files", refresh=False)[0][0]
-    return Loaded(recs, baselines, errors, n_files, floors)
+    return Loaded(recs, baselines, errors, n_files, floors, rcps)
 
 
 def nights(root: Path, refresh: bool = True) -> list[str]:
