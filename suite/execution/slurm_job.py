@@ -28,6 +28,7 @@ INTERRUPTED = {"CANCELLED": "cancelled (scancel)", "TIMEOUT": "reached its time 
                "PREEMPTED": "preempted", "DEADLINE": "reached its deadline"}
 FAILED = {"NODE_FAIL": "lost its node (node failure)", "BOOT_FAIL": "could not boot its node",
           "OUT_OF_MEMORY": "ran out of memory (Slurm's memory limit)", "FAILED": "failed"}
+REASON_STATE = {"TimeLimit": "TIMEOUT", "NodeDown": "NODE_FAIL"}  # scontrol's Reason of a job being ended
 TIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$")
 QUERY_TIMEOUT_S = 30
 
@@ -178,19 +179,21 @@ def queued(job_ids: list[str]) -> dict[str, str]:
     return out
 
 
-def job_state(job_id: str, live: bool = False) -> JobState | None:
+def job_state(job_id: str) -> JobState | None:
     """How a job ended (or stands): sacct when accounting is on, else the job completion log (sacct -c), else
-    scontrol (which keeps an ended job for MinJobAge). `live`: scontrol first (inside a job being ended, the
-    controller knows before the accounting database does)."""
-    order = (_scontrol, _sacct, _sacct_completion) if live else (_sacct, _sacct_completion, _scontrol)
-    for ask in order:
+    scontrol (which keeps an ended job for MinJobAge). The first that names a final state wins: while Slurm
+    ends a job (its processes have its SIGTERM) scontrol and squeue say only COMPLETING, but Slurm has logged
+    the reason (CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL) to accounting and the completion log already."""
+    first = None
+    for ask in (_sacct, _sacct_completion, _scontrol):
         try:
             got = ask(job_id)
         except SlurmError:
             got = None
-        if got is not None:
+        if got is not None and got.state in FINAL:
             return got
-    return None
+        first = first or got
+    return first
 
 
 def _sacct(job_id: str, completion: bool = False) -> JobState | None:
@@ -214,6 +217,8 @@ def _scontrol(job_id: str) -> JobState | None:
     if p.returncode != 0 or "JobState=" not in p.stdout:
         return None
     fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f)
+    if fields.get("JobState") == "COMPLETING" and fields.get("Reason") in REASON_STATE:  # no accounting at all
+        fields["JobState"] = REASON_STATE[fields["Reason"]]
     return JobState(fields.get("JobState", "UNKNOWN"), fields.get("Reason", ""), fields.get("ExitCode", ""),
                     "scontrol", started=fields.get("NodeList", "(null)") not in ("", "(null)"))
 
@@ -246,7 +251,7 @@ def slurm_reason(result: Any) -> Any:
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id or result.status not in ("interrupted", "error"):
         return result
-    state = job_state(job_id, live=True)
+    state = job_state(job_id)
     if state is None or (state.state not in INTERRUPTED and state.state not in FAILED):
         return result
     status = "error" if state.state in FAILED else result.status

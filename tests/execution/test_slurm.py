@@ -108,8 +108,12 @@ def test_a_hang_a_crash_and_a_job_killed_whole_are_recorded(slurm_cluster, tmp_p
     tag = uuid.uuid4().hex
     proc = _start(slurm_cluster, [hang, crash, killed], tmp_path / "res", tag)
     try:
-        # every process of the job at once (its node's parent too): nothing on the node can record the run
-        slurm_cluster.run("scancel", "--signal=KILL", "--full", _job(slurm_cluster, tmp_path / "killed.ready"))
+        # every process of the job at once, its node-side parent first: nothing on the node can record the run
+        _job(slurm_cluster, tmp_path / "killed.ready")
+        worker = int((tmp_path / "killed.ready").read_text())
+        host = int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(host, signal.SIGKILL)
+        os.kill(worker, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=MARGIN_S * 3)
     finally:
         if proc.poll() is None:
@@ -130,33 +134,38 @@ def test_a_hang_a_crash_and_a_job_killed_whole_are_recorded(slurm_cluster, tmp_p
 
 @pytest.mark.slow
 def test_scancel_time_limit_preemption_and_node_failure_are_recorded_with_slurms_reason(slurm_cluster, tmp_path):
-    """Two invocations: `cancel` and `timeout` in the `urgent` partition (never preempted), `preempt` and
-    `node_fail` in `debug`. The time limit is shortened to now once the run trains (Slurm ends it at its next
-    time-limit check, every 30 s); the cancel and the preemption happen meanwhile, the node failure after."""
+    """`cancel` and `timeout` run in the `urgent` partition (never preempted), `preempt` and then `node_fail` in
+    `debug`, each invocation started when the one before trains. The time limit is shortened to now once the
+    run trains (Slurm ends it at its next time-limit check, every 30 s); the cancel and the preemption happen
+    meanwhile, the node failure after."""
     cluster = slurm_cluster
     tag = uuid.uuid4().hex
     res = tmp_path / "res"
     first = _start(cluster, [_slow(tmp_path, "cancel"), _slow(tmp_path, "timeout")], res, tag,
                    "--slurm", "partition=urgent")
-    second = _start(cluster, [_slow(tmp_path, "preempt"), _slow(tmp_path, "node_fail")], res, tag,
-                    "--slurm", "partition=debug")
+    second = third = None
     try:
-        cluster.run("scancel", _job(cluster, tmp_path / "cancel.ready"))
-        cluster.end_now(_job(cluster, tmp_path / "timeout.ready"))
+        cancelled, timed_out = (_job(cluster, tmp_path / f"{n}.ready") for n in ("cancel", "timeout"))
+        second = _start(cluster, [_slow(tmp_path, "preempt")], res, tag, "--slurm", "partition=debug")
+        cluster.run("scancel", cancelled)
+        cluster.end_now(timed_out)
         preempted = _job(cluster, tmp_path / "preempt.ready")  # in the CPU that `cancel` left
-        cluster.preempt()  # the node is full (`timeout` is urgent too): `preempt` makes room
-        wait_for(lambda: cluster.state(preempted) == "PREEMPTED", MARGIN_S, "the preemption")
-        out_first, err_first = first.communicate(timeout=MARGIN_S * 2)  # `timeout` ended (its time limit)
-        _job(cluster, tmp_path / "node_fail.ready")  # trains alone now
-        cluster.fail_node()
+        cluster.preempt(cpus=2)  # runs once `timeout` has ended, making room by preempting `preempt`
+        wait_for(lambda: cluster.state(preempted) in ("PREEMPTED", "COMPLETING"), MARGIN_S * 2, "the preemption")
+        out_first, err_first = first.communicate(timeout=MARGIN_S * 2)
         out_second, err_second = second.communicate(timeout=MARGIN_S * 2)
-    finally:
-        for p in (first, second):
-            if p.poll() is None:
+        third = _start(cluster, [_slow(tmp_path, "node_fail")], res, tag)
+        _job(cluster, tmp_path / "node_fail.ready")
+        cluster.fail_node()
+        out_third, err_third = third.communicate(timeout=MARGIN_S * 2)
+    except BaseException:
+        for p in (first, second, third):
+            if p is not None and p.poll() is None:
                 p.kill()
-        cluster.wait_idle()
-    assert first.returncode == 1 and second.returncode == 1, (err_first[-2000:], err_second[-2000:])
-    assert len(json_rows(out_first)) == 2 and len(json_rows(out_second)) == 2
+        raise
+    cluster.wait_idle()
+    assert [p.returncode for p in (first, second, third)] == [1, 1, 1], (err_first, err_second, err_third)
+    assert [len(json_rows(out)) for out in (out_first, out_second, out_third)] == [2, 1, 1]
     got = _records(res)
     want = {"cancel": ("interrupted", "cancelled (scancel) (CANCELLED"),
             "timeout": ("interrupted", "reached its time limit (TIMEOUT"),

@@ -43,10 +43,16 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """n distinct free ports (all held open while choosing, so two are never the same)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 SLURM_CONF = """\
@@ -91,6 +97,10 @@ PartitionName=urgent Nodes={node} MaxTime=INFINITE State=UP PriorityTier=2
 """
 
 
+class PortTaken(RuntimeError):
+    pass
+
+
 @dataclass
 class Cluster:
     root: Path
@@ -116,11 +126,26 @@ class Cluster:
 
     # ---- start and stop ----------------------------------------------------------------------------------
 
-    def start(self, timeout_s: float = 60) -> Cluster:
+    def start(self, timeout_s: float = 60, tries: int = 3) -> Cluster:
+        """Start munged, slurmctld and slurmd; wait until the node is idle. A port taken between choosing it and
+        binding it (another process on this machine) is retried with new ports."""
+        for attempt in range(tries):
+            try:
+                return self._start(timeout_s)
+            except PortTaken:
+                self.stop()
+                if attempt == tries - 1:
+                    raise
+        return self
+
+    def _start(self, timeout_s: float) -> Cluster:
         t0 = time.monotonic()
         root = self.root
+        for old in [*root.glob("*.log"), *root.glob("*.out")]:  # a retry starts clean
+            old.unlink()
         for sub in ("state", "spool", "munge"):
-            (root / sub).mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(root / sub, ignore_errors=True)
+            (root / sub).mkdir(parents=True)
         os.chmod(root, 0o755)  # munged refuses a key or socket folder that others may write
         os.chmod(root / "munge", 0o700)
         key = root / "munge" / "munge.key"
@@ -132,8 +157,9 @@ class Cluster:
                                f"--log-file={root / 'munge' / 'munged.log'}",
                                f"--seed-file={root / 'munge' / 'munged.seed'}", "--num-threads=2"])
         _wait(lambda: sock.exists(), 10, "munged's socket", self)
+        ctld_port, slurmd_port = _free_ports(2)
         self.conf.write_text(SLURM_CONF.format(
-            ctld_port=_free_port(), slurmd_port=_free_port(), munge_socket=sock, root=root, node=NODE,
+            ctld_port=ctld_port, slurmd_port=slurmd_port, munge_socket=sock, root=root, node=NODE,
             host=socket.gethostname(), kill_wait=KILL_WAIT_S))
         # no cgroup plugin is used (proctrack/linuxproc, task/none: a container may not delegate cgroups), but
         # slurmd reads this file when present; say so explicitly rather than inherit a system one
@@ -153,7 +179,10 @@ class Cluster:
     def idle(self) -> bool:
         for name, p in self.procs.items():
             if p.poll() is not None:
-                raise RuntimeError(f"{name} exited with {p.returncode}: {self.logs()}")
+                logs = self.logs()
+                if "Address already in use" in logs:
+                    raise PortTaken(name)
+                raise RuntimeError(f"{name} exited with {p.returncode}: {logs}")
         p = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False, timeout=10)
         return p.returncode == 0 and f"{NODE} idle" in p.stdout
 
@@ -196,7 +225,7 @@ class Cluster:
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
             p = self.run("sinfo", "-h", "-N", "-o", "%t", check=False)
-            if p.stdout.strip() == "idle":
+            if set(p.stdout.split()) == {"idle"}:  # one line per partition
                 return
             if "down" in p.stdout or "drain" in p.stdout:
                 self.run("scontrol", "update", f"NodeName={NODE}", "State=RESUME", check=False)
@@ -222,6 +251,7 @@ class Cluster:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self.procs.clear()
 
 
 def _stepd_pids(conf: Path) -> list[int]:
