@@ -34,6 +34,22 @@ def ray_alone():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real one-node Slurm (munged, slurmctld, slurmd; 2 CPUs) for this session, torn down after it
+    (tests/support/slurm_cluster.py). A machine that cannot host one skips with the reason."""
+    from support.slurm_cluster import Cluster, unavailable
+
+    why = unavailable()
+    if why:
+        pytest.skip(f"hardware: {why}")  # `make test` installs it (scripts/install_slurm.sh) where it can
+    cluster = Cluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def digits_path() -> Path:
     return DIGITS

@@ -89,7 +89,8 @@ def run(
     json_: Annotated[bool, typer.Option("--json", help="print the results as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
     fail_fast: Annotated[bool, typer.Option(help="stop at the first run that ends in error or divergence")] = False,
-    executor: Annotated[str, typer.Option(help="inline (one after another) | local (--jobs processes) | ray")] = "inline",
+    executor: Annotated[str, typer.Option(
+        help="inline (one after another) | local (--jobs processes) | ray | slurm (a batch job per run)")] = "inline",
     jobs: Annotated[int, typer.Option(min=1, help="--executor local: parallel processes (threads = cores / jobs)")] = 1,
     address: Annotated[str | None, typer.Option(help="--executor ray: cluster address (default: a local instance)")] = None,
     profile: Annotated[bool, typer.Option(help="write a torch.profiler trace of steps 8-12 (after warm-up)")] = False,
@@ -121,6 +122,9 @@ def run(
     nnodes: Annotated[int, typer.Option(min=1, help="machines of a multi-node run (torchrun --nnodes)")] = 1,
     node_rank: Annotated[int, typer.Option(min=0, help="this machine's place in a multi-node run (0 = node 0)")] = 0,
     rdzv_endpoint: Annotated[str | None, typer.Option(help="HOST:PORT of node 0 for a multi-node run")] = None,
+    slurm: Annotated[list[str] | None, typer.Option(
+        help="--executor slurm: KEY=VALUE (partition, account, time, gpus_per_node, nodes, sbatch, setup, ...) or "
+             "a YAML file of them; repeat it, later ones win; see docs/slurm.md")] = None,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     from suite.backends import layout
@@ -133,7 +137,10 @@ def run(
     try:  # the layout flags are spec overrides: one road for the flag, the spec block and --set
         set_ = [*(set_ or []), *(f"{k}={v}" for k, v in layout.parse_flag(parallel or "").items())]
         set_ += [f"parallel.ac={ac}"] if ac is not None else []
-        rendezvous = layout.torchrun_args(nnodes, node_rank, rdzv_endpoint)
+        if executor == "slurm" and (node_rank or rdzv_endpoint):
+            raise layout.LayoutError("--node-rank and --rdzv-endpoint: under --executor slurm, Slurm places the "
+                                     "nodes and the rendezvous is taken from the job (give --nnodes only)")
+        rendezvous = layout.torchrun_args(1 if executor == "slurm" else nnodes, node_rank, rdzv_endpoint)
     except layout.LayoutError as e:
         raise fail_input(str(e)) from None
     launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
@@ -154,7 +161,8 @@ def run(
     if mlperf_org is not None and not mlperf_org.strip():
         raise fail_input("--mlperf-org: give the submitting organisation's name (not empty)")
     options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
-                             quiet=quiet, isolate=isolate and not launched, torchrun_args=rendezvous)
+                             quiet=quiet, isolate=isolate and not launched, torchrun_args=rendezvous,
+                             slurm=slurm or [], nnodes=nnodes if executor == "slurm" else 1)
     try:
         launch.check(options)
     except ValueError as e:

@@ -42,6 +42,15 @@ class Job:
     parent: tuple[int, str] | None = None  # (pid, start time) of the launching process, watched by every rank
     peak_cache: str | None = None  # measured GEMM peaks shared by the runs of one invocation
     env: dict[str, str] = field(default_factory=dict)  # set in the child before the run
+    amend: str | None = None  # "module:function" Result -> Result, applied to the record before it is written
+
+
+def amender(ref: str) -> Callable[[Result], Result]:
+    """The function a Job's `amend` names (e.g. suite.execution.slurm_node:slurm_reason)."""
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 
 def _watch_parent(runner: Run, parent: tuple[int, str]) -> None:
@@ -65,6 +74,7 @@ def execute_guarded(
     on_written: Callable[[Result, Path | None, str | None], Any] | None = None,
     heartbeat: str | None = None,
     parent: tuple[int, str] | None = None,
+    amend: Callable[[Result], Result] | None = None,
 ) -> tuple[Result, Path | None]:
     """harness.run() with the watchdog armed: rank 0 writes the result, or the watchdog does if the run hangs."""
     runner = Run(req, progress)
@@ -77,6 +87,8 @@ def execute_guarded(
     is_main = runner.dist.is_main
 
     def record(result: Result) -> Path | None:
+        if amend is not None and is_main:
+            result = amend(result)
         try:
             path = harness.record(runner, result)
         except results.ResultWriteError as e:  # a full or read-only disk: the report still carries the result
@@ -132,7 +144,7 @@ def _child_main(job_path: str) -> int:
 
     try:
         result, _ = execute_guarded(job.req, show, run_id=job.run_id, on_written=report, heartbeat=job.heartbeat,
-                                    parent=job.parent)
+                                    parent=job.parent, amend=amender(job.amend) if job.amend else None)
         if node_leader:
             _write_report(job.report, {"result": result.model_dump_json(), "path": None, "write_error": None,
                                        "recorded_by": f"node 0 (global rank 0; this is node "

@@ -127,7 +127,9 @@ class IsolatedRun:
 
     def __init__(self, req: RunRequest, nproc: int = 1, quiet: bool = False, startup_s: float = STARTUP_S,
                  warm: bool = True, peak_cache: str | None = None, echo: Callable[[bytes], None] | None = None,
-                 torchrun_args: list[str] | None = None, parent: tuple[int, str] | None = None):
+                 torchrun_args: list[str] | None = None, parent: tuple[int, str] | None = None,
+                 run_id: str | None = None, tmp_root: str | None = None, ranks_command: list[str] | None = None,
+                 amend: str | None = None, fork: bool = False):
         self.req, self.nproc, self.quiet, self.startup_s = req, nproc, quiet, startup_s
         self.warm, self.peak_cache = warm and nproc == 1, peak_cache
         self.echo = echo if echo is not None else _echo_stderr
@@ -136,9 +138,16 @@ class IsolatedRun:
         self.under_torchrun = nproc > 1 or self.torchrun_args != ["--standalone"]
         self.world = nproc * nnodes_of(self.torchrun_args)  # every node's ranks (what a fallback record says)
         self.warm = self.warm and not self.under_torchrun
+        # fork from this very process, which has imported what the child needs (a Slurm job's node side is its
+        # own warm server: one import of torch per job instead of two)
+        self.fork = fork and nproc == 1 and not self.under_torchrun
         self.parent = parent  # the process whose death stops the run (default: this one, the launcher)
         self.limits = Limits.for_run(req.spec, req.mlperf_division)
-        self.run_id = results.new_run_id()
+        self.run_id = run_id or results.new_run_id()
+        # Slurm (suite/execution/slurm_node.py): the private folder on a filesystem every node sees, the ranks
+        # started by a command of its own (srun on every node; the job file's path is appended), and a
+        # "module:function" that adds what the scheduler did to the record (the child's and the fallback)
+        self.tmp_root, self.ranks_command, self.amend = tmp_root, ranks_command, amend
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.signals: list[int] = []
         self.child: _Child | None = None
@@ -152,22 +161,27 @@ class IsolatedRun:
     # ---- lifecycle --------------------------------------------------------------------------------------
 
     def start(self) -> IsolatedRun:
-        self.tmp = Path(tempfile.mkdtemp(prefix=JOB_PREFIX))
+        self.tmp = Path(tempfile.mkdtemp(prefix=JOB_PREFIX, dir=self.tmp_root))
         self.report, self.log = self.tmp / "report.json", self.tmp / "output.log"
         me = self.parent or (os.getpid(), process_start_time(os.getpid()) or "")
         job = Job(req=self.req, run_id=self.run_id, quiet=self.quiet, report=str(self.report),
-                  heartbeat=str(self.tmp / "heartbeat"), parent=me, peak_cache=self.peak_cache,
+                  heartbeat=str(self.tmp / "heartbeat"), parent=me, peak_cache=self.peak_cache, amend=self.amend,
                   env={"TRAINBENCH_PEAK_CACHE": self.peak_cache} if self.peak_cache else {})
         job_path = self.tmp / "job.pkl"
         with open(job_path, "wb") as f:
             pickle.dump(job, f)
         self.log.touch()
-        if self.warm:
-            proc = forkserver.context().Process(target=forked_main, args=(str(job_path), str(self.log)), daemon=False)
+        if self.warm or self.fork:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork") if self.fork else forkserver.context()
+            proc = ctx.Process(target=forked_main, args=(str(job_path), str(self.log)), daemon=False)
             proc.start()
             self.child = _Child(process=proc)
         else:
-            if self.under_torchrun:
+            if self.ranks_command is not None:
+                cmd = [*self.ranks_command, str(job_path)]
+            elif self.under_torchrun:
                 cmd = torchrun_command(self.nproc, "suite.execution.child", [str(job_path)], self.torchrun_args)
             else:
                 cmd = [sys.executable, "-m", "suite.execution.child", str(job_path)]
@@ -198,6 +212,13 @@ class IsolatedRun:
             pass
         # the run stops after the step in progress; one stall window (plus torchrun's teardown) is plenty
         self.deadline = min(self.deadline, time.monotonic() + self.limits.stall_s + 40)
+
+    def noted(self, signum: int) -> None:
+        """The child got this stop signal itself (a scheduler signals every process of a job): count it as a
+        stop, for the record and the backstop, without sending it a second time."""
+        self.signals.append(signum)
+        if self.child is not None and self.rc is None:
+            self.deadline = min(self.deadline, time.monotonic() + self.limits.stall_s + 40)
 
     def poll(self) -> bool:
         """Copy new output, enforce the backstops; True once the child has exited."""
@@ -254,6 +275,10 @@ class IsolatedRun:
             error = f"{how}\nlast output of the worker:\n{last}" if last else how
             result = results.error_result(self.req, "interrupted" if signalled else "error", error,
                                           fingerprint(self.nproc), run_id=self.run_id, world_size=self.world)
+            if self.amend:
+                from suite.execution.child import amender
+
+                result = amender(self.amend)(result)
             try:
                 path = results.write_run(self.req.results_dir, result) if self.req.results_dir else None
             except results.ResultWriteError as e:

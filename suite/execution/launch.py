@@ -6,6 +6,8 @@
 | pool       | `inline` (1 job), `local`   | an isolated child process per run (suite/execution/isolated.py), |
 |            |  (`--jobs N`)               | up to N at once on this machine                                   |
 | ray        | `ray [--address A]`         | a Ray task per run, which runs the same isolated child on its node |
+| slurm      | `slurm [--slurm K=V]`       | a Slurm batch job per run, which runs the same isolated child on  |
+|            |                             | its node (suite/execution/slurm.py)                               |
 
 Every launcher but `inprocess` runs each run through the same isolated child, with heartbeat and watchdog,
 so a hang, crash, OOM, NaN, SIGTERM/SIGINT or the driver's death is handled identically. The driver's
@@ -37,9 +39,9 @@ if TYPE_CHECKING:
     from suite.harness import RunRequest
     from suite.results.record import Result
 
-EXECUTORS = ("inline", "local", "ray")  # what `trainbench run --executor` accepts
+EXECUTORS = ("inline", "local", "ray", "slurm")  # what `trainbench run --executor` accepts
 LAUNCHERS = {"inprocess": "suite.execution.inprocess:InProcess", "pool": "suite.execution.pool:Pool",
-             "ray": "suite.execution.ray:RayLauncher"}
+             "ray": "suite.execution.ray:RayLauncher", "slurm": "suite.execution.slurm:SlurmLauncher"}
 BAD = ("error", "diverged", "interrupted")
 
 
@@ -118,6 +120,8 @@ class Options:
     # as before the fork server; benchmarks/smoke_startup.py compares the two)
     warm: bool = field(default_factory=lambda: os.environ.get("TRAINBENCH_COLD_START", "") != "1")
     torchrun_args: list[str] = field(default_factory=lambda: ["--standalone"])
+    slurm: list[str] = field(default_factory=list)  # --slurm KEY=VALUE / FILE.yaml (suite/execution/slurm_job.py)
+    nnodes: int = 1  # --executor slurm: nodes per run (Slurm places them; elsewhere torchrun_args say it)
 
 
 class Launcher(Protocol):
@@ -134,6 +138,11 @@ def check(options: Options) -> None:
         raise ValueError(f"--executor {options.executor!r}: expected one of {', '.join(EXECUTORS)}")
     if options.address and options.executor != "ray":
         raise ValueError("--address is for --executor ray")
+    if options.slurm and options.executor != "slurm":
+        raise ValueError("--slurm is for --executor slurm")
+    if options.executor == "slurm" and options.jobs > 1:
+        raise ValueError("--jobs is for --executor local: Slurm runs as many jobs at once as the partition allows "
+                         "(limit them with the partition, or --slurm sbatch=... )")
     if not options.isolate and options.executor != "inline":
         raise ValueError("--no-isolate runs in this process: it is for --executor inline only")
     if options.torchrun_args != ["--standalone"] and (options.executor == "ray" or options.jobs > 1):
@@ -150,7 +159,8 @@ def launcher_for(options: Options) -> Launcher:
 
 
 def _launcher_name(options: Options) -> str:
-    return {"inline": "pool" if options.isolate else "inprocess", "local": "pool", "ray": "ray"}[options.executor]
+    return {"inline": "pool" if options.isolate else "inprocess", "local": "pool", "ray": "ray",
+            "slurm": "slurm"}[options.executor]
 
 
 def prewarm(backend: str, options: Options) -> bool:

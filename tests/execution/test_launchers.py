@@ -56,7 +56,7 @@ def test_the_gemm_peak_is_measured_once_per_invocation(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--executor", "slurm"], "--executor 'slurm': expected one of inline, local, ray"),
+    (["--executor", "kubernetes"], "--executor 'kubernetes': expected one of inline, local, ray, slurm"),
     (["--executor", "local", "--address", "x:1"], "--address is for --executor ray"),
     (["--executor", "local", "--no-isolate"], "--no-isolate runs in this process"),
 ])
