@@ -36,6 +36,7 @@ MODELS: dict[str, str] = {
     "cnn": "suite.models.cnn:COMPONENT",
     "gpt": "suite.models.gpt:COMPONENT",
     "llama": "suite.models.llama:COMPONENT",   # dense Llama 3 and MoE (gpt-oss, DeepSeek-V3 shapes) presets
+    "hf_llama": "suite.models.pretrained:COMPONENT",   # the same from a Hugging Face checkpoint, optionally LoRA
     "resnet": "suite.models.resnet:COMPONENT",
     "airbench": "suite.models.airbench:COMPONENT",
     "gcn": "suite.models.gcn:COMPONENT",
