@@ -27,6 +27,8 @@ ARCHITECTURES = {"LlamaForCausalLM": "llama", "MixtralForCausalLM": "mixtral"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 _MIXTRAL_EXPERT = re.compile(r"model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight")
 _MIXTRAL_GATE = re.compile(r"model\.layers\.(\d+)\.block_sparse_moe\.gate\.weight")
+# MLPerf llama2_70b_lora's base ("Llama2-70b-fused-qkv-mlperf") stores q, k and v as one matrix, rows [q; k; v]
+_FUSED_QKV = re.compile(r"model\.layers\.(\d+)\.self_attn\.qkv_proj\.(weight|bias)")
 
 
 class CheckpointError(DataMissing):
@@ -197,6 +199,24 @@ def hf_names(tensors: dict[str, tuple[torch.Tensor, Path]]) -> dict[str, tuple[t
     return out
 
 
+def split_fused_qkv(tensors: dict[str, tuple[torch.Tensor, Path]],
+                    cfg: llama.Config) -> dict[str, tuple[torch.Tensor, Path]]:
+    """`self_attn.qkv_proj` split into q_proj, k_proj, v_proj by the config's head counts."""
+    out = {}
+    sizes = [cfg.n_head * cfg.head_size, cfg.kv_heads * cfg.head_size, cfg.kv_heads * cfg.head_size]
+    for name, (t, path) in tensors.items():
+        m = _FUSED_QKV.fullmatch(name)
+        if m is None:
+            out[name] = (t, path)
+            continue
+        if t.shape[0] != sum(sizes):
+            raise CheckpointError(f"{path}: tensor {name} has {t.shape[0]} rows, q + k + v of the model config.json "
+                                  f"describes need {sum(sizes)} ({' + '.join(map(str, sizes))})")
+        for proj, part in zip(("q_proj", "k_proj", "v_proj"), t.split(sizes), strict=True):
+            out[f"model.layers.{m[1]}.self_attn.{proj}.{m[2]}"] = (part, path)
+    return out
+
+
 def check_dtype(dtype: torch.dtype, device: torch.device, where: str) -> None:
     """A tensor dtype this model can compute in, on this device; else the file and what to do."""
     if dtype not in DTYPES.values():
@@ -220,7 +240,7 @@ def load_llama(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None 
     if dtype is not None:
         check_dtype(dtype, device, f"model.dtype {dtype}")
     raw = {name: (t, path) for name, t, path in read_tensors(folder)}
-    named = hf_names(raw)
+    named = hf_names(split_fused_qkv(raw, cfg))
     with torch.device("meta"):
         model = llama.Llama(cfg, llama.vocab(cfg, {}))
     expected = model.state_dict()

@@ -21,16 +21,22 @@ from suite.registry import Component
 
 class Config(llama.Config):
     checkpoint: str | None = Field(default=None, description=(
-        "Hugging Face model folder (config.json + *.safetensors); relative paths are under TRAINBENCH_DATA. "
-        "None: random weights of the declared shape (shape checks only, never a fine-tune)"))
+        "Hugging Face model folder (config.json + *.safetensors); relative paths are under TRAINBENCH_DATA; "
+        "`data`: the one the data set provides (lora_text's pretrained base). None: random weights of the declared "
+        "shape (shape checks only, never a fine-tune)"))
     dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
         default=None, description="cast the weights to this dtype on load (default: the checkpoint's)")
     lora: lora_mod.LoraConfig | None = Field(default=None, description="LoRA adapters; the base is then frozen")
 
 
-def checkpoint_path(cfg: Config) -> Path | None:
+def checkpoint_path(cfg: Config, meta: dict[str, Any] | None = None) -> Path | None:
     if cfg.checkpoint is None:
         return None
+    if cfg.checkpoint == "data":
+        if not (meta or {}).get("checkpoint"):
+            raise hf_checkpoint.CheckpointError("model.checkpoint: data, but the data set provides no checkpoint; "
+                                                "give the path of a Hugging Face model folder")
+        return Path((meta or {})["checkpoint"])
     from suite.data.locate import data_root
 
     path = Path(cfg.checkpoint).expanduser()
@@ -44,7 +50,7 @@ def shape(cfg: Config) -> llama.Config:
 
 def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
     base_cfg = shape(cfg)
-    path = checkpoint_path(cfg)
+    path = checkpoint_path(cfg, meta)
     if path is None:
         model: nn.Module = llama.build(base_cfg, meta)
     else:
