@@ -209,9 +209,7 @@ class WorkloadSpec(_Strict):
     compare: CompareSpec = CompareSpec()
     parallel: ParallelSpec | None = Field(default=None, description="process layout; default: all data parallel")
     throughput: ThroughputSpec = ThroughputSpec()
-    mlperf_benchmark: str | None = Field(default=None, description="the MLPerf Training benchmark this recipe "
-                                         "reproduces (e.g. llama2_70b_lora): the MLLOG's submission_benchmark, so "
-                                         "the official checker applies its rules; default: the workload's name")
+    mlperf_benchmark: str | None = Field(default=None, description="MLPerf's benchmark it reproduces: MLLOG name")
 
     @field_validator("name")
     @classmethod

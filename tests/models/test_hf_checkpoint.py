@@ -165,3 +165,24 @@ def test_dtype_the_device_cannot_hold(saved, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100")
     with pytest.raises(DataMissing, match="Tesla V100 has no bfloat16: set model.dtype: float32"):
         ckpt.check_dtype(torch.bfloat16, torch.device("cuda"), str(shard))
+
+
+def test_fused_qkv_checkpoint_of_the_mlperf_reference_loads_split(tmp_path):
+    """MLPerf's "Llama2-70b-fused-qkv-mlperf" keeps self_attn.qkv_proj = [q; k; v]: the same weights as separate
+    q/k/v projections; a row count other than q + k + v is refused naming the tensor."""
+    from safetensors.torch import load_file, save_file
+
+    cfg = llama.Config(preset="llama3.1-tiny")
+    ours = llama.build(cfg, {})
+    ckpt.save_llama(ours, tmp_path)
+    tensors = load_file(tmp_path / ckpt.SINGLE)
+    for i in range(cfg.n_layer):
+        p = f"model.layers.{i}.self_attn."
+        tensors[p + "qkv_proj.weight"] = torch.cat([tensors.pop(p + f"{x}_proj.weight") for x in "qkv"])
+    save_file(tensors, str(tmp_path / ckpt.SINGLE))
+    back = ckpt.load_llama(tmp_path, cfg)
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), back.state_dict().values(), strict=True))
+    tensors["model.layers.0.self_attn.qkv_proj.weight"] = tensors["model.layers.0.self_attn.qkv_proj.weight"][:-16]
+    save_file(tensors, str(tmp_path / ckpt.SINGLE))
+    with pytest.raises(DataMissing, match=r"qkv_proj.weight has 112 rows, q \+ k \+ v .* need 128 \(64 \+ 32 \+ 32\)"):
+        ckpt.load_llama(tmp_path, cfg)
