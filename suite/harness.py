@@ -163,7 +163,8 @@ class Run:
                                 profile_window=req.profile_window, nvtx=req.nvtx, run_id=self.run_id,
                                 measure_peak=req.measure_peak, attention_flops=req.attention_flops,
                                 mlperf_org=req.mlperf_org, mlperf_division=req.mlperf_division,
-                                config_filename=Path(req.spec_source).name if req.spec_source else "")
+                                config_filename=Path(req.spec_source).name if req.spec_source else "",
+                                mlperf_benchmark=req.spec.mlperf_benchmark)
         self.clock: dict[str, Any] = {}
         self.diverged_step: int | None = None
         # (k, late): every k-th step's loss is read; late: only after the next step is queued. On CPU a read is

@@ -26,6 +26,7 @@ TASKS: dict[str, str] = {
     "image_classification": "suite.workloads.image_classification:ImageClassification",
     "image_folder_classification": "suite.workloads.image_folder:ImageFolderClassification",
     "language_model": "suite.workloads.language_model:LanguageModel",
+    "causal_lm_samples": "suite.workloads.sample_lm:CausalLMSamples",   # fixed-length samples with labels (LoRA)
     "node_classification": "suite.workloads.node_classification:NodeClassification",
     "graph_classification": "suite.workloads.graph_classification:GraphClassification",
     "ppo": "suite.workloads.ppo:PPO",
@@ -36,6 +37,7 @@ MODELS: dict[str, str] = {
     "cnn": "suite.models.cnn:COMPONENT",
     "gpt": "suite.models.gpt:COMPONENT",
     "llama": "suite.models.llama:COMPONENT",   # dense Llama 3 and MoE (gpt-oss, DeepSeek-V3 shapes) presets
+    "hf_llama": "suite.models.pretrained:COMPONENT",   # the same from a Hugging Face checkpoint, optionally LoRA
     "resnet": "suite.models.resnet:COMPONENT",
     "airbench": "suite.models.airbench:COMPONENT",
     "gcn": "suite.models.gcn:COMPONENT",
@@ -56,7 +58,9 @@ DATASETS: dict[str, str] = {
     "solubility": "suite.data.solubility:COMPONENT",
     "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
     "gym": "suite.data.gym_env:COMPONENT",
-    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
+    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",
+    "lora_text": "suite.data.lora_text:COMPONENT",
+    "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)   # an Austen-pretrained Llama base + pydoc topics to fine-tune on   # .bin + .idx (MLPerf LLM references' C4)
 }
 
 # backend name -> class implementing suite.backends.base.Backend

@@ -28,7 +28,7 @@ MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
-_NOT_HASHED = ("description", "tiers", "variants", "compare", "throughput")
+_NOT_HASHED = ("description", "tiers", "variants", "compare", "throughput", "mlperf_benchmark")
 
 
 class SpecError(ValueError):
@@ -211,6 +211,7 @@ class WorkloadSpec(_Strict):
     compare: CompareSpec = CompareSpec()
     parallel: ParallelSpec | None = Field(default=None, description="process layout; default: all data parallel")
     throughput: ThroughputSpec = ThroughputSpec()
+    mlperf_benchmark: str | None = Field(default=None, description="MLPerf's benchmark it reproduces: MLLOG name")
 
     @field_validator("name")
     @classmethod
@@ -251,7 +252,7 @@ class WorkloadSpec(_Strict):
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
         # fields added later are absent when unset, as before they existed: old spec hashes stay valid
-        for key in ("compression", "parallel", "precision", "compile"):
+        for key in ("compression", "parallel", "precision", "compile", "mlperf_benchmark"):
             if data.get(key) is None:
                 data.pop(key, None)
         if data["data"].get("micro_batch_size") is None:

@@ -37,6 +37,8 @@ DATA_SETS: dict[str, DataSet] = {d.name: d for d in (
     DataSet("imagenet", "local", "ILSVRC2012 in ImageFolder layout (--from)"),
     DataSet("fineweb10B", "local", "modded-nanogpt FineWeb .bin shards (--from)"),
     DataSet("megatron_indexed", "local", "Megatron .bin/.idx pairs, e.g. the MLPerf LLM references' C4 (--from)"),
+    DataSet("govreport", "local", "MLPerf llama2_70b_lora's preprocessed GovReport parquet files (--from)"),
+    DataSet("lora_text", "local", "made here: a Llama pretrained on Austen (needs austen) + pydoc topics"),
     DataSet("ogbg_molpcba", "local", "OGB ogbg-molpcba on-disk layout (download or --from)"),
 )}
 

@@ -76,7 +76,7 @@ class Instruments:
                  peak_tflops: float | None = None, profile_dir: Path | None = None,
                  profile_window: ProfileWindow | None = None, nvtx: bool = False, run_id: str = "",
                  measure_peak: bool = True, attention_flops: str = "full", mlperf_org: str | None = None,
-                 mlperf_division: str = "open", config_filename: str = ""):
+                 mlperf_division: str = "open", config_filename: str = "", mlperf_benchmark: str | None = None):
         self.workload, self.seed, self.device, self.dist = workload, seed, device, dist
         self.precision, self.peak_tflops, self.measure_peak = precision, peak_tflops, measure_peak
         self.warnings: list[str] = []
@@ -84,7 +84,7 @@ class Instruments:
         self.gemm: peaks.GemmResult | None = None
         self.recompute: float | None = 0.0
         self.timer = metrics.StepTimer(device.type)
-        self.mllog = MLLogRecorder(mlperf_keys.benchmark_name(workload)) if dist.is_main else None
+        self.mllog = MLLogRecorder(mlperf_benchmark or mlperf_keys.benchmark_name(workload)) if dist.is_main else None
         self.nvtx = Nvtx(nvtx or profile_dir is not None)
         self.profiler: Profiler | None = None
         if profile_dir is not None and dist.is_main:
@@ -174,7 +174,8 @@ class Instruments:
                 learning_rate=getattr(opt, "lr", None), platform=platform,
                 extra={"precision": self.precision, "world_size": self.dist.world,
                        **mlperf_keys.hyperparameters(spec, workload, getattr(getattr(backend, "opts", None),
-                                                                             "grad_clip", None))})
+                                                                             "grad_clip", None)),
+                       **(workload.mllog_hyperparameters() if hasattr(workload, "mllog_hyperparameters") else {})})
             self._mllog_submission(spec, layout, workload, backend)
 
     def _mllog_submission(self, spec: Any, layout: dict[str, Any], workload: Any, backend: Any) -> None:

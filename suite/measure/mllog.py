@@ -199,3 +199,20 @@ def check_common(path: Path, ruleset: str = "6.1.0") -> tuple[bool, list[str]]:
         mlp_compliance.enqueued_configs.clear()  # the division/benchmark files queued by POST rules
     messages += [str(m) for m in (*checker.not_overwritable, *checker.overwritable.values())]
     return not messages, messages
+
+
+def check_benchmark(path: Path, ruleset: str = "6.1.0") -> tuple[bool, list[str]]:
+    """The official checker's whole rule chain for a log whose submission_benchmark is one of MLPerf's own
+    (a spec's `mlperf_benchmark`): common.yaml, then the division's and the benchmark's files it queues
+    (e.g. closed_llama2_70b_lora.yaml). Returns (passed, the checker's messages)."""
+    from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
+
+    checker = mlp_compliance.make_checker("training", ruleset, quiet=True, werror=False)
+    lines, errors = mlp_parser.parse_file(str(path), ruleset=ruleset)
+    messages = [f"parse error: {line}: {error}" for line, error in errors]
+    try:
+        checker.check_loglines(lines, f"training_{ruleset}/common.yaml")
+    finally:
+        mlp_compliance.enqueued_configs.clear()
+    messages += [str(m) for m in (*checker.not_overwritable, *checker.overwritable.values())]
+    return not messages, messages

@@ -22,6 +22,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "llama3.1-70b": {**_LLAMA31, "n_layer": 80, "d_model": 8192, "n_head": 64, "n_kv_head": 8, "ffn_dim": 28672},
     "llama3.1-405b": {**_LLAMA31, "n_layer": 126, "d_model": 16384, "n_head": 128, "n_kv_head": 8,
                       "ffn_dim": 53248},
+    # Llama 2 70B (meta-llama/Llama-2-70b-hf config.json): the base of MLPerf's llama2_70b_lora; 4096 context
+    "llama2-70b": {"vocab_size": 32000, "seq_len": 4096, "n_layer": 80, "d_model": 8192, "n_head": 64,
+                   "n_kv_head": 8, "ffn_dim": 28672, "rope_theta": 10000.0, "norm_eps": 1e-5,
+                   "tie_embeddings": False},
     # gpt-oss-20b: 24 layers, 32 experts, top-4 (softmax over the chosen logits = renormalised softmax), head_dim
     # 64 with 64 query heads (4096 wide, not d_model), 8 KV heads, biased attention projections. Left out: attention
     # sinks, the 128-token sliding window on alternate layers, YaRN rope scaling (plain rope, theta 150000), the

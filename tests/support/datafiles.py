@@ -152,6 +152,61 @@ def write_c4_indexed(folder: Path, vocab: int = 512, train_tokens: int = 40000, 
     return folder
 
 
+def write_govreport(folder: Path, n_train: int = 8, n_val: int = 4, seq_len: int = 64, vocab: int = 512,
+                    seed: int = 0) -> Path:
+    """The MLPerf llama2_70b_lora reference's two parquet files (pyarrow): packed rows of `seq_len` token ids;
+    train labels equal to the ids, validation labels -100 over a leading "prompt" of each row; attention_mask
+    all ones. Learnable: each row repeats a short random phrase."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+
+    def row() -> list[int]:
+        phrase = rng.integers(0, vocab, 8)
+        return np.resize(phrase, seq_len).tolist()
+
+    folder.mkdir(parents=True, exist_ok=True)
+    train = [row() for _ in range(n_train)]
+    val = [row() for _ in range(n_val)]
+    val_labels = [[-100] * (seq_len // 2) + r[seq_len // 2:] for r in val]
+    for name, ids, labels in (("train", train, train), ("validation", val, val_labels)):
+        pq.write_table(pa.table({"input_ids": ids, "attention_mask": [[1] * seq_len for _ in ids], "labels": labels}),
+                       folder / f"{name}-00000-of-00001.parquet")
+    return folder
+
+
+def write_fused_qkv_llama(folder: Path, n_layer: int = 2, d: int = 64, heads: int = 4, kv_heads: int = 2,
+                          ffn: int = 160, vocab: int = 512, seed: int = 0) -> Path:
+    """A Llama checkpoint in the layout of MLPerf's "Llama2-70b-fused-qkv-mlperf": config.json and
+    model.safetensors with `self_attn.qkv_proj` (rows [q; k; v]) in bf16, written with safetensors alone."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(seed)
+    hd = d // heads
+    shapes = {"model.embed_tokens.weight": (vocab, d), "model.norm.weight": (d,), "lm_head.weight": (vocab, d)}
+    for i in range(n_layer):
+        p = f"model.layers.{i}."
+        shapes |= {p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,),
+                   p + "self_attn.qkv_proj.weight": ((heads + 2 * kv_heads) * hd, d),
+                   p + "self_attn.o_proj.weight": (d, heads * hd), p + "mlp.gate_proj.weight": (ffn, d),
+                   p + "mlp.up_proj.weight": (ffn, d), p + "mlp.down_proj.weight": (d, ffn)}
+    tensors = {k: (torch.ones(s) if len(s) == 1 else 0.05 * torch.randn(s, generator=g)).to(torch.bfloat16)
+               for k, s in shapes.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d,
+              "num_hidden_layers": n_layer, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+              "intermediate_size": ffn, "vocab_size": vocab, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+              "rope_scaling": None, "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+              "max_position_embeddings": 4096}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
 def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
     """Small files in each full-tier data set's on-disk format, and the --set that points each spec at them."""
     return {
@@ -162,4 +217,6 @@ def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
         "rl/halfcheetah_ppo": {},
         **{name: {"data.path": str(write_c4_indexed(base / "c4", vocab=512))}
            for name in ("nlp/llama31_8b", "nlp/gpt_oss_20b", "nlp/deepseekv3_671b")},
+        "nlp/llama2_70b_lora": {"data.path": str(write_govreport(base / "govreport", seq_len=64, vocab=512)),
+                                "model.checkpoint": str(write_fused_qkv_llama(base / "llama_fused_qkv"))},
     }
