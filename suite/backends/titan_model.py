@@ -58,7 +58,10 @@ def titan_config(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", seq
 
     d, init = cfg.d_model, {"weight": torch.nn.init.zeros_, "bias": torch.nn.init.zeros_}
     rope = _rope(cfg, seq_len or cfg.seq_len)
-    norm = RMSNorm.Config(normalized_shape=d, eps=cfg.norm_eps, param_init={"weight": torch.nn.init.ones_})
+
+    def norm() -> Any:  # one config object per module: torchtitan's sharding plans set each one's own layout
+        return RMSNorm.Config(normalized_shape=d, eps=cfg.norm_eps, param_init={"weight": torch.nn.init.ones_})
+
     layers = []
     for i in range(cfg.n_layer):
         attn = make_gqa_config(dim=d, n_heads=cfg.n_head, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim,
@@ -68,9 +71,9 @@ def titan_config(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", seq
             attn.qkv_linear.wqkv.bias = attn.wo.bias = True
         dense = None if cfg.is_moe(i) else make_ffn_config(dim=d, hidden_dim=cfg.ffn_dim, w1_param_init=init,
                                                             w2w3_param_init=init)
-        layers.append(dict(attention=attn, attention_norm=norm, ffn_norm=norm, feed_forward=dense,
+        layers.append(dict(attention=attn, attention_norm=norm(), ffn_norm=norm(), feed_forward=dense,
                            moe=_moe(cfg, init) if cfg.is_moe(i) else None))
-    common = dict(dim=d, vocab_size=vocab_size, enable_weight_tying=cfg.tie_embeddings, norm=norm,
+    common = dict(dim=d, vocab_size=vocab_size, enable_weight_tying=cfg.tie_embeddings, norm=norm(),
                   tok_embeddings=Embedding.Config(num_embeddings=vocab_size, embedding_dim=d,
                                                   param_init={"weight": torch.nn.init.zeros_}),
                   lm_head=Linear.Config(in_features=d, out_features=vocab_size, param_init=init))
@@ -109,9 +112,20 @@ def _moe(cfg: LlamaConfig, init: dict[str, Any]) -> Any:
                                                                      param_init=experts_init, comm_backend="standard"))
 
 
-def build(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", device: Any = "cpu") -> torch.nn.Module:
-    """torchtitan's model for `cfg`, its parameters and buffers initialised by torchtitan (`init_states`)."""
-    model = titan_config(cfg, vocab_size, attention).build()
+def build(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", device: Any = "cpu",
+          sequence_parallel: bool | None = None) -> torch.nn.Module:
+    """torchtitan's model for `cfg`, its parameters and buffers initialised by torchtitan (`init_states`).
+    `sequence_parallel` not None: torchtitan's tensor-parallel sharding plan (`set_llama3_sharding_config`) set on
+    the config before the build, as its Trainer does (`update_from_config`): modules read it when built."""
+    config = titan_config(cfg, vocab_size, attention)
+    if sequence_parallel is not None:
+        if cfg.moe is not None:
+            raise ValueError("tensor parallel: the suite's MoE presets are built with GQA attention, which "
+                             "torchtitan's DeepSeek-V3 sharding plan (written for MLA) does not cover")
+        from torchtitan.models.llama3.sharding import set_llama3_sharding_config
+
+        set_llama3_sharding_config(config, enable_sp=sequence_parallel)
+    model = config.build()
     model.to(device)
     model.init_states(buffer_device=torch.device(device))
     return model

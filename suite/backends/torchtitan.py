@@ -22,6 +22,7 @@ CompileConfig(components=["model"]). pp, cp, loss_parallel and tp on an MoE mode
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Any, ClassVar, Literal
 
@@ -84,8 +85,9 @@ def supports(spec: Any) -> str | None:
                 "outside the workload's loss; not wired in this backend")
     if par.cp > 1:
         return "parallel.cp: context parallel needs torchtitan's CP-sharded inputs and loss; not wired"
-    if par.loss_parallel:
-        return "parallel.loss_parallel: the workload's cross-entropy reads whole logits; set it false"
+    if par.tp > 1 and par.loss_parallel is False:
+        return ("parallel.loss_parallel=false: torchtitan's tensor-parallel plan always shards the LM head's logits "
+                "by vocabulary (its lm_head output is Shard(-1)); leave loss_parallel unset or true")
     if par.tp > 1:
         if params.get("moe") or _preset_field(params, "moe"):
             return ("parallel.tp with an MoE model: the MoE layers use torchtitan's DeepSeek-V3 sharding plan, written "
@@ -152,7 +154,8 @@ class TorchtitanBackend(Backend):
         cfg = llama.Config.model_validate(spec.model.params())
         suite_model = workload.build_model()  # seeded like every backend's: its weights are the shared checkpoint
         vocab = suite_model.tok_embeddings.num_embeddings
-        model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch)
+        model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,
+                                  sequence_parallel=lay.sp if lay.tp > 1 else None)
         titan_model.load_suite_weights(model, suite_model, cfg)
         del suite_model
         model = self._parallelize(model, cfg, lay, opts)
@@ -182,10 +185,6 @@ class TorchtitanBackend(Backend):
         dist_utils.set_spmd_backend("partial_dtensor")
         self.parallel_dims = dims = ParallelDims.from_config(par, self.world)
         dims.build_mesh()
-        if lay.tp > 1:
-            from torchtitan.models.llama3.sharding import set_llama3_sharding_config
-
-            set_llama3_sharding_config(model.config, enable_sp=lay.sp)
         ac = {"none": None, "full": FullAC.Config(), "selective": SelectiveAC.Config()}[lay.ac]
         training = TrainingConfig(mixed_precision_param="bfloat16" if opts.precision == "bf16" else "float32")
         compile_config = CompileConfig(enable=opts.compile, components=["model"])
@@ -196,6 +195,12 @@ class TorchtitanBackend(Backend):
         model = parallelize(model, parallel_dims=dims, training=training, parallelism=par,
                             compile_config=compile_config, ac_config=ac, dump_folder="")
         self.compiled = "blocks" if opts.compile else None
+        if self.device.type == "cpu":  # gloo has no PREMUL_SUM: the same reduction as SUM then x 1 (the factor
+            from torch.distributed.fsdp import FSDPModule  # torchtitan sets, disable_fsdp_gradient_division)
+
+            for module in model.modules():
+                if isinstance(module, FSDPModule):
+                    module.set_force_sum_reduction_for_comms(True)
         return model
 
     def data_shard(self) -> tuple[int, int]:
@@ -213,8 +218,11 @@ class TorchtitanBackend(Backend):
             sync = getattr(state.model, "set_requires_gradient_sync", None)  # FSDP2: reduce on the last only
             if sync is not None:
                 sync(i == len(chunks) - 1)
-            loss = self.workload.loss(state.model, micro)
-            (loss / len(chunks)).backward()
+            with self._loss_context():
+                loss = self.workload.loss(state.model, micro)
+                # torchtitan's FSDP sums gradients over data-parallel ranks (disable_fsdp_gradient_division) and its
+                # Trainer divides the loss by the global token count instead: here, the rank's mean over the ranks
+                (loss / (len(chunks) * self.layout.data_parallel)).backward()
             total += _local(loss.detach()).float()
         if self.opts.grad_clip:
             from torchtitan.distributed import utils as dist_utils
@@ -224,7 +232,19 @@ class TorchtitanBackend(Backend):
         state.scheduler.step()
         return StepOut(total / len(chunks))
 
+    def _loss_context(self) -> Any:
+        """Under tp the logits come sharded by vocabulary: the workload's cross-entropy runs in loss_parallel."""
+        if self.layout.tp == 1:
+            return contextlib.nullcontext()
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        return loss_parallel()
+
     def eval_model(self, state: TrainState) -> nn.Module:
+        if self.layout.tp > 1:  # the workload's evaluation reads whole logits
+            from suite.backends.parallel.tensor import GatherLogits
+
+            return GatherLogits(state.model)
         return state.model
 
     def synchronize(self) -> None:
