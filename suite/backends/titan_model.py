@@ -48,6 +48,14 @@ def _inner_attention(attention: str) -> Any:
     return get_attention_config(attention)
 
 
+def use_sdpa(config: Any) -> Any:
+    """A built torchtitan LM config with each layer's inner attention replaced by its ScaledDotProductAttention
+    (causal, maskless): the one torchtitan attention that trains on CPU; `get_attention_config` refuses "sdpa"."""
+    for layer in config.layers:
+        layer.attention.inner_attention = _inner_attention("sdpa")
+    return config
+
+
 def titan_config(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", seq_len: int | None = None) -> Any:
     """torchtitan's model config for the suite's `cfg` (its `preset` expanded): Llama3Model.Config when dense,
     DeepSeekV3Model.Config when `cfg.moe` is set."""

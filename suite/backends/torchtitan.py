@@ -158,7 +158,7 @@ class TorchtitanBackend(Backend):
                                   sequence_parallel=lay.sp if lay.tp > 1 else None)
         titan_model.load_suite_weights(model, suite_model, cfg)
         del suite_model
-        model = self._parallelize(model, cfg, lay, opts)
+        model = self.parallelize(model, cfg.moe is not None, lay, opts)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = build_optimizer(spec.optimizer, params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
@@ -166,8 +166,9 @@ class TorchtitanBackend(Backend):
         return TrainState(model=model, raw_model=model, optimizer=optimizer, scheduler=scheduler,
                           extra={"params": params})
 
-    def _parallelize(self, model: nn.Module, cfg: Any, lay: layouts.Layout, opts: RunOptions) -> nn.Module:
-        """torchtitan's ParallelDims and parallelize function, as its Trainer calls them (partial-DTensor mode)."""
+    def parallelize(self, model: nn.Module, moe: bool, lay: layouts.Layout, opts: RunOptions) -> nn.Module:
+        """torchtitan's ParallelDims and parallelize function on its `model`, as its Trainer calls them
+        (partial-DTensor mode); also used by benchmarks/device_check.py on torchtitan's own 8B config."""
         import torchtitan.distributed.parallel_dims as parallel_dims_module
         from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
         from torchtitan.distributed import ParallelDims
@@ -188,7 +189,7 @@ class TorchtitanBackend(Backend):
         ac = {"none": None, "full": FullAC.Config(), "selective": SelectiveAC.Config()}[lay.ac]
         training = TrainingConfig(mixed_precision_param="bfloat16" if opts.precision == "bf16" else "float32")
         compile_config = CompileConfig(enable=opts.compile, components=["model"])
-        if cfg.moe is None:
+        if not moe:
             from torchtitan.models.llama3 import parallelize_llama as parallelize
         else:
             from torchtitan.models.deepseek_v3 import parallelize_deepseekv3 as parallelize
