@@ -191,7 +191,7 @@ def test_two_processes_fsdp_dp_and_tp_match_one_process(tmp_path):
     assert p.returncode == 0, p.stderr[-4000:]
     for r in json.loads(out.read_text()):
         gap = max(abs(a - b) for a, b in zip(r["losses"], want, strict=True))
-        assert gap <= 1e-4, (r["overrides"], gap)  # seen <= 5e-7: the same sums over two ranks
+        assert gap <= 1e-4, (r["overrides"], gap)  # seen <= 7.2e-7: the same sums over two ranks
         for key, value in r["overrides"].items():
             assert r["layout"][key.split(".")[1]] == value
 
