@@ -182,6 +182,9 @@ def test_two_processes_fsdp_dp_and_tp_match_one_process(tmp_path):
     """torchtitan's parallelize_llama over gloo: FSDP2, HSDP-replicate, TP with sequence parallel and its
     vocab-sharded logits, TP with full activation checkpointing; one torchrun launch."""
     want = loss_curve(CHAR_LLAMA, "torch", STEPS)
+    noise = max(max(abs(a - b) for a, b in zip(loss_curve(CHAR_LLAMA, "torch", STEPS, permute=seed), want,
+                                                strict=True)) for seed in (1, 2))
+    tol = SAME_MATH * max(noise, 1e-6)
     out = tmp_path / "curves.json"
     runs = [json.dumps({"backend": "torchtitan", "overrides": o})
             for o in ({"parallel.fsdp": 2}, {"parallel.dp": 2}, {"parallel.tp": 2}, {"parallel.tp": 2, "parallel.ac": "full"})]
@@ -191,7 +194,7 @@ def test_two_processes_fsdp_dp_and_tp_match_one_process(tmp_path):
     assert p.returncode == 0, p.stderr[-4000:]
     for r in json.loads(out.read_text()):
         gap = max(abs(a - b) for a, b in zip(r["losses"], want, strict=True))
-        assert gap <= 1e-4, (r["overrides"], gap)  # seen <= 7.2e-7: the same sums over two ranks
+        assert gap <= tol, (r["overrides"], gap, noise)  # seen <= 7.2e-7 (noise 4.8e-7): the same sums, two ranks
         for key, value in r["overrides"].items():
             assert r["layout"][key.split(".")[1]] == value
 
