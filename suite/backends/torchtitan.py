@@ -76,7 +76,9 @@ def supports(spec: Any) -> str | None:
     except Exception as e:  # noqa: BLE001 - reported, not raised
         return f"backends.torchtitan: {e}"
     del opts
-    params = spec.model.params()
+    from suite.models import llm_presets
+
+    params = llm_presets.expand(dict(spec.model.params()))
     par = spec.parallel
     if par is None:
         return None
@@ -89,20 +91,14 @@ def supports(spec: Any) -> str | None:
         return ("parallel.loss_parallel=false: torchtitan's tensor-parallel plan always shards the LM head's logits "
                 "by vocabulary (its lm_head output is Shard(-1)); leave loss_parallel unset or true")
     if par.tp > 1:
-        if params.get("moe") or _preset_field(params, "moe"):
+        if params.get("moe"):
             return ("parallel.tp with an MoE model: the MoE layers use torchtitan's DeepSeek-V3 sharding plan, written "
                     "for its MLA attention, not the GQA attention the suite's MoE presets have")
         for field in ("n_head", "n_kv_head"):
-            heads = params.get(field) or _preset_field(params, field) or params.get("n_head")
+            heads = params.get(field) or params.get("n_head")
             if heads and int(heads) % par.tp:
                 return f"parallel.tp={par.tp} does not divide model.{field}={heads}"
     return None
-
-
-def _preset_field(params: dict[str, Any], field: str) -> Any:
-    from suite.models import llm_presets
-
-    return llm_presets.PRESETS.get(params.get("preset") or "", {}).get(field)
 
 
 def version() -> str | None:
@@ -163,7 +159,8 @@ class TorchtitanBackend(Backend):
         optimizer = build_optimizer(spec.optimizer, params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
         self.workload = workload
-        return TrainState(model=model, raw_model=model, optimizer=optimizer, scheduler=scheduler,
+        call = model if self.opts.attention == "sdpa" else _WithMasks(model)
+        return TrainState(model=call, raw_model=model, optimizer=optimizer, scheduler=scheduler,
                           extra={"params": params})
 
     def parallelize(self, model: nn.Module, moe: bool, lay: layouts.Layout, opts: RunOptions) -> nn.Module:
@@ -260,6 +257,28 @@ class TorchtitanBackend(Backend):
         if self._own_group and dist.is_initialized():
             dist.destroy_process_group()
         self._own_group = False
+
+
+class _WithMasks(nn.Module):
+    """flex / varlen attention need the masks torchtitan's Decoder makes from token positions (its data loader
+    passes them): the workload's `model(x)` gets them for one causal document per row, cached per shape."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self._masks: dict[tuple[int, int], Any] = {}
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        key = tuple(tokens.shape)
+        if key not in self._masks:
+            positions = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
+            self._masks[key] = self.model.get_attention_masks(positions=positions)  # type: ignore[operator]
+        return self.model(tokens, attention_masks=self._masks[key])
+
+    def set_requires_gradient_sync(self, sync: bool) -> None:
+        setter = getattr(self.model, "set_requires_gradient_sync", None)
+        if setter is not None:
+            setter(sync)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:

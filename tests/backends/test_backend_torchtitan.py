@@ -222,6 +222,28 @@ def test_flex_attention_has_no_cpu_backward_and_the_backend_says_so():
         backend.setup(workload, RunOptions(options={"attention": "flex"}))
 
 
+def test_flex_attention_with_the_masks_the_backend_makes_gives_the_same_logits(monkeypatch):
+    """The CUDA path (attention: flex, torchtitan's LM default): the backend's wrapper builds the masks from token
+    positions as torchtitan's data loader would (one causal document per row); forward runs on CPU. torchtitan's
+    torch.compile wrappers of flex_attention and create_block_mask swapped for the same functions in eager mode
+    (compiling them on CPU takes ~1 min)."""
+    import torchtitan.models.common.attention as attention
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    from suite.backends.torchtitan import _WithMasks
+
+    monkeypatch.setattr(attention, "_compiled_create_block_mask", create_block_mask)
+    monkeypatch.setattr(attention.FlexAttention, "_compiled_flex_attn", staticmethod(flex_attention))
+    cfg, ours, sdpa = _pair("llama3.1-tiny")
+    flex = titan_model.build(cfg, llama.vocab(cfg, {}), "flex")
+    titan_model.load_suite_weights(flex, ours, cfg)
+    idx = _tokens(cfg)
+    with torch.no_grad():
+        want, got = ours(idx), _WithMasks(flex).eval()(idx)
+        noise = _gap(want, ours.double()(idx))
+    assert _gap(got, want) <= 4 * noise, (_gap(got, want), noise)
+
+
 def _ctx():
     from suite.workloads.contract import Context, data_root
 
