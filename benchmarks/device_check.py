@@ -41,6 +41,9 @@ from suite.measure import environment, flops, llm_memory, memory, peaks
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from device_titan import TITAN_PUBLISHED_8B, titan_llama8b_row  # noqa: E402 - beside this script
+
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 TTA_WORKLOAD = "cv/digits_cnn"  # installed with the package's data (scikit-learn); reaches 0.97 in seconds
 # the dtypes whose GEMM peak is measured, per device type (fp8 needs scaled GEMMs: not a plain mm)
@@ -332,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             failures += failures_of(row, args.flops_tolerance, dry_mode=device_type == "cpu")
             print(f"[{time.perf_counter() - started:6.1f} s] {name} / {backend}: {row['status']}", file=sys.stderr)
+    titan = None
+    if device_type != "cpu" and "torchtitan" in backends and registry.backend_class("torchtitan")(dev).available().ok:
+        titan = titan_llama8b_row(dev.torch, args.device_bytes, args.compile)  # issue 37: beside the published
+        failures += [f"torchtitan Llama 3.1 8B: {titan['error']}"] if titan["status"] == "error" else []
     if not rows and names:
         failures.append("nothing ran: no available backend supports the chosen workloads")
     wall = time.perf_counter() - started
@@ -345,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                      "synthetic_data": str(args.synthetic_data) if args.synthetic_data else None},
         "hardware": hardware.model_dump(mode="json"), "software": environment.software(),
         "device_memory_bytes": args.device_bytes, "gemm": gemm, "tta": tta, "runs": rows, "llama8b_step": llama8b,
+        "torchtitan_llama8b": titan,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, default=str))
@@ -359,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{llama8b['step_time_p50_s'] * 1e3:.1f} ms, {llama8b['tokens_per_s']:.0f} tokens/s, MFU "
               f"{_fmt(llama8b['mfu'], '.2%')} (goal: torchtitan 5,762 tokens/s/GPU FSDP bf16, 6,667 compiled, 33-39% MFU)")
     print(table(rows))
+    if titan is not None:
+        print(f"torchtitan {titan['workload']}: {titan['status']}, {_fmt(titan.get('tokens_per_s'))} tokens/s "
+              f"({_fmt(titan.get('model_tflops'))} model TFLOP/s); published, whole model with compile: "
+              f"{TITAN_PUBLISHED_8B['tokens_per_s_per_gpu']} tokens/s/GPU "
+              f"({_fmt(titan.get('published_model_tflops_per_gpu'))} TFLOP/s)")
     for s in skipped:
         print(f"skipped: {s.get('workload', '*')} / {s['backend']}: {s['reason']}")
     for f in failures:

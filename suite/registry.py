@@ -69,6 +69,7 @@ BACKENDS: dict[str, str] = {
     "deepspeed": "suite.backends.deepspeed:DeepSpeedBackend",
     "megatron": "suite.backends.megatron:MegatronBackend",
     "npu": "suite.backends.npu:NpuBackend",
+    "torchtitan": "suite.backends.torchtitan:TorchtitanBackend",   # torchtitan's Llama 3 / DeepSeek-V3 models and parallelize fns
 }
 
 

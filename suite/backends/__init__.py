@@ -1,4 +1,4 @@
-"""Interchangeable training backends (torch, deepspeed, megatron, npu), one class per module.
+"""Interchangeable training backends (torch, deepspeed, megatron, npu, torchtitan), one class per module.
 
 Owns the Backend contract (`base`), layouts as data (`layout`), the torch backend's parallelisms applied from
 outside (`parallel/`: mesh, FSDP2, TP, PP, AC) and the support matrix (`support`). A new backend is one module
