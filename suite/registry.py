@@ -29,6 +29,7 @@ TASKS: dict[str, str] = {
     "node_classification": "suite.workloads.node_classification:NodeClassification",
     "graph_classification": "suite.workloads.graph_classification:GraphClassification",
     "ppo": "suite.workloads.ppo:PPO",
+    "grpo": "suite.workloads.grpo:GRPO",   # RL post-training of a causal LM on verifiable problems
 }
 
 # model arch -> component with .Config and .build(cfg, ctx)
@@ -56,6 +57,7 @@ DATASETS: dict[str, str] = {
     "solubility": "suite.data.solubility:COMPONENT",
     "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
     "gym": "suite.data.gym_env:COMPONENT",
+    "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
     "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
 }
 

@@ -66,7 +66,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "noise_floor_source": p.noise_floor_source, "baseline": _side_json(p.baseline),
         "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
         "mode": p.mode, "floor_note": p.floor_note,
-        "warnings": p.warnings,
+        "warnings": p.warnings, "phase": p.phase,
     } for p in report.pairs]
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -140,6 +140,8 @@ def _row(p: PairReport) -> str:
     why = p.reason or p.cause or ""
     if p.verdict == REGRESSED and not p.cause:
         why = ", ".join(f"{m.label} {_ratio_text(m)}" for m in p.metrics if m.gating and m.verdict == REGRESSED)
+    if p.phase:  # RL post-training: which part of the step moved
+        why = f"**{p.phase}**" + (f"; {why}" if why else "")
     return (f"| {ICON[p.verdict]} {p.verdict} | `{p.workload}` | {p.backend} | {p.hardware} | "
             f"{base} → {cand} | {_ratio_text(tta)} | {_p_text(tta)} | {why} |")
 
@@ -219,6 +221,8 @@ def _pair_details(p: PairReport) -> list[str]:
     out += [f"**warning:** {w}" for w in p.warnings] + ([""] if p.warnings else [])
     if p.cause:
         out += [f"**cause of the time-to-target change:** {p.cause} — {p.cause_detail}", ""]
+    if p.phase:
+        out += [f"**RL step phase:** {p.phase} (rollout = generation; training = old/ref log-probs and the update)", ""]
     if p.metrics:
         out += ["| metric | baseline (center, min–max, n) | candidate (center, min–max, n) | ratio | p (beyond floor) | verdict |",
                 "|---|---|---|---|---|---|"]
@@ -300,6 +304,7 @@ def report_from_json(data: Any, source: str) -> Report:
             _side_of(p["candidate"]), float(_num(p["noise_floor"]) or 0.0), p["noise_floor_source"],
             str(p["reason"]), p["cause"], str(p["cause_detail"]), [_metric_of(m) for m in p["metrics"]],
             [str(w) for w in p.get("warnings", [])], str(p.get("mode", "tta")), str(p.get("floor_note", "")),
+            None if p.get("phase") is None else str(p["phase"]),
         ) for p in data["pairs"]]
         summary = data["summary"]
         return Report(settings, pairs, [str(e) for e in data["errors"]], int(summary["baseline_files"]),

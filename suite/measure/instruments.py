@@ -326,6 +326,9 @@ class Instruments:
             "energy_j": energy_j,
             "energy_to_target_j": self.energy.to_target_j if (self.energy and reached) else None,
             "warnings": warnings,
+            # RL post-training (task grpo): the step's time by phase, each phase's MFU against the same peak
+            "phases": (self.workload.phase_report(table_peak, self.peak.dtype if self.peak else self.precision)
+                       if hasattr(self.workload, "phase_report") else {}),
         }
 
     def config_fields(self) -> dict[str, Any]:

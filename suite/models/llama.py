@@ -292,4 +292,5 @@ def from_hf_state_dict(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_per_token=flops_per_token,
-                      param_count=param_count, flops_by_class=flops_by_class)
+                      param_count=param_count, flops_by_class=flops_by_class,
+                      active_matmul_params=active_matmul_params)

@@ -12,7 +12,7 @@ from suite.site import pages
 from suite.site import units as site_units
 from suite.site.pages import Job
 from suite.site.render import MAX_CURVES, CurveSource, convergence_chart, convergence_picks, history_charts
-from suite.site.tables import run_rows, submission_rows
+from suite.site.tables import phase_rows, run_rows, submission_rows
 from suite.site.units import Plan, UnitPlan
 
 
@@ -58,5 +58,6 @@ def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, 
         pages.render_page(job, w.page, "workload.html", w=w, history=charts, convergence=curve, n_curves=n_curves,
                           max_curves=MAX_CURVES, month=newest, months=earlier,
                           sub_rows=submission_rows(w.month_subs[newest], "../"),
-                          run_rows=run_rows(w.month_runs[newest], "../"))
+                          run_rows=run_rows(w.month_runs[newest], "../"),
+                          phase_rows=phase_rows(w.month_runs[newest], "../"))
     return written, cp, rendered
