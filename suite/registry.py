@@ -67,6 +67,7 @@ BACKENDS: dict[str, str] = {
     "deepspeed": "suite.backends.deepspeed:DeepSpeedBackend",
     "megatron": "suite.backends.megatron:MegatronBackend",
     "npu": "suite.backends.npu:NpuBackend",
+    "verl": "suite.backends.verl:VerlBackend",   # task grpo on CUDA nodes; says why not on CPU (verl#3266)
 }
 
 
