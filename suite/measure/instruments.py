@@ -169,10 +169,11 @@ class Instruments:
             self.energy = EnergyMeter(self.device.type) if self.dist.is_main else None
         if self.mllog:
             opt = spec.optimizer
+            own = dict(workload.mllog_fields()) if hasattr(workload, "mllog_fields") else {}  # GRPO's keys
             self.mllog.hyperparameters(
-                seed=self.seed, global_batch_size=spec.data.batch_size, optimizer=getattr(opt, "name", str(opt)),
-                learning_rate=getattr(opt, "lr", None), platform=platform,
-                extra={"precision": self.precision, "world_size": self.dist.world})
+                seed=self.seed, global_batch_size=own.pop("global_batch_size", spec.data.batch_size),
+                optimizer=getattr(opt, "name", str(opt)), learning_rate=getattr(opt, "lr", None), platform=platform,
+                extra={"precision": self.precision, "world_size": self.dist.world, **own})
             self._mllog_submission(spec, layout, workload, backend)
 
     def _mllog_submission(self, spec: Any, layout: dict[str, Any], workload: Any, backend: Any) -> None:

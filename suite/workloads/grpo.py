@@ -210,6 +210,34 @@ class GRPO(WorkloadBase):
         the measured split)."""
         return 6.0 * self._n_active * self.tokens_per_sample()
 
+    def train_samples(self) -> int:
+        """Distinct training problems the generator can draw (MLLOG train_samples)."""
+        return 10 ** (2 * self.problems.cfg.digits) - len(self.eval_problems)
+
+    def eval_samples(self) -> int:
+        return len(self.eval_problems)
+
+    def mllog_fields(self) -> dict[str, Any]:
+        """The GRPO keys of MLPerf Training 6.1's qwen35_397b_grpo rules (its global batch counts completions)."""
+        opt, cfg = self.spec.optimizer.params(), self.cfg
+        prompts = self.spec.data.batch_size * cfg.minibatches
+        betas = opt.get("betas", (0.9, 0.999))
+        sched = self.spec.schedule
+        return {"global_batch_size": prompts * cfg.group_size, "num_prompts_per_step": prompts,
+                "num_generations_per_prompt": cfg.group_size,
+                "generation_training_rollout_temperature": cfg.rollout.temperature,
+                "generation_training_rollout_top_p": cfg.rollout.top_p,
+                "generation_validation_rollout_temperature": cfg.eval_sampling.temperature,
+                "generation_validation_rollout_top_p": cfg.eval_sampling.top_p,
+                "max_sequence_length": self.problems.prompt_len + cfg.rollout.max_new_tokens,
+                "init_checkpoint_step": 0, "max_steps": self.spec.budget.max_steps or 0,
+                "opt_adamw_beta_1": float(betas[0]), "opt_adamw_beta_2": float(betas[1]),
+                "opt_adamw_epsilon": float(opt.get("eps", 1e-8)),
+                "opt_adamw_weight_decay": float(opt.get("weight_decay", 0.0)),
+                "opt_gradient_clip_norm": float(self.spec.backends.get("torch", {}).get("grad_clip") or 0.0),
+                "opt_learning_rate_warmup_steps": int(getattr(sched, "warmup_steps", 0) or 0),
+                "opt_learning_rate_decay_schedule": getattr(sched, "name", None) or "constant"}
+
     def phase_report(self, peak_flops_per_s: float | None, dtype: str) -> dict[str, Any]:
         report = self.clock.report(peak_flops_per_s, dtype)
         report["placement"] = self.cfg.placement
