@@ -75,7 +75,7 @@ def check(block: Any) -> list[tuple[str, str]]:
 def score(fn: RewardFn, name: str, completions: Sequence[str], answers: Sequence[str],
           prompt_index: Sequence[int]) -> list[float]:
     """The reward of each completion; RewardError naming the prompt index and the plug-in on a failure."""
-    out = []
+    out: list[float] = []
     for completion, answer, index in zip(completions, answers, prompt_index, strict=True):
         try:
             value = fn(completion, answer)

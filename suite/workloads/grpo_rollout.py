@@ -92,7 +92,7 @@ class RayRollout:
         else:
             self._started = False
         actor = ray.remote(num_cpus=1)(_Worker)
-        self.workers = [actor.remote(arch, model_cfg, meta, pad_id, 1) for _ in range(workers)]
+        self.workers: list[Any] = [actor.remote(arch, model_cfg, meta, pad_id, 1) for _ in range(workers)]
         self.ray = ray
 
     def sync(self, model: nn.Module) -> bool:
