@@ -30,6 +30,7 @@ TASKS: dict[str, str] = {
     "node_classification": "suite.workloads.node_classification:NodeClassification",
     "graph_classification": "suite.workloads.graph_classification:GraphClassification",
     "ppo": "suite.workloads.ppo:PPO",
+    "grpo": "suite.workloads.grpo:GRPO",   # RL post-training of a causal LM on verifiable problems
 }
 
 # model arch -> component with .Config and .build(cfg, ctx)
@@ -58,9 +59,10 @@ DATASETS: dict[str, str] = {
     "solubility": "suite.data.solubility:COMPONENT",
     "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
     "gym": "suite.data.gym_env:COMPONENT",
-    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",
-    "lora_text": "suite.data.lora_text:COMPONENT",
-    "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)   # an Austen-pretrained Llama base + pydoc topics to fine-tune on   # .bin + .idx (MLPerf LLM references' C4)
+    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
+    "lora_text": "suite.data.lora_text:COMPONENT",   # an Austen-pretrained Llama base + pydoc topics to fine-tune on
+    "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)
+    "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
 }
 
 # backend name -> class implementing suite.backends.base.Backend
@@ -70,6 +72,7 @@ BACKENDS: dict[str, str] = {
     "megatron": "suite.backends.megatron:MegatronBackend",
     "npu": "suite.backends.npu:NpuBackend",
     "torchtitan": "suite.backends.torchtitan:TorchtitanBackend",   # torchtitan's Llama 3 / DeepSeek-V3 models and parallelize fns
+    "verl": "suite.backends.verl:VerlBackend",   # task grpo on CUDA nodes; says why not on CPU (verl#3266)
 }
 
 

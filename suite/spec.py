@@ -212,6 +212,7 @@ class WorkloadSpec(_Strict):
     parallel: ParallelSpec | None = Field(default=None, description="process layout; default: all data parallel")
     throughput: ThroughputSpec = ThroughputSpec()
     mlperf_benchmark: str | None = Field(default=None, description="MLPerf's benchmark it reproduces: MLLOG name")
+    grpo: dict[str, Any] | None = Field(default=None, description="task grpo's settings (suite/algorithms/grpo.py)")
 
     @field_validator("name")
     @classmethod
@@ -252,7 +253,7 @@ class WorkloadSpec(_Strict):
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
         # fields added later are absent when unset, as before they existed: old spec hashes stay valid
-        for key in ("compression", "parallel", "precision", "compile", "mlperf_benchmark"):
+        for key in ("compression", "parallel", "precision", "compile", "mlperf_benchmark", "grpo"):
             if data.get(key) is None:
                 data.pop(key, None)
         if data["data"].get("micro_batch_size") is None:

@@ -16,7 +16,9 @@ REPORT_SCHEMA_VERSION = 1
 DEFAULT_ALPHA = 0.05
 DEFAULT_NOISE_FLOOR = 0.05
 DEFAULT_MIN_SEEDS = stats.DEFAULT_MIN_SEEDS  # 4: the fewest seeds a side that can reach DEFAULT_ALPHA
-DEFAULT_GATE = ("time_to_target_s", "time_per_step_s", "peak_memory_bytes")
+# the phase times exist only for RL post-training results (elsewhere "not measured", which gates nothing)
+DEFAULT_GATE = ("time_to_target_s", "time_per_step_s", "peak_memory_bytes", "rollout_s_per_step",
+                "training_s_per_step")
 DEFAULT_THROUGHPUT_FLOOR = 0.01  # throughput A/B without a measured floor: 1% (a calibrated floor is better)
 DEFAULT_MIN_RUNS = 4  # throughput runs per side: the interval resamples runs
 DEFAULT_MIN_STEPS = 20  # measured steps per throughput run
@@ -51,7 +53,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("mfu", "MFU", "", False, "median", lambda f: f.mfu),
     Metric("peak_memory_bytes", "peak memory", "bytes", True, "median", lambda f: f.peak_memory_bytes),
     Metric("energy_j", "energy", "J", True, "median", lambda f: f.energy_j),
+    Metric("rollout_s_per_step", "rollout (generation) time per step", "s", True, "median",
+           lambda f: f.rollout_s_per_step),
+    Metric("training_s_per_step", "training (log-probs + update) time per step", "s", True, "median",
+           lambda f: f.training_s_per_step),
 )
+PHASE_METRICS = {"rollout_s_per_step": "rollout", "training_s_per_step": "training"}
 METRIC_NAMES = tuple(m.name for m in METRICS)
 
 
@@ -154,6 +161,7 @@ class PairReport:
     floor_note: str = ""  # a candidate's own floor that was ignored, a measured floor that did not apply
     rcp: dict[str, Any] | None = None  # the convergence guard's verdict (suite/compare/rcp_guard.py: RcpCheck)
     rcp_note: str = ""  # why an RCP that exists could not be applied
+    phase: str | None = None  # RL post-training: which part regressed (or improved): rollout | training | both
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.name == name), None)

@@ -67,6 +67,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "candidate": _side_json(p.candidate), "metrics": [_metric_json(m) for m in p.metrics],
         "mode": p.mode, "floor_note": p.floor_note,
         "warnings": p.warnings, "rcp": p.rcp, "rcp_note": p.rcp_note,
+        "phase": p.phase,
     } for p in report.pairs]
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -143,6 +144,8 @@ def _row(p: PairReport) -> str:
             f"; {why}" if why else "")
     if p.verdict == REGRESSED and not p.cause:
         why = ", ".join(f"{m.label} {_ratio_text(m)}" for m in p.metrics if m.gating and m.verdict == REGRESSED)
+    if p.phase:  # RL post-training: which part of the step moved
+        why = f"**{p.phase}**" + (f"; {why}" if why else "")
     return (f"| {ICON[p.verdict]} {p.verdict} | `{p.workload}` | {p.backend} | {p.hardware} | "
             f"{base} → {cand} | {_ratio_text(tta)} | {_p_text(tta)} | {why} |")
 
@@ -242,6 +245,8 @@ def _pair_details(p: PairReport) -> list[str]:
     if p.cause:
         out += [f"**cause of the time-to-target change:** {p.cause} — {p.cause_detail}", ""]
     out += rcp_lines(p)
+    if p.phase:
+        out += [f"**RL step phase:** {p.phase} (rollout = generation; training = old/ref log-probs and the update)", ""]
     if p.metrics:
         out += ["| metric | baseline (center, min–max, n) | candidate (center, min–max, n) | ratio | p (beyond floor) | verdict |",
                 "|---|---|---|---|---|---|"]
@@ -324,6 +329,7 @@ def report_from_json(data: Any, source: str) -> Report:
             str(p["reason"]), p["cause"], str(p["cause_detail"]), [_metric_of(m) for m in p["metrics"]],
             [str(w) for w in p.get("warnings", [])], str(p.get("mode", "tta")), str(p.get("floor_note", "")),
             p.get("rcp") if isinstance(p.get("rcp"), dict) else None, str(p.get("rcp_note", "")),
+            None if p.get("phase") is None else str(p["phase"]),
         ) for p in data["pairs"]]
         summary = data["summary"]
         return Report(settings, pairs, [str(e) for e in data["errors"]], int(summary["baseline_files"]),

@@ -34,6 +34,7 @@ from suite.compare.model import (  # noqa: F401 - the model is part of this modu
     METRICS,
     NO_CHANGE,
     NOT_COMPARABLE,
+    PHASE_METRICS,
     REGRESSED,
     REPORT_SCHEMA_VERSION,
     SAME,
@@ -177,6 +178,17 @@ def attribute(pair: PairReport) -> None:
     pair.cause_detail = "; ".join(parts)
 
 
+def attribute_phase(pair: PairReport) -> None:
+    """RL post-training: name the part of the step that changed, rollout (generation) or training, by the phase
+    metrics' own verdicts (a regression first: it is what the reader must act on)."""
+    for verdict in (REGRESSED, IMPROVED):
+        parts = [part for name, part in PHASE_METRICS.items()
+                 if (m := pair.metric(name)) is not None and m.verdict == verdict]
+        if parts:
+            pair.phase = f"{'both' if len(parts) == 2 else parts[0]} {'regression' if verdict == REGRESSED else 'improvement'}"
+            return
+
+
 # ---- pairing ----------------------------------------------------------------------------------------------
 
 
@@ -253,6 +265,7 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
     elif any(m.verdict == IMPROVED for m in gating) and not _tta_looks_worse(pair):
         pair.verdict = IMPROVED  # good news only when time to target did not get worse, significant or not
     attribute(pair)
+    attribute_phase(pair)
     return pair
 
 

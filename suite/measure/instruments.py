@@ -169,13 +169,15 @@ class Instruments:
             self.energy = EnergyMeter(self.device.type) if self.dist.is_main else None
         if self.mllog:
             opt = spec.optimizer
+            own = dict(workload.mllog_fields()) if hasattr(workload, "mllog_fields") else {}  # GRPO's keys
             self.mllog.hyperparameters(
-                seed=self.seed, global_batch_size=spec.data.batch_size, optimizer=getattr(opt, "name", str(opt)),
-                learning_rate=getattr(opt, "lr", None), platform=platform,
+                seed=self.seed, global_batch_size=own.pop("global_batch_size", spec.data.batch_size),
+                optimizer=getattr(opt, "name", str(opt)), learning_rate=getattr(opt, "lr", None), platform=platform,
                 extra={"precision": self.precision, "world_size": self.dist.world,
                        **mlperf_keys.hyperparameters(spec, workload, getattr(getattr(backend, "opts", None),
                                                                              "grad_clip", None)),
-                       **(workload.mllog_hyperparameters() if hasattr(workload, "mllog_hyperparameters") else {})})
+                       **(workload.mllog_hyperparameters() if hasattr(workload, "mllog_hyperparameters") else {}),
+                       **own})
             self._mllog_submission(spec, layout, workload, backend)
 
     def _mllog_submission(self, spec: Any, layout: dict[str, Any], workload: Any, backend: Any) -> None:
@@ -329,6 +331,9 @@ class Instruments:
             "energy_j": energy_j,
             "energy_to_target_j": self.energy.to_target_j if (self.energy and reached) else None,
             "warnings": warnings,
+            # RL post-training (task grpo): the step's time by phase, each phase's MFU against the same peak
+            "phases": (self.workload.phase_report(table_peak, self.peak.dtype if self.peak else self.precision)
+                       if hasattr(self.workload, "phase_report") else {}),
         }
 
     def config_fields(self) -> dict[str, Any]:

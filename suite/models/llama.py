@@ -18,7 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from suite.models import llm_presets
-from suite.models.llm_layers import RMSNorm, RopeScaling, Rotary, SwiGLU, apply_rotary, swiglu_params
+from suite.models.llm_layers import (
+    LayerCache,
+    RMSNorm,
+    RopeScaling,
+    Rotary,
+    SwiGLU,
+    apply_rotary,
+    swiglu_params,
+)
 from suite.models.moe import MoE, MoEConfig, moe_active_params, moe_total_params
 from suite.registry import Component
 
@@ -94,11 +102,21 @@ class Attention(nn.Module):
         self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=cfg.attention_bias)
         self.wo = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=cfg.attention_bias)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: LayerCache | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = (w(x).view(b, t, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
+        mask, causal = None, True
+        if cache is not None:  # generation: attend to every cached position plus the new ones, causally
+            past = cache.length
+            k, v = cache.extend(k, v)
+            if past:
+                causal = False
+                if t > 1:
+                    mask = torch.ones(t, past + t, dtype=torch.bool, device=x.device).tril(diagonal=past)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                           enable_gqa=k.shape[1] != q.shape[1])
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -112,8 +130,9 @@ class Block(nn.Module):
         self.moe = MoE(cfg.d_model, cfg.moe) if cfg.moe is not None and cfg.is_moe(layer) else None
         self.feed_forward = None if self.moe is not None else SwiGLU(cfg.d_model, cfg.ffn_dim)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: LayerCache | None = None) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, cache)
         ffn = self.moe if self.moe is not None else self.feed_forward
         assert ffn is not None
         return x + ffn(self.ffn_norm(x))
@@ -145,11 +164,15 @@ class Llama(nn.Module):
             if name.endswith("score_bias"):
                 nn.init.zeros_(buf)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: list[LayerCache] | None = None) -> torch.Tensor:
+        """Logits of every position; with `cache` (one LayerCache per layer, suite/models/generation.py) `idx`
+        continues the cached positions, whose keys and values are reused, not recomputed."""
         x = self.tok_embeddings(idx)
-        cos, sin = self.rotary(idx.shape[1], x.dtype)
-        for layer in self.layers:
-            x = layer(x, cos, sin)
+        past = cache[0].length if cache else 0
+        cos, sin = self.rotary(past + idx.shape[1], x.dtype)
+        cos, sin = cos[past:], sin[past:]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache[i] if cache else None)
         return self.output(self.norm(x))
 
     def aux_loss(self) -> torch.Tensor:
@@ -269,4 +292,5 @@ def from_hf_state_dict(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_per_token=flops_per_token,
-                      param_count=param_count, flops_by_class=flops_by_class)
+                      param_count=param_count, flops_by_class=flops_by_class,
+                      active_matmul_params=active_matmul_params)

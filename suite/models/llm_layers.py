@@ -109,3 +109,26 @@ class SwiGLU(nn.Module):
 
 def swiglu_params(dim: int, hidden: int) -> int:
     return 3 * dim * hidden
+
+
+class LayerCache:
+    """One attention layer's key/value cache for generation (suite/models/generation.py): the rotated keys and
+    the values of every position so far, (batch, kv_heads, length, head_dim), grown by concatenation."""
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else int(self.k.shape[2])
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.k = k if self.k is None else torch.cat((self.k, k), dim=2)
+        self.v = v if self.v is None else torch.cat((self.v, v), dim=2)
+        return self.k, self.v
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows (finished sequences dropped)."""
+        if self.k is not None and self.v is not None:
+            self.k, self.v = self.k[rows], self.v[rows]

@@ -141,6 +141,7 @@ class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     error: str | None = None
     warnings: list[str] = []
     mllog: str | None = None
+    phases: dict[str, Any] = {}
 
 
 DECODER = msgspec.json.Decoder(LeanResult)

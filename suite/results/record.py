@@ -142,6 +142,9 @@ class Result(_Model):
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
     mllog: str | None = Field(default=None, description="file name of the :::MLLOG log beside this result")
+    phases: dict[str, Any] = Field(
+        default_factory=dict, description="RL post-training (task grpo): seconds per phase (weight_sync, gen, "
+        "reward, old_log_prob, ref, update), tokens generated/trained per second, MFU of generation and update")
 
     @field_validator("started_at")
     @classmethod

@@ -23,7 +23,7 @@ from suite.results.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
 from suite.results.rcp import RCP, RCP_KIND, parse_rcp
 from suite.results.record import MAX_RESULT_BYTES, Result, ResultError, parse_result
 from suite.results.record import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
-from suite.results.stats import RunFigures, figures_of, peak_memory, time_per_step
+from suite.results.stats import RunFigures, figures_of, peak_memory, phase_figure, time_per_step
 
 # ---- the lean reader ---------------------------------------------------------------------------------------
 # Parsing a whole result (config, eval curve, software table) is nearly all of the cost of comparing 10,000
@@ -102,6 +102,8 @@ def _lean_record(d: LeanResult, started_at: str, source: str) -> RunRecord:
         samples_per_s=d.throughput.get("samples_per_s"),
         mfu=d.mfu, peak_memory_bytes=peak_memory(d.memory), energy_j=d.energy_j, git_sha=d.git.sha,
         started_at=started_at, host_load=load_warning(d.hardware), paused=pause_warning(d.warnings),
+        rollout_s_per_step=phase_figure(d.phases, "rollout_s_per_step"),
+        training_s_per_step=phase_figure(d.phases, "training_s_per_step"),
     )
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,

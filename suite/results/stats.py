@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -88,6 +88,9 @@ class RunFigures(BaseModel):
     host_load: str | None = Field(default=None, description="a warning when the run's host was loaded")
     paused: str | None = Field(default=None, description="a warning when the process was paused inside the timed "
                                "run, so that its time to target holds the pause (suite/measure/pauses.py)")
+    rollout_s_per_step: float | None = Field(default=None, description="RL post-training: generation seconds per step")
+    training_s_per_step: float | None = Field(default=None, description="RL post-training: old/ref log-prob and "
+                                              "update seconds per step")
 
     @property
     def reached(self) -> bool:
@@ -122,7 +125,14 @@ def figures_of(r: Result) -> RunFigures:
         samples_per_s=r.throughput.get("samples_per_s"), mfu=r.mfu, peak_memory_bytes=peak_memory(r.memory),
         energy_j=r.energy_j, git_sha=r.git.sha, started_at=r.started_at.isoformat(),
         host_load=load_warning(r.hardware), paused=pause_warning(r.warnings),
+        rollout_s_per_step=phase_figure(r.phases, "rollout_s_per_step"),
+        training_s_per_step=phase_figure(r.phases, "training_s_per_step"),
     )
+
+
+def phase_figure(phases: dict[str, Any], key: str) -> float | None:
+    v = phases.get(key)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:

@@ -79,7 +79,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
-               "target", "mllog")
+               "rollout_s_per_step", "training_s_per_step", "target", "mllog")
 
 
 @dataclass(slots=True)
@@ -119,6 +119,8 @@ class RunRow:
     device_count: int
     algorithm: str
     description: str
+    rollout_s_per_step: float | None  # RL post-training: the step's generation and training phases
+    training_s_per_step: float | None
     target: dict[str, Any]
     mllog: str | None
     sig: list[Any] = field(default_factory=list)  # what the run page depends on (pages._signature)

@@ -44,6 +44,21 @@ def submission_rows(subs: Sequence[Submission], root: str) -> Markup:
     return Markup("".join(out))
 
 
+def phase_rows(runs: Sequence[RunRow], root: str) -> Markup:
+    """RL post-training runs: each step's time split into rollout (generation) and training, newest first."""
+    out = []
+    for r in reversed(runs):
+        if r.rollout_s_per_step is None and r.training_s_per_step is None:
+            continue
+        out.append(
+            f'<tr><td class="nowrap" data-sort="{r.started_at.timestamp()}">{fmt_date(r.started_at)}</td>'
+            f'<td>{escape(r.hardware)}</td><td>{escape(r.backend)}</td><td class="num">{r.seed}</td>'
+            f'<td class="num" data-sort="{sort_value(r.rollout_s_per_step)}">{fmt_s(r.rollout_s_per_step)}</td>'
+            f'<td class="num" data-sort="{sort_value(r.training_s_per_step)}">{fmt_s(r.training_s_per_step)}</td>'
+            f'<td class="mono"><a href="{root}{r.page}">{escape(r.run_id)}</a></td></tr>\n')
+    return Markup("".join(out))
+
+
 def run_rows(runs: Sequence[RunRow], root: str) -> Markup:
     """The runs table body, newest first."""
     out = []

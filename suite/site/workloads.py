@@ -19,7 +19,7 @@ from suite.site.render import (
     history_charts,
     rcp_chart,
 )
-from suite.site.tables import run_rows, submission_rows
+from suite.site.tables import phase_rows, run_rows, submission_rows
 from suite.site.units import Plan, UnitPlan
 
 
@@ -66,5 +66,6 @@ def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, 
                           rcp_chart=rcp_chart(w, pick, pts),
                           max_curves=MAX_CURVES, month=newest, months=earlier,
                           sub_rows=submission_rows(w.month_subs[newest], "../"),
-                          run_rows=run_rows(w.month_runs[newest], "../"))
+                          run_rows=run_rows(w.month_runs[newest], "../"),
+                          phase_rows=phase_rows(w.month_runs[newest], "../"))
     return written, cp, rendered

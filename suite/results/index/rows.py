@@ -29,6 +29,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("device_count", "BIGINT"), ("algorithm", "VARCHAR"), ("description", "VARCHAR"), ("target", "VARCHAR"),
     ("mllog", "VARCHAR"),
     ("paused", "VARCHAR"),  # a pause inside the timed run (suite/measure/pauses.py), index schema 4
+    ("rollout_s_per_step", "DOUBLE"), ("training_s_per_step", "DOUBLE"),  # RL post-training phases, schema 5
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -63,7 +64,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
     from suite.results import key as compare_key
     from suite.results.conditions import load_warning, pause_warning
     from suite.results.runfiles import _noise_floor_of  # the figures compare uses, computed once
-    from suite.results.stats import peak_memory, time_per_step
+    from suite.results.stats import peak_memory, phase_figure, time_per_step
 
     raw_spec = r.config.get("spec")
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
@@ -88,6 +89,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
         r.energy_to_target_j, _text(r.backend_version), r.hardware.device_name, r.hardware.device_count,
         str(algo.get("label", "")) if isinstance(algo, dict) else "", _text(spec.get("description")),
         json.dumps(target), r.mllog, pause_warning(r.warnings),
+        phase_figure(r.phases, "rollout_s_per_step"), phase_figure(r.phases, "training_s_per_step"),
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
               for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]

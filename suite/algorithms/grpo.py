@@ -1,0 +1,137 @@
+"""GRPO (Shao et al. 2024, DeepSeekMath): the spec's `grpo:` block, group-normalised advantages and the clipped
+policy-gradient loss with an optional KL penalty to a frozen reference, averaged per token or per sequence.
+
+Names follow veRL's (`actor_rollout_ref.actor.clip_ratio`, `kl_loss_coef`, `loss_agg_mode`, the `low_var_kl`
+estimator) so that suite/backends/verl.py translates the block field by field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from suite.algorithms import grpo_rewards
+
+
+class Sampling(BaseModel):
+    """How completions are drawn (the fields of suite.models.generation.Sampling, which the task builds from it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    temperature: float = Field(default=1.0, ge=0, description="0: greedy")
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_new_tokens: int = Field(default=16, gt=0)
+    stop_tokens: list[str] = Field(default_factory=list, description="strings of one token each that end a "
+                                   "completion (the data set's end-of-answer token is always one)")
+
+
+class WarmStart(BaseModel):
+    """How the policy starts: supervised training on the task's own solved problems, in the untimed init, or a
+    checkpoint. `checkpoint` is the seam for a Hugging Face checkpoint loader: today it takes a state dict of the
+    suite's model saved with torch.save."""
+
+    model_config = ConfigDict(extra="forbid")
+    sft_steps: int = Field(default=0, ge=0, description="supervised steps on generated solved problems (untimed)")
+    sft_lr: float = Field(default=3e-3, gt=0)
+    sft_batch_size: int = Field(default=64, gt=0)
+    checkpoint: str | None = Field(default=None, description="a torch.save state dict of the policy")
+    seed: int = Field(default=0, ge=0, description="seeds the initial weights and the supervised data: the warm "
+                      "start is the same model for every run seed")
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    group_size: int = Field(default=8, description="G: completions sampled per prompt (>= 2)")
+    rollout: Sampling = Sampling()
+    eval_sampling: Sampling = Field(default=Sampling(temperature=0.0),
+                                    description="evaluation: greedy (temperature 0) or low temperature")
+    clip_ratio: float = Field(default=0.2, gt=0, lt=1)
+    kl_coef: float = Field(default=0.0, ge=0, description="KL penalty to the frozen reference (0: no reference)")
+    loss_agg: Literal["token", "sequence"] = Field(
+        default="token", description="token: mean over all completion tokens of the batch (veRL token-mean); "
+        "sequence: mean over tokens in each completion, then over completions (seq-mean-token-mean)")
+    normalize_std: bool = Field(default=True, description="divide advantages by the group's std (Dr. GRPO: false)")
+    old_logprob: Literal["recompute", "reuse"] = Field(
+        default="recompute", description="recompute: a forward pass of the policy before the update (veRL); "
+        "reuse: the sampler's log-probabilities")
+    minibatches: int = Field(default=1, ge=1, description="optimizer steps per rollout (harness steps)")
+    reward: str | dict[str, Any] = Field(default="exact_match", description="built-in name or import path")
+    placement: Literal["colocated", "ray"] = "colocated"
+    rollout_workers: int = Field(default=1, ge=1, description="ray: rollout actors beside the trainer")
+    warm_start: WarmStart = WarmStart()
+
+    @field_validator("group_size")
+    @classmethod
+    def _group(cls, v: int) -> int:
+        if v < 2:
+            raise ValueError(f"group_size {v}: GRPO normalises each completion's reward over its group of G "
+                             "completions of the same prompt; G < 2 leaves no group (set group_size >= 2)")
+        return v
+
+    @model_validator(mode="after")
+    def _reuse(self) -> Config:
+        if self.old_logprob == "reuse" and self.rollout.top_p < 1.0:
+            raise ValueError("old_logprob: reuse with rollout.top_p < 1: the sampler's log-probabilities are of "
+                             "the full softmax, not of the truncated distribution it drew from; use recompute")
+        return self
+
+
+def check(block: dict[str, Any] | None, task: str) -> list[tuple[str, str]]:
+    """Problems of a spec's `grpo:` block (validated with its reward) for spec load."""
+    from pydantic import ValidationError
+
+    from suite.spec import format_validation
+
+    if block is None:
+        return [("grpo", "task grpo needs a `grpo:` block (group_size, rollout, reward, ...)")] if task == "grpo" else []
+    if task != "grpo":
+        return [("grpo", f"a `grpo:` block is read by task grpo only, not {task!r}; remove it")]
+    try:
+        cfg = Config.model_validate(block)
+    except ValidationError as e:
+        return format_validation(e, "grpo")
+    return grpo_rewards.check(cfg.reward)
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool = True,
+                     eps: float = 1e-6) -> torch.Tensor:
+    """(n_prompts * G,) rewards, grouped by prompt in consecutive runs of G -> each one's reward minus its group's
+    mean, divided by the group's (unbiased) std when normalize_std (veRL's compute_grpo_outcome_advantage)."""
+    r = rewards.float().view(-1, group_size)
+    adv = r - r.mean(dim=1, keepdim=True)
+    if normalize_std:
+        adv = adv / (r.std(dim=1, keepdim=True) + eps)
+    return adv.reshape(-1)
+
+
+def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(policy || ref) per token, clamped as veRL's `low_var_kl`."""
+    log_ratio = (ref_logp - logp).clamp(-20, 20)
+    return (log_ratio.exp() - log_ratio - 1).clamp(-10, 10)
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    if mode == "token":
+        return (values * mask).sum() / mask.sum().clamp(min=1)
+    per_seq = (values * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return per_seq.mean()
+
+
+def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                cfg: Config, ref_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped surrogate -min(r A, clip(r, 1-e, 1+e) A), r = pi/pi_old per token, plus kl_coef x KL(pi||ref);
+    logp, old_logp, ref_logp, mask (B, T), advantages (B,). Returns the loss and its parts for the log."""
+    ratio = (logp - old_logp).exp()
+    adv = advantages[:, None]
+    surrogate = -torch.min(ratio * adv, ratio.clamp(1 - cfg.clip_ratio, 1 + cfg.clip_ratio) * adv)
+    loss = aggregate(surrogate, mask, cfg.loss_agg)
+    parts = {"pg_loss": float(loss.detach())}
+    if cfg.kl_coef > 0 and ref_logp is not None:
+        kl = aggregate(kl_low_var(logp, ref_logp), mask, cfg.loss_agg)
+        loss = loss + cfg.kl_coef * kl
+        parts["kl"] = float(kl.detach())
+    with torch.no_grad():
+        clipped = ((ratio - 1).abs() > cfg.clip_ratio).float()
+        parts["clip_frac"] = float((clipped * mask).sum() / mask.sum().clamp(min=1))
+    return loss, parts

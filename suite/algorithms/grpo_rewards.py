@@ -1,0 +1,89 @@
+"""Verifiable rewards for GRPO, as plug-ins: the spec's `grpo.reward` names a built-in or an import path.
+
+A reward is a function `fn(completion: str, answer: str, **params) -> float` (the block's other keys are its
+parameters): the decoded completion (up to and without its stop token) and the problem's reference answer.
+Built-in: exact_match (1.0 when the completion, stripped, equals the answer, else 0.0). `check` imports and binds
+it at spec load, so a reward that does not import is a SpecError before anything starts; a reward that raises or
+returns something other than a finite number mid-run is a `RewardError` naming the prompt index and the plug-in
+(the run ends `error`, never `reached`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from suite import registry
+
+RewardFn = Callable[[str, str], float]
+
+REWARDS: dict[str, str] = {
+    "exact_match": "suite.algorithms.grpo_rewards:exact_match",
+}
+
+
+class RewardError(ValueError):
+    pass
+
+
+def exact_match(completion: str, answer: str) -> float:
+    return 1.0 if completion.strip() == answer.strip() else 0.0
+
+
+def split(block: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """`exact_match` or `{name: pkg.mod:fn, param: ...}` -> (name, params)."""
+    if isinstance(block, str):
+        return block, {}
+    params = dict(block)
+    name = params.pop("name", None)
+    if not isinstance(name, str):
+        raise RewardError("grpo.reward: a block needs `name` (a built-in reward or an import path pkg.mod:fn)")
+    return name, params
+
+
+def build(block: str | dict[str, Any]) -> tuple[str, RewardFn]:
+    """(name, the bound reward) of a `grpo.reward` value; RewardError when it cannot be used."""
+    name, params = split(block)
+    try:
+        fn = registry.resolve(name, REWARDS, "reward")
+    except registry.RegistryError as e:
+        raise RewardError(f"grpo.reward: {e}") from None
+    if not callable(fn) or inspect.isclass(fn):
+        raise RewardError(f"grpo.reward {name!r} is a {type(fn).__name__}, not a function "
+                          "fn(completion, answer, **params) -> float")
+    try:
+        inspect.signature(fn).bind("", "", **params)
+    except TypeError as e:
+        raise RewardError(f"grpo.reward {name!r} must be fn(completion, answer, **params) with the block's other "
+                          f"keys ({sorted(params)}) as parameters: {e}") from None
+    except ValueError:  # a builtin without a signature: bound at the first call
+        pass
+    return name, (lambda completion, answer: fn(completion, answer, **params)) if params else fn
+
+
+def check(block: Any) -> list[tuple[str, str]]:
+    try:
+        build(block)
+    except RewardError as e:
+        return [("grpo.reward", str(e).removeprefix("grpo.reward: "))]
+    return []
+
+
+def score(fn: RewardFn, name: str, completions: Sequence[str], answers: Sequence[str],
+          prompt_index: Sequence[int]) -> list[float]:
+    """The reward of each completion; RewardError naming the prompt index and the plug-in on a failure."""
+    out: list[float] = []
+    for completion, answer, index in zip(completions, answers, prompt_index, strict=True):
+        try:
+            value = fn(completion, answer)
+        except Exception as e:  # noqa: BLE001 - user code: any failure is named and ends the run as an error
+            raise RewardError(f"reward plug-in {name!r} raised {type(e).__name__}: {e} on prompt index {index} "
+                              f"(completion {completion!r})") from e
+        if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+            raise RewardError(f"reward plug-in {name!r} returned {value!r} for prompt index {index} (completion "
+                              f"{completion!r}): a reward must be a finite number")
+        out.append(float(value))
+    return out

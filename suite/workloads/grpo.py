@@ -1,0 +1,244 @@
+"""GRPO post-training of a causal LM on verifiable problems (`task: grpo`, its settings in the spec's `grpo:`
+block, suite/algorithms/grpo.py). The policy is warm-started in the untimed init (supervised steps on solved
+problems, or a checkpoint). One rollout per `grpo.minibatches` harness steps: the batch iterator draws prompts,
+samples G completions of each (suite/workloads/grpo_rollout.py), scores them with the reward plug-in, normalises
+the rewards in each group and computes old and reference log-probs; each harness step is one clipped
+policy-gradient update. Every phase is timed apart (suite/workloads/grpo_phases.py; the Result's `phases`).
+Evaluation: greedy (or low-temperature) accuracy on the held-out problems.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite.algorithms import grpo, grpo_rewards
+from suite.models.generation import Generated, Sampling, generate, token_logprobs
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
+from suite.workloads.grpo_phases import PhaseClock
+from suite.workloads.grpo_rollout import Colocated, RayRollout, require_ray
+from suite.workloads.ppo import _unwrap
+
+
+class GRPO(WorkloadBase):
+    reported_metrics = frozenset({"accuracy", "mean_reward", "mean_completion_tokens"})
+
+    def __init__(self, spec, ctx: Context):
+        super().__init__(spec, ctx)
+        self.cfg = grpo.Config.model_validate(getattr(spec, "grpo", None) or {})
+        self.problems: Any = self.data_component.load(self.data_cfg)
+        self.meta = {"vocab_size": self.problems.vocab_size}
+        self.reward_name, self.reward_fn = grpo_rewards.build(self.cfg.reward)
+        stops = [self.problems.eos_id] + [self.problems.token_id(t) for t in self.cfg.rollout.stop_tokens]
+        self.sampling = Sampling(**{**self.cfg.rollout.model_dump(), "stop_tokens": stops})
+        self.eval_sampling = Sampling(**{**self.cfg.eval_sampling.model_dump(), "stop_tokens": stops})
+        context = int(getattr(self.model_cfg, "seq_len", 0) or 0)
+        need = self.problems.prompt_len + max(self.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
+        if context and need > context:
+            raise ValueError(f"a prompt of {self.problems.prompt_len} tokens plus grpo.rollout.max_new_tokens "
+                             f"({self.sampling.max_new_tokens}) is {need} tokens, longer than the model's context "
+                             f"(model.seq_len {context}): raise model.seq_len or lower max_new_tokens")
+        ckpt = self.cfg.warm_start.checkpoint
+        if ckpt is not None and not Path(ckpt).is_file():
+            raise ValueError(f"grpo.warm_start.checkpoint {ckpt!r} is not a file")
+        if self.cfg.placement == "ray":
+            require_ray()
+        if not hasattr(self.model_component, "active_matmul_params") or not hasattr(self.model_cfg, "n_head"):
+            raise ValueError(f"task grpo needs a decoder with a KV cache (model.arch llama), not {spec.model.arch!r}")
+        self._n_active = float(self.model_component.active_matmul_params(self.model_cfg, self.meta))
+        self.eval_problems = self.problems.eval_set()
+        self.clock = PhaseClock(self.cfg.minibatches)
+        self.policy: nn.Module | None = None
+        self.ref: nn.Module | None = None
+        self.rollout: Any = None
+        self._eval_s = 0.0  # evaluation seconds, taken out of the update phase's wall time
+
+    # ---- init (untimed) ------------------------------------------------------------------------------
+
+    def build_model(self) -> nn.Module:
+        """The warm-started policy: the same for every run seed (it is the pretrained model of this benchmark;
+        the seed varies the RL run), from warm_start.seed."""
+        ws = self.cfg.warm_start
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(ws.seed)
+            model = self.model_component.build(self.model_cfg, self.meta).to(self.device)
+            if ws.checkpoint is not None:  # the seam a Hugging Face checkpoint loader plugs into
+                model.load_state_dict(torch.load(ws.checkpoint, map_location=self.device, weights_only=True))
+            if ws.sft_steps:
+                self._sft(model)
+        return model
+
+    def _sft(self, model: nn.Module) -> None:
+        """Supervised warm start: next-token cross-entropy on the answer tokens of generated solved problems."""
+        ws, p = self.cfg.warm_start, self.problems.prompt_len
+        rng = np.random.default_rng([ws.seed, 0x5F7])
+        opt = torch.optim.AdamW(model.parameters(), lr=ws.sft_lr, weight_decay=0.0)
+        model.train()
+        for _ in range(ws.sft_steps):
+            rows = self.problems.solved(self.problems.draw(rng, ws.sft_batch_size)).to(self.device)
+            logits = model(rows[:, :-1])[:, p - 1 :]
+            target = rows[:, p:].masked_fill(rows[:, p:] == self.problems.pad_id, -100)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    def attach(self, model: nn.Module) -> None:
+        self.policy = model
+        net = _unwrap(model)
+        if self.cfg.kl_coef > 0:
+            self.ref = copy.deepcopy(net).eval().requires_grad_(False)
+        if self.cfg.placement == "ray":
+            self.rollout = RayRollout(self.spec.model.arch, self.spec.model.params(), self.meta,
+                                      self.problems.pad_id, self.cfg.rollout_workers)
+        else:
+            self.rollout = Colocated(net, self.problems.pad_id)
+
+    def close(self) -> None:
+        if self.rollout is not None:
+            self.rollout.close()
+
+    # ---- the rollout (on the clock, in the batch iterator) ---------------------------------------------
+
+    def _rewards(self, out: Generated, answers: list[str], index: list[int]) -> torch.Tensor:
+        texts = [self.problems.decode(row) for row in out.completion]
+        return torch.tensor(grpo_rewards.score(self.reward_fn, self.reward_name, texts, answers, index))
+
+    def _count_gen(self, out: Generated) -> None:
+        c, n_active = self.clock, self._n_active
+        b, p = out.prompts.shape
+        cfg = self.model_cfg
+        per_position = 4.0 * cfg.n_layer * cfg.n_head * cfg.head_size
+        c.tokens_generated += out.tokens
+        c.gen_flops += 2.0 * n_active * (b * (p - 1) + out.tokens) + per_position * (out.attended + b * p * (p - 1) / 2)
+
+    def _rollout(self, rng: np.random.Generator, n_prompts: int, seed: int) -> dict[str, torch.Tensor]:
+        assert self.policy is not None, "GRPO.attach(model) must be called before rollouts (the harness does)"
+        c, g, net = self.clock, self.cfg.group_size, _unwrap(self.policy)
+        problems = self.problems.draw(rng, n_prompts)
+        prompts = self.problems.prompts(problems).repeat_interleave(g, dim=0).to(self.device)
+        with c.phase("weight_sync"):
+            self.rollout.sync(net)
+        with c.phase("gen"):
+            out = self.rollout.generate(prompts, self.sampling, seed, g)
+        self._count_gen(out)
+        with c.phase("reward"):
+            answers = [a for _, a in problems for _ in range(g)]
+            index = [i for i in range(n_prompts) for _ in range(g)]
+            rewards = self._rewards(out, answers, index)
+        adv = grpo.group_advantages(rewards, g, self.cfg.normalize_std).to(self.device)
+        seqs, p, temp = out.sequences, prompts.shape[1], self.sampling.temperature
+        batch = {"sequences": seqs, "mask": out.mask, "advantages": adv, "rewards": rewards.to(self.device)}
+        with c.phase("old_log_prob"), torch.no_grad():
+            batch["old_logp"] = (token_logprobs(net, seqs, p, temp) if self.cfg.old_logprob == "recompute"
+                                 else out.logprobs)
+        if self.ref is not None:
+            with c.phase("ref"), torch.no_grad():
+                batch["ref_logp"] = token_logprobs(self.ref, seqs, p, temp)
+        c.rollouts += 1
+        return batch
+
+    def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
+        bs = self.local_batch_size(world)
+        mb = self.cfg.minibatches
+        rng = np.random.default_rng([self.ctx.seed, rank, 0x6790])
+        try:
+            yield from self._updates(rng, bs, mb, self.ctx.seed * 100_003 + rank)
+        finally:  # the harness drops the iterator when the run ends: the Ray actors go with it
+            self.close()
+
+    def _updates(self, rng: np.random.Generator, bs: int, mb: int, stream: int) -> Iterator[Batch]:
+        g, c, step = self.cfg.group_size, self.clock, 0
+        while True:
+            batch = self._rollout(rng, bs * mb, stream * 1_000_003 + step)
+            perm = torch.randperm(bs * mb, generator=torch.Generator().manual_seed(step))
+            for i in range(mb):
+                rows = (perm[i * bs : (i + 1) * bs, None] * g + torch.arange(g)).reshape(-1).to(self.device)
+                part = {k: v[rows] for k, v in batch.items()}
+                tokens = int(part["mask"].sum()) + part["sequences"].shape[0] * self.problems.prompt_len
+                eval_before, t = self._eval_s, time.perf_counter()
+                yield part  # the harness runs the update (and any evaluation) before asking for the next
+                # counted once the update is done, so seconds, tokens and FLOPs cover the same updates
+                c.seconds["update"] += time.perf_counter() - t - (self._eval_s - eval_before)
+                c.updates += 1
+                c.tokens_trained += tokens
+                c.update_flops += 6.0 * self._n_active * tokens
+            step += 1
+
+    def batch_samples(self, batch: Batch) -> int:
+        return int(batch["sequences"].shape[0]) // self.cfg.group_size
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        seqs, p = batch["sequences"], self.problems.prompt_len
+        logp = token_logprobs(model, seqs, p, self.sampling.temperature)
+        loss, _ = grpo.policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"], self.cfg,
+                                   batch.get("ref_logp"))
+        return loss
+
+    # ---- evaluation (on the clock) ----------------------------------------------------------------------
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        t = time.perf_counter()
+        net, s = _unwrap(model), self.eval_sampling
+        prompts = self.problems.prompts(self.eval_problems).to(self.device)
+        answers = [a for _, a in self.eval_problems]
+        out = generate(net, prompts, s, torch.Generator(device=prompts.device).manual_seed(0),
+                       pad_id=self.problems.pad_id)
+        rewards = self._rewards(out, answers, list(range(len(answers))))
+        correct = [self.problems.decode(row) == a for row, a in zip(out.completion, answers, strict=True)]
+        self._eval_s += time.perf_counter() - t
+        return {"accuracy": float(np.mean(correct)), "mean_reward": float(rewards.mean()),
+                "mean_completion_tokens": float(out.mask.sum(1).mean())}
+
+    # ---- FLOPs and the phase report ---------------------------------------------------------------------
+
+    def tokens_per_sample(self) -> int:
+        return self.cfg.group_size * (self.problems.prompt_len + self.sampling.max_new_tokens)
+
+    def flops_per_sample(self) -> float:
+        """The update's 6N per token of one prompt's G full-length sequences (the harness's MFU; the phases carry
+        the measured split)."""
+        return 6.0 * self._n_active * self.tokens_per_sample()
+
+    def train_samples(self) -> int:
+        """Distinct training problems the generator can draw (MLLOG train_samples)."""
+        return 10 ** (2 * self.problems.cfg.digits) - len(self.eval_problems)
+
+    def eval_samples(self) -> int:
+        return len(self.eval_problems)
+
+    def mllog_fields(self) -> dict[str, Any]:
+        """The GRPO keys of MLPerf Training 6.1's qwen35_397b_grpo rules (its global batch counts completions)."""
+        opt, cfg = self.spec.optimizer.params(), self.cfg
+        prompts = self.spec.data.batch_size * cfg.minibatches
+        betas = opt.get("betas", (0.9, 0.999))
+        sched = self.spec.schedule
+        return {"global_batch_size": prompts * cfg.group_size, "num_prompts_per_step": prompts,
+                "num_generations_per_prompt": cfg.group_size,
+                "generation_training_rollout_temperature": cfg.rollout.temperature,
+                "generation_training_rollout_top_p": cfg.rollout.top_p,
+                "generation_validation_rollout_temperature": cfg.eval_sampling.temperature,
+                "generation_validation_rollout_top_p": cfg.eval_sampling.top_p,
+                "max_sequence_length": self.problems.prompt_len + cfg.rollout.max_new_tokens,
+                "init_checkpoint_step": 0, "max_steps": self.spec.budget.max_steps or 0,
+                "opt_adamw_beta_1": float(betas[0]), "opt_adamw_beta_2": float(betas[1]),
+                "opt_adamw_epsilon": float(opt.get("eps", 1e-8)),
+                "opt_adamw_weight_decay": float(opt.get("weight_decay", 0.0)),
+                "opt_gradient_clip_norm": float(self.spec.backends.get("torch", {}).get("grad_clip") or 0.0),
+                "opt_learning_rate_warmup_steps": int(getattr(sched, "warmup_steps", 0) or 0),
+                "opt_learning_rate_decay_schedule": getattr(sched, "name", None) or "constant"}
+
+    def phase_report(self, peak_flops_per_s: float | None, dtype: str) -> dict[str, Any]:
+        report = self.clock.report(peak_flops_per_s, dtype)
+        report["placement"] = self.cfg.placement
+        return report

@@ -1,0 +1,110 @@
+"""veRL as a backend, the parts that run without a GPU (suite/backends/verl_adapt.py, suite/backends/verl.py):
+the spec's translation (checked by veRL's own config code where veRL is installed), the parquet data, the reward
+adapter, reading veRL's file-logger metrics, and the refusal that says why veRL cannot train here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite import devices
+from suite.algorithms.grpo_rewards import RewardError
+from suite.backends import support, verl_adapt
+from suite.backends.verl import VerlBackend
+from suite.data import arithmetic
+from suite.specload import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "workloads" / "rl" / "arithmetic_grpo.yaml"
+HAS_VERL = importlib.util.find_spec("verl") is not None
+
+
+def _overrides(tmp_path: Path, sets=None, **kw):
+    spec = load_spec(SPEC, sets or {})
+    return spec, verl_adapt.overrides(spec, tmp_path / "train.parquet", tmp_path / "val.parquet", "/models/m", **kw)
+
+
+def test_the_spec_becomes_verls_grpo_settings(tmp_path):
+    spec, o = _overrides(tmp_path, {"grpo.kl_coef": 0.01, "grpo.loss_agg": "sequence"})
+    assert o["algorithm.adv_estimator"] == "grpo" and o["actor_rollout_ref.rollout.n"] == spec.grpo["group_size"]
+    assert o["actor_rollout_ref.actor.use_kl_loss"] is True and o["actor_rollout_ref.actor.kl_loss_coef"] == 0.01
+    assert o["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"
+    assert o["actor_rollout_ref.actor.clip_ratio"] == 0.2 and o["data.train_batch_size"] == spec.data.batch_size
+    assert o["actor_rollout_ref.rollout.val_kwargs.do_sample"] is False  # greedy evaluation
+    assert o["trainer.logger"] == ["console", "file"] and o["trainer.test_freq"] == spec.eval.every_steps
+    reward = Path(o["custom_reward_function.path"])
+    assert reward.is_file() and f"def {o['custom_reward_function.name']}(" in reward.read_text()
+    args = verl_adapt.hydra_args(o)
+    assert "algorithm.adv_estimator=grpo" in args and 'trainer.logger=["console","file"]' in args
+
+
+def test_verls_own_config_code_accepts_the_translation_and_refuses_a_bad_one(tmp_path):
+    _, good = _overrides(tmp_path)
+    _, bad = _overrides(tmp_path, gpus_per_node=3)  # 16 prompts x 8 completions do not split over 3 GPUs
+    if not HAS_VERL:  # the shared dev venv: veRL 0.9.1 would downgrade `packaging` there (docs/grpo.md)
+        with pytest.raises(ModuleNotFoundError):
+            verl_adapt.compose(good)
+        return
+    built = verl_adapt.validate(verl_adapt.compose(good))
+    assert built["algorithm"].adv_estimator == "grpo" and built["rollout"].n == 8
+    with pytest.raises(AssertionError, match="must be divisible"):
+        verl_adapt.validate(verl_adapt.compose(bad))
+    with pytest.raises(KeyError, match="no key 'actor_rollout_ref.rollout.nn'"):
+        verl_adapt.compose({"actor_rollout_ref.rollout.nn": 8})
+
+
+def test_the_problems_are_written_in_verls_rl_parquet_layout(tmp_path):
+    problems = arithmetic.load(arithmetic.Config(digits=2, eval_problems=4)).eval_set()
+    path = verl_adapt.write_parquet(problems, tmp_path / "val.parquet", "test")
+    frame = pd.read_parquet(path)
+    assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    row = frame.iloc[1]
+    assert list(row["prompt"]) == [{"role": "user", "content": problems[1][0]}]
+    assert row["reward_model"] == {"style": "rule", "ground_truth": problems[1][1]}
+    assert row["extra_info"]["index"] == 1 and row["data_source"] == verl_adapt.DATA_SOURCE
+
+
+def test_the_suites_reward_is_verls_custom_reward_function(tmp_path, monkeypatch):
+    assert verl_adapt.compute_score(verl_adapt.DATA_SOURCE, " 57", "57", {"index": 3}) == 1.0
+    (tmp_path / "my_verl_reward.py").write_text("def bad(completion, answer):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(verl_adapt.REWARD_ENV, json.dumps("my_verl_reward:bad"))
+    try:
+        with pytest.raises(RewardError, match="'my_verl_reward:bad' returned None for prompt index 3"):
+            verl_adapt.compute_score(verl_adapt.DATA_SOURCE, "57", "57", {"index": 3})
+    finally:
+        sys.modules.pop("my_verl_reward", None)
+
+
+def test_a_verl_metrics_log_becomes_phases_and_an_eval_curve(tmp_path):
+    log = tmp_path / "gsm8k.jsonl"  # what verl.utils.tracking.FileLogger writes: {"step": n, "data": {...}} a line
+    lines = [{"step": s, "data": {"timing_s/gen": 2.0 + s, "timing_s/old_log_prob": 0.5, "timing_s/ref": 0.25,
+                                  "timing_s/update_actor": 1.0, "timing_s/update_weights": 0.1,
+                                  "timing_s/step": 4.0 + s, "perf/throughput": 1000.0 * s, "perf/mfu/actor": 0.3}}
+             for s in (1, 2)]
+    lines.append({"step": 2, "data": {"val-core/trainbench/reward/mean@1": 0.75}})
+    log.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    got = verl_adapt.read_metrics(log)
+    ph = got["phases"]
+    assert ph["seconds"]["gen"] == 7.0 and ph["seconds"]["update"] == 2.0 and ph["seconds"]["weight_sync"] == 0.2
+    assert ph["rollout_s_per_step"] == 3.5 and ph["training_s_per_step"] == 1.75 and ph["updates"] == 2
+    assert ph["tokens_per_s_per_gpu"] == 1500.0 and ph["mfu_update"] == 0.3
+    assert got["curve"] == [{"step": 2, "metrics": {"val-core/trainbench/reward/mean@1": 0.75}}]
+    log.write_text("not json\n")
+    with pytest.raises(ValueError, match=r"gsm8k\.jsonl:1: not a veRL file-logger line"):
+        verl_adapt.read_metrics(log)
+
+
+def test_env_and_the_matrix_say_why_verl_cannot_train_here():
+    spec = load_spec(SPEC)
+    reason = support.unsupported_reason("verl", spec)
+    assert reason is not None and "verl-project/verl#3266" in reason and "Total available GPUs 0" in reason
+    avail = VerlBackend(devices.current(0)).available()
+    assert not avail.ok and "verl#3266" in avail.reason
+    other = load_spec(ROOT / "workloads" / "cv" / "digits_cnn.yaml")
+    assert "task grpo" in support.unsupported_reason("verl", other)
