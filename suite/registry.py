@@ -29,6 +29,7 @@ TASKS: dict[str, str] = {
     "node_classification": "suite.workloads.node_classification:NodeClassification",
     "graph_classification": "suite.workloads.graph_classification:GraphClassification",
     "ppo": "suite.workloads.ppo:PPO",
+    "diffusion": "suite.workloads.diffusion:Diffusion",   # rectified-flow DiT (MLPerf flux1)
 }
 
 # model arch -> component with .Config and .build(cfg, ctx)
@@ -41,6 +42,7 @@ MODELS: dict[str, str] = {
     "gcn": "suite.models.gcn:COMPONENT",
     "gin": "suite.models.gin:COMPONENT",
     "ppo_mlp": "suite.models.ppo_mlp:COMPONENT",
+    "flux": "suite.models.flux:COMPONENT",   # Flux-style diffusion transformer (double + single stream blocks)
 }
 
 # data set name -> component with .Config and .load(cfg, ctx)
@@ -121,6 +123,7 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
             problems.append(("task", f"task {spec.task!r} is a {type(task).__name__}, not a Workload class"))
         else:
             problems += _check_target_metric(task, spec)
+            problems += _check_task_spec(task, spec)
     except RegistryError as e:
         problems.append(("task", str(e)))
     problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
@@ -141,6 +144,13 @@ def _check_target_metric(task: type, spec: Any) -> list[tuple[str, str]]:
         return []
     return [("target.metric", f"{spec.target.metric!r} is not a metric task {spec.task!r} reports; it reports: "
              f"{', '.join(sorted(reported))}")]
+
+
+def _check_task_spec(task: type, spec: Any) -> list[tuple[str, str]]:
+    """A task's own cross-block checks (`check_spec(spec) -> [(field, problem)]`), where it declares any: what the
+    model asks of the data set (a patch size that divides its images, a conditioning it has), before the run."""
+    check = getattr(task, "check_spec", None)
+    return list(check(spec)) if check is not None else []
 
 
 def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:
