@@ -148,6 +148,7 @@ class Run:
         self.step_times: list[float] = []
         self.curve: list[EvalPoint] = []
         self.warnings: list[str] = []
+        self.side_files: dict[str, bytes] = {}  # a workload's files beside the result (suite/results/record.py)
         self.time_to_target_s: float | None = None
         self.steps_to_target: int | None = None
         self.samples_to_target: int | None = None
@@ -340,10 +341,22 @@ class Run:
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
             self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
         self.status = STATUS_OF[code]
+        self._side_files(workload, backend, state)
         if code == DIVERGED:
             self.error = f"non-finite loss {self.last_loss} at step {self.diverged_step}"
         if code == INTERRUPTED:
             self.error = self.flag.reason or f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
+
+    def _side_files(self, workload: Any, backend: Any, state: Any) -> None:
+        """Files a workload writes beside its result from the trained model (a diffusion task's sample grid),
+        after the clock stopped; a failure is a warning, never the run's end."""
+        make = getattr(workload, "side_files", None)
+        if make is None or self.status == "diverged":
+            return
+        try:
+            self.side_files = dict(make(backend.eval_model(state)))
+        except Exception as e:  # noqa: BLE001
+            self.warnings.append(f"side_files failed: {type(e).__name__}: {e}")
 
     # ---- the record ----------------------------------------------------------------------------------
 
@@ -439,7 +452,7 @@ def record(the_run: Run, result: Result) -> Path | None:
     results_dir = the_run.req.results_dir
     if results_dir is None or not the_run.dist.is_main:
         return None
-    return write_run(results_dir, result, the_run.inst.mllog_text())
+    return write_run(results_dir, result, the_run.inst.mllog_text(), the_run.side_files)
 
 
 def run(req: RunRequest, progress: ProgressFn | None = None) -> tuple[Result, Path | None]:
