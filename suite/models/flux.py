@@ -272,6 +272,13 @@ class Flux(nn.Module):
         self.final_layer = LastLayer(h, in_channels)
         self.init_weights()
 
+    @property
+    def blocks(self) -> list[nn.Module]:
+        """Every transformer block, double then single: the units FSDP2 shards one by one (suite/backends/parallel/
+        fsdp.py). A plain list, not a ModuleList: the state dict keeps torchtitan's names; the GPT-only plans (tensor
+        parallel, pipeline, activation checkpointing) refuse it with their reasons."""
+        return [*self.double_blocks, *self.single_blocks]
+
     @torch.no_grad()
     def init_weights(self, std: float = 0.02) -> None:
         """torchtitan's init: Xavier-uniform linears, normal(0.02) embedders, zero modulation and output (DiT)."""

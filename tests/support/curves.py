@@ -73,6 +73,10 @@ def loss_curve(spec_path: Path | str, backend: str, steps: int, options: dict[st
 def _permuted(batches, seed: int):
     g = torch.Generator().manual_seed(seed)
     for batch in batches:
+        if isinstance(batch, dict):  # a dict of per-sample tensors (the diffusion task's batches)
+            order = torch.randperm(len(next(iter(batch.values()))), generator=g)
+            yield {k: t[order] for k, t in batch.items()}
+            continue
         order = torch.randperm(len(batch[0]), generator=g)
         yield tuple(t[order] for t in batch)
 
