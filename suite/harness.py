@@ -32,7 +32,7 @@ from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
-from suite.workloads.contract import Context
+from suite.workloads.contract import Context, side_files
 
 # stop codes, ordered so that all_max picks the most severe one when ranks disagree
 CONTINUE, REACHED, BUDGET, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4
@@ -148,7 +148,6 @@ class Run:
         self.step_times: list[float] = []
         self.curve: list[EvalPoint] = []
         self.warnings: list[str] = []
-        self.side_files: dict[str, bytes] = {}  # a workload's files beside the result (suite/results/record.py)
         self.time_to_target_s: float | None = None
         self.steps_to_target: int | None = None
         self.samples_to_target: int | None = None
@@ -159,10 +158,10 @@ class Run:
         self.tokens_per_sample = 1
         self.memory: dict[str, Any] = {}
         self.backend: Any = None
-        self.inst = Instruments(workload=req.spec.name, seed=req.seed, device=self.device, dist=self.dist,
+        self.inst = Instruments(workload=req.spec.mlperf_benchmark or req.spec.name, seed=req.seed, dist=self.dist,
                                 precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
                                 profile_window=req.profile_window, nvtx=req.nvtx, run_id=self.run_id,
-                                measure_peak=req.measure_peak, attention_flops=req.attention_flops,
+                                measure_peak=req.measure_peak, attention_flops=req.attention_flops, device=self.device,
                                 mlperf_org=req.mlperf_org, mlperf_division=req.mlperf_division,
                                 config_filename=Path(req.spec_source).name if req.spec_source else "")
         self.clock: dict[str, Any] = {}
@@ -341,22 +340,11 @@ class Run:
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
             self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
         self.status = STATUS_OF[code]
-        self._side_files(workload, backend, state)
+        self.side_files = side_files(workload, backend.eval_model(state), self.warnings) if code != DIVERGED else {}
         if code == DIVERGED:
             self.error = f"non-finite loss {self.last_loss} at step {self.diverged_step}"
         if code == INTERRUPTED:
             self.error = self.flag.reason or f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
-
-    def _side_files(self, workload: Any, backend: Any, state: Any) -> None:
-        """Files a workload writes beside its result from the trained model (a diffusion task's sample grid),
-        after the clock stopped; a failure is a warning, never the run's end."""
-        make = getattr(workload, "side_files", None)
-        if make is None or self.status == "diverged":
-            return
-        try:
-            self.side_files = dict(make(backend.eval_model(state)))
-        except Exception as e:  # noqa: BLE001
-            self.warnings.append(f"side_files failed: {type(e).__name__}: {e}")
 
     # ---- the record ----------------------------------------------------------------------------------
 
@@ -452,7 +440,7 @@ def record(the_run: Run, result: Result) -> Path | None:
     results_dir = the_run.req.results_dir
     if results_dir is None or not the_run.dist.is_main:
         return None
-    return write_run(results_dir, result, the_run.inst.mllog_text(), the_run.side_files)
+    return write_run(results_dir, result, the_run.inst.mllog_text(), getattr(the_run, "side_files", None))
 
 
 def run(req: RunRequest, progress: ProgressFn | None = None) -> tuple[Result, Path | None]:

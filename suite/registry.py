@@ -59,6 +59,7 @@ DATASETS: dict[str, str] = {
     "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
     "gym": "suite.data.gym_env:COMPONENT",
     "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
+    "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
 }
 
 # backend name -> class implementing suite.backends.base.Backend

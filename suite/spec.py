@@ -209,6 +209,7 @@ class WorkloadSpec(_Strict):
     compare: CompareSpec = CompareSpec()
     parallel: ParallelSpec | None = Field(default=None, description="process layout; default: all data parallel")
     throughput: ThroughputSpec = ThroughputSpec()
+    mlperf_benchmark: str | None = Field(default=None, description="MLPerf's benchmark name: MLLOG submission_benchmark")
 
     @field_validator("name")
     @classmethod
@@ -249,7 +250,7 @@ class WorkloadSpec(_Strict):
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
         # fields added later are absent when unset, as before they existed: old spec hashes stay valid
-        for key in ("compression", "parallel", "precision", "compile"):
+        for key in ("compression", "parallel", "precision", "compile", "mlperf_benchmark"):
             if data.get(key) is None:
                 data.pop(key, None)
         if data["data"].get("micro_batch_size") is None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite.measure import class_peaks, environment, flops, metrics, op_dtypes, peaks
+from suite.measure import class_peaks, environment, flops, metrics, mllog, op_dtypes, peaks
 from suite.measure.energy import EnergyMeter
 from suite.measure.mllog import MLLogRecorder
 from suite.measure.profiling import Nvtx, Profiler, ProfileWindow
@@ -172,7 +172,9 @@ class Instruments:
             self.mllog.hyperparameters(
                 seed=self.seed, global_batch_size=spec.data.batch_size, optimizer=getattr(opt, "name", str(opt)),
                 learning_rate=getattr(opt, "lr", None), platform=platform,
-                extra={"precision": self.precision, "world_size": self.dist.world})
+                extra={"precision": self.precision, "world_size": self.dist.world,
+                       **(mllog.mlperf_hyperparameters(spec, backend.name) if getattr(spec, "mlperf_benchmark", None)
+                          else {})})
             self._mllog_submission(spec, layout, workload, backend)
 
     def _mllog_submission(self, spec: Any, layout: dict[str, Any], workload: Any, backend: Any) -> None:
