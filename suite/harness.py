@@ -32,7 +32,7 @@ from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
-from suite.workloads.contract import Context
+from suite.workloads.contract import Context, side_files
 
 # stop codes, ordered so that all_max picks the most severe one when ranks disagree
 CONTINUE, REACHED, BUDGET, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4
@@ -158,10 +158,10 @@ class Run:
         self.tokens_per_sample = 1
         self.memory: dict[str, Any] = {}
         self.backend: Any = None
-        self.inst = Instruments(workload=req.spec.name, seed=req.seed, device=self.device, dist=self.dist,
+        self.inst = Instruments(workload=req.spec.mlperf_benchmark or req.spec.name, seed=req.seed, dist=self.dist,
                                 precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
                                 profile_window=req.profile_window, nvtx=req.nvtx, run_id=self.run_id,
-                                measure_peak=req.measure_peak, attention_flops=req.attention_flops,
+                                measure_peak=req.measure_peak, attention_flops=req.attention_flops, device=self.device,
                                 mlperf_org=req.mlperf_org, mlperf_division=req.mlperf_division,
                                 config_filename=Path(req.spec_source).name if req.spec_source else "",
                                 mlperf_benchmark=req.spec.mlperf_benchmark)
@@ -341,6 +341,7 @@ class Run:
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
             self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
         self.status = STATUS_OF[code]
+        self.side_files = side_files(workload, backend.eval_model(state), self.warnings) if code != DIVERGED else {}
         if code == DIVERGED:
             self.error = f"non-finite loss {self.last_loss} at step {self.diverged_step}"
         if code == INTERRUPTED:
@@ -440,7 +441,7 @@ def record(the_run: Run, result: Result) -> Path | None:
     results_dir = the_run.req.results_dir
     if results_dir is None or not the_run.dist.is_main:
         return None
-    return write_run(results_dir, result, the_run.inst.mllog_text())
+    return write_run(results_dir, result, the_run.inst.mllog_text(), getattr(the_run, "side_files", None))
 
 
 def run(req: RunRequest, progress: ProgressFn | None = None) -> tuple[Result, Path | None]:

@@ -31,6 +31,7 @@ TASKS: dict[str, str] = {
     "graph_classification": "suite.workloads.graph_classification:GraphClassification",
     "ppo": "suite.workloads.ppo:PPO",
     "grpo": "suite.workloads.grpo:GRPO",   # RL post-training of a causal LM on verifiable problems
+    "diffusion": "suite.workloads.diffusion:Diffusion",   # rectified-flow DiT (MLPerf flux1)
 }
 
 # model arch -> component with .Config and .build(cfg, ctx)
@@ -44,6 +45,7 @@ MODELS: dict[str, str] = {
     "gcn": "suite.models.gcn:COMPONENT",
     "gin": "suite.models.gin:COMPONENT",
     "ppo_mlp": "suite.models.ppo_mlp:COMPONENT",
+    "flux": "suite.models.flux:COMPONENT",   # Flux-style diffusion transformer (double + single stream blocks)
 }
 
 # data set name -> component with .Config and .load(cfg, ctx)
@@ -63,6 +65,7 @@ DATASETS: dict[str, str] = {
     "lora_text": "suite.data.lora_text:COMPONENT",   # an Austen-pretrained Llama base + pydoc topics to fine-tune on
     "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)
     "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
+    "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
 }
 
 # backend name -> class implementing suite.backends.base.Backend
@@ -129,6 +132,7 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
             problems.append(("task", f"task {spec.task!r} is a {type(task).__name__}, not a Workload class"))
         else:
             problems += _check_target_metric(task, spec)
+            problems += _check_task_spec(task, spec)
     except RegistryError as e:
         problems.append(("task", str(e)))
     problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
@@ -149,6 +153,13 @@ def _check_target_metric(task: type, spec: Any) -> list[tuple[str, str]]:
         return []
     return [("target.metric", f"{spec.target.metric!r} is not a metric task {spec.task!r} reports; it reports: "
              f"{', '.join(sorted(reported))}")]
+
+
+def _check_task_spec(task: type, spec: Any) -> list[tuple[str, str]]:
+    """A task's own cross-block checks (`check_spec(spec) -> [(field, problem)]`), where it declares any: what the
+    model asks of the data set (a patch size that divides its images, a conditioning it has), before the run."""
+    check = getattr(task, "check_spec", None)
+    return list(check(spec)) if check is not None else []
 
 
 def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:

@@ -153,6 +153,24 @@ class MLLogRecorder:
         return write_atomic(path, self.text())
 
 
+def mlperf_hyperparameters(spec: Any, backend: str) -> dict[str, Any]:
+    """The hyper-parameter events MLPerf's per-benchmark rules check (closed_<benchmark>.yaml), from the spec: AdamW's
+    betas, epsilon and weight decay (torch's defaults where the spec leaves them), the warm-up steps, the gradient
+    clipping norm of the backend that runs (its `grad_clip` option; absent: none), and the evaluation frequency in
+    samples. Logged for a spec that names its `mlperf_benchmark` only."""
+    opt, params = spec.optimizer, spec.optimizer.params()
+    out: dict[str, Any] = {}
+    if opt.name == "adamw":
+        beta_1, beta_2 = params.get("betas", (0.9, 0.999))
+        out.update({C.OPT_ADAMW_BETA_1: float(beta_1), C.OPT_ADAMW_BETA_2: float(beta_2),
+                    C.OPT_ADAMW_EPSILON: float(params.get("eps", 1e-8)),
+                    C.OPT_ADAMW_WEIGHT_DECAY: float(opt.weight_decay)})
+    out[C.OPT_LR_WARMUP_STEPS] = int(spec.schedule.warmup_steps)
+    out[C.OPT_GRADIENT_CLIP_NORM] = (spec.backends.get(backend) or {}).get("grad_clip")
+    out["evaluation_frequency"] = int(spec.eval.every_steps) * int(spec.data.batch_size)
+    return out
+
+
 def clock_record(init_s: float, staging_s: float | None, division: str,
                  window: tuple[float, str] | None = None) -> dict[str, Any]:
     """What the result says about MLPerf's clock rules: the data staging (declared, off the clock) and init;
@@ -202,9 +220,10 @@ def check_common(path: Path, ruleset: str = "6.1.0") -> tuple[bool, list[str]]:
 
 
 def check_benchmark(path: Path, ruleset: str = "6.1.0") -> tuple[bool, list[str]]:
-    """The official checker's whole rule chain for a log whose submission_benchmark is one of MLPerf's own
-    (a spec's `mlperf_benchmark`): common.yaml, then the division's and the benchmark's files it queues
-    (e.g. closed_llama2_70b_lora.yaml). Returns (passed, the checker's messages)."""
+    """The official checker's whole training ruleset over a log: the common rules, then the division's and the
+    per-benchmark file the log's submission_benchmark names (closed_flux1.yaml, ...), as
+    `python -m mlperf_logging.compliance_checker --usage training --ruleset 6.1.0 LOG` runs them. For a spec that
+    names its `mlperf_benchmark` (check_common is for every other). Returns (passed, the checker's messages)."""
     from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 
     checker = mlp_compliance.make_checker("training", ruleset, quiet=True, werror=False)

@@ -285,7 +285,7 @@ def result_path(root: Path, result: Result) -> Path:
     )
 
 
-def write_atomic(path: Path, text: str) -> Path:
+def write_atomic(path: Path, text: str | bytes) -> Path:
     """Write `text` to a new file at `path` atomically; refuse to replace an existing file. FileExistsError means
     `path` exists (callers retry with a fresh id); a file where a folder must be is NotADirectoryError."""
     try:
@@ -294,7 +294,7 @@ def write_atomic(path: Path, text: str) -> Path:
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory (a file stands where a folder must be)", e.filename) from e
     fd, tmp = create_temp(path.parent)  # the user's umask, not mkstemp's 0600
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -333,7 +333,13 @@ class ResultWriteError(OSError):
         self.path, self.reason = path, reason
 
 
-def write_run(root: Path, result: Result, mllog_text: str | None = None) -> Path:
+def side_file_path(result_file: Path, suffix: str) -> Path:
+    """Where a run's other side-car (a workload's `side_files`, e.g. `.samples.png`) lives: beside it, same stem."""
+    return result_file.with_suffix(suffix)
+
+
+def write_run(root: Path, result: Result, mllog_text: str | None = None,
+              side_files: dict[str, bytes] | None = None) -> Path:
     """The one write of a run's record: the MLLOG side-car first, then the result naming it (append-only).
 
     A result never names a side-car that does not exist: when the log cannot be written the result says so
@@ -358,6 +364,11 @@ def write_run(root: Path, result: Result, mllog_text: str | None = None) -> Path
             pass  # a run id collision: the loop below picks a fresh id and the log is left out
         except OSError as e:
             result.warnings.append(f"the MLLOG log could not be written ({side}: {e.strerror or e}); none is kept")
+    for suffix, data in (side_files or {}).items():  # written before the result, so a result never lacks its own
+        try:
+            write_atomic(side_file_path(path, suffix), data)
+        except OSError as e:
+            result.warnings.append(f"the run's {suffix} file could not be written: {e.strerror or e}")
     while True:
         try:
             return write_atomic(path, result.model_dump_json(indent=1))

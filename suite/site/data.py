@@ -126,6 +126,7 @@ class RunRow:
     sig: list[Any] = field(default_factory=list)  # what the run page depends on (pages._signature)
     mllog_copy: str | None = None  # r/<id>.mllog.txt when the named log exists beside the result
     mllog_note: str = ""  # why there is no log link, when the result names one
+    samples_copy: str | None = None  # r/<id>.samples.png: a diffusion run's sample grid, beside its result
     month: str = ""  # UTC "YYYY-MM" of started_at: the month page that lists the run
     sub_month: str = ""  # the month of its submission (of the submission's newest seed)
     rowid: int = -1  # where the index holds its Result (-1: the file walk holds it)

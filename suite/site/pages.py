@@ -50,6 +50,14 @@ def _attach_mllog(rr: RunRow, out: Path, file_mode: int) -> None:
     copy_if_changed(src, out / rr.mllog_copy, file_mode=file_mode)
 
 
+def _attach_samples(rr: RunRow, out: Path, file_mode: int) -> None:
+    """Copy the sample grid a diffusion run wrote beside its result (`<stem>.samples.png`), a plain file only."""
+    name = Path(rr.rel).with_suffix(".samples.png").name
+    if results_tree.regular_inside(rr.path.parent, name):
+        rr.samples_copy = rr.page.removesuffix(".html") + ".samples.png"
+        copy_if_changed(rr.path.parent / name, out / rr.samples_copy, file_mode=file_mode)
+
+
 # a context (one connection to the index) giving: run rows -> their full Results by rel (for their pages)
 ResultReader = Callable[[], AbstractContextManager[Callable[[list[RunRow]], dict[str, Result]]]]
 CHUNK = 500  # run pages whose Results are fetched at once
@@ -194,6 +202,7 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
         r = results[rr.rel]
         if not rr.source:
             _attach_mllog(rr, job.out, file_mode)
+            _attach_samples(rr, job.out, file_mode)
             if results_tree.regular_inside(job.root, rr.rel):
                 copy_if_changed(rr.path, job.out / rr.json_copy, link=True, file_mode=file_mode)
             else:  # swapped for a symlink since it was read: publish what was read and validated, never the target
@@ -201,6 +210,7 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
         else:
             _attach_archived(rr, job)
         files = [rr.json_copy] + ([rr.mllog_copy] if rr.mllog_copy else [])
+        files += [rr.samples_copy] if rr.samples_copy else []
         entry: dict[str, Any] = {"sig": rr.sig, "files": files}
         if rr.mllog and not rr.source and rr.mllog_copy is None and _safe_log_name(rr.mllog):
             entry["wait"] = rr.mllog  # rendered without its log: rendered again when it appears

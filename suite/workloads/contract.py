@@ -48,3 +48,16 @@ class Context:
 
 def data_root() -> Path:
     return Path(os.environ.get("TRAINBENCH_DATA", Path.home() / ".cache" / "trainbench")).expanduser()
+
+
+def side_files(workload: Any, model: nn.Module, warnings: list[str]) -> dict[str, bytes]:
+    """The files a workload writes beside its result from the trained model (`side_files(model)`, e.g. a diffusion
+    task's `.samples.png`), called by the harness after the clock stopped; a failure is a warning, never the run's end."""
+    make = getattr(workload, "side_files", None)
+    if make is None:
+        return {}
+    try:
+        return dict(make(model))
+    except Exception as e:  # noqa: BLE001
+        warnings.append(f"side_files failed: {type(e).__name__}: {e}")
+        return {}

@@ -74,9 +74,15 @@ def loss_curve(spec_path: Path | str, backend: str, steps: int, options: dict[st
 def _permuted(batches, seed: int, block: int | None = None):
     g = torch.Generator().manual_seed(seed)
     for batch in batches:
-        n = len(batch[0])
+        if isinstance(batch, dict):  # a dict of per-sample tensors (the diffusion task's batches)
+            n = len(next(iter(batch.values())))
+        else:
+            n = len(batch[0])
         size = block or n
         order = torch.cat([start + torch.randperm(size, generator=g) for start in range(0, n, size)])
+        if isinstance(batch, dict):
+            yield {k: t[order] for k, t in batch.items()}
+            continue
         yield tuple(t[order] for t in batch)
 
 

@@ -1,0 +1,74 @@
+"""A diffusion run's sample grid: written beside its result by a real run, published with its run page, and shown
+there in headless Chromium (the same browser set-up as test_site_browser.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.promised import require
+
+from suite import registry
+from suite.harness import RunRequest, run
+from suite.site.build import build_site
+from suite.specload import load_spec
+
+CHROMIUM = Path("/usr/bin/chromium")
+sync_api = require("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("dit-site")
+    spec = load_spec(registry.find_workload("cv/digits_dit"), {"budget.max_steps": 10}, variant="tiny")
+    result, path = run(RunRequest(spec=spec, threads=1, results_dir=tmp / "results", measure_peak=False))
+    assert result.status == "budget" and path is not None, result.error
+    build_site(tmp / "results", tmp / "out")
+    return path, tmp / "out"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install_browser.sh (make test does)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                              args=["--no-sandbox"] if os.geteuid() == 0 else [])
+        yield b
+        b.close()
+
+
+def test_the_run_page_shows_the_sample_grid(site, browser) -> None:
+    result_file, out = site
+    grid = result_file.with_suffix(".samples.png")
+    assert grid.is_file()  # beside the result, same stem
+    pages = list((out / "r").glob("*.html"))
+    assert len(pages) == 1
+    copy = pages[0].with_suffix(".samples.png")
+    assert copy.read_bytes() == grid.read_bytes()
+    ctx = browser.new_context()
+    tab = ctx.new_page()
+    errors: list[str] = []
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.goto(pages[0].resolve().as_uri())
+    tab.wait_for_load_state("load")
+    img = tab.locator("#samples img")
+    assert img.count() == 1
+    # decoded and laid out: a broken or CSP-blocked image has naturalWidth 0
+    assert img.evaluate("i => i.complete && i.naturalWidth") == 8 * 8 * 4
+    assert img.evaluate("i => i.naturalHeight") == 10 * 8 * 4
+    assert "one row per class" in img.get_attribute("alt")
+    assert not errors, errors
+    ctx.close()
+
+
+def test_a_run_without_a_grid_has_no_samples_section(site) -> None:
+    result_file, out = site
+    page = next((out / "r").glob("*.html")).read_text()
+    assert 'id="samples"' in page
+    result_file.with_suffix(".samples.png").unlink()
+    out2 = out.parent / "out2"
+    build_site(result_file.parents[4], out2)
+    assert 'id="samples"' not in next((out2 / "r").glob("*.html")).read_text()
