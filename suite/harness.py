@@ -158,7 +158,7 @@ class Run:
         self.tokens_per_sample = 1
         self.memory: dict[str, Any] = {}
         self.backend: Any = None
-        self.inst = Instruments(workload=req.spec.mlperf_benchmark or req.spec.name, seed=req.seed, dist=self.dist,
+        self.inst = Instruments(workload=req.spec.name, seed=req.seed, dist=self.dist,
                                 precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
                                 profile_window=req.profile_window, nvtx=req.nvtx, run_id=self.run_id,
                                 measure_peak=req.measure_peak, attention_flops=req.attention_flops, device=self.device,

@@ -28,6 +28,12 @@ MAX_SPEC_VALUES = 100_000  # after aliases are expanded: a few hundred bytes of 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
+# MLPerf Training 6.1's closed-division benchmarks (mlperf-logging 4.1.68, training_6.1.0/closed_common.yaml's
+# submission_benchmark CHECK; tests/measure/test_mlperf_llm_logs.py holds this list against that file): the names a
+# spec's `mlperf_benchmark` may give, which its MLLOG logs as submission_benchmark
+MLPERF_BENCHMARKS = ("flux1", "llama31_8b", "llama2_70b_lora", "gpt_oss_20b", "deepseekv3_671b", "qwen35_397b_grpo",
+                     "dlrmv4")
+
 _NOT_HASHED = ("description", "tiers", "variants", "compare", "throughput", "mlperf_benchmark")
 
 
@@ -213,6 +219,14 @@ class WorkloadSpec(_Strict):
     throughput: ThroughputSpec = ThroughputSpec()
     mlperf_benchmark: str | None = Field(default=None, description="MLPerf's benchmark it reproduces: MLLOG name")
     grpo: dict[str, Any] | None = Field(default=None, description="task grpo's settings (suite/algorithms/grpo.py)")
+
+    @field_validator("mlperf_benchmark")
+    @classmethod
+    def _mlperf_benchmark(cls, v: str | None) -> str | None:
+        if v is not None and v not in MLPERF_BENCHMARKS:
+            raise ValueError(f"{v!r} is not an MLPerf Training benchmark: expected one of {', '.join(MLPERF_BENCHMARKS)}"
+                             " (or leave mlperf_benchmark out: the MLLOG then names the workload)")
+        return v
 
     @field_validator("name")
     @classmethod

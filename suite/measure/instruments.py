@@ -84,7 +84,7 @@ class Instruments:
         self.gemm: peaks.GemmResult | None = None
         self.recompute: float | None = 0.0
         self.timer = metrics.StepTimer(device.type)
-        self.mllog = MLLogRecorder(mlperf_benchmark or mlperf_keys.benchmark_name(workload)) if dist.is_main else None
+        self.mllog = MLLogRecorder(mlperf_benchmark or workload) if dist.is_main else None
         self.nvtx = Nvtx(nvtx or profile_dir is not None)
         self.profiler: Profiler | None = None
         if profile_dir is not None and dist.is_main:
@@ -169,14 +169,14 @@ class Instruments:
             self.energy = EnergyMeter(self.device.type) if self.dist.is_main else None
         if self.mllog:
             opt = spec.optimizer
-            own = dict(workload.mllog_fields()) if hasattr(workload, "mllog_fields") else {}  # GRPO's keys
+            # the task's own keys (LoRA's rank, GRPO's generations; GRPO's global batch counts completions)
+            own = dict(workload.mllog_hyperparameters()) if hasattr(workload, "mllog_hyperparameters") else {}
             self.mllog.hyperparameters(
                 seed=self.seed, global_batch_size=own.pop("global_batch_size", spec.data.batch_size),
                 optimizer=getattr(opt, "name", str(opt)), learning_rate=getattr(opt, "lr", None), platform=platform,
                 extra={"precision": self.precision, "world_size": self.dist.world,
                        **mlperf_keys.hyperparameters(spec, workload, getattr(getattr(backend, "opts", None),
                                                                              "grad_clip", None)),
-                       **(workload.mllog_hyperparameters() if hasattr(workload, "mllog_hyperparameters") else {}),
                        **own})
             self._mllog_submission(spec, layout, workload, backend)
 

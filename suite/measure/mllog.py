@@ -153,24 +153,6 @@ class MLLogRecorder:
         return write_atomic(path, self.text())
 
 
-def mlperf_hyperparameters(spec: Any, backend: str) -> dict[str, Any]:
-    """The hyper-parameter events MLPerf's per-benchmark rules check (closed_<benchmark>.yaml), from the spec: AdamW's
-    betas, epsilon and weight decay (torch's defaults where the spec leaves them), the warm-up steps, the gradient
-    clipping norm of the backend that runs (its `grad_clip` option; absent: none), and the evaluation frequency in
-    samples. Logged for a spec that names its `mlperf_benchmark` only."""
-    opt, params = spec.optimizer, spec.optimizer.params()
-    out: dict[str, Any] = {}
-    if opt.name == "adamw":
-        beta_1, beta_2 = params.get("betas", (0.9, 0.999))
-        out.update({C.OPT_ADAMW_BETA_1: float(beta_1), C.OPT_ADAMW_BETA_2: float(beta_2),
-                    C.OPT_ADAMW_EPSILON: float(params.get("eps", 1e-8)),
-                    C.OPT_ADAMW_WEIGHT_DECAY: float(opt.weight_decay)})
-    out[C.OPT_LR_WARMUP_STEPS] = int(spec.schedule.warmup_steps)
-    out[C.OPT_GRADIENT_CLIP_NORM] = (spec.backends.get(backend) or {}).get("grad_clip")
-    out["evaluation_frequency"] = int(spec.eval.every_steps) * int(spec.data.batch_size)
-    return out
-
-
 def clock_record(init_s: float, staging_s: float | None, division: str,
                  window: tuple[float, str] | None = None) -> dict[str, Any]:
     """What the result says about MLPerf's clock rules: the data staging (declared, off the clock) and init;

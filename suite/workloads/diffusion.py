@@ -153,6 +153,10 @@ class Diffusion(WorkloadBase):
         model.train(was_training)
         return {"val_loss": means.value()}
 
+    def mllog_hyperparameters(self) -> dict[str, int]:
+        """flux1's rules read the evaluation frequency in samples (closed_flux1.yaml)."""
+        return {"evaluation_frequency": int(self.spec.eval.every_steps) * int(self.spec.data.batch_size)}
+
     def train_samples(self) -> int:
         return int(self.data.n_train)
 

@@ -217,7 +217,7 @@ class GRPO(WorkloadBase):
     def eval_samples(self) -> int:
         return len(self.eval_problems)
 
-    def mllog_fields(self) -> dict[str, Any]:
+    def mllog_hyperparameters(self) -> dict[str, Any]:
         """The GRPO keys of MLPerf Training 6.1's qwen35_397b_grpo rules (its global batch counts completions)."""
         opt, cfg = self.spec.optimizer.params(), self.cfg
         prompts = self.spec.data.batch_size * cfg.minibatches

@@ -17,7 +17,7 @@ from support.datafiles import write_c4_indexed, write_megatron_indexed
 from suite import registry
 from suite.harness import RunRequest, run
 from suite.measure import mlperf_keys
-from suite.measure.mllog import parse
+from suite.measure.mllog import check_benchmark, parse
 from suite.specload import load_spec
 
 CHECKER = Path(__import__("mlperf_logging.compliance_checker", fromlist=["x"]).__file__).parent
@@ -38,8 +38,9 @@ def test_the_benchmark_names_are_the_checkers():
     text = (CHECKER / "training_6.1.0" / "closed_common.yaml").read_text()
     listed = re.search(r"v\['value'\] in \[([^\]]*)\]", text).group(1)
     assert set(re.findall(r"'(\w+)'", listed)) == set(mlperf_keys.MLPERF_BENCHMARKS)
-    assert mlperf_keys.benchmark_name("nlp/llama31_8b") == "llama31_8b"
-    assert mlperf_keys.benchmark_name("nlp/gpt2_124m") == "nlp/gpt2_124m"  # not an MLPerf benchmark: its own name
+    files = registry.workload_files()
+    assert load_spec(files["nlp/llama31_8b"]).mlperf_benchmark == "llama31_8b"
+    assert load_spec(files["nlp/gpt2_124m"]).mlperf_benchmark is None  # not an MLPerf benchmark: logs its own name
 
 
 def _run(spec, tmp_path: Path):
@@ -61,13 +62,13 @@ def test_a_tiny_variant_fails_only_the_rules_on_what_it_changes(name, tmp_path):
     assert events["opt_adamw_beta_2"] == 0.95 and events["opt_adamw_epsilon"] == 1e-5  # the full spec's constants
     assert events["opt_learning_rate_decay_schedule"] == "cosine with linear warmup"
     assert events["opt_gradient_clip_norm"] == full.backends["torch"]["grad_clip"] == 1.0
-    passed, messages = mlperf_keys.check_benchmark(log)
+    passed, messages = check_benchmark(log)
     assert not passed and failed_rules(messages) == TINY_CHANGES, "\n".join(messages)
     # the same log with one logged constant set to another value fails on that key too: the check is real
     bad = tmp_path / "bad.mllog"
     bad.write_text(log.read_text().replace('"key": "opt_adamw_weight_decay", "value": 0.1',
                                            '"key": "opt_adamw_weight_decay", "value": 0.01'))
-    assert failed_rules(mlperf_keys.check_benchmark(bad)[1]) == TINY_CHANGES | {"opt_adamw_weight_decay"}
+    assert failed_rules(check_benchmark(bad)[1]) == TINY_CHANGES | {"opt_adamw_weight_decay"}
 
 
 def write_full_length_c4(folder: Path, seq_len: int, windows: int, vocab: int) -> Path:
@@ -98,7 +99,7 @@ def test_a_run_with_the_full_specs_settings_passes_the_official_checker(name, tm
     spec = load_spec(registry.workload_files()[name], shape)
     result, log = _run(spec, tmp_path)
     assert result.status == "reached"
-    passed, messages = mlperf_keys.check_benchmark(log)
+    passed, messages = check_benchmark(log)
     assert passed, "\n".join(messages)
     events = {e["key"]: e["value"] for e in parse(log.read_text())}
     assert events["max_sequence_length"] == 8192 and events["eval_samples"] == 1024 and events["max_steps"] == 1200000
