@@ -119,6 +119,7 @@ class TorchtitanBackend(Backend):
         self.micro: int | None = None
         self.compiled: str | None = None
         self._own_group = False
+        self._saved_device_type: str | None = None
 
     def available(self) -> Availability:
         try:
@@ -175,7 +176,8 @@ class TorchtitanBackend(Backend):
         if not dist.is_initialized():  # one process: a group of one, as torchtitan always runs under torchrun
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
             self._own_group = True
-        # torchtitan picks its mesh device from the accelerator it finds, "cuda" when there is none
+        # torchtitan picks its mesh device from the accelerator it finds, "cuda" when there is none (put back in close)
+        self._saved_device_type = parallel_dims_module.device_type  # type: ignore[attr-defined]
         parallel_dims_module.device_type = self.device.type  # type: ignore[attr-defined]
         par = ParallelismConfig(data_parallel_replicate_degree=lay.dp, data_parallel_shard_degree=lay.fsdp,
                                 tensor_parallel_degree=lay.tp, enable_sequence_parallel=lay.sp,
@@ -254,6 +256,11 @@ class TorchtitanBackend(Backend):
                 "attention": self.opts.attention, "framework": "torchtitan"}
 
     def close(self) -> None:
+        if self._saved_device_type is not None:
+            import torchtitan.distributed.parallel_dims as parallel_dims_module
+
+            parallel_dims_module.device_type = self._saved_device_type  # type: ignore[attr-defined]
+            self._saved_device_type = None
         if self._own_group and dist.is_initialized():
             dist.destroy_process_group()
         self._own_group = False

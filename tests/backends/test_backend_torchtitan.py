@@ -174,6 +174,13 @@ def test_twenty_steps_match_the_torch_backend_within_its_noise():
     assert abs(loss_curve.last_eval["val_loss"] - want_eval) <= tol  # type: ignore[attr-defined]
     layout = loss_curve.last_layout  # type: ignore[attr-defined]
     assert (layout["framework"], layout["attention"], layout["dp"]) == ("torchtitan", "sdpa", 1)
+    # two micro-batches a step, and gradient clipping (which moves the curve by ~4e-2 here): the same
+    micro = loss_curve(CHAR_LLAMA, "torchtitan", STEPS, overrides={"data.micro_batch_size": 8})
+    assert loss_curve.last_layout["micro_batches"] == 2  # type: ignore[attr-defined]
+    assert max(abs(a - b) for a, b in zip(micro, want, strict=True)) <= tol
+    clipped = [loss_curve(CHAR_LLAMA, b, STEPS, options={"grad_clip": 0.5}) for b in ("torch", "torchtitan")]
+    assert max(abs(a - b) for a, b in zip(*clipped, strict=True)) <= tol
+    assert max(abs(a - b) for a, b in zip(clipped[0], want, strict=True)) > 100 * tol
 
 
 @pytest.mark.slow
