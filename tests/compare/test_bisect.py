@@ -40,6 +40,7 @@ def test_a_5pct_slowdown_is_found_in_at_most_log2_plus_2_comparisons_9_times_in_
     assert good >= 9
 
 
+@pytest.mark.slow  # ~9 comparisons through result files and compare: ~20 s at load ~8
 def test_two_slowdowns_in_the_range_are_reported_as_two(tmp_path: Path) -> None:
     """Two 5% slowdowns (commits 4 and 11): status `several changes`, both named, in the JSON and the Markdown; the
     whole path of compare (result files, then `compare`) decides each comparison."""

@@ -98,6 +98,9 @@ def test_rcp_made_from_a_baseline_guards_compare_markdown_and_json(tmp_path: Pat
     few = cli("baseline", "rcp", tmp_path / "bl", "--to", tmp_path / "bl", "--min-seeds", "20",
               "--global-batch-size", "64")
     assert few.returncode == 2 and "an RCP needs at least 20" in few.stderr
+    stale = cli("baseline", "rcp", tmp_path / "bl", "--to", tmp_path / "bl")  # batch size from a spec of another hash
+    assert stale.returncode == 2 and "the spec changed since the baseline" in stale.stderr
+    assert "--global-batch-size" in stale.stderr and not list((tmp_path / "bl").rglob("*.rcp-*.json"))
     made = cli("baseline", "rcp", tmp_path / "bl", "--to", tmp_path / "bl", "--global-batch-size", "64")
     assert made.returncode == 0, made.stderr
     rcp_file = next((tmp_path / "bl").rglob("*.rcp-*.json"))
