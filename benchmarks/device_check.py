@@ -109,6 +109,8 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
     )
     if spec.model.arch == "gpt":
         row["memory_estimate"] = memory_row(name, spec, precision, result.memory, args.device_bytes)
+    if spec.model.arch == "hf_llama" and spec.model.params().get("lora"):
+        row["memory_estimate"] = lora_memory_row(name, spec, precision, result.memory, args.device_bytes)
     if result.status in ("error", "diverged", "interrupted"):
         return row
     try:
@@ -127,6 +129,23 @@ def memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], d
     full = load_spec(registry.find_workload(name))
     full_est = memory.estimate_spec(full)
     row.update(full_estimate_bytes=full_est.peak_bytes, full_phase=full_est.phase)
+    if device_bytes:
+        fit = memory.fits(full_est, device_bytes)
+        row.update(full_fits=fit.fits, full_fit=fit.reason)
+    return row
+
+
+def lora_memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], device_bytes: int | None) -> dict:
+    """The LoRA estimator on the tiny run (one device) and the full spec's fit in the reference's layout."""
+    from suite.measure import memory_lora
+
+    est = memory_lora.estimate_spec(tiny, precision)
+    got = measured.get("device_peak_allocated_bytes")
+    full_est = memory_lora.estimate_spec(load_spec(registry.find_workload(name)), **memory_lora.REFERENCE_LAYOUT)
+    row: dict[str, Any] = {"tiny_estimate_bytes": est.peak_bytes, "tiny_measured_bytes": got,
+                           "tiny_ratio": est.peak_bytes / got if isinstance(got, (int, float)) and got > 0 else None,
+                           "full_estimate_bytes": full_est.peak_bytes, "full_phase": full_est.phase,
+                           "full_layout": memory_lora.REFERENCE_LAYOUT}
     if device_bytes:
         fit = memory.fits(full_est, device_bytes)
         row.update(full_fits=fit.fits, full_fit=fit.reason)
