@@ -58,9 +58,9 @@ DATASETS: dict[str, str] = {
     "solubility": "suite.data.solubility:COMPONENT",
     "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
     "gym": "suite.data.gym_env:COMPONENT",
-    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",
-    "lora_text": "suite.data.lora_text:COMPONENT",
-    "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)   # an Austen-pretrained Llama base + pydoc topics to fine-tune on   # .bin + .idx (MLPerf LLM references' C4)
+    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
+    "lora_text": "suite.data.lora_text:COMPONENT",   # an Austen-pretrained Llama base + pydoc topics to fine-tune on
+    "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)
 }
 
 # backend name -> class implementing suite.backends.base.Backend
