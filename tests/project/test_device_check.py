@@ -166,3 +166,20 @@ def test_dry_mode_measures_gemm_by_dtype_and_time_to_target(tmp_path):
     assert tta["status"] == "reached" and tta["time_to_target_s"] > 0 and tta["steps_to_target"] > 0
     assert report["device_memory_bytes"] > 0 and report["hardware"]["device_type"] == "cpu"
     assert "TTA cv/digits_cnn: reached" in proc.stdout
+
+
+def test_a_fine_tune_without_its_extra_is_skipped_with_the_packages_named(monkeypatch):
+    """A lent device carries the runtime wheels, not the finetune extra: nlp/llama2_70b_lora is listed as skipped,
+    naming what it needs, instead of failing on an import."""
+    import importlib.util
+
+    from suite import registry
+    from suite.specload import load_spec
+
+    dc = _module()
+    spec = load_spec(registry.find_workload("nlp/llama2_70b_lora"), {"model.checkpoint": "/m"}, variant="tiny")
+    present = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n in ("peft", "pyarrow") else present(n, *a))
+    assert dc.missing_extras(spec) == ["peft", "pyarrow"]
+    digits = load_spec(registry.find_workload("cv/digits_cnn"), variant="tiny")
+    assert dc.missing_extras(digits) == []
