@@ -16,7 +16,8 @@ against the measured GEMM peak (with the dtype each op class ran in), the FLOPs 
 analytic count against FlopCounterMode on one real batch), energy (NVML), peak memory. One JSON file
 (--out), and a non-zero exit on any failure: a run that errors or diverges, a FLOPs count outside
 --flops-tolerance, a missing data set, or the time limit. A backend that is not installed is skipped with
-its reason (listed, not a failure); a pair the backend does not support is left out, as `run --tier` does.
+its reason (listed, not a failure), as is a workload whose optional extra is not installed (the fine-tune's
+peft / safetensors / pyarrow); a pair the backend does not support is left out, as `run --tier` does.
 Data sets: the full tier reads from TRAINBENCH_DATA or a spec's data.path; `--set-json` points specs elsewhere.
 """
 
@@ -112,6 +113,8 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
     )
     if spec.model.arch in ("gpt", "llama"):
         row["memory_estimate"] = memory_row(name, spec, precision, result.memory, args.device_bytes)
+    if spec.model.arch == "hf_llama" and spec.model.params().get("lora"):
+        row["memory_estimate"] = lora_memory_row(name, spec, precision, result.memory, args.device_bytes)
     if result.status in ("error", "diverged", "interrupted"):
         return row
     try:
@@ -131,6 +134,34 @@ def memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], d
     full = load_spec(registry.find_workload(name))
     full_est = llm_memory.estimate_spec(full)
     row.update(full_estimate_bytes=full_est.peak_bytes, full_phase=full_est.phase)
+    if device_bytes:
+        fit = memory.fits(full_est, device_bytes)
+        row.update(full_fits=fit.fits, full_fit=fit.reason)
+    return row
+
+
+def missing_extras(spec: Any) -> list[str]:
+    """Packages of an optional extra a spec needs that are not installed (a fine-tune: peft, safetensors, pyarrow)."""
+    import importlib.util
+
+    params = spec.model.params()
+    needs = ["safetensors"] if params.get("checkpoint") else []
+    needs += ["peft"] if params.get("lora") else []
+    needs += ["pyarrow"] if spec.data.name == "govreport" else []
+    return [n for n in needs if importlib.util.find_spec(n) is None]
+
+
+def lora_memory_row(name: str, tiny: Any, precision: str, measured: dict[str, Any], device_bytes: int | None) -> dict:
+    """The LoRA estimator on the tiny run (one device) and the full spec's fit in the reference's layout."""
+    from suite.measure import memory_lora
+
+    est = memory_lora.estimate_spec(tiny, precision)
+    got = measured.get("device_peak_allocated_bytes")
+    full_est = memory_lora.estimate_spec(load_spec(registry.find_workload(name)), **memory_lora.REFERENCE_LAYOUT)
+    row: dict[str, Any] = {"tiny_estimate_bytes": est.peak_bytes, "tiny_measured_bytes": got,
+                           "tiny_ratio": est.peak_bytes / got if isinstance(got, (int, float)) and got > 0 else None,
+                           "full_estimate_bytes": full_est.peak_bytes, "full_phase": full_est.phase,
+                           "full_layout": memory_lora.REFERENCE_LAYOUT}
     if device_bytes:
         fit = memory.fits(full_est, device_bytes)
         row.update(full_fits=fit.fits, full_fit=fit.reason)
@@ -327,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
             reason = unsupported_reason(backend, spec)
             if reason:
                 skipped.append({"backend": backend, "workload": name, "reason": f"unsupported: {reason}"})
+                continue
+            if lacking := missing_extras(spec):
+                skipped.append({"backend": backend, "workload": name, "reason": f"needs {', '.join(lacking)} "
+                                "(pip install 'trainbench[finetune]'; not among the carried wheels)"})
                 continue
             if time.perf_counter() - started > args.time_limit_s:
                 failures.append(f"{name} / {backend}: not run, the {args.time_limit_s:g} s time limit was reached")

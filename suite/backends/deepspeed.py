@@ -234,7 +234,8 @@ class DeepSpeedBackend(Backend):
         self.recompute = recompute_fraction(self.ac, raw)
         if self.ac != "none":
             _checkpoint_blocks(raw, deepspeed)
-        optimizer = build_optimizer(spec.optimizer, [p for p in raw.parameters() if p.requires_grad])  # LoRA: no frozen base
+        # only what trains: a frozen base (LoRA) gets no optimizer state, as in the torch backend
+        optimizer = build_optimizer(spec.optimizer, [p for p in raw.parameters() if p.requires_grad])
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
         engine, ds_opt, _, ds_sched = deepspeed.initialize(
             model=raw, optimizer=optimizer, lr_scheduler=scheduler, config=config)

@@ -107,7 +107,7 @@ def pretrain_base(recipe: BaseRecipe, austen: str, finetune_text: str, folder: P
         cfg = llama.Config(**recipe.model_fields_for_llama())
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            model = llama.build(cfg, {})
+            model = llama.Llama(cfg, llama.vocab(cfg, {}))
             opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, betas=(0.9, 0.99))
             rng = np.random.default_rng(0)
             ar = np.arange(recipe.seq_len + 1)

@@ -100,3 +100,21 @@ def estimate_lora(cfg: Any, *, micro_batch: int, dtype: str = "bfloat16", ac: st
                           optimizer_bytes=opt_state, weight_copies_bytes=gathered, activations_bytes=activations,
                           recompute_bytes=recompute, logits_bytes=logits, peak_bytes=resident + phases[phase],
                           phase=phase, notes=tuple(notes))
+
+
+# MLPerf llama2_70b_lora's reference layout (configs/default_config.yaml): DeepSpeed ZeRO-3 over 8 GPUs, gradient
+# checkpointing (--use_gradient_checkpointing True)
+REFERENCE_LAYOUT: dict[str, Any] = {"shard": 8, "ac": "full"}
+
+
+def estimate_spec(spec: Any, precision: str | None = None, **layout: Any) -> MemoryEstimate:
+    """The estimate for an `arch: hf_llama` spec with `lora` at its micro-batch, in the weights' dtype (model.dtype,
+    else bf16 for a bf16 recipe, else fp32), with `layout` (shard, tp, ac)."""
+    if spec.model.arch != "hf_llama":
+        raise ValueError(f"{spec.name}: the LoRA memory estimator models arch hf_llama, not {spec.model.arch!r}")
+    from suite.models import pretrained
+
+    cfg = pretrained.Config.model_validate(spec.model.params())
+    dtype = cfg.dtype or ("bfloat16" if (precision or spec.precision or "fp32").startswith("bf16") else "float32")
+    micro = spec.data.micro_batch_size or spec.data.batch_size
+    return estimate_lora(cfg, micro_batch=micro, dtype=dtype, **layout)

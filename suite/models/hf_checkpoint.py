@@ -233,12 +233,14 @@ def check_dtype(dtype: torch.dtype, device: torch.device, where: str) -> None:
 
 
 def load_llama(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None = None,
-               device: torch.device | str = "cpu") -> llama.Llama:
-    """The model `cfg` describes (see config_for) holding the folder's weights. dtype: cast on load (None: the
-    checkpoint's own). Built on the meta device and filled tensor by tensor: no random init of a large model."""
+               device: torch.device | str = "cpu", runs_on: torch.device | str | None = None) -> llama.Llama:
+    """The model `cfg` describes (see config_for) holding the folder's weights, on `device`. dtype: cast on load
+    (None: the checkpoint's own), checked against `runs_on` (the device the run computes on; default `device`).
+    Built on the meta device and filled tensor by tensor: no random init of a large model."""
     folder, device = Path(folder).expanduser(), torch.device(device)
+    target = torch.device(runs_on) if runs_on is not None else device
     if dtype is not None:
-        check_dtype(dtype, device, f"model.dtype {dtype}")
+        check_dtype(dtype, target, f"model.dtype {dtype}")
     raw = {name: (t, path) for name, t, path in read_tensors(folder)}
     named = hf_names(split_fused_qkv(raw, cfg))
     with torch.device("meta"):
@@ -263,7 +265,10 @@ def load_llama(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None 
         if tuple(t.shape) != tuple(expected[name].shape):
             raise CheckpointError(f"{path}: tensor {hf_name} has shape {tuple(t.shape)}, the model config.json "
                                   f"describes needs {tuple(expected[name].shape)} ({name})")
-        check_dtype(t.dtype, device, f"{path}: tensor {hf_name}")
+        if dtype is None:  # kept as stored: the run's device must compute in it
+            check_dtype(t.dtype, target, f"{path}: tensor {hf_name}")
+        elif t.dtype not in DTYPES.values():
+            check_dtype(t.dtype, target, f"{path}: tensor {hf_name}")
     missing = [n for n in expected if n not in mapped]
     if missing:
         raise CheckpointError(f"tensor {_hf_name(missing[0], expected[missing[0]])} (shape {tuple(expected[missing[0]].shape)}) is in no "

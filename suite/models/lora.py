@@ -22,7 +22,7 @@ SUITE_TARGETS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3", "output")
 class LoraConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rank: int = Field(gt=0, description="r: the adapters' inner width (MLPerf closed: 16)")
-    alpha: float = Field(gt=0, description="the update is scaled by alpha / rank")
+    alpha: int = Field(gt=0, description="the update is scaled by alpha / rank (an integer, as peft types it)")
     dropout: float = Field(default=0.0, ge=0, lt=1, description="dropout on the adapter's input")
     target_modules: list[str] = Field(min_length=1, description=(
         "linear layers that get adapters: suite names (wq, wk, wv, wo, w1, w2, w3, output) or Hugging Face's "

@@ -61,8 +61,11 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
                 f"the data's tokenizer ({meta.get('tokenizer', meta.get('source', 'the data set'))}) has "
                 f"{data_vocab} tokens but the checkpoint {path} has a vocabulary of {llama.vocab(loaded_cfg, {})}: "
                 "tokenize the data with the checkpoint's own tokenizer.json")
+        from suite import devices
+
         dtype = hf_checkpoint.DTYPES[cfg.dtype] if cfg.dtype else None
-        model = hf_checkpoint.load_llama(path, loaded_cfg, dtype=dtype)
+        # loaded on the host (the backend moves it); its dtype checked against the device the run computes on
+        model = hf_checkpoint.load_llama(path, loaded_cfg, dtype=dtype, runs_on=devices.current().torch)
     if cfg.lora is not None:
         model = lora_mod.apply(model, cfg.lora)
     return model

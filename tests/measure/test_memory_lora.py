@@ -76,14 +76,16 @@ def test_full_spec_layout_fits_8_h100_with_zero3_and_checkpointing_only():
     """MLPerf's reference (DeepSpeed ZeRO-3 over 8 GPUs, gradient checkpointing, 1 x 8192 tokens a GPU, bf16):
     ~35 GiB a GPU. Without checkpointing the 80 layers' activations do not fit; unsharded the 138 GB of bf16
     weights alone do not. docs/workloads.md quotes these figures."""
-    cfg = _cfg(preset="llama2-70b", seq_len=8192)
-    cfg = cfg.model_copy(update={"lora": cfg.lora.model_copy(update={"rank": 16, "alpha": 32})})
+    from suite import registry
+    from suite.specload import load_spec
+
+    spec = load_spec(registry.workload_files()["nlp/llama2_70b_lora"])
     h100 = 80 * 10**9
 
     def fit(**kw):
-        return memory.fits(memory_lora.estimate_lora(cfg, micro_batch=1, dtype="bfloat16", **kw), h100)
+        return memory.fits(memory_lora.estimate_spec(spec, **kw), h100)
 
-    zero3 = fit(shard=8, ac="full")
+    zero3 = fit(**memory_lora.REFERENCE_LAYOUT)
     assert zero3.fits and 25 * memory.GIB < zero3.estimate.peak_bytes < 45 * memory.GIB, zero3.reason
     assert not fit(shard=8, ac="none").fits
     assert not fit(shard=1, ac="full").fits

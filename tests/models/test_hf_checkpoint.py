@@ -186,3 +186,18 @@ def test_fused_qkv_checkpoint_of_the_mlperf_reference_loads_split(tmp_path):
     save_file(tensors, str(tmp_path / ckpt.SINGLE))
     with pytest.raises(DataMissing, match=r"qkv_proj.weight has 112 rows, q \+ k \+ v .* need 128 \(64 \+ 32 \+ 32\)"):
         ckpt.load_llama(tmp_path, cfg)
+
+
+def test_bf16_checkpoint_for_a_device_without_bf16_is_refused_unless_cast(tmp_path, monkeypatch):
+    """The check is against the device the run computes on (the weights load on the host first)."""
+    from support.datafiles import write_fused_qkv_llama
+
+    folder = write_fused_qkv_llama(tmp_path)
+    cfg = ckpt.config_for(folder)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100")
+    with pytest.raises(DataMissing, match=r"model.safetensors: tensor \S+: bfloat16 weights, and Tesla V100 has no "
+                                          r"bfloat16: set model.dtype"):
+        ckpt.load_llama(folder, cfg, runs_on="cuda")
+    model = ckpt.load_llama(folder, cfg, dtype=torch.float32, runs_on="cuda")  # cast on load: allowed
+    assert {p.dtype for p in model.parameters()} == {torch.float32}

@@ -188,3 +188,20 @@ def test_llama8b_step_fits_layers_by_the_estimator_and_measures_the_stand_in():
     assert row["step_time_p50_s"] > 0 and 0 < row["mfu"] < 1 and row["tokens_per_s"] > 0
     assert row["goal"]["tokens_per_s_per_gpu"] == 5762 and row["goal"]["tokens_per_s_per_gpu_compiled"] == 6667
     assert row["goal"]["mfu_range"] == [0.33, 0.39] and "stand_in" in row
+
+
+def test_a_fine_tune_without_its_extra_is_skipped_with_the_packages_named(monkeypatch):
+    """A lent device carries the runtime wheels, not the finetune extra: nlp/llama2_70b_lora is listed as skipped,
+    naming what it needs, instead of failing on an import."""
+    import importlib.util
+
+    from suite import registry
+    from suite.specload import load_spec
+
+    dc = _module()
+    spec = load_spec(registry.find_workload("nlp/llama2_70b_lora"), {"model.checkpoint": "/m"}, variant="tiny")
+    present = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n in ("peft", "pyarrow") else present(n, *a))
+    assert dc.missing_extras(spec) == ["peft", "pyarrow"]
+    digits = load_spec(registry.find_workload("cv/digits_cnn"), variant="tiny")
+    assert dc.missing_extras(digits) == []
