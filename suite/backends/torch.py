@@ -274,6 +274,8 @@ class TorchBackend(Backend):
     def _clip(self, params: list[nn.Parameter]) -> None:
         if self.pipeline is not None:  # the norm over every stage, DTensor parameters included
             self.pipeline.clip_grad_norm(self.opts.grad_clip)  # type: ignore[arg-type]
+        elif self.layout.ep > 1:  # expert and dense gradients live on different meshes
+            expert.clip_grad_norm(params, self.opts.grad_clip, self.mesh["ep"].get_group())  # type: ignore[arg-type]
         else:
             nn.utils.clip_grad_norm_(params, self.opts.grad_clip)  # type: ignore[arg-type]
 

@@ -1,8 +1,8 @@
 """Expert parallelism (`--parallel ep=N`, suite/backends/parallel/expert.py) and the LLM decoder under the other
 backends' layouts: each against one process.
 
-Exact first: one step's gradients of every parameter under ep=2 x fsdp=2 with micro-batches and ep=2 x dp=2 equal
-one process's to fp32 rounding (tests/support/ep_grads.py; seen <= 7e-7 relative). That check
+Exact first: one step's gradients of every parameter under ep=2 x fsdp=2 with micro-batches and ep=2 x dp=2 with
+gradient clipping equal one process's to fp32 rounding (tests/support/ep_grads.py; seen <= 7e-7 relative). That check
 found the bug the curves alone would have hidden: with fsdp=1, torch 2.13's FSDP2 divided the expert gradients
 twice (1/ep of one process's; the relative error was 0.75 at ep=4), which AdamW, nearly blind to a gradient's
 scale, turned into a curve gap of only 5e-3 over 20 steps.
@@ -148,7 +148,9 @@ def test_deepspeed_refuses_ep():
 @pytest.mark.timeout(LAUNCH_GUARD_S + 60)
 def test_expert_parallel_gradients_equal_one_process(tmp_path):
     # ep x fsdp with micro-batches (gradient sync on the last only); ep x dp (the experts' HSDP over dp, fsdp=1)
-    layouts = [{"parallel.ep": 2, "parallel.fsdp": 2, "data.micro_batch_size": 2}, {"parallel.ep": 2}]
+    # with gradient clipping (the norm over dense and expert gradients, which live on different meshes)
+    layouts = [{"parallel.ep": 2, "parallel.fsdp": 2, "data.micro_batch_size": 2},
+               {"parallel.ep": 2, "grad_clip": 0.05}]
     rows = _launch(tmp_path, 4, "ep_grads", TINY_MOE, [json.dumps(o) for o in layouts])
     for row in rows:
         assert row["world"] == 4
@@ -156,6 +158,7 @@ def test_expert_parallel_gradients_equal_one_process(tmp_path):
         assert row["worst"][worst] < 1e-5, f"{row['overrides']}: {worst} off by {row['worst'][worst]:.1e} (relative)"
         assert any(".moe.experts.w" in n for n in row["worst"])
     assert rows[0]["micro_batches"] == 2
+    assert rows[1]["grad_clip"] == 0.05 < rows[1]["norm"] / 10  # the clip really scales the gradients
 
 
 # ---- 20 steps against one process ------------------------------------------------------------------------
