@@ -120,8 +120,7 @@ class ParallelSpec(_Strict):
     tp: int = Field(default=1, ge=1, description="tensor parallel")
     pp: int = Field(default=1, ge=1, description="pipeline parallel (stages)")
     cp: int = Field(default=1, ge=1, description="context parallel (only 1 is implemented)")
-    ep: int = Field(default=1, ge=1, description="expert parallel: a Mixture-of-Experts model's experts split over "
-                    "ep ranks that read different data and exchange tokens all-to-all (torch backend)")
+    ep: int = Field(default=1, ge=1, description="expert parallel: MoE experts split over ep data-parallel ranks")
     schedule: Literal["gpipe", "1f1b"] = Field(default="1f1b", description="pipeline schedule when pp > 1")
     ac: Literal["none", "selective", "full"] = Field(default="none", description="activation checkpointing")
     sp: bool | None = Field(default=None, description="sequence parallelism of the norms and residual stream "

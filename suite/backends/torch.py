@@ -168,6 +168,8 @@ class TorchBackend(Backend):
             reasons.append(pipeline.pp_unsupported(raw, lay))
         if lay.ep > 1:
             reasons.append(expert.ep_unsupported(raw, lay.ep))
+            if opts.compile:
+                reasons.append("--compile with ep is not implemented (the expert exchange's splits are data-dependent)")
         if self._sharded(lay):
             if opts.precision not in ("fp32", "bf16", "float8"):
                 reasons.append(f"--precision {opts.precision}: layouts with fsdp/tp/pp run fp32 or bf16")
@@ -202,7 +204,7 @@ class TorchBackend(Backend):
             tensor.apply_tp(module, m["tp"], sequence_parallel=lay.sp, loss_parallel=lay.loss_parallel)
         checkpoint.apply_ac(module, lay.ac)
         if opts.compile:
-            for block in module.blocks:  # type: ignore[union-attr]
+            for block in getattr(module, "blocks", None) or module.layers:  # the GPT's blocks, the Llama's layers
                 block.compile()  # per block, in place: composes with fully_shard's per-block hooks
             self.compiled = "blocks"
         if lay.ep > 1:  # experts split over ep and FSDP-sharded over (dp, fsdp); the rest HSDP over (dp x ep, fsdp)
@@ -272,6 +274,8 @@ class TorchBackend(Backend):
     def _clip(self, params: list[nn.Parameter]) -> None:
         if self.pipeline is not None:  # the norm over every stage, DTensor parameters included
             self.pipeline.clip_grad_norm(self.opts.grad_clip)  # type: ignore[arg-type]
+        elif self.layout.ep > 1:  # expert and dense gradients live on different meshes
+            expert.clip_grad_norm(params, self.opts.grad_clip, self.mesh["ep"].get_group())  # type: ignore[arg-type]
         else:
             nn.utils.clip_grad_norm_(params, self.opts.grad_clip)  # type: ignore[arg-type]
 

@@ -4,7 +4,8 @@
 Each layout runs the torch backend's real step (`train_step`) on the first global batch; the gradients it leaves are
 gathered whole (FSDP2 shards over their mesh, expert shards over the ep group) and compared with the gradients of
 the same weights in one process, where the global batch is cut into the same shards (ranks, then micro-batches),
-each shard's loss (its load-balancing loss included) weighted 1/shards: the math a data-parallel step promises.
+each shard's loss (its load-balancing loss included) weighted 1/shards: the math a data-parallel step promises
+(with `grad_clip`, both clipped by their global norm: under ep the experts' part is summed over the ep group).
 
     python -m torch.distributed.run --standalone --nproc_per_node 4 -m support.ep_grads OUT.json SPEC \\
         '{"parallel.ep": 2, "parallel.fsdp": 2}' ...
@@ -36,12 +37,15 @@ def _whole(grad: torch.Tensor) -> torch.Tensor:
 
 
 def layout_grads(spec_path: str, overrides: dict[str, Any], device: Any) -> dict[str, Any]:
+    """`overrides` are the spec's, except `grad_clip` (the torch backend's option; the reference clips alike)."""
+    overrides = dict(overrides)
+    clip = overrides.pop("grad_clip", None)
     spec = load_spec(Path(spec_path), overrides)
     seed_everything(0)
     workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0, device=device.torch))
     be = registry.backend_class("torch")(device)
     try:
-        state = be.setup(workload, RunOptions(options={}))
+        state = be.setup(workload, RunOptions(options={"grad_clip": clip} if clip else {}))
         rank, world = be.data_shard()
         be.train_step(state, next(iter(workload.train_batches(rank, world))))
         shards = {n for n, m in state.raw_model.named_modules() if isinstance(m, ExpertShard)}
@@ -69,11 +73,12 @@ def layout_grads(spec_path: str, overrides: dict[str, Any], device: Any) -> dict
             (workload.loss(ref, (x[part], y[part])) / chunks).backward()
     finally:
         moe.set_aux_loss_grad_scale(1.0)
+    norm = float(torch.nn.utils.clip_grad_norm_(ref.parameters(), clip or float("inf")))  # clips when clip is set
     worst = {}
     for name, p in ref.named_parameters():
         scale = float(p.grad.abs().max())
         worst[name] = float((got[name] - p.grad).abs().max()) / scale if scale else float(got[name].abs().max())
-    return {"overrides": overrides, "world": world, "micro_batches": n_micro, "worst": worst}
+    return {"overrides": overrides, "grad_clip": clip, "norm": norm, "world": world, "micro_batches": n_micro, "worst": worst}
 
 
 def main(argv: list[str]) -> None:

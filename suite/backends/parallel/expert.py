@@ -50,8 +50,8 @@ def spec_refusal(spec: Any) -> str | None:
     if cfg.moe.experts % par.ep:
         return (f"{flag} does not divide model.moe.experts={cfg.moe.experts}: each ep rank holds an equal share of "
                 f"the experts; choose an ep that divides {cfg.moe.experts}")
-    if par.tp > 1 or par.pp > 1 or par.cp > 1:
-        return f"{flag} with tp/pp/cp is not implemented in the torch backend (ep composes with dp and fsdp)"
+    if par.tp > 1 or par.pp > 1 or par.cp > 1 or par.ac != "none":
+        return f"{flag} with tp/pp/cp/ac is not implemented in the torch backend (ep composes with dp and fsdp)"
     return None
 
 
@@ -138,12 +138,51 @@ def shard_experts(shards: list[ExpertShard], mesh: Any, mp_policy: Any, data_par
 
     for shard in shards:
         fully_shard(shard, mesh=mesh, mp_policy=mp_policy)
+        for p in shard.parameters():  # FSDP2's sharded parameters: marked for the ep-aware norm (clip_grad_norm)
+            p._expert_shard = True  # type: ignore[attr-defined]
         shard.set_gradient_divide_factor(float(data_parallel))  # type: ignore[operator]
         shard.set_force_sum_reduction_for_comms(mesh.size(-1) > 1)  # type: ignore[operator]
 
 
 def meshes(mesh: Any) -> tuple[Any, Any]:
-    """(dense mesh, expert mesh) of a (pp, dp, ep, fsdp, tp) mesh: dense parameters replicated over dp x ep and
-    sharded over fsdp (HSDP; plain replication when fsdp is 1); experts replicated over dp, sharded over fsdp."""
-    mesh["dp", "ep"]._flatten("dp_ep")  # torch 2.13's DeviceMesh: a flattened dimension, sliceable with others
-    return mesh["dp_ep", "fsdp"], mesh["dp", "fsdp"]
+    """(dense mesh, expert mesh) of a (pp, dp, ep, fsdp, tp) mesh with pp = tp = 1: dense parameters replicated
+    over dp x ep and sharded over fsdp (HSDP; plain replication when fsdp is 1); experts replicated over dp,
+    sharded over fsdp. The dense mesh is a second mesh over the same ranks in the same row-major order (torch 2.13
+    warns that slicing a flattened (dp, ep) dimension out of the root mesh is going away)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    shape = dict(zip(mesh.mesh_dim_names, mesh.mesh.shape, strict=True))
+    if shape["pp"] != 1 or shape["tp"] != 1:
+        raise ValueError("expert parallelism composes with dp and fsdp only (pp = tp = 1)")
+    dense = init_device_mesh(mesh.device_type, (shape["dp"] * shape["ep"], shape["fsdp"]),
+                             mesh_dim_names=("dp_ep", "fsdp"))
+    return dense, mesh["dp", "fsdp"]
+
+
+@torch.no_grad()
+def clip_grad_norm(params: list[nn.Parameter], max_norm: float, ep_group: Any) -> torch.Tensor:
+    """`clip_grad_norm_` over dense and expert gradients, which live on different meshes (torch's refuses to stack
+    them): each parameter's whole norm over its own mesh, the experts' summed over the ep group (each rank holds
+    other experts); every gradient scaled by max_norm / norm when that is below 1. Returns the norm."""
+    from torch.distributed.tensor import DTensor
+
+    def whole_sq(grads: list[torch.Tensor]) -> torch.Tensor:
+        sq = torch.zeros((), dtype=torch.float32, device=grads[0].device if grads else None)
+        for g in grads:
+            n = torch.linalg.vector_norm(g, dtype=torch.float32)
+            sq += (n.full_tensor() if isinstance(n, DTensor) else n) ** 2
+        return sq
+
+    grads = [(p.grad, _is_expert(p)) for p in params if p.grad is not None]
+    expert_sq = whole_sq([g for g, e in grads if e])
+    dist.all_reduce(expert_sq, group=ep_group)
+    norm = (whole_sq([g for g, e in grads if not e]) + expert_sq).sqrt()
+    scale = float(max_norm / (norm + 1e-6))
+    if scale < 1.0:
+        for g, _ in grads:
+            g.mul_(scale)
+    return norm
+
+
+def _is_expert(p: nn.Parameter) -> bool:
+    return getattr(p, "_expert_shard", False)
