@@ -1,7 +1,7 @@
 """Device check for a new GPU/NPU runner, run it first on a runner. In order, within --time-limit-s:
 the fingerprint; the measured GEMM peak per dtype the device offers (fp32, tf32/hf32, bf16, fp16) beside the
 table's; time to target of a small workload (cv/digits_cnn, to its own target, through the real harness); then
-every full-tier workload's tiny variant x every backend that supports it, a few steps in the spec's precision
+every full-tier workload's tiny variant (and ALSO_ON_DEVICE's) x every backend that supports it, a few steps in the spec's precision
 with torch.compile, with the GPT memory estimate beside the measured peak and the full spec's "fits the device"
 verdict for this device's memory.
 
@@ -54,8 +54,14 @@ MAX_GRAPH_BATCHES = 16
 CPU_PRECISION = {"bf16": "fp32", "fp16": "fp32", "bf16_master": "fp32", "fp8": "fp32"}  # dry mode: what a CPU does well
 
 
+# below the full tier, checked on the device too: GRPO's KV-cached generation and its update (issue 32; there is no
+# full-tier GRPO spec yet)
+ALSO_ON_DEVICE = ("rl/arithmetic_grpo",)
+
+
 def full_tier() -> list[str]:
-    return sorted(name for name, path in registry.workload_files().items() if "full" in load_spec(path).tiers)
+    names = sorted(name for name, path in registry.workload_files().items() if "full" in load_spec(path).tiers)
+    return names + [n for n in ALSO_ON_DEVICE if n in registry.workload_files() and n not in names]
 
 
 def spec_precision(spec: Any, device_type: str) -> str:

@@ -203,12 +203,15 @@ class GRPO(WorkloadBase):
     # ---- FLOPs and the phase report ---------------------------------------------------------------------
 
     def tokens_per_sample(self) -> int:
-        return self.cfg.group_size * (self.problems.prompt_len + self.sampling.max_new_tokens)
+        """Positions the update's forward computes for one prompt: G sequences of prompt + completion - 1."""
+        return self.cfg.group_size * (self.problems.prompt_len + self.sampling.max_new_tokens - 1)
 
     def flops_per_sample(self) -> float:
-        """The update's 6N per token of one prompt's G full-length sequences (the harness's MFU; the phases carry
-        the measured split)."""
-        return 6.0 * self._n_active * self.tokens_per_sample()
+        """The update of one prompt's G full-length completions: 6N per position plus attention (12 L H Q T, the
+        repo's `full` convention), what the harness's MFU divides; the phases carry the measured split."""
+        cfg, width = self.model_cfg, self.problems.prompt_len + self.sampling.max_new_tokens - 1
+        attention = 12.0 * cfg.n_layer * cfg.n_head * cfg.head_size * width
+        return self.tokens_per_sample() * (6.0 * self._n_active + attention)
 
     def train_samples(self) -> int:
         """Distinct training problems the generator can draw (MLLOG train_samples)."""

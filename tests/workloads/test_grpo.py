@@ -112,3 +112,20 @@ def test_the_mllog_carries_every_key_of_mlperfs_grpo_rules(tmp_path):
     assert not errors and not other, other
     assert failed <= {"opt_base_learning_rate", "opt_gradient_clip_norm", "max_sequence_length", "eval_samples",
                       "eval_accuracy"}, failed
+
+
+def test_the_analytic_update_flops_match_flopcountermode_on_a_real_batch():
+    from suite import registry
+    from suite.measure import flops
+    from suite.workloads.contract import Context
+
+    spec = load_spec(SPEC, {"grpo.warm_start.sft_steps": 0}, "tiny")
+    workload = registry.task_class("grpo")(spec, Context(data_root=Path("."), seed=0, device=torch.device("cpu")))
+    model = workload.build_model()
+    workload.attach(model)
+    batch = next(iter(workload.train_batches(0, 1)))
+    counted = flops.count_train_flops(workload.loss, model, batch) / workload.batch_samples(batch)
+    if batch["sequences"].shape[1] == spec.grpo["rollout"]["max_new_tokens"] + workload.problems.prompt_len:
+        assert flops.relative_error(workload.flops_per_sample(), counted) < 1e-4
+    else:  # every completion stopped early: the batch is narrower than the full-length figure
+        assert counted < workload.flops_per_sample()
