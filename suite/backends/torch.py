@@ -35,14 +35,18 @@ class Options(BaseModel):
 
 def supports(spec: Any) -> str | None:
     """Pure (no framework import): the layouts whose plans exist for this spec's model. DDP and FSDP2 wrap any
-    model; tensor, pipeline and activation-checkpointing plans are written for the suite GPT's blocks."""
+    model; tensor and pipeline plans are written for the suite GPT's blocks, activation checkpointing for the GPT's
+    blocks and the Llama-class decoder's layers (dense or MoE, pretrained or with LoRA adapters)."""
     par = spec.parallel
     if par is not None and par.ep > 1:
         return expert.spec_refusal(spec)
     if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
         return None
+    if par.tp == 1 and par.pp == 1 and spec.model.arch in checkpoint.LAYERED_ARCHS:
+        return None
     if not layouts.is_gpt(spec.model.arch):
-        wanted = ", ".join(f for f, on in (("tp", par.tp > 1), ("pp", par.pp > 1), ("ac", par.ac != "none")) if on)
+        ac = par.ac != "none" and spec.model.arch not in checkpoint.LAYERED_ARCHS
+        wanted = ", ".join(f for f, on in (("tp", par.tp > 1), ("pp", par.pp > 1), ("ac", ac)) if on)
         return (f"parallel {wanted}: the torch backend's tensor/pipeline/checkpointing plans are for the suite GPT "
                 f"(model.arch gpt); this spec's model.arch is {spec.model.arch!r}")
     params = spec.model.params()

@@ -6,6 +6,7 @@ recorded with the recompute share that HFU uses.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,16 +19,17 @@ from suite.specload import load_spec
 torch.set_num_threads(1)
 
 STEPS = 20
+TINY_LLAMA = Path(__file__).parents[1] / "specs" / "tiny_llama.yaml"
 
 
-def _forward_calls(backend: str, ac: str, modules: dict[str, Any]) -> dict[str, int]:
+def _forward_calls(backend: str, ac: str, modules: dict[str, Any], spec_path: Any = CHAR_GPT) -> dict[str, int]:
     """Forward calls of the named modules (a getter on the trained model each) during one training step."""
     from suite import devices, registry
     from suite.backends.base import RunOptions
     from suite.harness import seed_everything
     from suite.workloads.contract import Context, data_root
 
-    spec = load_spec(CHAR_GPT, {"parallel.ac": ac})
+    spec = load_spec(spec_path, {"parallel.ac": ac})
     seed_everything(0)
     device = devices.current(0)
     workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0, device=device.torch))
@@ -68,6 +70,31 @@ def test_torch_full_checkpointing_recomputes_each_block():
     assert _forward_calls("torch", "none", blocks) == {"block": 1, "mlp_in": 1}
     full = _forward_calls("torch", "full", blocks)
     assert full["mlp_in"] == 2 and full["block"] >= 1  # the wrapped block's own forward runs again in backward
+
+
+def test_torch_full_checkpointing_recomputes_each_llama_layer():
+    """The Llama-class decoder's `layers` are wrapped as the GPT's `blocks` are (dense and MoE presets)."""
+    layer = {"layer": lambda m: m.layers[0], "ffn_in": lambda m: m.layers[0].feed_forward.w1}
+    assert _forward_calls("torch", "none", layer, TINY_LLAMA) == {"layer": 1, "ffn_in": 1}
+    full = _forward_calls("torch", "full", layer, TINY_LLAMA)
+    assert full["ffn_in"] == 2 and full["layer"] >= 1
+
+
+def test_torch_llama_checkpointing_changes_nothing_but_memory():
+    want = loss_curve(TINY_LLAMA, "torch", 8)
+    got = loss_curve(TINY_LLAMA, "torch", 8, overrides={"parallel.ac": "full"})
+    assert max(abs(a - b) for a, b in zip(got, want, strict=True)) <= 1e-6, (got, want)
+    lay = loss_curve.last_layout  # type: ignore[attr-defined]
+    assert lay["activation_checkpointing"] == "full" and 0.5 < lay["recompute_fraction"] < 1, lay
+    # the share against the model's own count: the layers' matmuls and attention of the forward, not the head
+    from suite.backends.parallel.checkpoint import recompute_fraction
+    from suite.models import llama
+
+    cfg = llama.Config(preset="llama3.1-tiny", seq_len=64, vocab_size=100)
+    model = llama.build(cfg, {"vocab_size": 100})
+    head = 100 * cfg.d_model
+    fwd = llama.flops_per_token(cfg, {"vocab_size": 100}) / 3
+    assert recompute_fraction("full", model) == pytest.approx((fwd - 2 * head) / fwd, rel=1e-12)
 
 
 @pytest.mark.slow
