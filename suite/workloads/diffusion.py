@@ -184,8 +184,10 @@ class Diffusion(WorkloadBase):
         x = rf.euler_sample(lambda xt, t: self.predict(model, xt, t, cond["txt"], cond["y"]), noise, GRID_STEPS)
         model.train(was_training)
         tiles = ((x.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).cpu()[:, 0]  # first channel, grey
-        rows = tiles.reshape(classes, GRID_PER_CLASS, self.h, self.w).permute(0, 2, 1, 3)
-        return {".samples.png": png_grey(rows.reshape(classes * self.h, GRID_PER_CLASS * self.w), scale=4)}
+        tiles = F.pad(tiles, (1, 1, 1, 1), value=96)  # a grey frame: tiles stay apart on a black background
+        h, w = self.h + 2, self.w + 2
+        rows = tiles.reshape(classes, GRID_PER_CLASS, h, w).permute(0, 2, 1, 3)
+        return {".samples.png": png_grey(rows.reshape(classes * h, GRID_PER_CLASS * w), scale=4)}
 
 
 def static_meta(spec: Any) -> dict[str, Any] | None:

@@ -57,8 +57,8 @@ def test_the_run_page_shows_the_sample_grid(site, browser) -> None:
     img = tab.locator("#samples img")
     assert img.count() == 1
     # decoded and laid out: a broken or CSP-blocked image has naturalWidth 0
-    assert img.evaluate("i => i.complete && i.naturalWidth") == 8 * 8 * 4
-    assert img.evaluate("i => i.naturalHeight") == 10 * 8 * 4
+    assert img.evaluate("i => i.complete && i.naturalWidth") == 8 * 10 * 4
+    assert img.evaluate("i => i.naturalHeight") == 10 * 10 * 4
     assert "one row per class" in img.get_attribute("alt")
     assert not errors, errors
     ctx.close()
