@@ -196,6 +196,17 @@ def _mlp(dim: int, hidden: int) -> nn.Sequential:
 
 
 class DoubleStreamBlock(nn.Module):
+    img_mod: Modulation
+    txt_mod: Modulation
+    img_norm1: nn.LayerNorm
+    txt_norm1: nn.LayerNorm
+    img_attn: Attention
+    txt_attn: Attention
+    img_norm2: nn.LayerNorm
+    txt_norm2: nn.LayerNorm
+    img_mlp: nn.Sequential
+    txt_mlp: nn.Sequential
+
     def __init__(self, cfg: Config):
         super().__init__()
         h = cfg.hidden_size
@@ -308,6 +319,7 @@ class Flux(nn.Module):
                 nn.init.zeros_(m.lin.weight)
                 nn.init.zeros_(m.lin.bias)
         for lin in (self.final_layer.linear, self.final_layer.adaLN_modulation[1]):
+            assert isinstance(lin, nn.Linear)
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
 

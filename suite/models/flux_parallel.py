@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 
 
 @torch.no_grad()
-def apply_tp(model: nn.Module, tp_mesh: Any) -> None:
+def apply_tp(model: Any, tp_mesh: Any) -> None:  # a suite.models.flux.Flux
     """Megatron-style TP of every block (torch.distributed.tensor.parallel): qkv and MLP-in column-parallel
     (each rank n_heads / tp heads and 1/tp of the MLP), proj and MLP-out row-parallel; the per-sample
     modulation, the embedders and the output layer replicated. The fused weights are regrouped first so a

@@ -51,7 +51,8 @@ class ImageLatents:
         self.classes = int(splits.meta.get("num_classes") or 0)
         self.n_train, self.n_val = len(self.train_x), len(self.val_x)
         self.val_t = torch.arange(self.n_val) % eval_timesteps  # each sample its fixed timestep, as MLPerf's COCO set
-        self.meta = {"latent_shape": tuple(self.train_x.shape[1:]), "conditioning": conditioning_sources(self.classes),
+        self.meta: dict[str, Any] = {"latent_shape": tuple(self.train_x.shape[1:]),
+                                     "conditioning": conditioning_sources(self.classes),
                      "source": splits.meta.get("source")}
 
     def _cond(self, y: torch.Tensor, conditioning: str) -> dict[str, torch.Tensor]:
@@ -74,13 +75,13 @@ class Diffusion(WorkloadBase):
         super().__init__(spec, ctx)
         cfg = self.model_cfg
         loaded = self.data_component.load(self.data_cfg)
-        self.data = ImageLatents(loaded, cfg.eval_timesteps) if isinstance(loaded, TensorSplits) else loaded
-        self.meta = self.data.meta
+        self.data: Any = ImageLatents(loaded, cfg.eval_timesteps) if isinstance(loaded, TensorSplits) else loaded
+        self.meta: dict[str, Any] = self.data.meta
         for loc, msg in check_shapes(cfg, self.meta, spec.data.name):
             raise ValueError(f"{loc}: {msg}")
         self.check_batch_fits(self.data.n_train)
         self.n_val = min(self.data.n_val, spec.eval.subset or self.data.n_val)
-        c, self.h, self.w = self.meta["latent_shape"]
+        _, self.h, self.w = (int(d) for d in self.meta["latent_shape"])
 
     @classmethod
     def check_spec(cls, spec: Any) -> list[tuple[str, str]]:
