@@ -44,6 +44,9 @@ def supports(spec: Any) -> str | None:
         return None
     if par.tp == 1 and par.pp == 1 and spec.model.arch in checkpoint.LAYERED_ARCHS:
         return None
+    if spec.model.arch == "flux" and par.pp == 1 and par.ac == "none":  # the DiT's own TP plan (models/flux.py)
+        asked = [k for k in ("sp", "loss_parallel") if getattr(par, k)]
+        return f"parallel.{asked[0]}: the DiT's tensor-parallel plan has none; set it false" if asked else None
     if not layouts.is_gpt(spec.model.arch):
         ac = par.ac != "none" and spec.model.arch not in checkpoint.LAYERED_ARCHS
         wanted = ", ".join(f for f, on in (("tp", par.tp > 1), ("pp", par.pp > 1), ("ac", ac)) if on)
@@ -105,6 +108,8 @@ class TorchBackend(Backend):
         raw = workload.build_model().to(self.device.torch)
         self.has_moe = any(isinstance(m, moe.MoE) for m in raw.modules())
         self.layout = lay = self._loss_parallel_fits(raw, lay, spec, workload)
+        if hasattr(raw, "apply_tp_plan"):  # a model's own TP plan (the DiT) has no sp or loss parallel: recorded off
+            self.layout = lay = dataclasses.replace(lay, sp=False, loss_parallel=False)
         self._check_layout(raw, lay, opts, spec)
         # compression and the precision recipe change the single-device model, before compile and DDP wrap it
         self.compression = compression.build(spec.compression, raw, spec.budget.max_steps)

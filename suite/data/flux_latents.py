@@ -111,7 +111,8 @@ class FluxLatents:
         self.train = ArrowSplit(root / cfg.train_dir, shapes, need_timestep=False)
         self.val = ArrowSplit(root / cfg.val_dir, shapes, need_timestep=True)
         self.n_train, self.n_val = len(self.train), len(self.val)
-        self.empty_t5 = self.empty_clip = None
+        self.empty_t5: torch.Tensor | None = None
+        self.empty_clip: torch.Tensor | None = None
         if cfg.caption_dropout > 0:
             self.empty_t5 = _empty(root / cfg.empty_dir / "t5_empty.npy", t5)
             self.empty_clip = _empty(root / cfg.empty_dir / "clip_empty.npy", (cfg.clip_dim,))
@@ -127,7 +128,7 @@ class FluxLatents:
 
     def train_rows(self, idx: torch.Tensor, conditioning: str, g: torch.Generator) -> dict[str, torch.Tensor]:
         out = self._stack(self.train.rows(idx), g)
-        if self.empty_t5 is not None:
+        if self.empty_t5 is not None and self.empty_clip is not None:
             drop = torch.rand(len(idx), generator=g) < self.cfg.caption_dropout
             out["txt"][drop], out["y"][drop] = self.empty_t5, self.empty_clip
         return out

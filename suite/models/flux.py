@@ -163,14 +163,14 @@ class Attention(nn.Module):
 
     def __init__(self, dim: int, heads: int, qkv_bias: bool):
         super().__init__()
-        self.heads = heads
+        self.heads, self.head_dim = heads, dim // heads
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.norm = QKNorm(dim // heads)
         self.proj = nn.Linear(dim, dim)
 
     def qkv_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, n, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(x).reshape(b, n, 3, -1, self.head_dim).permute(2, 0, 3, 1, 4)  # local heads under TP
         q, k = self.norm(q, k, v)
         return q, k, v
 
@@ -196,6 +196,17 @@ def _mlp(dim: int, hidden: int) -> nn.Sequential:
 
 
 class DoubleStreamBlock(nn.Module):
+    img_mod: Modulation
+    txt_mod: Modulation
+    img_norm1: nn.LayerNorm
+    txt_norm1: nn.LayerNorm
+    img_attn: Attention
+    txt_attn: Attention
+    img_norm2: nn.LayerNorm
+    txt_norm2: nn.LayerNorm
+    img_mlp: nn.Sequential
+    txt_mlp: nn.Sequential
+
     def __init__(self, cfg: Config):
         super().__init__()
         h = cfg.hidden_size
@@ -226,7 +237,7 @@ class SingleStreamBlock(nn.Module):
 
     def __init__(self, cfg: Config):
         super().__init__()
-        h, self.heads, self.mlp_hidden = cfg.hidden_size, cfg.num_heads, cfg.mlp_hidden
+        h, self.head_dim, self.mlp_hidden = cfg.hidden_size, cfg.head_dim, cfg.mlp_hidden
         self.linear1 = nn.Linear(h, 3 * h + self.mlp_hidden)
         self.linear2 = nn.Linear(h + self.mlp_hidden, h)
         self.norm = QKNorm(cfg.head_dim)
@@ -237,8 +248,10 @@ class SingleStreamBlock(nn.Module):
     def forward(self, x: torch.Tensor, vec: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
         shift, scale, gate = self.modulation(vec)
         b, n, h = x.shape
-        qkv, mlp = torch.split(self.linear1((1 + scale) * self.pre_norm(x) + shift), [3 * h, self.mlp_hidden], dim=-1)
-        q, k, v = qkv.reshape(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        fused = self.linear1((1 + scale) * self.pre_norm(x) + shift)
+        local_h = fused.shape[-1] * h // (3 * h + self.mlp_hidden)  # under TP each rank holds 1/tp of both parts
+        qkv, mlp = torch.split(fused, [3 * local_h, fused.shape[-1] - 3 * local_h], dim=-1)
+        q, k, v = qkv.reshape(b, n, 3, -1, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = self.norm(q, k, v)
         out = self.linear2(torch.cat((attend(q, k, v, pe), self.mlp_act(mlp)), 2))
         return x + gate * out
@@ -279,6 +292,17 @@ class Flux(nn.Module):
         parallel, pipeline, activation checkpointing) refuse it with their reasons."""
         return [*self.double_blocks, *self.single_blocks]
 
+    def tp_plan_unsupported(self, tp: int) -> str | None:
+        if self.cfg.num_heads % tp or self.cfg.mlp_hidden % tp:
+            return (f"parallel.tp={tp} does not divide model.num_heads={self.cfg.num_heads} and the MLP width "
+                    f"{self.cfg.mlp_hidden}")
+        return None
+
+    def apply_tp_plan(self, tp_mesh: Any, sequence_parallel: bool, loss_parallel: bool) -> None:
+        from suite.models.flux_parallel import apply_tp  # torch.distributed only where a tp layout runs
+
+        apply_tp(self, tp_mesh)
+
     @torch.no_grad()
     def init_weights(self, std: float = 0.02) -> None:
         """torchtitan's init: Xavier-uniform linears, normal(0.02) embedders, zero modulation and output (DiT)."""
@@ -295,6 +319,7 @@ class Flux(nn.Module):
                 nn.init.zeros_(m.lin.weight)
                 nn.init.zeros_(m.lin.bias)
         for lin in (self.final_layer.linear, self.final_layer.adaLN_modulation[1]):
+            assert isinstance(lin, nn.Linear)
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
 

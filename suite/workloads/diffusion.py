@@ -51,7 +51,8 @@ class ImageLatents:
         self.classes = int(splits.meta.get("num_classes") or 0)
         self.n_train, self.n_val = len(self.train_x), len(self.val_x)
         self.val_t = torch.arange(self.n_val) % eval_timesteps  # each sample its fixed timestep, as MLPerf's COCO set
-        self.meta = {"latent_shape": tuple(self.train_x.shape[1:]), "conditioning": conditioning_sources(self.classes),
+        self.meta: dict[str, Any] = {"latent_shape": tuple(self.train_x.shape[1:]),
+                                     "conditioning": conditioning_sources(self.classes),
                      "source": splits.meta.get("source")}
 
     def _cond(self, y: torch.Tensor, conditioning: str) -> dict[str, torch.Tensor]:
@@ -74,13 +75,13 @@ class Diffusion(WorkloadBase):
         super().__init__(spec, ctx)
         cfg = self.model_cfg
         loaded = self.data_component.load(self.data_cfg)
-        self.data = ImageLatents(loaded, cfg.eval_timesteps) if isinstance(loaded, TensorSplits) else loaded
-        self.meta = self.data.meta
+        self.data: Any = ImageLatents(loaded, cfg.eval_timesteps) if isinstance(loaded, TensorSplits) else loaded
+        self.meta: dict[str, Any] = self.data.meta
         for loc, msg in check_shapes(cfg, self.meta, spec.data.name):
             raise ValueError(f"{loc}: {msg}")
         self.check_batch_fits(self.data.n_train)
         self.n_val = min(self.data.n_val, spec.eval.subset or self.data.n_val)
-        c, self.h, self.w = self.meta["latent_shape"]
+        _, self.h, self.w = (int(d) for d in self.meta["latent_shape"])
 
     @classmethod
     def check_spec(cls, spec: Any) -> list[tuple[str, str]]:
@@ -188,8 +189,10 @@ class Diffusion(WorkloadBase):
         x = rf.euler_sample(lambda xt, t: self.predict(model, xt, t, cond["txt"], cond["y"]), noise, GRID_STEPS)
         model.train(was_training)
         tiles = ((x.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).cpu()[:, 0]  # first channel, grey
-        rows = tiles.reshape(classes, GRID_PER_CLASS, self.h, self.w).permute(0, 2, 1, 3)
-        return {".samples.png": png_grey(rows.reshape(classes * self.h, GRID_PER_CLASS * self.w), scale=4)}
+        tiles = F.pad(tiles, (1, 1, 1, 1), value=96)  # a grey frame: tiles stay apart on a black background
+        h, w = self.h + 2, self.w + 2
+        rows = tiles.reshape(classes, GRID_PER_CLASS, h, w).permute(0, 2, 1, 3)
+        return {".samples.png": png_grey(rows.reshape(classes * h, GRID_PER_CLASS * w), scale=4)}
 
 
 def static_meta(spec: Any) -> dict[str, Any] | None:

@@ -2,7 +2,8 @@
 cv/digits_dit's tiny shape for 20 steps on two gloo ranks as one process does (the same global batches, noise and
 timesteps: suite/workloads/diffusion.py draws them per step for the whole batch), within `noise.SAME_MATH` x the
 noise scale measured first on this machine (tests/support/noise.py), and evaluate to the same validation loss.
-Tensor parallelism has a plan for the suite GPT only: a DiT is refused with that reason before anything starts."""
+Tensor parallelism (the model's own plan, Flux.apply_tp_plan) too; it has no sequence or loss parallelism, and
+asking for either is refused before anything starts."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ LAYOUTS = [  # (backend, overrides, options, what the run must record)
     ("torch", {"parallel.fsdp": 2}, {}, {"fsdp": 2}),
     ("deepspeed", {}, {"zero_stage": 2}, {"dp": 2}),
     ("deepspeed", {}, {"zero_stage": 3}, {"dp": 2}),
+    ("torch", {"parallel.tp": 2}, {}, {"tp": 2, "sp": False, "loss_parallel": False}),
 ]
 
 
@@ -62,8 +64,8 @@ def test_fsdp2_and_zero_match_one_process_over_20_steps(tmp_path):
     assert max(abs(a - b) for a, b in zip(other, want, strict=True)) > 5 * noise.tol(SAME_MATH), noise
 
 
-def test_tensor_parallel_is_refused_for_the_dit_naming_the_reason(tmp_path):
-    p = trainbench("run", "cv/digits_dit", "--variant", "tiny", "--nproc", "2", "--parallel", "tp=2",
+def test_an_impossible_tensor_parallel_layout_is_refused_naming_the_reason(tmp_path):
+    p = trainbench("run", "cv/digits_dit", "--variant", "tiny", "--nproc", "2", "--parallel", "tp=2,sp=true",
                    "--results", str(tmp_path))
-    assert p.returncode == 2 and "model.arch gpt" in " ".join(p.stderr.split()), p.stderr
+    assert p.returncode == 2 and "parallel.sp" in " ".join(p.stderr.split()), p.stderr
     assert not list(tmp_path.rglob("*.json"))

@@ -57,8 +57,8 @@ def test_the_run_page_shows_the_sample_grid(site, browser) -> None:
     img = tab.locator("#samples img")
     assert img.count() == 1
     # decoded and laid out: a broken or CSP-blocked image has naturalWidth 0
-    assert img.evaluate("i => i.complete && i.naturalWidth") == 8 * 8 * 4
-    assert img.evaluate("i => i.naturalHeight") == 10 * 8 * 4
+    assert img.evaluate("i => i.complete && i.naturalWidth") == 8 * 10 * 4
+    assert img.evaluate("i => i.naturalHeight") == 10 * 10 * 4
     assert "one row per class" in img.get_attribute("alt")
     assert not errors, errors
     ctx.close()
@@ -72,3 +72,17 @@ def test_a_run_without_a_grid_has_no_samples_section(site) -> None:
     out2 = out.parent / "out2"
     build_site(result_file.parents[4], out2)
     assert 'id="samples"' not in next((out2 / "r").glob("*.html")).read_text()
+
+
+def test_a_grid_that_is_a_symlink_is_not_published(site, tmp_path) -> None:
+    """As with the MLLOG (test_site.py): only a regular file beside the result is copied, never a link's target."""
+    result_file, out = site
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"not for the site")
+    grid = result_file.with_suffix(".samples.png")
+    grid.unlink(missing_ok=True)
+    grid.symlink_to(secret)
+    out3 = tmp_path / "out3"
+    build_site(result_file.parents[4], out3)
+    assert not list(out3.rglob("*.samples.png"))
+    assert 'id="samples"' not in next((out3 / "r").glob("*.html")).read_text()

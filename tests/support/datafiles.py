@@ -219,8 +219,17 @@ def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
            for name in ("nlp/llama31_8b", "nlp/gpt_oss_20b", "nlp/deepseekv3_671b")},
         "nlp/llama2_70b_lora": {"data.path": str(write_govreport(base / "govreport", seq_len=64, vocab=512)),
                                 "model.checkpoint": str(write_fused_qkv_llama(base / "llama_fused_qkv"))},
-        "cv/flux1": {"data.path": str(write_flux1(base / "flux1", n_train=8, n_val=8))},
-    }
+    } | flux1_overrides(base)
+
+
+def flux1_overrides(base: Path) -> dict[str, dict[str, str]]:
+    """cv/flux1's Arrow files need pyarrow (the `diffusion` extra): without it (a lent device machine has no package
+    registry) flux1 is left out, so its data is reported missing and every other workload still gets its files."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyarrow") is None:
+        return {}
+    return {"cv/flux1": {"data.path": str(write_flux1(base / "flux1", n_train=8, n_val=8))}}
 
 
 def _npy(array: np.ndarray) -> bytes:

@@ -100,4 +100,4 @@ def test_the_sample_grid_is_a_png_of_one_row_per_class():
     torch.manual_seed(0)
     files = w.side_files(w.build_model())
     img = Image.open(io.BytesIO(files[".samples.png"]))
-    assert img.mode == "L" and img.size == (8 * 8 * 4, 10 * 8 * 4)  # 8 per class across, 10 classes down, x4
+    assert img.mode == "L" and img.size == (8 * 10 * 4, 10 * 10 * 4)  # 8 per class across, 10 classes down, 8+2 px, x4

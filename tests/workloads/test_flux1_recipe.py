@@ -88,3 +88,15 @@ def test_a_bad_embedding_file_is_refused_with_exit_2_naming_it(tmp_path):
     assert out.returncode == 2, out.stderr[-2000:]
     assert "cc12m_preprocessed/data-00000-of-00001.arrow" in text and "expected shape (12,)" in text, text
     assert not list((tmp_path / "r").rglob("*.json"))
+
+
+def test_a_conditioning_or_patch_size_the_latents_cannot_take_is_refused_before_start():
+    from suite import registry
+    from suite.spec import SpecError
+    from suite.specload import load_spec
+
+    with pytest.raises(SpecError) as e:
+        load_spec(registry.find_workload("cv/flux1"), {"model.conditioning": "label", "model.patch_size": 3})
+    text = str(e.value)
+    assert "model.conditioning: data set 'flux_latents' has no 'label' conditioning; it offers: text" in text, text
+    assert "model.patch_size: 3 does not divide the image size 32x32" in text, text

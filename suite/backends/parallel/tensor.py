@@ -29,6 +29,8 @@ from torch import nn
 
 
 def tp_unsupported(model: nn.Module, tp: int) -> str | None:
+    if hasattr(model, "tp_plan_unsupported"):  # a model that carries its own plan (the Flux DiT: suite/models/flux.py)
+        return model.tp_plan_unsupported(tp)  # type: ignore[operator]
     blocks = getattr(model, "blocks", None)
     cfg = getattr(model, "cfg", None)
     if blocks is None or cfg is None or not all(hasattr(b, "qkv") for b in blocks):
@@ -62,6 +64,8 @@ def apply_tp(model: nn.Module, tp_mesh: Any, sequence_parallel: bool = False, lo
         parallelize_module,
     )
 
+    if hasattr(model, "apply_tp_plan"):
+        return model.apply_tp_plan(tp_mesh, sequence_parallel, loss_parallel)  # type: ignore[operator]
     tp = tp_mesh.size()
     seq = Shard(1)  # the residual stream's layout between blocks: batch, SEQUENCE, hidden
     for block in model.blocks:  # type: ignore[union-attr]
