@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from suite.harness import RunRequest
 
 TICK_S = 0.2
+RUNNING = ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT")  # it has processes
 WORKDIR = ".trainbench-slurm"
 
 
@@ -55,6 +56,7 @@ class Tracked:
     state: str = "PENDING"
     ran: bool = False  # seen running (or its node said it started)
     stops: int = 0  # stop.N files written
+    dequeued: bool = False  # the driver cancelled it while it was pending
     ended_at: float | None = None  # when squeue stopped listing it as pending/running
     log_pos: int = 0
 
@@ -165,7 +167,7 @@ class SlurmLauncher:
                     now = time.monotonic()
                     for t in live:
                         t.state = states.get(t.job_id, "GONE")
-                        t.ran = t.ran or t.state not in ("PENDING", "GONE") or (t.folder / "started").exists()
+                        t.ran = t.ran or t.state in RUNNING or (t.folder / "started").exists()
                         if t.ended_at is None and (t.state in FINAL or t.state == "GONE"):
                             t.ended_at = now
                     next_poll = now + self.cfg.poll_s
@@ -190,6 +192,7 @@ class SlurmLauncher:
         pending = []
         for t in live:
             if count >= 3 or not t.ran:
+                t.dequeued = t.dequeued or not t.ran
                 pending.append(t.job_id)
             elif t.ended_at is None:
                 from suite.results.record import write_atomic
@@ -219,9 +222,9 @@ class SlurmLauncher:
                                reply.get("write_error"), reply.get("recorded_by"))
         if t.ended_at is None:
             return False
-        state = slurm_job.job_state(t.job_id)
-        if not t.ran and (state is None or not state.started):
+        if t.dequeued and not t.ran and not (t.folder / "started").exists():
             return None  # cancelled before it started: like a run a local launcher never started
+        state = slurm_job.job_state(t.job_id)
         if time.monotonic() - t.ended_at < self.cfg.outcome_grace_s:
             return False  # its node may still be writing, or the shared filesystem showing, the report
         found = results.find_by_run_id(t.req.results_dir, t.run_id)

@@ -183,28 +183,34 @@ def test_scancel_time_limit_preemption_and_node_failure_are_recorded_with_slurms
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_the_drivers_signal_stops_every_job_and_records_them_interrupted(slurm_cluster, tmp_path, sig):
+def test_the_drivers_sigint_or_sigterm_stops_every_job_and_records_them_interrupted(slurm_cluster, tmp_path):
+    """Two drivers at once, one stopped by SIGINT (Ctrl-C), one by SIGTERM; the second has a second run that
+    still waits in the queue (both CPUs are busy): it is cancelled there and never starts."""
     tag = uuid.uuid4().hex
-    proc = _start(slurm_cluster, [_slow(tmp_path, "one"), _slow(tmp_path, "two"), _slow(tmp_path, "three")],
-                  tmp_path / "res", tag)
+    drivers = {signal.SIGINT: _start(slurm_cluster, [_slow(tmp_path, "sigint")], tmp_path / "res", tag)}
     try:
-        _job(slurm_cluster, tmp_path / "one.ready")
-        _job(slurm_cluster, tmp_path / "two.ready")  # both CPUs busy: `three` waits in the queue
+        _job(slurm_cluster, tmp_path / "sigint.ready")
+        drivers[signal.SIGTERM] = _start(slurm_cluster, [_slow(tmp_path, "sigterm"), _slow(tmp_path, "queued")],
+                                         tmp_path / "res", tag)
+        _job(slurm_cluster, tmp_path / "sigterm.ready")
         fired = time.time()
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=MARGIN_S * 2)
+        for sig, proc in drivers.items():
+            proc.send_signal(sig)
+        outs = {sig: proc.communicate(timeout=MARGIN_S * 2) for sig, proc in drivers.items()}
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, stderr[-3000:]
-    rows = json_rows(stdout)
-    assert sorted(r["status"] for r in rows) == ["interrupted", "interrupted"], rows
+        for proc in drivers.values():
+            if proc.poll() is None:
+                proc.kill()
     got = _records(tmp_path / "res")
-    assert set(got) == {"one", "two"}  # `three` never started: cancelled in the queue, nothing to record
-    for path, result in got.values():
+    assert set(got) == {"sigint", "sigterm"}  # `queued` never started: cancelled in the queue, nothing to record
+    for sig, proc in drivers.items():
+        stdout, stderr = outs[sig]
+        assert proc.returncode == 1, stderr[-3000:]
+        assert [r["status"] for r in json_rows(stdout)] == ["interrupted"]
+        path, result = got[sig.name.lower()]
+        assert result.status == "interrupted" and result.steps >= 6, result
         assert f"stopped by signal {sig.name}" in result.error and "slurm:" not in result.error, result.error
-        assert result.steps >= 6 and path.stat().st_mtime - fired <= MARGIN_S
+        assert path.stat().st_mtime - fired <= MARGIN_S
     _nothing_left(slurm_cluster, tag)
 
 
