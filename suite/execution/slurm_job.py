@@ -240,8 +240,15 @@ def rendezvous_from_env(env: dict[str, str] | os._Environ[str], master_port: int
         nodelist = env["SLURM_JOB_NODELIST"]
     except (KeyError, ValueError) as e:
         raise SlurmError(f"not inside a Slurm job step (missing or bad {e}): start the ranks with srun") from None
-    master = hostnames(nodelist)[0]
+    master = node_address(hostnames(nodelist)[0])
     return [f"--nnodes={nnodes}", f"--node_rank={node_rank}", f"--master_addr={master}", f"--master_port={master_port}"]
+
+
+def node_address(node: str) -> str:
+    """The address Slurm itself reaches a node at (its NodeAddr), else its name."""
+    p = command("scontrol", "show", "node", "-o", node)
+    fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f) if p.returncode == 0 else {}
+    return fields.get("NodeAddr") or node
 
 
 def slurm_reason(result: Any) -> Any:
