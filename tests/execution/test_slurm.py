@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from support.faults import ROOT, cli, env, json_rows, wait_for, write_spec
 
 from suite.results.record import load_results
@@ -77,10 +76,10 @@ def _job(cluster: Any, ready: Path) -> str:
 
 @pytest.mark.slow
 def test_the_smoke_tier_is_recorded_through_slurm(slurm_cluster, tmp_path):
+    from suite import registry
     from suite.specload import load_spec
 
-    smoke = {load_spec(p).name for p in sorted((ROOT / "workloads").glob("*/*.yaml"))
-             if "smoke" in yaml.safe_load(p.read_text()).get("tiers", [])}
+    smoke = {name for name, path in registry.workload_files().items() if "smoke" in load_spec(path).tiers}
     tag = uuid.uuid4().hex
     res = tmp_path / "res"
     p = subprocess.run(cli("run", "--tier", "smoke", "--variant", "tiny", "--executor", "slurm", "--results", str(res),
@@ -231,4 +230,30 @@ def test_a_killed_driver_leaves_its_jobs_running_to_their_recorded_end(slurm_clu
     got = _records(tmp_path / "res")
     assert {n: r.status for n, (_, r) in got.items()} == {"one": "budget", "two": "budget"}
     assert all(r.steps == 80 and r.error is None for _, r in got.values())
+    _nothing_left(slurm_cluster, tag)
+
+
+# ---- ranks through srun ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_ranks_start_through_srun_with_the_rendezvous_from_slurms_environment(slurm_cluster, tmp_path):
+    """The multi-node road on the one node there is: srun starts torchrun on every node of the job (here one), which
+    meets node 0 at the address Slurm has for it; the rank is a task of a job step, and its record is written."""
+    tag = uuid.uuid4().hex
+    proc = _start(slurm_cluster, [_slow(tmp_path, "ranks", steps=40)], tmp_path / "res", tag, "--slurm", "srun=true")
+    try:
+        ready = tmp_path / "ranks.ready"
+        _job(slurm_cluster, ready)
+        environ = dict(e.split("=", 1) for e in
+                       Path(f"/proc/{int(ready.read_text())}/environ").read_text().split("\0") if "=" in e)
+        stdout, stderr = proc.communicate(timeout=MARGIN_S * 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "SLURM_STEP_ID" in environ and environ["MASTER_ADDR"] == "127.0.0.1"  # tbnode's NodeAddr, from scontrol
+    assert (environ["WORLD_SIZE"], environ["GROUP_RANK"]) == ("1", "0")
+    (row,) = json_rows(stdout)
+    assert row["status"] == "budget" and row["steps"] == 40 and Path(row["path"]).is_file()
     _nothing_left(slurm_cluster, tag)
