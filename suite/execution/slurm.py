@@ -165,16 +165,16 @@ class SlurmLauncher:
                 if time.monotonic() >= next_poll:
                     states = slurm_job.queued([t.job_id for t in live])
                     now = time.monotonic()
-                    for t in live:
-                        t.state = states.get(t.job_id, "GONE")
+                    for t in live if states is not None else []:  # no answer (a busy controller): ask again
+                        t.state = (states or {}).get(t.job_id, "GONE")
                         t.ran = t.ran or t.state in RUNNING or (t.folder / "started").exists()
                         if t.ended_at is None and (t.state in FINAL or t.state == "GONE"):
                             t.ended_at = now
                     next_poll = now + self.cfg.poll_s
                 for t in list(live):
                     self._pump(t)
-                    outcome = self._finished(t)
-                    if outcome is not False:
+                    done, outcome = self._finished(t)
+                    if done:
                         live.remove(t)
                         self._pump(t)
                         if outcome is not None:
@@ -205,8 +205,8 @@ class SlurmLauncher:
         if pending:
             slurm_job.command("scancel", *pending)
 
-    def _finished(self, t: Tracked) -> Outcome | None | bool:
-        """The job's Outcome once it ended; None: it never ran (cancelled while pending); False: not yet."""
+    def _finished(self, t: Tracked) -> tuple[bool, Outcome | None]:
+        """(ended, its Outcome): (False, None) while it runs; (True, None): it never ran (cancelled while pending)."""
         from suite.results import record as results
 
         report = t.folder / "outcome"
@@ -218,18 +218,18 @@ class SlurmLauncher:
                 reply = None
             if reply is not None:
                 path = Path(reply["path"]) if reply.get("path") else None
-                return Outcome(result, path, reply.get("signalled"), reply.get("data_missing"), reply.get("rc") or 0,
-                               reply.get("write_error"), reply.get("recorded_by"))
+                return True, Outcome(result, path, reply.get("signalled"), reply.get("data_missing"),
+                                     reply.get("rc") or 0, reply.get("write_error"), reply.get("recorded_by"))
         if t.ended_at is None:
-            return False
+            return False, None
         if t.dequeued and not t.ran and not (t.folder / "started").exists():
-            return None  # cancelled before it started: like a run a local launcher never started
-        state = slurm_job.job_state(t.job_id)
+            return True, None  # cancelled before it started: like a run a local launcher never started
         if time.monotonic() - t.ended_at < self.cfg.outcome_grace_s:
-            return False  # its node may still be writing, or the shared filesystem showing, the report
+            return False, None  # its node may still be writing, or the shared filesystem showing, the report
         found = results.find_by_run_id(t.req.results_dir, t.run_id)
         if found is not None:  # the child recorded it, its node-side parent died before the report
-            return Outcome(found[1], found[0], None)
+            return True, Outcome(found[1], found[0], None)
+        state = slurm_job.job_state(t.job_id)
         why = state.describe(t.job_id) if state else f"slurm: job {t.job_id} ended; neither sacct nor scontrol knows how"
         status = "interrupted" if state and state.state in slurm_job.INTERRUPTED else "error"
         if state and state.state in FAILED:
@@ -237,7 +237,7 @@ class SlurmLauncher:
         tail = self._tail(t)
         error = (f"{why}; the job ended without a report from its node (the node, or every process of the job, "
                  f"was gone before the run could be recorded)" + (f"\nlast output of the job:\n{tail}" if tail else ""))
-        return self._fallback_new(t.req, t.run_id, error, status)
+        return True, self._fallback_new(t.req, t.run_id, error, status)
 
     def _log(self, t: Tracked) -> Path:
         return t.folder / f"slurm-{t.job_id}.out"

@@ -162,15 +162,14 @@ class JobState:
         return f"slurm: job {job_id} {what} ({self.state}{extra}{code}; from {self.source})"
 
 
-def queued(job_ids: list[str]) -> dict[str, str]:
-    """State of each job Slurm still lists (pending, running, completing, or recently ended): id -> state."""
+def queued(job_ids: list[str]) -> dict[str, str] | None:
+    """State of each job Slurm still lists (pending, running, completing, or recently ended): id -> state.
+    None: squeue gave no answer (the controller busy or restarting), which says nothing about the jobs."""
     if not job_ids:
         return {}
     p = command("squeue", "-h", "--states=all", "-o", "%i|%T", "-j", ",".join(job_ids))
     if p.returncode != 0:
-        if "Invalid job id" in p.stderr:
-            return {}
-        raise SlurmError(f"squeue: {p.stderr.strip() or f'exit {p.returncode}'}")
+        return {} if "Invalid job id" in p.stderr else None
     out = {}
     for line in p.stdout.splitlines():
         jid, _, state = line.strip().partition("|")
