@@ -112,7 +112,9 @@ class SlurmLauncher:
         from suite.results import record as results
 
         threads, cpus = self._cpus(req.threads)
-        req = replace(req, threads=threads)
+        # the job may start elsewhere than here (`--slurm sbatch=--chdir=...`): its folders by their full path
+        req = replace(req, threads=threads, results_dir=req.results_dir and Path(req.results_dir).absolute(),
+                      profile_dir=req.profile_dir and Path(req.profile_dir).absolute())
         run_id = results.new_run_id()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         folder = self.workdir(req.results_dir) / f"{stamp}-{run_id}"

@@ -82,9 +82,11 @@ def test_the_smoke_tier_is_recorded_through_slurm(slurm_cluster, tmp_path):
     smoke = {name for name, path in registry.workload_files().items() if "smoke" in load_spec(path).tiers}
     tag = uuid.uuid4().hex
     res = tmp_path / "res"
-    p = subprocess.run(cli("run", "--tier", "smoke", "--variant", "tiny", "--executor", "slurm", "--results", str(res),
-                           "--json", "--threads", "1", "--quiet", *FAST), env=env(**slurm_cluster.env, TB_FAULT_TAG=tag),
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    # a relative --results, and jobs that start in another folder (--chdir=/): they write where the driver meant
+    p = subprocess.run(cli("run", "--tier", "smoke", "--variant", "tiny", "--executor", "slurm", "--results", "res",
+                           "--json", "--threads", "1", "--quiet", *FAST, "--slurm", "sbatch=--chdir=/"),
+                       env=env(**slurm_cluster.env, TB_FAULT_TAG=tag), capture_output=True, text=True, cwd=tmp_path,
+                       timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json_rows(p.stdout)
     loaded = load_results(res)
