@@ -184,7 +184,7 @@ def _in_run_batch(launcher: str, tmp_root: Path, address: str | None) -> dict[st
 
 
 @pytest.mark.timeout(int(BATCH_GUARD_S + MARGIN_S) + 120)  # above the batch's guard (pyproject's 600 s was below)
-@pytest.mark.parametrize("launcher, case", PAIRS, ids=[f"{case}-{launcher}" for launcher, case in PAIRS])
+@pytest.mark.parametrize("launcher, case", PAIRS, ids=[f"{launcher}-{case}" for launcher, case in PAIRS])
 def test_fault_is_recorded_under_every_launcher(launcher, case, tmp_path_factory, request, monkeypatch):
     address = request.getfixturevalue("ray_address") if launcher == "ray" else None
     if launcher == "slurm":  # a real one-node Slurm (tests/support/slurm_cluster.py); the CLI finds it by SLURM_CONF
