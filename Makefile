@@ -10,13 +10,14 @@ CONSTRAINTS := constraints/dev.txt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) 2>/dev/null | sha1sum | cut -c1-12)
 DATA_STAMP := $(VENV)/.data-$(shell cat scripts/install_data.sh 2>/dev/null | sha1sum | cut -c1-12)
 TOOLS_STAMP := $(VENV)/.tools-$(shell cat scripts/install_actionlint.sh 2>/dev/null | sha1sum | cut -c1-12)
+SLURM_STAMP := $(VENV)/.slurm-$(shell cat scripts/install_slurm.sh 2>/dev/null | sha1sum | cut -c1-12)
 RESULTS ?= results
 SITE ?= site/_build
 # two test files at a time: most tests wait on a child process (each pinned to one thread), so two workers fill
 # two cores; a file stays on one worker (its module fixtures are built once). PYTEST_ARGS= runs them serially.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help install data tools browser demo test lint lint-workflows mutation clean
+.PHONY: help install data tools browser slurm demo test lint lint-workflows mutation clean
 
 help:
 	@echo "make demo   install, run the smoke tier on real data (CPU), build the site, say where to look"
@@ -77,7 +78,15 @@ lint: install
 browser:
 	bash scripts/install_browser.sh
 
-test: install data tools browser lint
+# Debian slurmctld/slurmd/munge for the `--executor slurm` tests, which start a one-node cluster themselves
+$(SLURM_STAMP): $(STAMP) scripts/install_slurm.sh
+	bash scripts/install_slurm.sh
+	rm -f $(VENV)/.slurm-*
+	if command -v slurmd >/dev/null 2>&1 || [ -x /usr/sbin/slurmd ]; then touch $@; fi  # not installed: ask again
+
+slurm: $(SLURM_STAMP)
+
+test: install data tools browser slurm lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # mutation testing of the functions that carry the documented promises; slow, so not part of `make test`.

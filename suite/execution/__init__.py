@@ -1,7 +1,7 @@
 """Where and how runs execute: planning, the one launcher seam, isolated children, watchdogs, progress.
 
 `plan` turns names, tiers and flags into checked RunRequests; `launch` is the seam (Launcher, Outcome, Options,
-Control) that `pool` (inline and local), `ray` and `inprocess` implement; `isolated` and `child` are the two
+Control) that `pool` (inline and local), `ray`, `slurm` and `inprocess` implement; `isolated` and `child` are the two
 sides of one run's process, `watchdog` ends a stalled run, `processes` and `forkserver` manage processes.
 May import: `suite.harness`, `suite.backends`, `suite.results`, `suite.measure`, `suite.algorithms`,
 `suite.registry`, `suite.specload`, `suite.devices`, `suite.distributed`; never compare, site or cli.

@@ -46,7 +46,7 @@ class Job:
 
 
 def amender(ref: str) -> Callable[[Result], Result]:
-    """The function a Job's `amend` names (e.g. suite.execution.slurm_node:slurm_reason)."""
+    """The function a Job's `amend` names (e.g. suite.execution.slurm_job:slurm_reason)."""
     import importlib
 
     module, _, attr = ref.partition(":")

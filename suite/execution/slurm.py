@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from suite.harness import RunRequest
 
 TICK_S = 0.2
+RUNNING = ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT")  # it has processes
 WORKDIR = ".trainbench-slurm"
 
 
@@ -55,6 +56,7 @@ class Tracked:
     state: str = "PENDING"
     ran: bool = False  # seen running (or its node said it started)
     stops: int = 0  # stop.N files written
+    dequeued: bool = False  # the driver cancelled it while it was pending
     ended_at: float | None = None  # when squeue stopped listing it as pending/running
     log_pos: int = 0
 
@@ -110,7 +112,9 @@ class SlurmLauncher:
         from suite.results import record as results
 
         threads, cpus = self._cpus(req.threads)
-        req = replace(req, threads=threads)
+        # the job may start elsewhere than here (`--slurm sbatch=--chdir=...`): its folders by their full path
+        req = replace(req, threads=threads, results_dir=req.results_dir and Path(req.results_dir).absolute(),
+                      profile_dir=req.profile_dir and Path(req.profile_dir).absolute())
         run_id = results.new_run_id()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         folder = self.workdir(req.results_dir) / f"{stamp}-{run_id}"
@@ -163,16 +167,16 @@ class SlurmLauncher:
                 if time.monotonic() >= next_poll:
                     states = slurm_job.queued([t.job_id for t in live])
                     now = time.monotonic()
-                    for t in live:
-                        t.state = states.get(t.job_id, "GONE")
-                        t.ran = t.ran or t.state not in ("PENDING", "GONE") or (t.folder / "started").exists()
+                    for t in live if states is not None else []:  # no answer (a busy controller): ask again
+                        t.state = (states or {}).get(t.job_id, "GONE")
+                        t.ran = t.ran or t.state in RUNNING or (t.folder / "started").exists()
                         if t.ended_at is None and (t.state in FINAL or t.state == "GONE"):
                             t.ended_at = now
                     next_poll = now + self.cfg.poll_s
                 for t in list(live):
                     self._pump(t)
-                    outcome = self._finished(t)
-                    if outcome is not False:
+                    done, outcome = self._finished(t)
+                    if done:
                         live.remove(t)
                         self._pump(t)
                         if outcome is not None:
@@ -190,6 +194,7 @@ class SlurmLauncher:
         pending = []
         for t in live:
             if count >= 3 or not t.ran:
+                t.dequeued = t.dequeued or not t.ran
                 pending.append(t.job_id)
             elif t.ended_at is None:
                 from suite.results.record import write_atomic
@@ -202,8 +207,8 @@ class SlurmLauncher:
         if pending:
             slurm_job.command("scancel", *pending)
 
-    def _finished(self, t: Tracked) -> Outcome | None | bool:
-        """The job's Outcome once it ended; None: it never ran (cancelled while pending); False: not yet."""
+    def _finished(self, t: Tracked) -> tuple[bool, Outcome | None]:
+        """(ended, its Outcome): (False, None) while it runs; (True, None): it never ran (cancelled while pending)."""
         from suite.results import record as results
 
         report = t.folder / "outcome"
@@ -215,18 +220,18 @@ class SlurmLauncher:
                 reply = None
             if reply is not None:
                 path = Path(reply["path"]) if reply.get("path") else None
-                return Outcome(result, path, reply.get("signalled"), reply.get("data_missing"), reply.get("rc") or 0,
-                               reply.get("write_error"), reply.get("recorded_by"))
+                return True, Outcome(result, path, reply.get("signalled"), reply.get("data_missing"),
+                                     reply.get("rc") or 0, reply.get("write_error"), reply.get("recorded_by"))
         if t.ended_at is None:
-            return False
-        state = slurm_job.job_state(t.job_id)
-        if not t.ran and (state is None or not state.started):
-            return None  # cancelled before it started: like a run a local launcher never started
+            return False, None
+        if t.dequeued and not t.ran and not (t.folder / "started").exists():
+            return True, None  # cancelled before it started: like a run a local launcher never started
         if time.monotonic() - t.ended_at < self.cfg.outcome_grace_s:
-            return False  # its node may still be writing, or the shared filesystem showing, the report
+            return False, None  # its node may still be writing, or the shared filesystem showing, the report
         found = results.find_by_run_id(t.req.results_dir, t.run_id)
         if found is not None:  # the child recorded it, its node-side parent died before the report
-            return Outcome(found[1], found[0], None)
+            return True, Outcome(found[1], found[0], None)
+        state = slurm_job.job_state(t.job_id)
         why = state.describe(t.job_id) if state else f"slurm: job {t.job_id} ended; neither sacct nor scontrol knows how"
         status = "interrupted" if state and state.state in slurm_job.INTERRUPTED else "error"
         if state and state.state in FAILED:
@@ -234,7 +239,7 @@ class SlurmLauncher:
         tail = self._tail(t)
         error = (f"{why}; the job ended without a report from its node (the node, or every process of the job, "
                  f"was gone before the run could be recorded)" + (f"\nlast output of the job:\n{tail}" if tail else ""))
-        return self._fallback_new(t.req, t.run_id, error, status)
+        return True, self._fallback_new(t.req, t.run_id, error, status)
 
     def _log(self, t: Tracked) -> Path:
         return t.folder / f"slurm-{t.job_id}.out"

@@ -162,15 +162,14 @@ class JobState:
         return f"slurm: job {job_id} {what} ({self.state}{extra}{code}; from {self.source})"
 
 
-def queued(job_ids: list[str]) -> dict[str, str]:
-    """State of each job Slurm still lists (pending, running, completing, or recently ended): id -> state."""
+def queued(job_ids: list[str]) -> dict[str, str] | None:
+    """State of each job Slurm still lists (pending, running, completing, or recently ended): id -> state.
+    None: squeue gave no answer (the controller busy or restarting), which says nothing about the jobs."""
     if not job_ids:
         return {}
     p = command("squeue", "-h", "--states=all", "-o", "%i|%T", "-j", ",".join(job_ids))
     if p.returncode != 0:
-        if "Invalid job id" in p.stderr:
-            return {}
-        raise SlurmError(f"squeue: {p.stderr.strip() or f'exit {p.returncode}'}")
+        return {} if "Invalid job id" in p.stderr else None
     out = {}
     for line in p.stdout.splitlines():
         jid, _, state = line.strip().partition("|")
@@ -240,8 +239,15 @@ def rendezvous_from_env(env: dict[str, str] | os._Environ[str], master_port: int
         nodelist = env["SLURM_JOB_NODELIST"]
     except (KeyError, ValueError) as e:
         raise SlurmError(f"not inside a Slurm job step (missing or bad {e}): start the ranks with srun") from None
-    master = hostnames(nodelist)[0]
+    master = node_address(hostnames(nodelist)[0])
     return [f"--nnodes={nnodes}", f"--node_rank={node_rank}", f"--master_addr={master}", f"--master_port={master_port}"]
+
+
+def node_address(node: str) -> str:
+    """The address Slurm itself reaches a node at (its NodeAddr), else its name."""
+    p = command("scontrol", "show", "node", "-o", node)
+    fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f) if p.returncode == 0 else {}
+    return fields.get("NodeAddr") or node
 
 
 def slurm_reason(result: Any) -> Any:

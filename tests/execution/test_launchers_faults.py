@@ -1,4 +1,6 @@
-"""The fault suite, once, under every launcher: inline, a pool of 2 jobs, Ray on a local 2-CPU instance, a study.
+"""The fault suite, once, under every launcher: inline, a pool of 2 jobs, Ray on a local 2-CPU instance, a study,
+and Slurm (a real one-node cluster: the in-run faults and a dead rank; the driver's own signals and death, whose
+contract differs under Slurm, are tests/execution/test_slurm.py's).
 
 Each case injects one fault (a hang in a C call, a hang holding the GIL, a crash, NaN, OOM, a SIGKILLed
 worker, a dead rank, SIGTERM / SIGINT / SIGKILL to the driver) and checks, under each launcher, that the run
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.slow
 
 MARGIN_S = 45.0  # process teardown and a fallback write on a loaded 2-core machine; windows are far larger
 BATCH_GUARD_S = 900  # the hang guard of one launcher's batch of in-run faults (run within its first case)
-LAUNCHERS = ["inline", "pool", "ray", "study"]
+LAUNCHERS = ["inline", "pool", "ray", "study", "slurm"]
 
 # case -> (write_spec kwargs, status, text in the error, window in seconds after the fault fires)
 IN_RUN: dict[str, tuple[dict[str, Any], str, str, float]] = {
@@ -48,6 +50,9 @@ IN_RUN: dict[str, tuple[dict[str, Any], str, str, float]] = {
 }
 DRIVER = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT, "parent_sigkill": signal.SIGKILL}
 CASES = [*IN_RUN, "dead_rank", *DRIVER]
+# (launcher, case): the driver's own signals and death under Slurm, whose contract differs (its jobs outlive a
+# killed driver), are tests/execution/test_slurm.py's
+PAIRS = [(launcher, case) for launcher in LAUNCHERS for case in CASES if not (launcher == "slurm" and case in DRIVER)]
 # Ray on loopback only (it would otherwise publish this machine's outbound address), with a token of its own
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": uuid.uuid4().hex}
 # every process of this module's Ray head inherits this tag, so teardown stops this head and nothing else:
@@ -141,7 +146,8 @@ def _command(launcher: str, specs: list[Path], results: Path, folder: Path, addr
         return cli("study", str(study), "--out", str(folder / "out"), "--json", *common,
                    *(["--nproc", str(nproc)] if nproc > 1 else []))
     executor = {"inline": ["--executor", "inline"], "pool": ["--executor", "local", "--jobs", "2"],
-                "ray": ["--executor", "ray", "--address", address or ""]}[launcher]
+                "ray": ["--executor", "ray", "--address", address or ""],
+                "slurm": ["--executor", "slurm", "--slurm", "outcome_grace_s=2", "--slurm", "poll_s=0.5"]}[launcher]
     return cli("run", *map(str, specs), "--json", *executor, *common, *(["--nproc", str(nproc)] if nproc > 1 else []))
 
 
@@ -178,10 +184,12 @@ def _in_run_batch(launcher: str, tmp_root: Path, address: str | None) -> dict[st
 
 
 @pytest.mark.timeout(int(BATCH_GUARD_S + MARGIN_S) + 120)  # above the batch's guard (pyproject's 600 s was below)
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_fault_is_recorded_under_every_launcher(launcher, case, tmp_path_factory, request):
+@pytest.mark.parametrize("launcher, case", PAIRS, ids=[f"{launcher}-{case}" for launcher, case in PAIRS])
+def test_fault_is_recorded_under_every_launcher(launcher, case, tmp_path_factory, request, monkeypatch):
     address = request.getfixturevalue("ray_address") if launcher == "ray" else None
+    if launcher == "slurm":  # a real one-node Slurm (tests/support/slurm_cluster.py); the CLI finds it by SLURM_CONF
+        for key, value in request.getfixturevalue("slurm_cluster").env.items():
+            monkeypatch.setenv(key, value)
     root = tmp_path_factory.getbasetemp() / "launcher-faults"
     if case in IN_RUN:
         _in_run_case(launcher, case, root, address)

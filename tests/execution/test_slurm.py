@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from support.faults import ROOT, cli, env, json_rows, wait_for, write_spec
 
 from suite.results.record import load_results
@@ -77,15 +76,17 @@ def _job(cluster: Any, ready: Path) -> str:
 
 @pytest.mark.slow
 def test_the_smoke_tier_is_recorded_through_slurm(slurm_cluster, tmp_path):
+    from suite import registry
     from suite.specload import load_spec
 
-    smoke = {load_spec(p).name for p in sorted((ROOT / "workloads").glob("*/*.yaml"))
-             if "smoke" in yaml.safe_load(p.read_text()).get("tiers", [])}
+    smoke = {name for name, path in registry.workload_files().items() if "smoke" in load_spec(path).tiers}
     tag = uuid.uuid4().hex
     res = tmp_path / "res"
-    p = subprocess.run(cli("run", "--tier", "smoke", "--variant", "tiny", "--executor", "slurm", "--results", str(res),
-                           "--json", "--threads", "1", "--quiet", *FAST), env=env(**slurm_cluster.env, TB_FAULT_TAG=tag),
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    # a relative --results, and jobs that start in another folder (--chdir=/): they write where the driver meant
+    p = subprocess.run(cli("run", "--tier", "smoke", "--variant", "tiny", "--executor", "slurm", "--results", "res",
+                           "--json", "--threads", "1", "--quiet", *FAST, "--slurm", "sbatch=--chdir=/"),
+                       env=env(**slurm_cluster.env, TB_FAULT_TAG=tag), capture_output=True, text=True, cwd=tmp_path,
+                       timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json_rows(p.stdout)
     loaded = load_results(res)
@@ -183,28 +184,34 @@ def test_scancel_time_limit_preemption_and_node_failure_are_recorded_with_slurms
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_the_drivers_signal_stops_every_job_and_records_them_interrupted(slurm_cluster, tmp_path, sig):
+def test_the_drivers_sigint_or_sigterm_stops_every_job_and_records_them_interrupted(slurm_cluster, tmp_path):
+    """Two drivers at once, one stopped by SIGINT (Ctrl-C), one by SIGTERM; the second has a second run that
+    still waits in the queue (both CPUs are busy): it is cancelled there and never starts."""
     tag = uuid.uuid4().hex
-    proc = _start(slurm_cluster, [_slow(tmp_path, "one"), _slow(tmp_path, "two"), _slow(tmp_path, "three")],
-                  tmp_path / "res", tag)
+    drivers = {signal.SIGINT: _start(slurm_cluster, [_slow(tmp_path, "sigint")], tmp_path / "res", tag)}
     try:
-        _job(slurm_cluster, tmp_path / "one.ready")
-        _job(slurm_cluster, tmp_path / "two.ready")  # both CPUs busy: `three` waits in the queue
+        _job(slurm_cluster, tmp_path / "sigint.ready")
+        drivers[signal.SIGTERM] = _start(slurm_cluster, [_slow(tmp_path, "sigterm"), _slow(tmp_path, "queued")],
+                                         tmp_path / "res", tag)
+        _job(slurm_cluster, tmp_path / "sigterm.ready")
         fired = time.time()
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=MARGIN_S * 2)
+        for sig, proc in drivers.items():
+            proc.send_signal(sig)
+        outs = {sig: proc.communicate(timeout=MARGIN_S * 2) for sig, proc in drivers.items()}
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, stderr[-3000:]
-    rows = json_rows(stdout)
-    assert sorted(r["status"] for r in rows) == ["interrupted", "interrupted"], rows
+        for proc in drivers.values():
+            if proc.poll() is None:
+                proc.kill()
     got = _records(tmp_path / "res")
-    assert set(got) == {"one", "two"}  # `three` never started: cancelled in the queue, nothing to record
-    for path, result in got.values():
+    assert set(got) == {"sigint", "sigterm"}  # `queued` never started: cancelled in the queue, nothing to record
+    for sig, proc in drivers.items():
+        stdout, stderr = outs[sig]
+        assert proc.returncode == 1, stderr[-3000:]
+        assert [r["status"] for r in json_rows(stdout)] == ["interrupted"]
+        path, result = got[sig.name.lower()]
+        assert result.status == "interrupted" and result.steps >= 6, result
         assert f"stopped by signal {sig.name}" in result.error and "slurm:" not in result.error, result.error
-        assert result.steps >= 6 and path.stat().st_mtime - fired <= MARGIN_S
+        assert path.stat().st_mtime - fired <= MARGIN_S
     _nothing_left(slurm_cluster, tag)
 
 
@@ -225,4 +232,30 @@ def test_a_killed_driver_leaves_its_jobs_running_to_their_recorded_end(slurm_clu
     got = _records(tmp_path / "res")
     assert {n: r.status for n, (_, r) in got.items()} == {"one": "budget", "two": "budget"}
     assert all(r.steps == 80 and r.error is None for _, r in got.values())
+    _nothing_left(slurm_cluster, tag)
+
+
+# ---- ranks through srun ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_ranks_start_through_srun_with_the_rendezvous_from_slurms_environment(slurm_cluster, tmp_path):
+    """The multi-node road on the one node there is: srun starts torchrun on every node of the job (here one), which
+    meets node 0 at the address Slurm has for it; the rank is a task of a job step, and its record is written."""
+    tag = uuid.uuid4().hex
+    proc = _start(slurm_cluster, [_slow(tmp_path, "ranks", steps=40)], tmp_path / "res", tag, "--slurm", "srun=true")
+    try:
+        ready = tmp_path / "ranks.ready"
+        _job(slurm_cluster, ready)
+        environ = dict(e.split("=", 1) for e in
+                       Path(f"/proc/{int(ready.read_text())}/environ").read_text().split("\0") if "=" in e)
+        stdout, stderr = proc.communicate(timeout=MARGIN_S * 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "SLURM_STEP_ID" in environ and environ["MASTER_ADDR"] == "127.0.0.1"  # tbnode's NodeAddr, from scontrol
+    assert (environ["WORLD_SIZE"], environ["GROUP_RANK"]) == ("1", "0")
+    (row,) = json_rows(stdout)
+    assert row["status"] == "budget" and row["steps"] == 40 and Path(row["path"]).is_file()
     _nothing_left(slurm_cluster, tag)

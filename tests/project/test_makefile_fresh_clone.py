@@ -63,7 +63,7 @@ def _make(clone: Path, *args: str, timeout: float = MAKE_GUARD_S) -> subprocess.
     return subprocess.run(["make", *args], cwd=clone, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize("target", ["help", "install", "data", "tools", "browser", "lint", "lint-workflows"])
+@pytest.mark.parametrize("target", ["help", "install", "data", "tools", "browser", "slurm", "lint", "lint-workflows"])
 def test_target_works_from_a_fresh_clone(clone, target):
     if target in ("tools", "lint-workflows") and not (shutil.which("actionlint") or shutil.which("node")):
         pytest.skip("needs node (or a native actionlint)")
