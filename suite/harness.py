@@ -123,10 +123,8 @@ def out_of_memory(exc: BaseException) -> bool:
 
 
 def short_traceback(exc: BaseException, limit: int = 12) -> str:
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    text = "".join(lines)
-    tail = text.splitlines()[-limit * 2 :]
-    return "\n".join(tail)[-4000:]
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return "\n".join(text.splitlines()[-limit * 2 :])[-4000:]
 
 
 class Run:

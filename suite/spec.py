@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -31,8 +31,9 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 # MLPerf Training 6.1's closed-division benchmarks (mlperf-logging 4.1.68, training_6.1.0/closed_common.yaml's
 # submission_benchmark CHECK; tests/measure/test_mlperf_llm_logs.py holds this list against that file): the names a
 # spec's `mlperf_benchmark` may give, which its MLLOG logs as submission_benchmark
-MLPERF_BENCHMARKS = ("flux1", "llama31_8b", "llama2_70b_lora", "gpt_oss_20b", "deepseekv3_671b", "qwen35_397b_grpo",
-                     "dlrmv4")
+MlperfBenchmark = Literal["flux1", "llama31_8b", "llama2_70b_lora", "gpt_oss_20b", "deepseekv3_671b",
+                          "qwen35_397b_grpo", "dlrmv4"]
+MLPERF_BENCHMARKS: tuple[str, ...] = get_args(MlperfBenchmark)
 
 _NOT_HASHED = ("description", "tiers", "variants", "compare", "throughput", "mlperf_benchmark")
 
@@ -216,16 +217,8 @@ class WorkloadSpec(_Strict):
     compare: CompareSpec = CompareSpec()
     parallel: ParallelSpec | None = Field(default=None, description="process layout; default: all data parallel")
     throughput: ThroughputSpec = ThroughputSpec()
-    mlperf_benchmark: str | None = Field(default=None, description="MLPerf's benchmark it reproduces: MLLOG name")
+    mlperf_benchmark: MlperfBenchmark | None = Field(default=None, description="the MLPerf benchmark it reproduces")
     grpo: dict[str, Any] | None = Field(default=None, description="task grpo's settings (suite/algorithms/grpo.py)")
-
-    @field_validator("mlperf_benchmark")
-    @classmethod
-    def _mlperf_benchmark(cls, v: str | None) -> str | None:
-        if v is not None and v not in MLPERF_BENCHMARKS:
-            raise ValueError(f"{v!r} is not an MLPerf Training benchmark: expected one of {', '.join(MLPERF_BENCHMARKS)}"
-                             " (or leave mlperf_benchmark out: the MLLOG then names the workload)")
-        return v
 
     @field_validator("name")
     @classmethod

@@ -174,3 +174,15 @@ def guard(workload: str, spec_hash: str, cand: Sequence[RunFigures], cand_source
         if out.tta_raw_s is not None and math.isfinite(out.tta_raw_s):
             out.tta_normalized_s = out.tta_raw_s * out.norm_factor
     return out
+
+
+def submission_check(rcp: Any, runs: list[tuple[str, int | None]], tta_s: float) -> dict[str, Any] | None:
+    """The leaderboard's verdict on one submission of the RCP's spec (its runs' (status, steps to target)): None
+    when the guard cannot apply, else whether it converged significantly faster and its normalized time."""
+    bs = rcp.global_batch_size
+    samples = [float(steps) * bs if steps is not None and status == "reached" else math.inf for status, steps in runs]
+    out = check_samples(rcp.as_mlperf(), rcp.benchmark, bs, samples, rcp.source)
+    if isinstance(out, str):
+        return None
+    return {"faster": out.verdict == FASTER, "norm_factor": out.norm_factor, "p": out.p_faster,
+            "tta_normalized_s": tta_s * out.norm_factor if math.isfinite(tta_s) else tta_s}

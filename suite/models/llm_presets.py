@@ -69,7 +69,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 # each full-size preset's CPU counterpart (the tests' FLOPs and parity shapes; a spec's `tiny` variant)
 TINY: dict[str, str] = {"llama3.1-8b": "llama3.1-tiny", "llama3.1-70b": "llama3.1-tiny",
                         "llama3.1-405b": "llama3.1-tiny", "gpt-oss-20b": "gpt-oss-tiny",
-                        "deepseek-v3": "deepseek-v3-tiny"}
+                        "deepseek-v3": "deepseek-v3-tiny",
+                        "llama2-70b": "llama3.1-tiny"}  # dense GQA as Llama 2 70B (its rope has no 3.1 scaling)
 
 
 def expand(data: Any) -> Any:

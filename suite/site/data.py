@@ -368,21 +368,12 @@ class Workload:
         return boards
 
     def rcp_check(self, s: Submission) -> Any:
-        """The convergence guard's verdict on a submission of the RCP's spec (suite/compare/rcp_guard.py), else None;
-        `faster` is set when it converged significantly faster than the reference."""
+        """The convergence guard's verdict on a submission of the RCP's spec (rcp_guard.submission_check), or None."""
         if self.rcp is None or s.spec_hash != self.rcp.spec_hash or len(s.runs) < 3:
             return None
         from suite.compare import rcp_guard
-
-        bs = self.rcp.global_batch_size
-        samples = [float(r.steps_to_target) * bs if r.steps_to_target is not None and r.status == "reached"
-                   else math.inf for r in s.runs]
-        out = rcp_guard.check_samples(self.rcp.as_mlperf(), self.rcp.benchmark, bs, samples, self.rcp.source)
-        if isinstance(out, str):
-            return None
-        tta = s.agg.tta_olympic_s
-        return {"faster": out.verdict == rcp_guard.FASTER, "norm_factor": out.norm_factor, "p": out.p_faster,
-                "tta_normalized_s": tta * out.norm_factor if math.isfinite(tta) else tta}
+        return rcp_guard.submission_check(self.rcp, [(r.status, r.steps_to_target) for r in s.runs],
+                                          s.agg.tta_olympic_s)
 
     def ranked_tta(self, s: Submission) -> float:
         chk = self.rcp_check(s)

@@ -90,23 +90,3 @@ def test_bad_ranges_are_refused(tmp_path: Path) -> None:
         assert p.returncode == 2 and why in p.stderr, p.stderr
     p = _cli("--repo", repo, "--good", shas[0], "--bad", shas[2], "-w", "cv/digits_cnn", "--metric", "mfu")
     assert p.returncode == 2 and "--metric 'mfu'" in p.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1300)
-@pytest.mark.skipif(os.environ.get("TRAINBENCH_REAL_BISECT") != "1",
-                    reason="minutes of real A/B runs (2 comparisons x 4 lockstep rounds: ~4 min at load 10 on 2 cores); "
-                    "TRAINBENCH_REAL_BISECT=1 runs it")
-def test_real_bisect_of_a_generated_repository(tmp_path: Path) -> None:
-    """For real: 3 commits, the last sleeps 10 ms per forward; `trainbench bisect` runs `trainbench ab` (shared
-    deps, lockstep, 4 rounds of 30 steps) per comparison and names it. Two comparisons."""
-    repo, shas = make_range_repo(tmp_path, 3, {2: 0.01}, spin=True)  # CPU work, timed by CPU clock: load-proof
-    p = _cli("--repo", repo, "--good", shas[0], "--bad", shas[2], "-w", "cv/digits_cnn", "--out", tmp_path / "b",
-             "--rounds", "4", "--deps", "shared", "--threads", "1", "--set", "throughput.measure_steps=30",
-             "--set", "throughput.warmup_steps=3", "--set", "throughput.clock=cpu", "--throughput-noise-floor", "0.05",
-             timeout=1200)
-    assert p.returncode == 0, p.stderr[-3000:]
-    data = json.loads((tmp_path / "b" / "bisect.json").read_text())
-    assert data["status"] == "found" and data["culprit"] == shas[2], data["summary"]
-    assert [t["verdict"] for t in data["tested"]] == ["no change", "regressed"]
-    assert data["culprit_ratio"] > 1.05 and (tmp_path / "b" / "bisect.md").read_text().startswith("### TrainBench")
