@@ -10,6 +10,7 @@ import torch
 import torch.utils.hooks as hooks
 from support.promised import require
 from torch.distributed._tools.mem_tracker import MemTracker
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from suite.measure import memory, memory_lora
 from suite.models import lora, pretrained
@@ -17,6 +18,11 @@ from suite.models import lora, pretrained
 torch.set_num_threads(1)
 MICRO, VOCAB = 8, 256
 
+
+# torch's own choice on CPU (flash attention, math where it cannot), set explicitly: a library imported earlier in
+# the same process (a test worker runs many files) may have switched flash attention off globally, which keeps the
+# full attention matrix (+30% here)
+ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 def _cfg(dropout: float = 0.1, **kw) -> pretrained.Config:
     return pretrained.Config(**{"preset": "llama3.1-tiny", "seq_len": 128, **kw}, lora=lora.LoraConfig(
@@ -51,10 +57,11 @@ def measured_peak(cfg: pretrained.Config, dtype: torch.dtype, ac: str) -> tuple[
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step()
+    with sdpa_kernel(ATTENTION):
+        step()
     tracker = MemTracker()
     tracker.track_external(model, opt)
-    with tracker:
+    with tracker, sdpa_kernel(ATTENTION):  # the kernels the estimate assumes, whatever a library set globally
         step()
     return int(tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]), opt
 
