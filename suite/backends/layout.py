@@ -15,30 +15,28 @@ DIMS = ("dp", "fsdp", "tp", "pp", "cp", "ep")
 OPTIONS = ("schedule", "ac", "sp", "loss_parallel")
 
 
-def is_gpt(arch: str) -> bool:
-    """The spec's model is the suite GPT (by name or by import path): the model the TP/PP plans are written for."""
-    if arch == "gpt":
+def _is_model(arch: str, name: str) -> bool:
+    """The spec's model.arch is the suite's model `name` (suite/models/<name>.py), by name or by import path."""
+    if arch == name:
         return True
+    import importlib
+
     from suite import registry
-    from suite.models import gpt
 
     try:
-        return registry.model_component(arch) is gpt.COMPONENT
+        return registry.model_component(arch) is importlib.import_module(f"suite.models.{name}").COMPONENT
     except registry.RegistryError:
         return False
+
+
+def is_gpt(arch: str) -> bool:
+    """The spec's model is the suite GPT: the model the TP/PP plans are written for."""
+    return _is_model(arch, "gpt")
 
 
 def is_llama(arch: str) -> bool:
-    """The spec's model is the suite Llama (suite/models/llama.py), by name or by import path."""
-    if arch == "llama":
-        return True
-    from suite import registry
-    from suite.models import llama
-
-    try:
-        return registry.model_component(arch) is llama.COMPONENT
-    except registry.RegistryError:
-        return False
+    """The spec's model is the suite Llama (suite/models/llama.py)."""
+    return _is_model(arch, "llama")
 
 
 class LayoutError(ValueError):

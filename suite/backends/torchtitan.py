@@ -53,22 +53,10 @@ class Options(BaseModel):
     grad_clip: float | None = Field(default=None, gt=0)
 
 
-def _is_llama(arch: str) -> bool:
-    if arch == "llama":
-        return True
-    from suite import registry
-    from suite.models import llama
-
-    try:
-        return registry.model_component(arch) is llama.COMPONENT
-    except registry.RegistryError:
-        return False
-
-
 def supports(spec: Any) -> str | None:
     """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets); flux waits
     for the diffusion issue."""
-    if not _is_llama(spec.model.arch):
+    if not layouts.is_llama(spec.model.arch):
         return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
                 "models from the suite's `llama` configs (dense and MoE presets); use model.arch llama")
     try:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.distributed._tools.mem_tracker import MemTracker
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from support.memtrack import second_step_peak
 
 from suite import registry
 from suite.measure import llm_memory, memory
@@ -22,11 +21,6 @@ MOE = llama.Config(n_layer=2, d_model=48, n_head=4, n_kv_head=2, head_dim=16, ff
                    vocab_size=VOCAB, moe={"experts": 8, "top_k": 2, "expert_ffn_dim": 48, "shared_experts": 1})
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16}
 
-
-# torch's own choice on CPU (flash attention, math where it cannot), set explicitly: a library imported earlier in
-# the same process (a test worker runs many files) may have switched flash attention off globally, which keeps the
-# full attention matrix (+30% here)
-ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 def measured_peak(cfg: llama.Config, precision: str) -> int:
     """Peak bytes of the second training step (the optimizer's state exists, as in every later step)."""
@@ -44,13 +38,7 @@ def measured_peak(cfg: llama.Config, precision: str) -> int:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    with sdpa_kernel(ATTENTION):
-        step()
-    tracker = MemTracker()
-    tracker.track_external(model, opt)
-    with tracker, sdpa_kernel(ATTENTION):  # the kernels the estimate assumes, whatever a library set globally
-        step()
-    return int(tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"])
+    return second_step_peak(step, model, opt)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

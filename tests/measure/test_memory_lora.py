@@ -8,9 +8,8 @@ from collections import OrderedDict
 import pytest
 import torch
 import torch.utils.hooks as hooks
+from support.memtrack import second_step_peak
 from support.promised import require
-from torch.distributed._tools.mem_tracker import MemTracker
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from suite.measure import memory, memory_lora
 from suite.models import lora, pretrained
@@ -18,11 +17,6 @@ from suite.models import lora, pretrained
 torch.set_num_threads(1)
 MICRO, VOCAB = 8, 256
 
-
-# torch's own choice on CPU (flash attention, math where it cannot), set explicitly: a library imported earlier in
-# the same process (a test worker runs many files) may have switched flash attention off globally, which keeps the
-# full attention matrix (+30% here)
-ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
 
 def _cfg(dropout: float = 0.1, **kw) -> pretrained.Config:
     return pretrained.Config(**{"preset": "llama3.1-tiny", "seq_len": 128, **kw}, lora=lora.LoraConfig(
@@ -57,13 +51,7 @@ def measured_peak(cfg: pretrained.Config, dtype: torch.dtype, ac: str) -> tuple[
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    with sdpa_kernel(ATTENTION):
-        step()
-    tracker = MemTracker()
-    tracker.track_external(model, opt)
-    with tracker, sdpa_kernel(ATTENTION):  # the kernels the estimate assumes, whatever a library set globally
-        step()
-    return int(tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]), opt
+    return second_step_peak(step, model, opt), opt
 
 
 @pytest.mark.parametrize("ac", ["none", "full"])
