@@ -19,8 +19,8 @@ PROBE = textwrap.dedent("""
     from suite.cli import main
 
     class Teardown:
-        def __del__(self):
-            sys.stderr.write("teardown ran\\n")
+        def __del__(self, write=sys.stderr.write):  # bound now: late in the teardown the module's `sys` is None
+            write("teardown ran\\n")
 
     keep = Teardown()  # freed only by the interpreter's teardown of this module
     atexit.register(lambda: sys.stderr.write("exit handler ran\\n"))

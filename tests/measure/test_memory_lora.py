@@ -8,7 +8,7 @@ from collections import OrderedDict
 import pytest
 import torch
 import torch.utils.hooks as hooks
-from support.memtrack import second_step_peak
+from support.memtrack import in_fresh_process, second_step_peak
 from support.promised import require
 
 from suite.measure import memory, memory_lora
@@ -23,8 +23,7 @@ def _cfg(dropout: float = 0.1, **kw) -> pretrained.Config:
         rank=4, alpha=8, dropout=dropout, target_modules=["qkv_proj", "o_proj"]))
 
 
-@pytest.fixture
-def frozen_ok(monkeypatch):
+def allow_frozen_hooks(monkeypatch) -> None:
     """MemTracker hooks every parameter's gradient; a frozen one refuses hooks (it never gets a gradient): let
     those registrations be no-ops, the storages are still tracked."""
     keep: OrderedDict = OrderedDict()
@@ -32,6 +31,13 @@ def frozen_ok(monkeypatch):
         orig = getattr(torch.Tensor, name)
         monkeypatch.setattr(torch.Tensor, name, lambda self, hook, orig=orig: orig(self, hook) if self.requires_grad
                             else hooks.RemovableHandle(keep))
+
+
+def fresh_measure(dtype: str, ac: str) -> list[int]:
+    """In a fresh interpreter (support.memtrack.in_fresh_process): [peak bytes, the optimizer state's bytes]."""
+    allow_frozen_hooks(pytest.MonkeyPatch())
+    got, opt = measured_peak(_cfg(), getattr(torch, dtype), ac)
+    return [got, sum(t.numel() * t.element_size() for s in opt.state.values() for k, t in s.items() if k != "step")]
 
 
 def measured_peak(cfg: pretrained.Config, dtype: torch.dtype, ac: str) -> tuple[int, torch.optim.Optimizer]:
@@ -54,16 +60,25 @@ def measured_peak(cfg: pretrained.Config, dtype: torch.dtype, ac: str) -> tuple[
     return second_step_peak(step, model, opt), opt
 
 
+CASES = [(d, a) for d in ("float32", "bfloat16") for a in ("none", "full")]
+
+
+@pytest.fixture(scope="module")
+def fresh_peaks() -> dict:
+    """Every case's [peak, optimizer-state bytes], from one fresh interpreter (support.memtrack.in_fresh_process)."""
+    require("peft")
+    got = in_fresh_process("test_memory_lora", f"[fresh_measure(d, a) for d, a in {CASES!r}]")
+    return dict(zip(CASES, got, strict=True))
+
+
 @pytest.mark.parametrize("ac", ["none", "full"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_estimate_is_within_ten_percent_of_torchs_measured_peak(frozen_ok, dtype, ac):
+def test_estimate_is_within_ten_percent_of_torchs_measured_peak(dtype, ac, fresh_peaks):
     require("peft")
-    cfg = _cfg()
-    est = memory_lora.estimate_lora(cfg, micro_batch=MICRO, dtype=dtype, ac=ac)
-    got, opt = measured_peak(cfg, getattr(torch, dtype), ac)
+    est = memory_lora.estimate_lora(_cfg(), micro_batch=MICRO, dtype=dtype, ac=ac)
+    got, slots = fresh_peaks[dtype, ac]
     assert 0.9 <= est.peak_bytes / got <= 1.1, (est.as_dict(), got)
     # the frozen base has no optimizer state: only the adapters' two AdamW slots, exactly
-    slots = sum(t.numel() * t.element_size() for s in opt.state.values() for k, t in s.items() if k != "step")
     assert est.optimizer_bytes == slots
 
 

@@ -25,3 +25,21 @@ def second_step_peak(step: Callable[[], None], *tracked: torch.nn.Module | torch
     with tracker, sdpa_kernel(ATTENTION):
         step()
     return int(tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"])
+
+
+def in_fresh_process(module: str, call: str) -> object:
+    """`call` evaluated in a test module of tests/measure, in a fresh interpreter: its JSON result. A test
+    worker that ran other test files first carries process-wide state a peak depends on: after the whole suite the
+    LoRA fp32 peak came out 17% above a fresh process's (16.19 vs 13.83 MB), the MoE bf16 one 13% below, both
+    reproducibly; a measurement must not depend on which files ran before it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parents[1]
+    code = (f"import json, sys; sys.path[:0] = [{str(tests.parent)!r}, {str(tests)!r}, {str(tests / 'measure')!r}]; "
+            f"import torch; torch.set_num_threads(1); import {module} as m; print(json.dumps(eval({call!r}, vars(m))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
