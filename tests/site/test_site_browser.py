@@ -14,26 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.promised import require
 from support.site_factory import EXPECTED_ORDER, XSS, write_compare_report, write_hostile, write_standard
 
 from suite.site.build import build_site
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "_artifacts"
 
-sync_api = require("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install_browser.sh (make test does)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                              args=["--no-sandbox"] if os.geteuid() == 0 else [])
-        yield b
-        b.close()
 
 
 class Page:

@@ -1,22 +1,16 @@
 """A diffusion run's sample grid: written beside its result by a real run, published with its run page, and shown
-there in headless Chromium (the same browser set-up as test_site_browser.py)."""
+there in headless Chromium (the `browser` fixture of tests/site/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.promised import require
 
 from suite import registry
 from suite.harness import RunRequest, run
 from suite.site.build import build_site
 from suite.specload import load_spec
-
-CHROMIUM = Path("/usr/bin/chromium")
-sync_api = require("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +21,6 @@ def site(tmp_path_factory) -> tuple[Path, Path]:
     assert result.status == "budget" and path is not None, result.error
     build_site(tmp / "results", tmp / "out")
     return path, tmp / "out"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install_browser.sh (make test does)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                              args=["--no-sandbox"] if os.geteuid() == 0 else [])
-        yield b
-        b.close()
 
 
 def test_the_run_page_shows_the_sample_grid(site, browser) -> None:

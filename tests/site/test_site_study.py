@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from support.site_factory import write_standard
-from test_site_browser import Page, browser, tab  # noqa: F401 - the shared Chromium fixtures
+from test_site_browser import Page, tab  # noqa: F401 - the shared page fixture (`browser` is conftest.py's)
 
 from suite.site.build import build_site
 from suite.studies import runner as study
