@@ -37,7 +37,7 @@ from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends import layout as layouts
 from suite.backends import megatron_llama
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.layout import is_gpt, is_llama
+from suite.backends.layout import is_gpt
 from suite.backends.megatron_cpu import CpuShim
 from suite.backends.megatron_model import MegatronGPT, layer_spec, megatron_state, te_names
 from suite.backends.megatron_recompute import recompute_config, recompute_fraction
@@ -66,10 +66,10 @@ class Options(BaseModel):
 
 def supports(spec: Any) -> str | None:
     """None if this backend can run the spec, else the reason it cannot."""
-    llama = is_llama(spec.model.arch)
+    llama = megatron_llama.is_llama_family(spec.model.arch)
     if not (is_gpt(spec.model.arch) or llama):
-        return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt or "
-                f"llama); this spec's model.arch is {spec.model.arch!r}")
+        return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt, "
+                f"llama or hf_llama); this spec's model.arch is {spec.model.arch!r}")
     try:
         opts = Options.model_validate(spec.backends.get("megatron", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -79,16 +79,16 @@ def supports(spec: Any) -> str | None:
     except ValueError as e:
         return str(e)
     if llama:
-        reason = megatron_llama.refusal(spec)
+        reason = megatron_llama.refusal(spec, tp, pp)
         if reason:
             return reason
     elif spec.parallel is not None and spec.parallel.ep > 1:
         return f"--parallel ep={spec.parallel.ep}: expert parallelism needs a Mixture-of-Experts model (arch llama)"
     params = spec.model.params()
-    n_head, n_layer = int(params.get("n_head", 1)), int(params.get("n_layer", 1))
-    if n_head % tp:
+    n_head, n_layer = int(params.get("n_head", 1)), int(params.get("n_layer", 1))  # the llama's: refusal() above
+    if n_head % tp and not llama:
         return f"tensor parallelism tp={tp} does not divide model.n_head={n_head}"
-    if n_layer % pp:
+    if n_layer % pp and not llama:
         return f"pipeline parallelism pp={pp} does not divide model.n_layer={n_layer} (Megatron splits layers evenly)"
     par = spec.parallel
     if par is not None and par.loss_parallel is False and tp > 1:
@@ -208,13 +208,16 @@ class MegatronBackend(Backend):
 
         ref: Any = workload.build_model()  # the suite GPT, built under the run's seed: the weights both backends share
         cfg: Any = ref.cfg
-        llama = is_llama(spec.model.arch)
+        llama = megatron_llama.is_llama_family(spec.model.arch)
         vocab = int((ref.tok_embeddings if llama else ref.wte).weight.shape[0])
         padded_vocab = -(-vocab // tp) * tp
         bf16 = opts.precision == "bf16"
         if opts.precision not in ("fp32", "bf16"):
             raise ValueError(f"--precision {opts.precision}: the megatron backend supports fp32 and bf16")
-        self.sequence_parallel = bool(tp > 1 and (want_sp if want_sp is not None else te))
+        if llama and want_sp and tp > 1:
+            raise ValueError("parallel.sp: the Llama path builds Megatron's local layer spec, whose torch norms refuse "
+                             "sequence parallelism; set parallel.sp=false")
+        self.sequence_parallel = bool(tp > 1 and not llama and (want_sp if want_sp is not None else te))
         # the loss is always vocab_parallel_cross_entropy: loss parallel whenever there is a tp group
         self.layout = dataclasses.replace(self.layout, sp=self.sequence_parallel, loss_parallel=tp > 1)
         model_fields = megatron_llama.transformer_config(cfg, ep, megatron_llama.dispatcher(on_cuda)) if llama else dict(
@@ -242,12 +245,14 @@ class MegatronBackend(Backend):
         )
         per_stage = cfg.n_layer // pp
         stage = parallel_state.get_pipeline_model_parallel_rank()
+        layers = range(stage * per_stage, (stage + 1) * per_stage)
+        tp_rank = parallel_state.get_tensor_model_parallel_rank()
         if llama:
             megatron_llama.set_rope(gpt, cfg)
-            state = megatron_llama.llama_state(ref, ep, parallel_state.get_expert_model_parallel_rank())
+            state = megatron_llama.llama_state(ref, ep, parallel_state.get_expert_model_parallel_rank(), tp, tp_rank,
+                                               padded_vocab, layers, first, last)
         else:
-            state = megatron_state(ref, cfg.n_head, tp, parallel_state.get_tensor_model_parallel_rank(),
-                                   padded_vocab, range(stage * per_stage, (stage + 1) * per_stage), first, last)
+            state = megatron_state(ref, cfg.n_head, tp, tp_rank, padded_vocab, layers, first, last)
         if self.layer_spec == "transformer_engine":
             state = te_names(state)
         missing, unexpected = gpt.load_state_dict(state, strict=False)

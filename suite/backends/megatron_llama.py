@@ -1,13 +1,16 @@
-"""The suite Llama (suite/models/llama.py, dense or Mixture-of-Experts) as a Megatron-core GPTModel: its
-TransformerConfig (RMSNorm, SwiGLU, RoPE, GQA, untied embeddings; MoE with Megatron's TopKRouter, its Switch
-load-balancing loss and expert parallelism) and its weights under Megatron's names, for the local layer spec.
+"""The suite Llama (suite/models/llama.py, dense or Mixture-of-Experts; `arch: hf_llama` loaded from a Hugging Face
+checkpoint too) as a Megatron-core GPTModel: its TransformerConfig (RMSNorm, SwiGLU, RoPE, GQA, untied embeddings;
+MoE with Megatron's TopKRouter, its Switch load-balancing loss and expert parallelism) and its weights under
+Megatron's names, this rank's tensor-parallel shard of this pipeline stage, for the local layer spec.
 
 What maps: softmax top-k routing renormalised over the k (Megatron's default: softmax over the top-k logits), the
-aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`). Llama 3.1's rope scaling: Megatron
-0.16 hard-codes original_max_position_embeddings 8192 in its scaling, so the suite's frequencies
+aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`); tp x pp for the dense model (GQA's
+qkv split by whole query groups, the gated fc1 as [gate; up] per rank). Llama 3.1's rope scaling: Megatron 0.16
+hard-codes original_max_position_embeddings 8192 in its scaling, so the suite's frequencies
 (llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Refused (`refusal`): sigmoid routing, score
-bias and group-limited routing (DeepSeek-V3's), attention biases, tied embeddings, tp/pp > 1 (the weight map has
-no tensor-parallel split of GQA's grouped qkv or of the gated fc1 yet).
+bias and group-limited routing (DeepSeek-V3's), attention biases, tied embeddings, LoRA (`hf_llama` with `lora:`),
+tp not dividing n_kv_head, MoE with tp > 1 (Megatron's MoELayer refuses to train under tensor parallelism without
+sequence parallelism, which needs Transformer Engine's layer spec; the Llama builds the local one).
 """
 
 from __future__ import annotations
@@ -18,19 +21,44 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from suite.backends.megatron_model import tp_shard, vocab_shard
 
-def refusal(spec: Any) -> str | None:
-    """Pure: why Megatron cannot run this llama spec (None when it can)."""
-    from suite.models import llama
 
+def is_llama_family(arch: str) -> bool:
+    """The suite Llama, by name (`llama`) or from a Hugging Face checkpoint (`hf_llama`, suite/models/pretrained.py)."""
+    from suite.backends.layout import _is_model
+
+    return _is_model(arch, "llama") or _is_model(arch, "pretrained")
+
+
+def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
+    """Pure: why Megatron cannot run this llama / hf_llama spec at these degrees (None when it can)."""
+    from suite.backends.layout import _is_model
+    from suite.models import llama, pretrained
+
+    pretrained_arch = _is_model(spec.model.arch, "pretrained")
     try:
-        cfg = llama.Config.model_validate(spec.model.params())
+        cfg = (pretrained.Config if pretrained_arch else llama.Config).model_validate(spec.model.params())
     except ValueError as e:
         return f"the model block does not validate: {e}"
+    if pretrained_arch and cfg.lora is not None:
+        return "model.lora: LoRA adapters are not mapped onto Megatron's parallel linears yet (use --backend torch)"
     par = spec.parallel
-    if par is not None and (par.tp > 1 or par.pp > 1):
-        return ("parallel.tp/pp with model.arch llama: the Megatron weight map has no tensor-parallel split of the "
-                "grouped qkv and gated fc1 nor a pipeline split yet (use dp and ep)")
+    if cfg.n_head % tp:  # the preset's sizes, which spec.model.params() does not hold
+        return f"tensor parallelism tp={tp} does not divide model.n_head={cfg.n_head}"
+    if cfg.n_layer % pp:
+        return (f"pipeline parallelism pp={pp} does not divide model.n_layer={cfg.n_layer} (Megatron splits layers "
+                "evenly)")
+    if tp > 1 and par is not None and par.sp:
+        return ("parallel.sp: the Llama path builds Megatron's local layer spec, whose torch norms refuse sequence "
+                "parallelism (Transformer Engine's spec is not mapped for the Llama); set parallel.sp=false")
+    if cfg.kv_heads % tp:
+        return (f"parallel.tp={tp} does not divide model.n_kv_head={cfg.kv_heads}: Megatron gives each tensor-parallel "
+                "rank whole query groups")
+    if cfg.moe is not None and tp > 1:
+        return (f"parallel.tp={tp} with model.moe: Megatron's MoE layer trains under tensor parallelism only with "
+                "sequence parallelism (parallel.sp), which needs Transformer Engine's layer spec; the Llama path "
+                "builds the local spec. Split the experts with parallel.ep instead")
     if cfg.attention_bias:
         return "model.attention_bias: Megatron adds biases to every linear layer or to qkv only; set it false"
     if cfg.tie_embeddings:
@@ -87,45 +115,65 @@ def set_rope(gpt: nn.Module, cfg: Any) -> None:
     gpt.rotary_pos_emb.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta, cfg.rope_scaling)
 
 
-def _fc1(w1: torch.Tensor, w3: torch.Tensor) -> torch.Tensor:
-    """Megatron's gated fc1: [gate; up] rows (its glu applies the activation to the first half)."""
-    return torch.cat([w1, w3], dim=0)
+def _fc1(w1: torch.Tensor, w3: torch.Tensor, tp: int = 1, tp_rank: int = 0) -> torch.Tensor:
+    """Megatron's gated fc1: [gate; up] rows (its glu applies the activation to the first half of each rank's
+    output), so under TP each rank holds [its gate rows; its up rows], not a slice of the concatenation."""
+    return torch.cat([tp_shard(w1, 0, tp_rank, tp), tp_shard(w3, 0, tp_rank, tp)], dim=0)
 
 
-def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0) -> dict[str, torch.Tensor]:
-    """The suite Llama's weights under Megatron's names; under expert parallelism this rank's experts only."""
+def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_rank: int = 0,
+                padded_vocab: int | None = None, layers: range | None = None, first: bool = True,
+                last: bool = True) -> dict[str, torch.Tensor]:
+    """The suite Llama's weights under Megatron's names: this TP rank's shard of this pipeline stage (`layers`,
+    numbered from 0 within the stage; the embedding on the first stage, the final norm and output layer on the
+    last; the vocabulary padded to `padded_vocab` as megatron_model.megatron_state pads it), and under expert
+    parallelism this rank's experts only. Norms and the router are replicated. (Experts and shared experts are
+    split over tp as a dense MLP is, Megatron's expert tensor parallelism at its default size, but `refusal`
+    keeps MoE at tp=1: see the module's docstring.)"""
     cfg = ref.cfg  # type: ignore[union-attr]
     sd = {k: v.detach() for k, v in ref.state_dict().items()}
     d, hd, groups = cfg.d_model, cfg.head_size, cfg.kv_heads
-    out = {"embedding.word_embeddings.weight": sd["tok_embeddings.weight"],
-           "decoder.final_layernorm.weight": sd["norm.weight"], "output_layer.weight": sd["output.weight"]}
-    for i in range(cfg.n_layer):
-        p, m = f"layers.{i}.", f"decoder.layers.{i}."
-        # Megatron's qkv for GQA is grouped per key/value head: [q of the group's heads; k; v] for each group
+    if groups % tp or cfg.n_head % tp:
+        raise ValueError(f"tensor parallelism tp={tp} must divide model.n_kv_head={groups} and model.n_head="
+                         f"{cfg.n_head} (each rank holds whole query groups)")
+    vocab = padded_vocab or sd["tok_embeddings.weight"].shape[0]
+    out: dict[str, torch.Tensor] = {}
+    if first:
+        out["embedding.word_embeddings.weight"] = vocab_shard(sd["tok_embeddings.weight"], vocab, tp_rank, tp)
+    if last:
+        out["decoder.final_layernorm.weight"] = sd["norm.weight"]
+        out["output_layer.weight"] = vocab_shard(sd["output.weight"], vocab, tp_rank, tp)
+    for local, i in enumerate(range(cfg.n_layer) if layers is None else layers):
+        p, m = f"layers.{i}.", f"decoder.layers.{local}."
+        # Megatron's qkv for GQA is grouped per key/value head: [q of the group's heads; k; v] for each group; a TP
+        # rank holds groups/tp whole groups (its column-parallel rows are a contiguous slice of that layout)
         q = sd[p + "attention.wq.weight"].view(groups, -1, d)
         k = sd[p + "attention.wk.weight"].view(groups, hd, d)
         v = sd[p + "attention.wv.weight"].view(groups, hd, d)
-        out[m + "self_attention.linear_qkv.weight"] = torch.cat([q, k, v], dim=1).reshape(-1, d)
-        out[m + "self_attention.linear_proj.weight"] = sd[p + "attention.wo.weight"]
+        out[m + "self_attention.linear_qkv.weight"] = tp_shard(torch.cat([q, k, v], dim=1).reshape(-1, d), 0,
+                                                             tp_rank, tp)
+        # row-parallel: the input columns of this rank's heads
+        out[m + "self_attention.linear_proj.weight"] = tp_shard(sd[p + "attention.wo.weight"], 1, tp_rank, tp)
         out[m + "input_layernorm.weight"] = sd[p + "attention_norm.weight"]
         out[m + "pre_mlp_layernorm.weight"] = sd[p + "ffn_norm.weight"]
         if not cfg.is_moe(i):
             f = p + "feed_forward."
-            out[m + "mlp.linear_fc1.weight"] = _fc1(sd[f + "w1.weight"], sd[f + "w3.weight"])
-            out[m + "mlp.linear_fc2.weight"] = sd[f + "w2.weight"]
+            out[m + "mlp.linear_fc1.weight"] = _fc1(sd[f + "w1.weight"], sd[f + "w3.weight"], tp, tp_rank)
+            out[m + "mlp.linear_fc2.weight"] = tp_shard(sd[f + "w2.weight"], 1, tp_rank, tp)
             continue
         e = p + "moe."
         out[m + "mlp.router.weight"] = sd[e + "router.weight"]
-        local = cfg.moe.experts // ep
-        for j in range(local):
-            x = ep_rank * local + j
-            out[m + f"mlp.experts.local_experts.{j}.linear_fc1.weight"] = _fc1(sd[e + "experts.w1"][x],
-                                                                               sd[e + "experts.w3"][x])
-            out[m + f"mlp.experts.local_experts.{j}.linear_fc2.weight"] = sd[e + "experts.w2"][x]
+        local_experts = cfg.moe.experts // ep
+        for j in range(local_experts):
+            x = ep_rank * local_experts + j
+            out[m + f"mlp.experts.local_experts.{j}.linear_fc1.weight"] = _fc1(
+                sd[e + "experts.w1"][x], sd[e + "experts.w3"][x], tp, tp_rank)
+            out[m + f"mlp.experts.local_experts.{j}.linear_fc2.weight"] = tp_shard(sd[e + "experts.w2"][x], 1,
+                                                                                 tp_rank, tp)
         if cfg.moe.shared_experts:
             out[m + "mlp.shared_experts.linear_fc1.weight"] = _fc1(sd[e + "shared.w1.weight"],
-                                                                   sd[e + "shared.w3.weight"])
-            out[m + "mlp.shared_experts.linear_fc2.weight"] = sd[e + "shared.w2.weight"]
+                                                                   sd[e + "shared.w3.weight"], tp, tp_rank)
+            out[m + "mlp.shared_experts.linear_fc2.weight"] = tp_shard(sd[e + "shared.w2.weight"], 1, tp_rank, tp)
     return out
 
 

@@ -9,8 +9,16 @@ import torch
 from torch import nn
 
 
-def _shard(t: torch.Tensor, dim: int, rank: int, tp: int) -> torch.Tensor:
+def tp_shard(t: torch.Tensor, dim: int, rank: int, tp: int) -> torch.Tensor:
     return t.chunk(tp, dim=dim)[rank].contiguous()
+
+
+def vocab_shard(w: torch.Tensor, padded_vocab: int, rank: int, tp: int) -> torch.Tensor:
+    """An embedding or LM head [vocab, d] padded with zero rows to `padded_vocab` (a multiple of tp), this TP rank's
+    rows. Padded rows see no gradient: the loss only reads the real vocabulary (megatron_step.MegatronSteps.loss)."""
+    if padded_vocab > w.shape[0]:
+        w = torch.cat([w, w.new_zeros(padded_vocab - w.shape[0], w.shape[1])])
+    return tp_shard(w, 0, rank, tp)
 
 
 def megatron_state(ref: Any, n_head: int, tp: int, tp_rank: int, padded_vocab: int,
@@ -23,41 +31,36 @@ def megatron_state(ref: Any, n_head: int, tp: int, tp_rank: int, padded_vocab: i
     d = sd["wte.weight"].shape[1]
     head_dim = d // n_head
     wte = sd["wte.weight"]
-    if padded_vocab > wte.shape[0]:  # padded rows see no gradient: the loss only reads the real vocabulary
-        wte = torch.cat([wte, wte.new_zeros(padded_vocab - wte.shape[0], d)])
     out: dict[str, torch.Tensor] = {}
     if pre_process:
-        out["embedding.word_embeddings.weight"] = _shard(wte, 0, tp_rank, tp)
+        out["embedding.word_embeddings.weight"] = vocab_shard(wte, padded_vocab, tp_rank, tp)
         out["embedding.position_embeddings.weight"] = sd["wpe.weight"]
     if post_process:
         out["decoder.final_layernorm.weight"] = sd["ln_f.weight"]
         if "ln_f.bias" in sd:
             out["decoder.final_layernorm.bias"] = sd["ln_f.bias"]
         if "lm_head.weight" in sd and not ref.cfg.tie_embeddings:
-            lm = sd["lm_head.weight"]
-            if padded_vocab > lm.shape[0]:
-                lm = torch.cat([lm, lm.new_zeros(padded_vocab - lm.shape[0], d)])
-            out["output_layer.weight"] = _shard(lm, 0, tp_rank, tp)
+            out["output_layer.weight"] = vocab_shard(sd["lm_head.weight"], padded_vocab, tp_rank, tp)
         elif not pre_process:
-            out["output_layer.weight"] = _shard(wte, 0, tp_rank, tp)
+            out["output_layer.weight"] = vocab_shard(wte, padded_vocab, tp_rank, tp)
     layers = range(ref.cfg.n_layer) if layers is None else layers
     for local, i in enumerate(layers):
         p, m = f"blocks.{i}.", f"decoder.layers.{local}."
         # Megatron's fused QKV is grouped per head ([q_h; k_h; v_h] for each head); ours is [Q; K; V]
         qkv = sd[p + "qkv.weight"].view(3, n_head, head_dim, d).transpose(0, 1).reshape(3 * d, d)
-        out[m + "self_attention.linear_qkv.weight"] = _shard(qkv, 0, tp_rank, tp)
-        out[m + "self_attention.linear_proj.weight"] = _shard(sd[p + "proj.weight"], 1, tp_rank, tp)
+        out[m + "self_attention.linear_qkv.weight"] = tp_shard(qkv, 0, tp_rank, tp)
+        out[m + "self_attention.linear_proj.weight"] = tp_shard(sd[p + "proj.weight"], 1, tp_rank, tp)
         out[m + "input_layernorm.weight"] = sd[p + "ln_1.weight"]
         out[m + "pre_mlp_layernorm.weight"] = sd[p + "ln_2.weight"]
-        out[m + "mlp.linear_fc1.weight"] = _shard(sd[p + "fc.weight"], 0, tp_rank, tp)
-        out[m + "mlp.linear_fc2.weight"] = _shard(sd[p + "fc_out.weight"], 1, tp_rank, tp)
+        out[m + "mlp.linear_fc1.weight"] = tp_shard(sd[p + "fc.weight"], 0, tp_rank, tp)
+        out[m + "mlp.linear_fc2.weight"] = tp_shard(sd[p + "fc_out.weight"], 1, tp_rank, tp)
         if ref.cfg.bias:
             qkv_b = sd[p + "qkv.bias"].view(3, n_head, head_dim).transpose(0, 1).reshape(3 * d)
-            out[m + "self_attention.linear_qkv.bias"] = _shard(qkv_b, 0, tp_rank, tp)
+            out[m + "self_attention.linear_qkv.bias"] = tp_shard(qkv_b, 0, tp_rank, tp)
             out[m + "self_attention.linear_proj.bias"] = sd[p + "proj.bias"]
             out[m + "input_layernorm.bias"] = sd[p + "ln_1.bias"]
             out[m + "pre_mlp_layernorm.bias"] = sd[p + "ln_2.bias"]
-            out[m + "mlp.linear_fc1.bias"] = _shard(sd[p + "fc.bias"], 0, tp_rank, tp)
+            out[m + "mlp.linear_fc1.bias"] = tp_shard(sd[p + "fc.bias"], 0, tp_rank, tp)
             out[m + "mlp.linear_fc2.bias"] = sd[p + "fc_out.bias"]
     return out
 
