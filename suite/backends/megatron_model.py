@@ -10,6 +10,7 @@ from torch import nn
 
 
 def tp_shard(t: torch.Tensor, dim: int, rank: int, tp: int) -> torch.Tensor:
+    """This TP rank's contiguous slice: dim 0 for a column-parallel layer's rows, dim 1 for a row-parallel input."""
     return t.chunk(tp, dim=dim)[rank].contiguous()
 
 
