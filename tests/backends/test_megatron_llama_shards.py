@@ -78,6 +78,7 @@ def checkpoint(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(LAUNCH_GUARD_S + 300)  # the launch, then the one-process reference and its noise runs
 def test_hf_checkpoint_in_megatron_tp_and_pp_shards_gives_transformers_logits(checkpoint, tmp_path):
     folder, overrides, want, noise = checkpoint
     jobs = [{"parallel.tp": 2}, {"parallel.pp": 2}]
