@@ -21,10 +21,12 @@ from torch import nn
 
 def refusal(spec: Any) -> str | None:
     """Pure: why Megatron cannot run this llama spec (None when it can)."""
-    from suite.models import llama
+    from suite.backends.layout import is_pretrained_llama
+    from suite.models import llama, pretrained
 
-    try:
-        cfg = llama.Config.model_validate(spec.model.params())
+    try:  # hf_llama: the same shape fields plus the checkpoint and LoRA (suite/backends/megatron_lora.py)
+        cfg = (pretrained.Config if is_pretrained_llama(spec.model.arch) else llama.Config).model_validate(
+            spec.model.params())
     except ValueError as e:
         return f"the model block does not validate: {e}"
     par = spec.parallel
