@@ -39,6 +39,11 @@ def is_llama(arch: str) -> bool:
     return _is_model(arch, "llama")
 
 
+def is_pretrained_llama(arch: str) -> bool:
+    """The spec's model is `hf_llama` (suite/models/pretrained.py): the suite Llama from a checkpoint, maybe LoRA."""
+    return _is_model(arch, "pretrained")
+
+
 class LayoutError(ValueError):
     """An impossible layout; the message names the flag or field to change."""
 

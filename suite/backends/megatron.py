@@ -15,6 +15,10 @@ and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetim
 optimizer from the spec trains the model, and data-parallel gradients are averaged by torch DDP over
 Megatron's data-parallel group. Sequence parallelism needs Transformer Engine's layer spec (the local spec's
 torch LayerNorm refuses it), so on CPU `parallel.sp` is refused with that reason.
+
+LoRA (`arch: hf_llama` with `lora:`): the base is built without peft's adapters and its weights copied as for the
+Llama; then Megatron's own adapters (suite/backends/megatron_lora_layers.py: one over the fused linear_qkv, as the
+MLPerf reference's) are attached and are the only parameters the optimizer holds.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends import layout as layouts
-from suite.backends import megatron_llama
+from suite.backends import megatron_llama, megatron_lora
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.layout import is_gpt
+from suite.backends.layout import is_gpt, is_pretrained_llama
 from suite.backends.megatron_cpu import CpuShim
 from suite.backends.megatron_model import MegatronGPT, layer_spec, megatron_state, te_names
 from suite.backends.megatron_recompute import recompute_config, recompute_fraction
@@ -70,6 +74,9 @@ def supports(spec: Any) -> str | None:
     if not (is_gpt(spec.model.arch) or llama):
         return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt, "
                 f"llama or hf_llama); this spec's model.arch is {spec.model.arch!r}")
+    if spec.task == "causal_lm_samples":
+        return ("task causal_lm_samples (labelled samples, -100 left out): Megatron's step reads (input, next-token) "
+                "windows and its loss counts every token; run this workload with --backend torch or deepspeed")
     try:
         opts = Options.model_validate(spec.backends.get("megatron", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -80,6 +87,8 @@ def supports(spec: Any) -> str | None:
         return str(e)
     if llama:
         reason = megatron_llama.refusal(spec, tp, pp)
+        if not reason and is_pretrained_llama(spec.model.arch):
+            reason = megatron_lora.refusal(spec)  # LoRA: Megatron's own adapters (suite/backends/megatron_lora.py)
         if reason:
             return reason
     elif spec.parallel is not None and spec.parallel.ep > 1:
@@ -206,7 +215,10 @@ class MegatronBackend(Backend):
         seed = int(getattr(getattr(workload, "ctx", None), "seed", 0))
         tensor_parallel.model_parallel_cuda_manual_seed(seed + 1)
 
-        ref: Any = workload.build_model()  # the suite GPT, built under the run's seed: the weights both backends share
+        pretrained = is_pretrained_llama(spec.model.arch)
+        lora = getattr(getattr(workload, "model_cfg", None), "lora", None) if pretrained else None
+        # the suite GPT, built under the run's seed: the weights both backends share (LoRA: the base, without peft's)
+        ref: Any = megatron_lora.base_model(workload) if lora is not None else workload.build_model()
         cfg: Any = ref.cfg
         llama = megatron_llama.is_llama_family(spec.model.arch)
         vocab = int((ref.tok_embeddings if llama else ref.wte).weight.shape[0])
@@ -267,6 +279,13 @@ class MegatronBackend(Backend):
                     nn.init.zeros_(p)
                     p.requires_grad_(False)
         del ref
+        if lora is not None:  # the base frozen, Megatron's own adapters on the targets: the only trained parameters
+            if self.sequence_parallel:
+                raise ValueError("parallel.sp with model.lora: the Megatron LoRA adapters take the full sequence; "
+                                 "set parallel.sp=false")
+            from suite.backends import megatron_lora_layers
+
+            self.lora_modules = megatron_lora_layers.inject(gpt, lora, seed)
         gpt = gpt.to(self.device.torch)
         self.gpt = gpt
         params = [p for p in gpt.parameters() if p.requires_grad]

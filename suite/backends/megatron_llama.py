@@ -8,9 +8,10 @@ aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`); 
 qkv split by whole query groups, the gated fc1 as [gate; up] per rank). Llama 3.1's rope scaling: Megatron 0.16
 hard-codes original_max_position_embeddings 8192 in its scaling, so the suite's frequencies
 (llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Refused (`refusal`): sigmoid routing, score
-bias and group-limited routing (DeepSeek-V3's), attention biases, tied embeddings, LoRA (`hf_llama` with `lora:`),
-tp not dividing n_kv_head, MoE with tp > 1 (Megatron's MoELayer refuses to train under tensor parallelism without
-sequence parallelism, which needs Transformer Engine's layer spec; the Llama builds the local one).
+bias and group-limited routing (DeepSeek-V3's), attention biases, tied embeddings, tp not dividing n_kv_head, MoE
+with tp > 1 (Megatron's MoELayer refuses to train under tensor parallelism without sequence parallelism, which
+needs Transformer Engine's layer spec; the Llama builds the local one). LoRA (`hf_llama` with `lora:`) uses
+Megatron's own adapters: suite/backends/megatron_lora.py.
 """
 
 from __future__ import annotations
@@ -26,23 +27,21 @@ from suite.backends.megatron_model import tp_shard, vocab_shard
 
 def is_llama_family(arch: str) -> bool:
     """The suite Llama, by name (`llama`) or from a Hugging Face checkpoint (`hf_llama`, suite/models/pretrained.py)."""
-    from suite.backends.layout import _is_model
+    from suite.backends.layout import is_llama, is_pretrained_llama
 
-    return _is_model(arch, "llama") or _is_model(arch, "pretrained")
+    return is_llama(arch) or is_pretrained_llama(arch)
 
 
 def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
     """Pure: why Megatron cannot run this llama / hf_llama spec at these degrees (None when it can)."""
-    from suite.backends.layout import _is_model
+    from suite.backends.layout import is_pretrained_llama
     from suite.models import llama, pretrained
 
-    pretrained_arch = _is_model(spec.model.arch, "pretrained")
+    pretrained_arch = is_pretrained_llama(spec.model.arch)
     try:
         cfg = (pretrained.Config if pretrained_arch else llama.Config).model_validate(spec.model.params())
     except ValueError as e:
         return f"the model block does not validate: {e}"
-    if pretrained_arch and cfg.lora is not None:
-        return "model.lora: LoRA adapters are not mapped onto Megatron's parallel linears yet (use --backend torch)"
     par = spec.parallel
     if cfg.n_head % tp:  # the preset's sizes, which spec.model.params() does not hold
         return f"tensor parallelism tp={tp} does not divide model.n_head={cfg.n_head}"

@@ -3,7 +3,9 @@ base frozen; and the FLOPs of a step with a frozen base (docs/metrics.md, "Froze
 
 Target names are the suite's linear layers (wq, wk, wv, wo, w1, w2, w3, output) or Hugging Face's (q_proj, k_proj,
 v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head); `qkv_proj` (the MLPerf reference's fused-QKV checkpoint)
-targets wq, wk and wv. Mixture-of-Experts experts are stacked tensors, not nn.Linear: peft cannot target them.
+targets wq, wk and wv. Megatron's fused names are accepted too (linear_qkv, linear_proj, linear_fc1, linear_fc2); under
+--backend megatron each is ONE adapter over the fused layer (suite/backends/megatron_lora.py). Mixture-of-Experts
+experts are stacked tensors, not nn.Linear: peft cannot target them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from torch import nn
 
 HF_TARGETS: dict[str, tuple[str, ...]] = {
     "q_proj": ("wq",), "k_proj": ("wk",), "v_proj": ("wv",), "o_proj": ("wo",), "qkv_proj": ("wq", "wk", "wv"),
-    "gate_proj": ("w1",), "up_proj": ("w3",), "down_proj": ("w2",), "lm_head": ("output",)}
+    "gate_proj": ("w1",), "up_proj": ("w3",), "down_proj": ("w2",), "lm_head": ("output",),
+    # Megatron-core's fused names: one adapter each under --backend megatron (suite/backends/megatron_lora.py), the
+    # split projections' adapters here
+    "linear_qkv": ("wq", "wk", "wv"), "linear_proj": ("wo",), "linear_fc1": ("w1", "w3"), "linear_fc2": ("w2",)}
 SUITE_TARGETS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3", "output")
 
 

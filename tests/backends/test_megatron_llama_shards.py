@@ -44,6 +44,9 @@ LAUNCH_GUARD_S = 600
 def test_megatron_refuses_llama_layouts_it_cannot_shard():
     assert megatron.supports(load_spec(TINY_LLAMA, {"parallel.tp": 2})) is None
     assert megatron.supports(load_spec(TINY_LLAMA, {"parallel.pp": 2})) is None
+    lora = {"rank": 4, "alpha": 8, "target_modules": ["qkv_proj", "o_proj"]}
+    assert megatron.supports(load_spec(TINY_LLAMA, {"model.arch": "hf_llama", "model.lora": lora,
+                                                    "parallel.tp": 2})) is None
     for spec, sets, message in [
         # 4 query heads, 2 key/value groups: tp=4 would split a group
         (TINY_LLAMA, {"parallel.tp": 4}, "parallel.tp=4 does not divide model.n_kv_head=2"),
@@ -51,8 +54,9 @@ def test_megatron_refuses_llama_layouts_it_cannot_shard():
         (TINY_LLAMA, {"parallel.pp": 3}, "pp=3 does not divide model.n_layer=2"),
         (TINY_MOE, {"parallel.tp": 2}, "sequence parallelism (parallel.sp)"),
         (TINY_LLAMA, {"parallel.tp": 2, "parallel.sp": True}, "parallel.sp: the Llama path builds Megatron's local"),
+        # separate q/k/v adapters have no Megatron counterpart (its qkv is one fused linear: qkv_proj)
         (TINY_LLAMA, {"model.arch": "hf_llama", "model.lora": {"rank": 4, "alpha": 8, "target_modules": ["wq"]}},
-         "model.lora"),
+         "lora.target_modules: 'wq'"),
     ]:
         assert message in (megatron.supports(load_spec(spec, sets)) or ""), (sets, message)
 
