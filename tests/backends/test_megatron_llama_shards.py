@@ -85,7 +85,10 @@ def checkpoint(tmp_path_factory):
 @pytest.mark.timeout(LAUNCH_GUARD_S + 300)  # the launch, then the one-process reference and its noise runs
 def test_hf_checkpoint_in_megatron_tp_and_pp_shards_gives_transformers_logits(checkpoint, tmp_path):
     folder, overrides, want, noise = checkpoint
-    jobs = [{"parallel.tp": 2}, {"parallel.pp": 2}]
+    lora = {"model.lora": {"rank": 4, "alpha": 8, "target_modules": ["qkv_proj", "o_proj", "linear_fc1",
+                                                                      "linear_fc2"]}}
+    # LoRA at tp=2 against the same adapters under data parallelism (no tensor split): one curve
+    jobs = [{"parallel.tp": 2}, {"parallel.pp": 2}, {**lora, "parallel.tp": 2}, lora]
     out = tmp_path / "shards.pt"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "support.megatron_shards", str(out), str(TINY_LLAMA), str(folder / "ids.pt"), str(STEPS),
@@ -96,7 +99,12 @@ def test_hf_checkpoint_in_megatron_tp_and_pp_shards_gives_transformers_logits(ch
     one_process, _, curve_noise = measure(TINY_LLAMA, STEPS, overrides=overrides)
     assert one_process[-1] < one_process[0] - 0.5  # a learning curve, not a flat line that trivially agrees
     assert 0 < noise
-    for job in jobs:
+    lora_tp, lora_dp = (rows[json.dumps(j)]["losses"] for j in jobs[2:])
+    assert lora_dp[-1] < lora_dp[0] - 0.05, lora_dp  # the adapters train (B starts at zero)
+    lora_gap = max(abs(a - b) for a, b in zip(lora_tp, lora_dp, strict=True))
+    assert lora_gap <= curve_noise.tol(OTHER_KERNELS), f"LoRA tp=2 {lora_tp} vs dp=2 {lora_dp} ({curve_noise})"
+    assert max(abs(a - b) for a, b in zip(lora_dp, one_process, strict=True)) > 10 * lora_gap  # not the base's
+    for job in jobs[:2]:
         row = rows[json.dumps(job)]
         assert {k: row["layout"][k] for k in ("tp", "pp", "dp")} == {
             "tp": job.get("parallel.tp", 1), "pp": job.get("parallel.pp", 1), "dp": 1}
