@@ -1,0 +1,114 @@
+"""A Hugging Face checkpoint under DeepSpeed ZeRO-3 (suite/models/hf_zero3.py): built partitioned and streamed,
+each rank reading only its share of each tensor. Against transformers' logits for the same folder, with the
+checkpoint bytes each path held counted; and the range reader that does it, against the whole-tensor reader."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from support.backend_util import ROOT, env
+from support.hf_reference import hf_llama, hf_mixtral, randomize
+from support.promised import require
+from test_llama import _max_abs, _tokens
+
+from suite.models import hf_checkpoint as ckpt
+from suite.models import hf_tensors, llama
+
+torch.set_num_threads(1)
+
+
+def _partition_ranges(numel: int, world: int) -> list[tuple[int, int]]:
+    size = -(-numel // world)  # DeepSpeed's: ceil, the last rank's padded
+    return [(min(r * size, numel), min((r + 1) * size, numel)) for r in range(world)]
+
+
+@pytest.mark.parametrize("layout", ["fused_qkv", "mixtral"])
+def test_every_partition_read_alone_makes_the_whole_tensor(tmp_path, layout):
+    """The ranges a rank reads (rows via get_slice, pieces of several experts stacked, a row range of the fused
+    qkv_proj) put together are the tensor the whole-model path reads, and no range reads the whole tensor."""
+    if layout == "mixtral":
+        require("transformers")
+        cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False)
+        model = hf_mixtral(cfg)
+        randomize(model)
+        model.save_pretrained(tmp_path)
+    else:
+        from support.datafiles import write_fused_qkv_llama
+
+        write_fused_qkv_llama(tmp_path)
+        cfg = ckpt.config_for(tmp_path)
+    plan = hf_tensors.plan(tmp_path, cfg)
+    with plan.open() as reader:
+        for name, entry in plan.entries.items():
+            whole = reader.tensor(name).flatten()
+            row_bytes = max(math.prod(s.shape[1:]) for s in entry.sources) * whole.element_size()
+            parts = []
+            for start, stop in _partition_ranges(entry.numel, 3):
+                reader.reads = hf_tensors.Reads()
+                parts.append(reader.flat(name, start, stop))
+                # its share, two partial rows at most, and (stacked experts) the pieces joined
+                assert reader.reads.peak <= 2 * ((stop - start) * whole.element_size() + 2 * row_bytes), name
+            assert torch.equal(torch.cat(parts), whole), name
+    assert any(len(e.sources) > 1 for e in plan.entries.values()) == (layout == "mixtral")
+
+
+@pytest.mark.slow  # two ranks importing DeepSpeed on a busy 2-core machine: ~25 s
+@pytest.mark.timeout(600)
+def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tmp_path):
+    require("deepspeed")
+    require("transformers")
+    cfg = llama.Config(preset="llama3.1-tiny")
+    hf_model = hf_llama(cfg)
+    randomize(hf_model)
+    folder = tmp_path / "model"
+    hf_model.save_pretrained(folder, max_shard_size="40KB")
+    assert len(ckpt.weight_files(folder)) > 3  # the index path
+    idx = _tokens(cfg, batch=2)
+    with torch.no_grad():
+        logits = hf_model(idx).logits
+        noise = _max_abs(logits, hf_model.double()(idx).logits)
+    torch.save({"idx": idx, "logits": logits}, tmp_path / "ref.pt")
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    ckpt.weight_files(bad)[1].unlink()
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+           "support.zero3_load", str(tmp_path), str(folder), str(tmp_path / "ref.pt"), str(bad)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env(DS_ACCELERATOR="cpu"), cwd=ROOT, timeout=540)
+    assert p.returncode == 0, p.stderr[-4000:]
+    rows = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+    sizes = {}  # the checkpoint's tensors, from transformers' own files: bytes and one row's bytes
+    from safetensors import safe_open
+
+    for path in ckpt.weight_files(folder):
+        with safe_open(str(path), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118
+                t = f.get_tensor(name)
+                sizes[name] = (t.numel() * t.element_size(), t[0].numel() * t.element_size() if t.dim() > 1 else 4)
+    total, largest = sum(b for b, _ in sizes.values()), max(b for b, _ in sizes.values())
+    row_bytes = max(r for _, r in sizes.values())
+    for row in rows:
+        assert row["world"] == 2 and row["partitioned"]
+        # (a) the streamed partitions, gathered by DeepSpeed, give transformers' logits; so does the engine's
+        # forward of arch hf_llama (+ LoRA at B = 0) built in the backend's ZeRO-3 context
+        assert 0 < noise and row["gap"] <= 4 * noise, f"rank {row['rank']}: logits off by {row['gap']:.3g}"
+        assert row["engine_gap"] <= 4 * noise, f"rank {row['rank']}: engine's logits off by {row['engine_gap']:.3g}"
+        # (b) streaming: this rank read its half of each tensor (and at most two rows more), one tensor at a time
+        stream, whole = row["stream"], row["whole"]
+        assert stream["peak"] <= largest / 2 + 2 * row_bytes < largest, stream
+        assert stream["held"] <= total / 2 + 4 * len(sizes), stream  # its partitions (+ the last rank's padding)
+        assert stream["peak"] + stream["held"] <= largest + stream["held"] < total
+        assert stream["read"] <= total / 2 + 2 * row_bytes * len(sizes)
+        # the whole-model path holds every byte of it (and reads all of it), whatever it reads at once
+        assert whole["held"] == total and whole["read"] == total and whole["peak"] == largest, whole
+        # (c) a partial folder refused on this path, before zero.Init built any parameter
+        assert "names shard(s)" in row["bad"] and "partial" in row["bad"] and row["params_built_before_refusal"] == 0
+        # LoRA on the partitioned base: one step moved the adapters, not the base
+        assert row["lora_b_norm"] > 0 and row["base_unchanged"] and row["trainable"] == ["lora_A", "lora_B"]
