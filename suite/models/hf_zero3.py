@@ -93,6 +93,8 @@ def load_partitioned(folder: str | Path, cfg: llama.Config, dtype: torch.dtype |
         raise RuntimeError("load_partitioned runs inside zero3_build (the DeepSpeed backend's ZeRO-3 build)")
     deepspeed, config, half = build
     plan = hf_tensors.plan(folder, cfg, dtype, runs_on)  # every CheckpointError before anything is built
+    if not deepspeed.comm.is_initialized():  # zero.Init reads the world from deepspeed.comm, not torch's group
+        deepspeed.init_distributed(dist_backend=dist.get_backend(), auto_mpi_discovery=False)
     with _no_init(), deepspeed.zero.Init(config_dict_or_path=config, dtype=half or plan.dtype):
         model = llama.Llama(cfg, llama.vocab(cfg, {}))
     with plan.open(reads) as reader, torch.no_grad():

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 from support.backend_util import ROOT, env
-from support.hf_reference import hf_llama, hf_mixtral, randomize
+from support.hf_reference import hf_llama, randomize
 from support.promised import require
 from test_llama import _max_abs, _tokens
 
@@ -32,12 +32,9 @@ def _partition_ranges(numel: int, world: int) -> list[tuple[int, int]]:
 def test_every_partition_read_alone_makes_the_whole_tensor(tmp_path, layout):
     """The ranges a rank reads (rows via get_slice, pieces of several experts stacked, a row range of the fused
     qkv_proj) put together are the tensor the whole-model path reads, and no range reads the whole tensor."""
-    if layout == "mixtral":
-        require("transformers")
+    if layout == "mixtral":  # experts one by one on disk, as transformers writes them (test_hf_checkpoint.py)
         cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False)
-        model = hf_mixtral(cfg)
-        randomize(model)
-        model.save_pretrained(tmp_path)
+        ckpt.save_llama(llama.build(cfg, {}), tmp_path, max_shard_bytes=30_000)
     else:
         from support.datafiles import write_fused_qkv_llama
 
@@ -112,3 +109,25 @@ def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tm
         assert "names shard(s)" in row["bad"] and "partial" in row["bad"] and row["params_built_before_refusal"] == 0
         # LoRA on the partitioned base: one step moved the adapters, not the base
         assert row["lora_b_norm"] > 0 and row["base_unchanged"] and row["trainable"] == ["lora_A", "lora_B"]
+
+
+def test_a_bad_folder_under_zero3_exits_2_before_the_clock_and_records_nothing(tmp_path):
+    """The MLPerf workload's own layout (backends.deepspeed.zero_stage: 3) through the CLI: a checkpoint whose
+    config.json declares a shape its tensors do not have is refused by the streaming path's plan, exit 2."""
+    require("deepspeed")
+    require("pyarrow")
+    from support.datafiles import write_fused_qkv_llama, write_govreport
+
+    data = write_govreport(tmp_path / "gr", seq_len=64, vocab=512)
+    folder = write_fused_qkv_llama(tmp_path / "model", ffn=128)  # the spec's tiny shape says 160
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 160}))
+    p = subprocess.run([sys.executable, "-m", "suite.cli", "run", "nlp/llama2_70b_lora", "--variant", "tiny",
+                        "--backend", "deepspeed", "--set", f"data.path={data}", "--set", f"model.checkpoint={folder}",
+                        "--threads", "1", "--results", str(tmp_path / "res")],
+                       capture_output=True, text=True, env=env(DS_ACCELERATOR="cpu"), cwd=ROOT, timeout=300)
+    assert p.returncode == 2, p.stderr[-3000:]
+    said = " ".join((p.stdout + p.stderr).split())
+    assert "model.safetensors: tensor model.layers.0.mlp.down_proj.weight has shape (64, 128), the model " \
+           "config.json describes needs (64, 160)" in said, said[-2000:]
+    assert not list((tmp_path / "res").rglob("*.json"))

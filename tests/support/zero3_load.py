@@ -36,7 +36,7 @@ def main(out_dir: str, folder: str, ref_path: str, bad: str) -> None:
 
     deepspeed = _import_deepspeed("cpu")
     _skip_shm_build()
-    deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+    dist.init_process_group("gloo")  # as the harness does: deepspeed.comm is the loader's to set up
     from suite.data.base import DataMissing
     from suite.models import hf_checkpoint, hf_tensors, hf_zero3, pretrained
     from suite.models import lora as lora_mod
