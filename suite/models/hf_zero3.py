@@ -95,8 +95,16 @@ def load_partitioned(folder: str | Path, cfg: llama.Config, dtype: torch.dtype |
     plan = hf_tensors.plan(folder, cfg, dtype, runs_on)  # every CheckpointError before anything is built
     if not deepspeed.comm.is_initialized():  # zero.Init reads the world from deepspeed.comm, not torch's group
         deepspeed.init_distributed(dist_backend=dist.get_backend(), auto_mpi_discovery=False)
-    with _no_init(), deepspeed.zero.Init(config_dict_or_path=config, dtype=half or plan.dtype):
-        model = llama.Llama(cfg, llama.vocab(cfg, {}))
+    dtype = half or plan.dtype
+    default = torch.get_default_dtype()
+    # each module's parameters are made whole, then partitioned: made in the load dtype, not made in fp32 and
+    # cast (zero.Init's tensor override casts after the fact: a bf16 model's transient would be 3x its size)
+    torch.set_default_dtype(dtype)
+    try:
+        with _no_init(), deepspeed.zero.Init(config_dict_or_path=config, dtype=dtype):
+            model = llama.Llama(cfg, llama.vocab(cfg, {}))
+    finally:
+        torch.set_default_dtype(default)
     with plan.open(reads) as reader, torch.no_grad():
         for name, param in model.named_parameters():  # tied embeddings: the one parameter, once
             _fill(param, name, reader)

@@ -17,6 +17,7 @@ from support.hf_reference import hf_llama, randomize
 from support.promised import require
 from test_llama import _max_abs, _tokens
 
+from suite.measure import memory_lora
 from suite.models import hf_checkpoint as ckpt
 from suite.models import hf_tensors, llama
 
@@ -105,6 +106,9 @@ def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tm
         assert stream["read"] <= total / 2 + 2 * row_bytes * len(sizes)
         # the whole-model path holds every byte of it (and reads all of it), whatever it reads at once
         assert whole["held"] == total and whole["read"] == total and whole["peak"] == largest, whole
+        # what suite/measure/memory_lora.py says a rank holds while loading (the 70B LoRA spec's load note)
+        estimate = {n: memory_lora.load_peak_bytes(cfg, "float32", n) for n in (1, 2)}
+        assert stream["held"] + stream["peak"] <= estimate[2] < whole["held"] <= estimate[1]
         # (c) a partial folder refused on this path, before zero.Init built any parameter
         assert "names shard(s)" in row["bad"] and "partial" in row["bad"] and row["params_built_before_refusal"] == 0
         # LoRA on the partitioned base: one step moved the adapters, not the base
