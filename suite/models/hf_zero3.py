@@ -65,14 +65,14 @@ def _no_init() -> Iterator[None]:
             setattr(nn.init, name, fn)
 
 
-def partition_range(param: nn.Parameter) -> tuple[int, int]:
+def partition_range(param: Any) -> tuple[int, int]:  # a ZeRO-3 parameter (ds_tensor, ds_numel, ...)
     """[start, stop) of the flattened parameter that this rank's ds_tensor holds (the last rank's is padded)."""
     size = param.ds_tensor.ds_numel
     start = size * dist.get_rank(group=param.ds_process_group)
     return min(start, param.ds_numel), min(start + size, param.ds_numel)
 
 
-def _fill(param: nn.Parameter, name: str, reader: hf_tensors.Reader) -> None:
+def _fill(param: Any, name: str, reader: hf_tensors.Reader) -> None:
     part = param.ds_tensor
     if getattr(part, "final_location", None) is not None or hasattr(part, "ds_quant_scale"):
         raise ValueError(f"{name}: its ZeRO-3 partition is on NVMe or quantized (ds_config offload_param nvme / "
