@@ -203,15 +203,16 @@ def _entries(stored: dict[str, tuple[Path, tuple[int, ...], str]], cfg: llama.Co
             continue
         out[target] = Entry(name, path, (Source(path, name, shape),), dtype)
     for layer in sorted({layer for layer, _ in experts}):
-        n = 1 + max(e for (at, _), by_expert in experts.items() if at == layer for e in by_expert)
+        present = {w: by_expert for (at, w), by_expert in experts.items() if at == layer}
+        n = 1 + max(e for by_expert in present.values() for e in by_expert)
         missing = [f"model.layers.{layer}.block_sparse_moe.experts.{e}.{w}.weight" for e in range(n)
-                   for w in ("w1", "w2", "w3") if e not in experts.get((layer, w), {})]
+                   for w in ("w1", "w2", "w3") if e not in present.get(w, {})]
         if missing:
-            folder = stored[next(iter(experts[next(k for k in experts if k[0] == layer)].values()))][0].parent
+            folder = stored[next(iter(next(iter(present.values())).values()))][0].parent
             raise CheckpointError(f"tensor {missing[0]} is in no file of {folder} ({len(missing)} "
                                   "expert tensors missing): the checkpoint is incomplete")
         for w in ("w1", "w2", "w3"):
-            names = [experts[(layer, w)][e] for e in range(n)]
+            names = [present[w][e] for e in range(n)]
             srcs = tuple(Source(stored[x][0], x, stored[x][1]) for x in names)
             odd = next((s for s in srcs if s.shape != srcs[0].shape), None)
             if odd is not None:

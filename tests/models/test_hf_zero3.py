@@ -135,3 +135,19 @@ def test_a_bad_folder_under_zero3_exits_2_before_the_clock_and_records_nothing(t
     assert "model.safetensors: tensor model.layers.0.mlp.down_proj.weight has shape (64, 128), the model " \
            "config.json describes needs (64, 160)" in said, said[-2000:]
     assert not list((tmp_path / "res").rglob("*.json"))
+
+
+def test_mixtral_experts_missing_or_misshapen_are_refused_from_the_headers(tmp_path):
+    """The per-expert tensors both paths stack: one missing, or one of another shape, names it before any read."""
+    from safetensors.torch import load_file, save_file
+
+    cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False)
+    ckpt.save_llama(llama.build(cfg, {}), tmp_path)
+    tensors = load_file(tmp_path / ckpt.SINGLE)
+    name = "model.layers.1.block_sparse_moe.experts.2.w3.weight"
+    save_file({k: v for k, v in tensors.items() if k != name}, str(tmp_path / ckpt.SINGLE))
+    with pytest.raises(ckpt.CheckpointError, match=rf"tensor {name} is in no file of {tmp_path} \(1 expert"):
+        hf_tensors.plan(tmp_path, cfg)
+    save_file({**tensors, name: tensors[name][:-1]}, str(tmp_path / ckpt.SINGLE))
+    with pytest.raises(ckpt.CheckpointError, match=rf"tensor {name} has shape \(\d+, 48\), expert 0's has"):
+        hf_tensors.plan(tmp_path, cfg)
