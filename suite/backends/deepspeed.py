@@ -37,7 +37,7 @@ from suite.backends.base import Availability, Backend, RunOptions, StepOut, Trai
 from suite.backends.parallel.checkpoint import recompute_fraction
 from suite.backends.torch import split_batch, to_device
 from suite.measure.environment import package_version
-from suite.models import moe
+from suite.models import hf_zero3, moe
 from suite.workloads.contract import Batch, Workload
 
 
@@ -222,7 +222,10 @@ class DeepSpeedBackend(Backend):
         self.world = dist.get_world_size()
         spec = workload.spec
         config = ds_config(o, opts.precision, spec.data.batch_size, self.world, spec.data.micro_batch_size)
-        raw = workload.build_model().to(self.device.torch)
+        half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(opts.precision)
+        # ZeRO-3: a model that loads a checkpoint builds already partitioned, each rank reading its own share
+        with hf_zero3.zero3_build(deepspeed, config, half) if o.zero_stage == 3 else nullcontext():
+            raw = workload.build_model().to(self.device.torch)
         if any(isinstance(m, moe.MoE) for m in raw.modules()):
             # the load-balancing loss joins the gradient inside the model (moe._AttachAuxLoss): DeepSpeed's 1/GA
             # scaling of each micro-batch's loss is applied to it here; fp16's dynamic loss scale is not

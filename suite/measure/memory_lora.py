@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from suite.measure.memory import AC_MODES, MemoryEstimate
+from suite.measure.memory import AC_MODES, GIB, MemoryEstimate
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -95,11 +95,31 @@ def estimate_lora(cfg: Any, *, micro_batch: int, dtype: str = "bfloat16", ac: st
               "optimizer": grads + adapters * 4 // split}
     if ac == "none":
         phases.pop("backward")
+    if shard > 1:
+        notes.append(f"checkpoint load (untimed init, host memory a rank): {load_peak_bytes(cfg, dtype, shard) / GIB:.1f} "
+                     f"GiB streamed into its ZeRO-3 partitions (suite/models/hf_zero3.py), not the whole base's "
+                     f"{base * a / GIB:.0f} GiB")
     phase = max(phases, key=lambda k: phases[k])
     return MemoryEstimate(params=base + adapters, weights_bytes=weights, grads_bytes=grads,
                           optimizer_bytes=opt_state, weight_copies_bytes=gathered, activations_bytes=activations,
                           recompute_bytes=recompute, logits_bytes=logits, peak_bytes=resident + phases[phase],
                           phase=phase, notes=tuple(notes))
+
+
+def load_peak_bytes(cfg: Any, dtype: str = "bfloat16", shard: int = 1) -> int:
+    """Host memory one rank holds while the base checkpoint loads. Whole (hf_checkpoint.load_llama, shard 1): the
+    model plus the one tensor being read. Under ZeRO-3 over `shard` (hf_zero3): the rank's partitions plus the
+    larger of zero.Init's one module built whole before it is partitioned (a linear layer, the embedding, an MoE
+    layer's stacked experts) and one tensor's share read (never more than that tensor)."""
+    from suite.models import llama
+
+    a = DTYPE_BYTES[dtype]
+    d, vocab = cfg.d_model, llama.vocab(cfg, {})
+    largest = max(vocab * d, cfg.ffn_dim * d, cfg.n_head * cfg.head_size * d)
+    if cfg.moe is not None:
+        largest = max(largest, 3 * cfg.moe.experts * cfg.moe.expert_ffn_dim * d)  # Experts: w1, w2, w3 at once
+    base = llama.param_count(cfg, {})
+    return -(-base // shard) * a + largest * a
 
 
 # MLPerf llama2_70b_lora's reference layout (configs/default_config.yaml): DeepSpeed ZeRO-3 over 8 GPUs, gradient

@@ -11,28 +11,25 @@ declare, a tensor missing, extra or of another shape, a dtype the device cannot 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from suite.data.base import DataMissing
-from suite.models import llama
+from suite.models import hf_tensors, llama
+from suite.models.hf_tensors import (  # noqa: F401 - this module's names since before the split
+    CONFIG,
+    DTYPES,
+    INDEX,
+    SINGLE,
+    CheckpointError,
+    check_dtype,
+    to_hf_state_dict,
+    weight_files,
+)
 from suite.models.llm_layers import Rotary
 
-CONFIG, SINGLE, INDEX = "config.json", "model.safetensors", "model.safetensors.index.json"
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "MixtralForCausalLM": "mixtral"}
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
-_MIXTRAL_EXPERT = re.compile(r"model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight")
-_MIXTRAL_GATE = re.compile(r"model\.layers\.(\d+)\.block_sparse_moe\.gate\.weight")
-# MLPerf llama2_70b_lora's base ("Llama2-70b-fused-qkv-mlperf") stores q, k and v as one matrix, rows [q; k; v]
-_FUSED_QKV = re.compile(r"model\.layers\.(\d+)\.self_attn\.qkv_proj\.(weight|bias)")
-
-
-class CheckpointError(DataMissing):
-    """A checkpoint folder that cannot give the model the spec asks for; the message names the file and what to do."""
 
 
 # ---- config.json -------------------------------------------------------------------------------------------
@@ -137,190 +134,29 @@ def config_for(folder: str | Path, declared: llama.Config | None = None, seq_len
     return ckpt if declared.moe is None else ckpt.model_copy(update={"moe": declared.moe})
 
 
-# ---- the weight files ----------------------------------------------------------------------------------------
-
-
-def weight_files(folder: Path) -> list[Path]:
-    """model.safetensors, or every shard the index names (each must be there)."""
-    if (folder / INDEX).is_file():
-        try:
-            weight_map = json.loads((folder / INDEX).read_text(encoding="utf-8"))["weight_map"]
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
-            raise CheckpointError(f"{folder / INDEX}: not a safetensors index with a weight_map ({e})") from None
-        shards = sorted(set(weight_map.values()))
-        missing = [s for s in shards if not (folder / s).is_file()]
-        if missing:
-            raise CheckpointError(f"{folder / INDEX} names shard(s) {', '.join(missing)} that are not in {folder} "
-                                  "(a partial download or copy): copy the missing files, or the whole folder again")
-        return [folder / s for s in shards]
-    if (folder / SINGLE).is_file():
-        return [folder / SINGLE]
-    raise CheckpointError(f"{folder} has neither {SINGLE} nor {INDEX}: only safetensors checkpoints are read "
-                          "(convert .bin / .pth with save_pretrained(safe_serialization=True))")
-
-
-def read_tensors(folder: Path) -> Iterator[tuple[str, torch.Tensor, Path]]:
-    from safetensors import SafetensorError, safe_open
-
-    for path in weight_files(folder):
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-                    yield name, f.get_tensor(name), path
-        except (SafetensorError, OSError) as e:
-            raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
-
-
-def hf_names(tensors: dict[str, tuple[torch.Tensor, Path]]) -> dict[str, tuple[torch.Tensor, Path]]:
-    """Mixtral's on-disk per-expert tensors stacked into transformers 5's in-memory names
-    (mlp.experts.gate_up_proj (E, 2*hidden, dim) = [w1; w3], mlp.experts.down_proj (E, dim, hidden), mlp.gate)."""
-    out: dict[str, tuple[torch.Tensor, Path]] = {}
-    experts: dict[int, dict[int, dict[str, torch.Tensor]]] = {}
-    files: dict[int, Path] = {}
-    for name, (t, path) in tensors.items():
-        if m := _MIXTRAL_EXPERT.fullmatch(name):
-            experts.setdefault(int(m[1]), {}).setdefault(int(m[2]), {})[m[3]] = t
-            files[int(m[1])] = path
-        elif m := _MIXTRAL_GATE.fullmatch(name):
-            out[f"model.layers.{m[1]}.mlp.gate.weight"] = (t, path)
-        else:
-            out[name] = (t, path)
-    for layer, per_expert in experts.items():
-        n = max(per_expert) + 1
-        missing = [f"model.layers.{layer}.block_sparse_moe.experts.{e}.{w}.weight" for e in range(n)
-                   for w in ("w1", "w2", "w3") if w not in per_expert.get(e, {})]
-        if missing:
-            raise CheckpointError(f"tensor {missing[0]} is in no file of {files[layer].parent} ({len(missing)} "
-                                  "expert tensors missing): the checkpoint is incomplete")
-        gate_up = torch.stack([torch.cat([per_expert[e]["w1"], per_expert[e]["w3"]]) for e in range(n)])
-        out[f"model.layers.{layer}.mlp.experts.gate_up_proj"] = (gate_up, files[layer])
-        down = torch.stack([per_expert[e]["w2"] for e in range(n)])
-        out[f"model.layers.{layer}.mlp.experts.down_proj"] = (down, files[layer])
-    return out
-
-
-def split_fused_qkv(tensors: dict[str, tuple[torch.Tensor, Path]],
-                    cfg: llama.Config) -> dict[str, tuple[torch.Tensor, Path]]:
-    """`self_attn.qkv_proj` split into q_proj, k_proj, v_proj by the config's head counts."""
-    out = {}
-    sizes = [cfg.n_head * cfg.head_size, cfg.kv_heads * cfg.head_size, cfg.kv_heads * cfg.head_size]
-    for name, (t, path) in tensors.items():
-        m = _FUSED_QKV.fullmatch(name)
-        if m is None:
-            out[name] = (t, path)
-            continue
-        if t.shape[0] != sum(sizes):
-            raise CheckpointError(f"{path}: tensor {name} has {t.shape[0]} rows, q + k + v of the model config.json "
-                                  f"describes need {sum(sizes)} ({' + '.join(map(str, sizes))})")
-        for proj, part in zip(("q_proj", "k_proj", "v_proj"), t.split(sizes), strict=True):
-            out[f"model.layers.{m[1]}.self_attn.{proj}.{m[2]}"] = (part, path)
-    return out
-
-
-def check_dtype(dtype: torch.dtype, device: torch.device, where: str) -> None:
-    """A tensor dtype this model can compute in, on this device; else the file and what to do."""
-    if dtype not in DTYPES.values():
-        raise CheckpointError(f"{where}: dtype {dtype} is not one this model computes in "
-                              f"({', '.join(DTYPES)}): dequantize the checkpoint first")
-    if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise CheckpointError(f"{where}: bfloat16 weights, and {torch.cuda.get_device_name(device)} has no "
-                              "bfloat16: set model.dtype: float32 (or float16) to cast them on load")
-    if dtype == torch.float64 and device.type in ("mps", "npu"):
-        raise CheckpointError(f"{where}: float64 weights, which {device.type} cannot hold: set model.dtype: float32")
-
-
 # ---- load and save -------------------------------------------------------------------------------------------
 
 
 def load_llama(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None = None,
-               device: torch.device | str = "cpu", runs_on: torch.device | str | None = None) -> llama.Llama:
+               device: torch.device | str = "cpu", runs_on: torch.device | str | None = None,
+               reads: hf_tensors.Reads | None = None) -> llama.Llama:
     """The model `cfg` describes (see config_for) holding the folder's weights, on `device`. dtype: cast on load
     (None: the checkpoint's own), checked against `runs_on` (the device the run computes on; default `device`).
-    Built on the meta device and filled tensor by tensor: no random init of a large model."""
-    folder, device = Path(folder).expanduser(), torch.device(device)
-    target = torch.device(runs_on) if runs_on is not None else device
-    if dtype is not None:
-        check_dtype(dtype, target, f"model.dtype {dtype}")
-    raw = {name: (t, path) for name, t, path in read_tensors(folder)}
-    named = hf_names(split_fused_qkv(raw, cfg))
+    Every tensor checked from the file headers first (hf_tensors.plan), then the model built on the meta device
+    (no random init) and filled one tensor at a time: the whole model and one checkpoint tensor at once.
+    Under DeepSpeed ZeRO-3 each rank reads only its partitions instead (hf_zero3)."""
+    device = torch.device(device)
+    plan = hf_tensors.plan(folder, cfg, dtype, runs_on if runs_on is not None else device)
     with torch.device("meta"):
         model = llama.Llama(cfg, llama.vocab(cfg, {}))
-    expected = model.state_dict()
-    mapped: dict[str, tuple[str, torch.Tensor, Path]] = {}
-    for hf_name, (t, path) in named.items():
-        if hf_name.endswith("rotary_emb.inv_freq"):
-            continue
-        try:
-            for suite_name, part in llama.from_hf_state_dict({hf_name: t}).items():
-                mapped[suite_name] = (hf_name, part, path)
-        except KeyError:
-            raise CheckpointError(f"{path}: tensor {hf_name} has no place in the {cfg.n_layer}-layer model "
-                                  "(llama.HF_TO_SUITE): a checkpoint of another architecture or layout") from None
-    if cfg.tie_embeddings and "output.weight" not in mapped and "tok_embeddings.weight" in mapped:
-        mapped["output.weight"] = mapped["tok_embeddings.weight"]
-    for name, (hf_name, t, path) in mapped.items():
-        if name not in expected:
-            raise CheckpointError(f"{path}: tensor {hf_name} ({tuple(t.shape)}) has no place in the model "
-                                  f"config.json describes ({name} does not exist): the files and config.json disagree")
-        if tuple(t.shape) != tuple(expected[name].shape):
-            raise CheckpointError(f"{path}: tensor {hf_name} has shape {tuple(t.shape)}, the model config.json "
-                                  f"describes needs {tuple(expected[name].shape)} ({name})")
-        if dtype is None:  # kept as stored: the run's device must compute in it
-            check_dtype(t.dtype, target, f"{path}: tensor {hf_name}")
-        elif t.dtype not in DTYPES.values():
-            check_dtype(t.dtype, target, f"{path}: tensor {hf_name}")
-    missing = [n for n in expected if n not in mapped]
-    if missing:
-        raise CheckpointError(f"tensor {_hf_name(missing[0], expected[missing[0]])} (shape {tuple(expected[missing[0]].shape)}) is in no "
-                              f"file of {folder} ({len(missing)} missing): the checkpoint is incomplete")
-    load_dtype = dtype or next(iter(mapped.values()))[1].dtype
-    model = model.to_empty(device=device).to(load_dtype)
-    model.load_state_dict({n: t for n, (_, t, _) in mapped.items()}, strict=True)
+    model = model.to_empty(device=device).to(plan.dtype)
+    with plan.open(reads) as reader, torch.no_grad():
+        for name, dest in model.state_dict().items():
+            dest.copy_(reader.tensor(name))
     model.rotary = Rotary(cfg.head_size, cfg.rope_theta, cfg.rope_scaling).to(device)  # fp32 tables, as HF's
-    if cfg.tie_embeddings:
+    if cfg.tie_embeddings:  # to_empty gave each name its own tensor
         model.output.weight = model.tok_embeddings.weight
     return model
-
-
-def _hf_name(suite_name: str, like: torch.Tensor) -> str:
-    return next(iter(to_hf_state_dict({suite_name: like})))
-
-
-def _reverse_rules() -> list[tuple[re.Pattern[str], str]]:
-    """llama.HF_TO_SUITE read backwards: each suite name template as a regex, each HF pattern as a template."""
-    rules = []
-    for hf_pattern, suite_template in llama.HF_TO_SUITE:
-        groups = re.findall(r"\((.*?)\)", hf_pattern)
-        regex = re.escape(suite_template.replace("w1+w3", "W13"))
-        for i, g in enumerate(groups, 1):
-            regex = regex.replace(re.escape(f"\\{i}"), f"({g})")
-        template, i = hf_pattern, 0
-        for g in groups:
-            i += 1
-            template = template.replace(f"({g})", f"\\{i}", 1)
-        rules.append((re.compile(regex), template.replace("\\.", ".")))
-    return rules
-
-
-def to_hf_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The suite's names -> Hugging Face's on-disk ones (Mixtral's experts one by one, as its checkpoints are)."""
-    rules, out = _reverse_rules(), {}
-    for name, t in state.items():
-        m = re.fullmatch(r"layers\.(\d+)\.moe\.experts\.(w[123])", name)
-        if m:
-            for e in range(t.shape[0]):
-                out[f"model.layers.{m[1]}.block_sparse_moe.experts.{e}.{m[2]}.weight"] = t[e]
-            continue
-        if m := re.fullmatch(r"layers\.(\d+)\.moe\.router\.weight", name):
-            out[f"model.layers.{m[1]}.block_sparse_moe.gate.weight"] = t
-            continue
-        for regex, template in rules:
-            if regex.fullmatch(name):
-                out[regex.sub(template, name)] = t
-                break
-        else:
-            raise KeyError(f"suite parameter {name!r} has no Hugging Face name (llama.HF_TO_SUITE)")
-    return out
 
 
 def hf_config(cfg: llama.Config, dtype: torch.dtype) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 
 The spec's model block declares the shape (a preset or the fields, as for `arch: llama`): FLOPs, parameter counts
 and the memory estimate come from it without the checkpoint, and loading checks that config.json agrees. Loading
-is untimed init; a bad folder is refused before the clock (exit 2, nothing recorded).
+is untimed init; a bad folder is refused before the clock (exit 2, nothing recorded). Under DeepSpeed ZeRO-3 the
+model is built partitioned and each rank reads only its partitions (suite/models/hf_zero3.py).
 """
 
 from __future__ import annotations
@@ -62,10 +63,13 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
                 f"{data_vocab} tokens but the checkpoint {path} has a vocabulary of {llama.vocab(loaded_cfg, {})}: "
                 "tokenize the data with the checkpoint's own tokenizer.json")
         from suite import devices
+        from suite.models import hf_zero3
 
         dtype = hf_checkpoint.DTYPES[cfg.dtype] if cfg.dtype else None
-        # loaded on the host (the backend moves it); its dtype checked against the device the run computes on
-        model = hf_checkpoint.load_llama(path, loaded_cfg, dtype=dtype, runs_on=devices.current().torch)
+        if hf_zero3.active():  # DeepSpeed ZeRO-3: built partitioned, each rank reading only its partitions
+            model = hf_zero3.load_partitioned(path, loaded_cfg, dtype=dtype, runs_on=devices.current().torch)
+        else:  # loaded on the host (the backend moves it); its dtype checked against the device the run computes on
+            model = hf_checkpoint.load_llama(path, loaded_cfg, dtype=dtype, runs_on=devices.current().torch)
     if cfg.lora is not None:
         model = lora_mod.apply(model, cfg.lora)
     return model
