@@ -64,7 +64,7 @@ ALSO_ON_DEVICE = ("rl/arithmetic_grpo",)
 VERL_STEPS = 4
 PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sync_s_per_step", "updates",
               "gen_tokens_per_s", "trained_tokens_per_s", "tokens_per_s_per_gpu", "mfu_gen", "mfu_update",
-              "startup_s", "source")
+              "startup_s", "trainer_exit_code", "trainer_stopped_by_run", "source")
 
 
 def full_tier() -> list[str]:

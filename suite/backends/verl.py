@@ -48,8 +48,8 @@ def missing_modules() -> list[str]:
 
 def _not_ready() -> str | None:
     if _cuda_count() == 0:
-        missing = "" if importlib.util.find_spec("verl") else f"; and veRL is not installed ({INSTALL})"
-        return f"{ISSUE}; run it on a CUDA node{missing}"
+        also = "" if importlib.util.find_spec("verl") else f"; and veRL is not installed ({INSTALL})"
+        return f"{ISSUE}; run it on a CUDA node{also}"
     if missing := missing_modules():
         return f"veRL's trainer cannot start here: {', '.join(missing)} not installed ({INSTALL})"
     return None

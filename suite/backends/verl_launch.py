@@ -191,7 +191,8 @@ class Follow:
         if code == harness.INTERRUPTED:
             run.error = run.flag.reason or "stopped by a signal; veRL's trainer was stopped"
         phases = verl_adapt.read_metrics(p.metrics)["phases"] if p.metrics.exists() else {}
-        run.reported["phases"] = {**phases, "startup_s": (t0 or time.perf_counter()) - launched}
+        run.reported["phases"] = {**phases, "startup_s": (t0 or time.perf_counter()) - launched,
+                                  "trainer_exit_code": proc.poll(), "trainer_stopped_by_run": proc.stopped_by_us}
 
     def _follow(self, run: Any, reader: LineReader, t0: float) -> int:
         from suite import harness

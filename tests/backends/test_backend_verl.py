@@ -148,3 +148,21 @@ def test_env_and_the_matrix_say_why_verl_cannot_train_here():
     assert not avail.ok and "verl#3266" in avail.reason
     other = load_spec(ROOT / "workloads" / "cv" / "digits_cnn.yaml")
     assert "task grpo" in support.unsupported_reason("verl", other)
+
+
+def test_a_cuda_node_without_verls_rollout_engine_is_refused_naming_it(monkeypatch):
+    """veRL 0.9.1's trainer rolls out with vllm (or sglang / trtllm) and imports modules the plain wheel lacks: a
+    node without them is refused before the clock, naming what to install."""
+    import importlib.util
+
+    from suite.backends import verl as verl_backend
+
+    monkeypatch.setattr(verl_backend, "_cuda_count", lambda: 1)
+    present = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "vllm" else present(n, *a))
+    spec = load_spec(SPEC)
+    reason = support.unsupported_reason("verl", spec)
+    assert reason.startswith("veRL's trainer cannot start here: vllm") and "verl[vllm]==0.9.1" in reason
+    assert not VerlBackend(devices.current(0)).available().ok
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object())  # everything there
+    assert support.unsupported_reason("verl", spec) is None and VerlBackend(devices.current(0)).available().ok

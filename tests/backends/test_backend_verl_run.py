@@ -64,7 +64,8 @@ def test_a_verl_log_becomes_the_result_and_the_trainer_is_stopped_at_the_target(
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests" / "support"))  # the trainer's environment comes from ours
     r, wall_s = _run(tmp_path)
     assert r.status == "reached", r.error
-    assert wall_s < 50, "the trainer was not stopped at the target"
+    assert r.phases["trainer_stopped_by_run"] and r.phases["trainer_exit_code"] == -15  # SIGTERM at the target
+    assert wall_s < 50
     assert [p.metrics["accuracy"] for p in r.eval_curve] == [0.25, 0.75] and r.eval_curve[1].step == 2
     assert r.eval_curve[1].metrics[VAL] == 0.75 and r.eval_curve[1].metrics["mean_reward"] == 0.75
     assert r.steps == r.steps_to_target == 2 and r.samples == 2 * 4
@@ -110,3 +111,4 @@ def test_device_check_runs_the_grpo_tiny_variant_under_verl_with_its_phases(tmp_
     assert row["status"] == "budget" and row["steps"] == row["steps_asked"] == dc.VERL_STEPS == 4, row.get("error")
     assert row["phases"]["source"] == "verl" and row["phases"]["updates"] == 4 and "flops" not in row
     assert row["phases"]["seconds"]["gen"] == 4.0 and row["verl"]["init_s"] > 0
+    assert row["phases"]["trainer_exit_code"] == 0 and not row["phases"]["trainer_stopped_by_run"]  # it ended itself
