@@ -183,6 +183,9 @@ class Follow:
                 run.total_s = time.perf_counter() - t0
                 run.train_s = run.total_s - run.eval_s
                 run.inst.clock_stopped()
+        phases = verl_adapt.read_metrics(p.metrics)["phases"] if p.metrics.exists() else {}
+        run.reported["phases"] = {**phases, "startup_s": (t0 or time.perf_counter()) - launched,
+                                  "trainer_exit_code": proc.poll(), "trainer_stopped_by_run": proc.stopped_by_us}
         if code == harness.CONTINUE:  # veRL ended by itself
             if proc.poll() != 0:
                 raise self._failure(run, f"at step {run.steps}")
@@ -190,9 +193,6 @@ class Follow:
         run.status = harness.STATUS_OF[code]
         if code == harness.INTERRUPTED:
             run.error = run.flag.reason or "stopped by a signal; veRL's trainer was stopped"
-        phases = verl_adapt.read_metrics(p.metrics)["phases"] if p.metrics.exists() else {}
-        run.reported["phases"] = {**phases, "startup_s": (t0 or time.perf_counter()) - launched,
-                                  "trainer_exit_code": proc.poll(), "trainer_stopped_by_run": proc.stopped_by_us}
 
     def _follow(self, run: Any, reader: LineReader, t0: float) -> int:
         from suite import harness
