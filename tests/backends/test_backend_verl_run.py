@@ -6,7 +6,11 @@ trainer is either a stand-in that replays a veRL log (tests/support/verl_replay.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,8 +50,15 @@ def _verl_log(path: Path, records: list[tuple[int, dict]], monkeypatch) -> Path:
     return path
 
 
-def _run(tmp_path: Path):
-    spec = load_spec(SPEC, {}, "tiny")  # eval every 2 steps, 4 steps at most, target accuracy 0.6
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # another run's folder, gone
+        return 0
+
+
+def _run(tmp_path: Path, sets: dict | None = None):
+    spec = load_spec(SPEC, sets or {}, "tiny")  # eval every 2 steps, 4 steps at most, target accuracy 0.6
     started = time.perf_counter()
     result, _ = harness.run(harness.RunRequest(spec=spec, backend="verl", results_dir=None, threads=1,
                                                measure_peak=False))
@@ -76,6 +87,32 @@ def test_a_verl_log_becomes_the_result_and_the_trainer_is_stopped_at_the_target(
     args = r.config["verl"]["args"]
     assert r.config["verl"]["module"] == "verl_replay" and "trainer.total_training_steps=4" in args
     assert r.backend == "verl" and r.parallel["framework"] == "verl"
+
+
+@pytest.mark.parametrize("ending", ["budget", "interrupted"])
+def test_the_trainer_is_stopped_with_the_run_at_its_budget_or_a_signal(tmp_path, monkeypatch, one_gpu, ending):
+    """budget.max_train_s passes, or the run gets SIGTERM (a user's Ctrl-C; the launcher's death sets the same
+    flag): the run ends so, and veRL's trainer, still writing, is stopped with it."""
+    log = _verl_log(tmp_path / "src.jsonl", [(0, {VAL: 0.1}), (1, dict(STEP)), (2, dict(STEP))], monkeypatch)
+    monkeypatch.setenv("TRAINBENCH_REPLAY", str(log))
+    monkeypatch.setenv("TRAINBENCH_REPLAY_DELAYS", "0.05,0.05,60")
+    monkeypatch.setattr(verl_launch, "MODULE", "verl_replay")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests" / "support"))
+    sets = {"budget.max_train_s": 1.0} if ending == "budget" else {}
+    if ending == "interrupted":  # SIGTERM once the clock runs and the first validation is in the log
+        def signal_when_started():
+            deadline = time.monotonic() + 60
+            while not any(_size(m) for m in Path(tempfile.gettempdir()).glob("trainbench-verl-*/metrics.jsonl")):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=signal_when_started, daemon=True).start()
+    r, wall_s = _run(tmp_path, sets)
+    assert r.status == ending and wall_s < 50, r.error
+    assert r.phases["trainer_stopped_by_run"] and r.phases["trainer_exit_code"] == -15
+    assert r.time_to_target_s is None and r.eval_curve[0].metrics["accuracy"] == 0.1
 
 
 @pytest.mark.slow  # ~17 s of CPU: veRL's main_ppo imports its trainer (Ray, Megatron engines) before it fails
