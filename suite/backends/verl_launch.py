@@ -140,6 +140,13 @@ def val_scores(data: dict[str, Any], exact_reward: bool) -> dict[str, float]:
     return out
 
 
+def _release_device_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 class Follow:
     """Drives one veRL run on a harness Run's clock (`Backend.own_trainer` hands it to the harness)."""
 
@@ -155,7 +162,11 @@ class Follow:
         if run.req.mode != "tta":
             raise VerlRefused(f"--mode {run.req.mode}: veRL runs its own loop, which has no throughput mode here "
                               "(its perf/throughput is in every run's phases); run it to the target (--mode tta)")
+        if run.dist.world > 1:
+            raise VerlRefused(f"{run.dist.world} processes (--nproc / torchrun): veRL places its own workers on this "
+                              "node's GPUs from one driver; run it as one process")
         run.req.extra_config["verl"] = {"module": MODULE, "args": p.args}
+        _release_device_memory()  # the init's warm start and GEMM benchmark: vLLM sizes its cache by what is free
         self.process = proc = TrainerProcess(p.command, p.env, p.folder, p.log).start()
         launched = time.perf_counter()
         reader = LineReader(p.metrics)
