@@ -3,7 +3,8 @@ the fingerprint; the measured GEMM peak per dtype the device offers (fp32, tf32/
 table's; time to target of a small workload (cv/digits_cnn, to its own target, through the real harness); then
 every full-tier workload's tiny variant (and ALSO_ON_DEVICE's) x every backend that supports it, a few steps in the spec's precision
 with torch.compile, with the GPT memory estimate beside the measured peak and the full spec's "fits the device"
-verdict for this device's memory.
+verdict for this device's memory. GRPO's rows carry the step's time by phase; under `verl` (veRL's own trainer, where
+veRL and its vLLM rollout import) a few steps, its phases beside the suite's own; elsewhere the skip says why.
 
     PYTHONPATH=$PWD python benchmarks/device_check.py                       # cuda or npu: < 8 min on one H200
     PYTHONPATH=$PWD python benchmarks/device_check.py --device cpu --no-compile --steps 3   # dry mode (CPU)
@@ -57,6 +58,13 @@ CPU_PRECISION = {"bf16": "fp32", "fp16": "fp32", "bf16_master": "fp32", "fp8": "
 # below the full tier, checked on the device too: GRPO's KV-cached generation and its update (issue 32; there is no
 # full-tier GRPO spec yet)
 ALSO_ON_DEVICE = ("rl/arithmetic_grpo",)
+# veRL's trainer (where it imports: `pip install 'verl[vllm]==0.9.1'` on the device) runs the GRPO tiny variant for a few
+# steps only: its start-up (Ray, workers, the vLLM engine) is most of its time. veRL 0.9.1's trainer rolls out with
+# vllm, sglang or trtllm (no Hugging Face rollout); without vllm the backend says so and the pair is skipped
+VERL_STEPS = 4
+PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sync_s_per_step", "updates",
+              "gen_tokens_per_s", "trained_tokens_per_s", "tokens_per_s_per_gpu", "mfu_gen", "mfu_update",
+              "startup_s", "trainer_exit_code", "trainer_stopped_by_run", "source")
 
 
 def full_tier() -> list[str]:
@@ -91,12 +99,13 @@ def flops_cross_check(spec: Any, device: torch.device) -> dict[str, Any]:
 
 def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str) -> dict[str, Any]:
     sets = dict(args.set_json.get(name, {}))
-    sets.update({"budget.max_steps": args.steps, "budget.max_train_s": args.run_limit_s,
-                 "eval.every_steps": args.steps, "schedule.total_steps": args.steps})
+    steps = min(args.steps, VERL_STEPS) if backend == "verl" else args.steps
+    sets.update({"budget.max_steps": steps, "budget.max_train_s": args.run_limit_s,
+                 "eval.every_steps": steps, "schedule.total_steps": steps})
     spec = load_spec(registry.find_workload(name), sets, variant="tiny")
     precision = args.precision or spec_precision(spec, device_type)
     row: dict[str, Any] = {"workload": name, "backend": backend, "precision": precision, "compile": args.compile,
-                           "steps_asked": args.steps}
+                           "steps_asked": steps}
     t = time.perf_counter()
     try:
         result, _ = run(RunRequest(spec=spec, backend=backend, precision=precision, compile=args.compile,
@@ -117,6 +126,11 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
         dtypes={c: v["dtype"] for c, v in peak.by_class.items()} if peak else {},
         energy_j=result.energy_j, memory=result.memory, warnings=result.warnings,
     )
+    if result.phases:  # GRPO: the step's time by phase, the suite's own beside veRL's (its timing_s/* and perf/*)
+        row["phases"] = {k: result.phases.get(k) for k in PHASE_KEYS if k in result.phases}
+    if backend == "verl":  # veRL's own trainer ran: the FLOPs cross-check would count the suite's model again
+        row["verl"] = {"init_s": result.init_s, "total_s": result.total_s, "args": result.config.get("verl")}
+        return row
     if spec.model.arch in ("gpt", "llama"):
         row["memory_estimate"] = memory_row(name, spec, precision, result.memory, args.device_bytes)
     if spec.model.arch == "hf_llama" and spec.model.params().get("lora"):

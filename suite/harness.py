@@ -32,7 +32,7 @@ from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
-from suite.workloads.contract import Context, side_files
+from suite.workloads.contract import Context, data_root, side_files
 
 # stop codes, ordered so that all_max picks the most severe one when ranks disagree
 CONTINUE, REACHED, BUDGET, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4
@@ -155,6 +155,7 @@ class Run:
         self.flops_per_sample: float | None = None
         self.tokens_per_sample = 1
         self.memory: dict[str, Any] = {}
+        self.reported: dict[str, Any] = {}  # Result fields a trainer of its own measured (veRL's phases)
         self.backend: Any = None
         self.inst = Instruments(workload=req.spec.name, seed=req.seed, dist=self.dist,
                                 precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
@@ -221,7 +222,7 @@ class Run:
         seed_everything(req.seed)
         task_cls = registry.task_class(spec.task)
         t_data = time.perf_counter()  # constructing the workload reads, normalises and moves its data set
-        workload = task_cls(spec, Context(data_root=_data_root(), seed=req.seed, device=self.device.torch))
+        workload = task_cls(spec, Context(data_root=data_root(), seed=req.seed, device=self.device.torch))
         self.inst.data_staging_s = time.perf_counter() - t_data
         backend_cls = registry.backend_class(req.backend)
         self.backend = backend = backend_cls(self.device)
@@ -243,6 +244,8 @@ class Run:
         if not self.clock["init_within_limit"]:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
+        if (trainer := backend.own_trainer(state)) is not None:  # a whole trainer of its own (veRL) drives the
+            return trainer.drive(self)  # clock: it sets steps, evaluations and status (suite/backends/verl_launch.py)
         if req.mode == "throughput":  # its own loop: warm-up, then every step timed; no evaluation, no target
             throughput.measure(self, workload, backend, state)
             return
@@ -414,7 +417,7 @@ class Run:
             error=self.error,
             mode=req.mode,  # type: ignore[arg-type]
             step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
-            **{**measured, "warnings": self.warnings + measured["warnings"]},
+            **{**measured, **self.reported, "warnings": self.warnings + measured["warnings"]},
         )
 
 
@@ -426,12 +429,6 @@ def _compact_steps(the_run: Run) -> list[float]:
     except Exception:  # noqa: BLE001 - result_fields reports the unreadable timers
         device_times = []
     return throughput.compact(device_times or the_run.step_times)
-
-
-def _data_root() -> Path:
-    from suite.workloads.contract import data_root
-
-    return data_root()
 
 
 def record(the_run: Run, result: Result) -> Path | None:

@@ -2,8 +2,9 @@
 
 Required (abstract): available, setup, train_step, eval_model, synchronize, parallel_layout, close.
 With defaults: Options (no options block), supports (every spec), data_shard (the process group's rank and
-world), target_may_count (always), algorithm_report (nothing to report). Callers call members directly,
-never look them up by getattr; tests/backends/test_backend_contract.py checks both. docs/writing-a-backend.md lists them.
+world), target_may_count (always), algorithm_report (nothing to report), own_trainer (none: the harness's
+step loop). Callers call members directly, never look them up by getattr; tests/backends/test_backend_contract.py
+checks both. docs/writing-a-backend.md lists them.
 """
 
 from __future__ import annotations
@@ -119,9 +120,15 @@ class Backend(ABC):
         """The dtype gradients are reduced in, in MLPerf's names (`fp32`, `bfloat16`); None: the weights' dtype."""
         return None
 
+    def own_trainer(self, state: TrainState) -> Any:
+        """A backend that runs a whole trainer of its own (veRL's main_ppo) returns an object whose `drive(run)` the
+        harness hands the clock to after the untimed init, instead of its step loop (suite/backends/verl_launch.py
+        is one); None, the default: the harness's loop calls train_step."""
+        return None
+
 
 CONTRACT: tuple[str, ...] = (
     "name", "Options", "supports", "available", "setup", "train_step", "eval_model", "synchronize",
     "parallel_layout", "close", "data_shard", "target_may_count", "algorithm_report", "recompute_fraction",
-    "comm_dtype",
+    "comm_dtype", "own_trainer",
 )

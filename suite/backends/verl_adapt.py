@@ -42,7 +42,8 @@ def overrides(spec: Any, train_file: Path, val_file: Path, model_path: str, *, g
         "data.truncation": "error",
         "data.seed": 0,
         "actor_rollout_ref.model.path": model_path,
-        "actor_rollout_ref.actor.optim.lr": float(spec.optimizer.params().get("lr", 1e-6)),
+        "actor_rollout_ref.actor.optim.lr": float(spec.optimizer.lr),  # a declared field, not one of params()
+        "actor_rollout_ref.actor.optim.weight_decay": float(spec.optimizer.weight_decay),
         "actor_rollout_ref.actor.ppo_mini_batch_size": spec.data.batch_size,
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": max(1, spec.data.micro_batch_size or 1),
         "actor_rollout_ref.actor.ppo_epochs": 1,
@@ -76,6 +77,9 @@ def overrides(spec: Any, train_file: Path, val_file: Path, model_path: str, *, g
         "trainer.save_freq": -1,
         "trainer.critic_warmup": 0,
         "trainer.total_training_steps": spec.budget.max_steps,
+        # the v1 trainer (veRL's default) imports TransferQueue, only in the verl[verl-core] extra; the v0 trainer
+        # (verl/trainer/ppo/ray_trainer.py) is the one whose timers TIMING_TO_PHASE names
+        "trainer.use_v1": False,
     }
     if name != "exact_match" or params:  # the default needs no environment; anything else travels as JSON
         out["+ray_kwargs.ray_init.runtime_env.env_vars." + REWARD_ENV] = json.dumps(cfg.reward)

@@ -6,6 +6,7 @@ machine; the held-out evaluation problems (their own seed) are never drawn for t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,9 @@ class Problems:
         """Tokens of the longest answer, its end-of-answer token included."""
         return self.cfg.digits + 2
 
+    def save_hf_tokenizer(self, folder: Path) -> Path:
+        return save_hf_tokenizer(folder)
+
     def token_id(self, text: str) -> int:
         if text not in VOCAB:
             raise ValueError(f"{text!r} is not one token of the arithmetic vocabulary ({', '.join(VOCAB)})")
@@ -99,6 +103,22 @@ class Problems:
         rows = [self.encode(p + a) + [self.eos_id] for p, a in problems]
         width = self.prompt_len + self.answer_len
         return torch.tensor([r + [self.pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def save_hf_tokenizer(folder: Path) -> Path:
+    """This vocabulary as a Hugging Face tokenizer (tokenizer.json, one token a character, `<pad>` / `<eos>` special)
+    with a chat template that is the user's text alone, so that a framework that applies chat templates (veRL's RL
+    dataset) gives the model the very prompt the suite's own GRPO gives it. AutoTokenizer reads the folder."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(VOCAB)}, unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()  # characters joined as they are, no spaces between
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS,
+                                   chat_template="{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    fast.save_pretrained(str(folder))
+    return folder
 
 
 def load(cfg: Config) -> Problems:

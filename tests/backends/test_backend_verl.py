@@ -4,24 +4,25 @@ adapter, reading veRL's file-logger metrics, and the refusal that says why veRL 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
-from suite import devices
+from suite import devices, registry
 from suite.algorithms.grpo_rewards import RewardError
-from suite.backends import support, verl_adapt
+from suite.backends import support, verl_adapt, verl_launch
 from suite.backends.verl import VerlBackend
 from suite.data import arithmetic
+from suite.data.base import DataMissing
 from suite.specload import load_spec
+from suite.workloads.contract import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "workloads" / "rl" / "arithmetic_grpo.yaml"
-HAS_VERL = importlib.util.find_spec("verl") is not None
 
 
 def _overrides(tmp_path: Path, sets=None, **kw):
@@ -46,16 +47,55 @@ def test_the_spec_becomes_verls_grpo_settings(tmp_path):
 def test_verls_own_config_code_accepts_the_translation_and_refuses_a_bad_one(tmp_path):
     _, good = _overrides(tmp_path)
     _, bad = _overrides(tmp_path, gpus_per_node=3)  # 16 prompts x 8 completions do not split over 3 GPUs
-    if not HAS_VERL:  # the shared dev venv: veRL 0.9.1 would downgrade `packaging` there (docs/grpo.md)
-        with pytest.raises(ModuleNotFoundError):
-            verl_adapt.compose(good)
-        return
     built = verl_adapt.validate(verl_adapt.compose(good))
     assert built["algorithm"].adv_estimator == "grpo" and built["rollout"].n == 8
     with pytest.raises(AssertionError, match="must be divisible"):
         verl_adapt.validate(verl_adapt.compose(bad))
     with pytest.raises(KeyError, match="no key 'actor_rollout_ref.rollout.nn'"):
         verl_adapt.compose({"actor_rollout_ref.rollout.nn": 8})
+
+
+def test_the_command_line_is_the_one_verls_hydra_composes_and_validates(tmp_path):
+    """The very `key=value` strings main_ppo gets, through Hydra's compose of veRL's ppo_trainer (its defaults list),
+    then veRL's validate_config and config classes: what the run launches is what was checked."""
+    spec, values = _overrides(tmp_path, gpus_per_node=1, prompt_len=6)
+    config = verl_launch.compose_cli(verl_adapt.hydra_args(values))
+    built = verl_adapt.validate(config)
+    assert config.actor_rollout_ref.actor.optim.lr == spec.optimizer.lr == 3e-4  # the spec's lr, not a default
+    assert list(config.trainer.logger) == ["console", "file"] and config.trainer.use_v1 is False
+    assert config.data.max_prompt_length == 6 and built["rollout"].n == spec.grpo["group_size"]
+    assert config.custom_reward_function.path == verl_adapt.__file__
+    with pytest.raises(Exception, match="nn"):  # Hydra: no such key in veRL's config
+        verl_launch.compose_cli(["actor_rollout_ref.rollout.nn=8"])
+    _, three = _overrides(tmp_path, gpus_per_node=3)
+    with pytest.raises(AssertionError, match="must be divisible"):
+        verl_adapt.validate(verl_launch.compose_cli(verl_adapt.hydra_args(three)))
+
+
+def test_the_policy_is_written_as_a_model_folder_transformers_reads(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = load_spec(SPEC, {}, "tiny")
+    workload = registry.task_class("grpo")(spec, Context(data_root=tmp_path, seed=0, device=torch.device("cpu")))
+    policy = workload.build_model()
+    folder = verl_launch.write_model(workload, policy, tmp_path / "model")
+    tok = AutoTokenizer.from_pretrained(folder)
+    prompt = workload.eval_problems[0][0]
+    ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True)
+    ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    assert ids == workload.problems.encode(prompt)  # veRL's dataset gives the model the suite's own prompt
+    assert (tok.pad_token_id, tok.eos_token_id) == (workload.problems.pad_id, workload.problems.eos_id)
+    answer = workload.problems.encode("57") + [workload.problems.eos_id]
+    assert tok.decode(answer, skip_special_tokens=True) == "57"
+    hf = AutoModelForCausalLM.from_pretrained(folder)
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        assert torch.allclose(hf(x).logits, policy(x), atol=1e-5)
+    assert hf.generation_config.eos_token_id == workload.problems.eos_id
+    # a node whose GPUs veRL's own checks refuse for this spec: bad input before the clock (exit 2, nothing recorded)
+    with pytest.raises(verl_launch.VerlRefused, match=r"on this node \(3 GPU\(s\)\): AssertionError: .*divisible"):
+        verl_launch.prepare(spec, workload, policy, tmp_path / "run", gpus=3, seed=0)
+    assert issubclass(verl_launch.VerlRefused, DataMissing)
 
 
 def test_the_problems_are_written_in_verls_rl_parquet_layout(tmp_path):
@@ -108,3 +148,21 @@ def test_env_and_the_matrix_say_why_verl_cannot_train_here():
     assert not avail.ok and "verl#3266" in avail.reason
     other = load_spec(ROOT / "workloads" / "cv" / "digits_cnn.yaml")
     assert "task grpo" in support.unsupported_reason("verl", other)
+
+
+def test_a_cuda_node_without_verls_rollout_engine_is_refused_naming_it(monkeypatch):
+    """veRL 0.9.1's trainer rolls out with vllm (or sglang / trtllm) and imports modules the plain wheel lacks: a
+    node without them is refused before the clock, naming what to install."""
+    import importlib.util
+
+    from suite.backends import verl as verl_backend
+
+    monkeypatch.setattr(verl_backend, "_cuda_count", lambda: 1)
+    present = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "vllm" else present(n, *a))
+    spec = load_spec(SPEC)
+    reason = support.unsupported_reason("verl", spec)
+    assert reason.startswith("veRL's trainer cannot start here: vllm") and "verl[vllm]==0.9.1" in reason
+    assert not VerlBackend(devices.current(0)).available().ok
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object())  # everything there
+    assert support.unsupported_reason("verl", spec) is None and VerlBackend(devices.current(0)).available().ok
