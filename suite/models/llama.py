@@ -46,6 +46,8 @@ class Config(BaseModel):
     rope_scaling: RopeScaling | None = Field(default=None, description="Llama 3.1's (rope_type llama3)")
     norm_eps: float = Field(default=1e-5, gt=0)
     attention_bias: bool = False
+    qkv_bias: bool = Field(default=False, description="biases on the q, k and v projections only, not o "
+                           "(Qwen2); attention_bias puts one on all four")
     tie_embeddings: bool = False
     init_std: float = Field(default=0.02, gt=0)
     moe: MoEConfig | None = Field(default=None, description="Mixture-of-Experts feed-forward layers")
@@ -97,9 +99,10 @@ class Attention(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.head_dim = cfg.head_size
-        self.wq = nn.Linear(cfg.d_model, cfg.n_head * self.head_dim, bias=cfg.attention_bias)
-        self.wk = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=cfg.attention_bias)
-        self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=cfg.attention_bias)
+        qkv_bias = cfg.attention_bias or cfg.qkv_bias
+        self.wq = nn.Linear(cfg.d_model, cfg.n_head * self.head_dim, bias=qkv_bias)
+        self.wk = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=qkv_bias)
+        self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=qkv_bias)
         self.wo = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=cfg.attention_bias)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -191,8 +194,8 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
 def _attention_params(cfg: Config, biases: bool = True) -> int:
     d, hd = cfg.d_model, cfg.head_size
     n = d * cfg.n_head * hd * 2 + d * cfg.kv_heads * hd * 2  # wq, wo; wk, wv
-    if cfg.attention_bias and biases:
-        n += cfg.n_head * hd + 2 * cfg.kv_heads * hd + d
+    if (cfg.attention_bias or cfg.qkv_bias) and biases:
+        n += cfg.n_head * hd + 2 * cfg.kv_heads * hd + (d if cfg.attention_bias else 0)
     return n
 
 
