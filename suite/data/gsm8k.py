@@ -143,6 +143,11 @@ class Problems:
         return self.max_prompt_length
 
     @property
+    def typical_prompt_len(self) -> int:
+        """The training prompts' mean length: what a sample's FLOPs count (prompt_len is only the cap)."""
+        return round(sum(len(ids) for ids, _ in self.train) / len(self.train))
+
+    @property
     def train_size(self) -> int:
         return len(self.train)
 

@@ -228,12 +228,16 @@ class GRPO(WorkloadBase):
 
     def tokens_per_sample(self) -> int:
         """Positions the update's forward computes for one prompt: G sequences of prompt + completion - 1."""
-        return self.cfg.group_size * (self.problems.prompt_len + self.sampling.max_new_tokens - 1)
+        return self.cfg.group_size * (self._prompt_width() + self.sampling.max_new_tokens - 1)
+
+    def _prompt_width(self) -> int:
+        """Prompt tokens a sample's FLOPs count: the fixed length, or a data set's mean (left-padded batches)."""
+        return int(getattr(self.problems, "typical_prompt_len", self.problems.prompt_len))
 
     def flops_per_sample(self) -> float:
         """The update of one prompt's G full-length completions: 6N per position plus attention (12 L H Q T, the
         repo's `full` convention), what the harness's MFU divides; the phases carry the measured split."""
-        cfg, width = self.model_cfg, self.problems.prompt_len + self.sampling.max_new_tokens - 1
+        cfg, width = self.model_cfg, self._prompt_width() + self.sampling.max_new_tokens - 1
         attention = 12.0 * cfg.n_layer * cfg.n_head * cfg.head_size * width
         return self.tokens_per_sample() * (6.0 * self._n_active + attention)
 
