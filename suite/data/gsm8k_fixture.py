@@ -31,8 +31,8 @@ def problems(n: int, offset: int = 0) -> list[dict[str, str]]:
     for i in range(offset, offset + n):
         a, b, c = 3 + i % 7, 2 + (i * 5) % 9, 1 + (i * 3) % 4
         total = a * c + b
-        who, where = ("Sam", "Maria Elena", "Bo")[i % 3], ("", " at the market", " on the way home")[i % 5 % 3]
-        out.append({"question": f"{who} buys {c} bags of {a} apples{where} and finds {b} more apples. How many "
+        who = ("Sam", "Maria Elena", "Bo Li Wei")[i % 3]  # prompts of a few lengths: batches are left-padded
+        out.append({"question": f"{who} buys {c} bags of {a} apples and finds {b} more apples. How many "
                                 f"apples does {who} have?",
                     "answer": f"The bags hold {c}*{a}=<<{c}*{a}={a * c}>>{a * c} apples.\n"
                               f"Sam has {a * c}+{b}=<<{a * c}+{b}={total}>>{total} apples.\n#### {total}"})
