@@ -29,6 +29,16 @@ from suite.workloads.grpo_rollout import Colocated, RayRollout, require_ray
 from suite.workloads.ppo import _unwrap
 
 
+def _trim_padding(part: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A minibatch's rows without the left-padding columns none of them needs (the rollout pads to its longest
+    prompt; an update computes only up to this minibatch's longest)."""
+    mask = part.get("prompt_mask")
+    if mask is None or bool(mask[:, 0].any()):
+        return part
+    lead = int(mask.any(0).float().argmax())
+    return {**part, "sequences": part["sequences"][:, lead:], "prompt_mask": mask[:, lead:]}
+
+
 class GRPO(WorkloadBase):
     reported_metrics = frozenset({"accuracy", "mean_reward", "mean_completion_tokens"})
 
@@ -177,7 +187,7 @@ class GRPO(WorkloadBase):
             perm = torch.randperm(bs * mb, generator=torch.Generator().manual_seed(step))
             for i in range(mb):
                 rows = (perm[i * bs : (i + 1) * bs, None] * g + torch.arange(g)).reshape(-1).to(self.device)
-                part = {k: v[rows] for k, v in batch.items()}
+                part = _trim_padding({k: v[rows] for k, v in batch.items()})
                 prompt_tokens = (int(part["prompt_mask"].sum()) if "prompt_mask" in part
                                  else part["sequences"].shape[0] * self.problems.prompt_len)
                 tokens = int(part["mask"].sum()) + prompt_tokens
