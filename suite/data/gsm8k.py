@@ -68,6 +68,36 @@ def answer_of(solution: str) -> str | None:
     return None if m is None else m.group(1).replace(",", "")
 
 
+def verl_record(row: dict[str, str], split: str, index: int) -> dict[str, Any]:
+    """One original GSM8K row as veRL's examples/data_preprocess/gsm8k.py writes it (its process_fn)."""
+    answer = answer_of(row["answer"])
+    if answer is None:
+        raise DataMissing(f"GSM8K {split} row {index}: the answer has no final '#### N' line")
+    return {"data_source": DATA_SOURCE, "prompt": [{"role": "user", "content": row["question"] + " " + INSTRUCTION}],
+            "ability": "math", "reward_model": {"style": "rule", "ground_truth": answer},
+            "extra_info": {"split": split, "index": index, "answer": row["answer"], "question": row["question"]}}
+
+
+def verl_files(cfg: Config, out_dir: Path) -> tuple[Path, Path]:
+    """(train, test) parquet in veRL's RL layout for its trainer (data.train_files / val_files): the folder's own
+    files when they are veRL's, else the jsonl converted as veRL's preprocessing converts it, written to out_dir."""
+    folder, layout = locate(cfg)
+    if layout == "verl":
+        return folder / LAYOUTS["verl"][0], folder / LAYOUTS["verl"][1]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for split, name in zip(("train", "test"), LAYOUTS["jsonl"], strict=True):
+        read_jsonl(folder / name)  # every line checked, named by file and line
+        rows = [json.loads(line) for line in (folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+        path = out_dir / f"{split}.parquet"
+        pq.write_table(pa.Table.from_pylist([verl_record(r, split, i) for i, r in enumerate(rows)]), path)
+        out.append(path)
+    return out[0], out[1]
+
+
 def read_jsonl(path: Path) -> list[tuple[list[dict[str, str]], str]]:
     rows = []
     with path.open(encoding="utf-8") as f:

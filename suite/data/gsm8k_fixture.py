@@ -51,7 +51,7 @@ def write_data(folder: Path, train: int = 24, test: int = 8, layout: str = "verl
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        records = [{"data_source": DATA_SOURCE,
+        records = [{"data_source": DATA_SOURCE,  # spelled out, as veRL's process_fn writes a row
                     "prompt": [{"role": "user", "content": r["question"] + " " + INSTRUCTION}], "ability": "math",
                     "reward_model": {"style": "rule", "ground_truth": answer_of(r["answer"])},
                     "extra_info": {"split": split, "index": i, "answer": r["answer"], "question": r["question"]}}

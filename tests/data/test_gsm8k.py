@@ -57,6 +57,18 @@ def test_parquet_and_jsonl_layouts_give_the_same_problems_and_long_prompts_are_d
     assert [prompts[i][mask[i]].tolist() for i in range(3)] == [ids for ids, _ in batch]
 
 
+def test_jsonl_converted_for_verl_is_the_parquet_verls_preprocessing_writes(tmp_path, model_dir):
+    import pyarrow.parquet as pq
+
+    verl = fixture.write_data(tmp_path / "verl")
+    lines = fixture.write_data(tmp_path / "jsonl", layout="jsonl")
+    same = gsm8k.verl_files(gsm8k.Config(path=str(verl), tokenizer="."), tmp_path / "unused")
+    assert same == (verl / "train.parquet", verl / "test.parquet") and not (tmp_path / "unused").exists()
+    converted = gsm8k.verl_files(gsm8k.Config(path=str(lines), tokenizer="."), tmp_path / "out")
+    for ours, theirs in zip(converted, same, strict=True):
+        assert pq.read_table(ours).to_pylist() == pq.read_table(theirs).to_pylist()
+
+
 def test_bad_files_are_refused_naming_the_file_and_the_field(tmp_path, model_dir):
     import pyarrow as pa
     import pyarrow.parquet as pq
