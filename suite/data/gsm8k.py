@@ -35,7 +35,7 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str | None = Field(default=None, description="folder with train/test .parquet (veRL) or .jsonl (original); "
                              "relative paths are under TRAINBENCH_DATA (default: TRAINBENCH_DATA/gsm8k)")
-    tokenizer: str = Field(description="the policy's model folder (tokenizer.json, tokenizer_config.json, "
+    tokenizer: str | None = Field(default=None, description="the policy's model folder (tokenizer.json, tokenizer_config.json, "
                            "generation_config.json); relative paths are under TRAINBENCH_DATA")
     chat_template: bool = Field(default=True, description="render the prompt with tokenizer_config.json's template")
     max_prompt_length: int = Field(default=512, gt=0, description="longer prompts are dropped (veRL's "
@@ -49,7 +49,11 @@ def _under_root(path: str) -> Path:
     return p if p.is_absolute() else data_root() / p
 
 
-def locate(cfg: Config) -> tuple[Path, str]:
+def locate(cfg: Config) -> Path:
+    return locate_layout(cfg)[0]
+
+
+def locate_layout(cfg: Config) -> tuple[Path, str]:
     folder = _under_root(cfg.path) if cfg.path else named_dir("gsm8k")
     for layout, files in LAYOUTS.items():
         if all((folder / f).is_file() for f in files):
@@ -81,7 +85,7 @@ def verl_record(row: dict[str, str], split: str, index: int) -> dict[str, Any]:
 def verl_files(cfg: Config, out_dir: Path) -> tuple[Path, Path]:
     """(train, test) parquet in veRL's RL layout for its trainer (data.train_files / val_files): the folder's own
     files when they are veRL's, else the jsonl converted as veRL's preprocessing converts it, written to out_dir."""
-    folder, layout = locate(cfg)
+    folder, layout = locate_layout(cfg)
     if layout == "verl":
         return folder / LAYOUTS["verl"][0], folder / LAYOUTS["verl"][1]
     import pyarrow as pa
@@ -251,7 +255,10 @@ def load(cfg: Config) -> Problems:
     from suite.data import tokenizer as tokenizer_mod
     from suite.data.chat_template import ChatTemplate, read_config
 
-    folder, layout = locate(cfg)
+    folder, layout = locate_layout(cfg)
+    if cfg.tokenizer is None:
+        raise DataMissing("data.tokenizer is not set: give the policy's model folder (its tokenizer.json, "
+                          "tokenizer_config.json and generation_config.json tokenize and stop the prompts)")
     model_dir = _under_root(cfg.tokenizer)
     tok = tokenizer_mod.load(model_dir)
     template = ChatTemplate(model_dir) if cfg.chat_template else None
@@ -286,7 +293,7 @@ def load(cfg: Config) -> Problems:
 def prepare(source: Path | None) -> str:
     if source is None:
         raise DataMissing("gsm8k: give --from PATH, a folder with veRL's train/test.parquet or GSM8K's train/test.jsonl")
-    folder, layout = locate(Config(path=str(Path(source).expanduser().resolve()), tokenizer="."))
+    folder, layout = locate_layout(Config(path=str(Path(source).expanduser().resolve())))
     link_local("gsm8k", folder)
     return f"gsm8k: {folder} ({layout} layout) linked as {named_dir('gsm8k')}"
 

@@ -62,9 +62,9 @@ def test_jsonl_converted_for_verl_is_the_parquet_verls_preprocessing_writes(tmp_
 
     verl = fixture.write_data(tmp_path / "verl")
     lines = fixture.write_data(tmp_path / "jsonl", layout="jsonl")
-    same = gsm8k.verl_files(gsm8k.Config(path=str(verl), tokenizer="."), tmp_path / "unused")
+    same = gsm8k.verl_files(gsm8k.Config(path=str(verl)), tmp_path / "unused")
     assert same == (verl / "train.parquet", verl / "test.parquet") and not (tmp_path / "unused").exists()
-    converted = gsm8k.verl_files(gsm8k.Config(path=str(lines), tokenizer="."), tmp_path / "out")
+    converted = gsm8k.verl_files(gsm8k.Config(path=str(lines)), tmp_path / "out")
     for ours, theirs in zip(converted, same, strict=True):
         assert pq.read_table(ours).to_pylist() == pq.read_table(theirs).to_pylist()
 
