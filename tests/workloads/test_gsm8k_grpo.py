@@ -94,3 +94,19 @@ def test_the_full_recipe_maps_to_verls_run_qwen2_7b_values():
     assert o["actor_rollout_ref.actor.use_kl_loss"] and o["actor_rollout_ref.actor.optim.lr"] == 1e-6
     assert o["data.max_prompt_length"] == 512 and o["data.max_response_length"] == 1024
     assert spec.model.params()["qkv_bias"] and "full" in spec.tiers and spec.mlperf_benchmark is None
+
+
+def test_a_tokenizer_larger_than_the_checkpoints_embedding_is_refused(data_root, tmp_path, monkeypatch):
+    """A padded embedding (more rows than the tokenizer has ids, as Qwen2's) loads; fewer rows is another vocabulary."""
+    from suite import registry
+    from suite.data.base import DataMissing
+    from suite.models import hf_checkpoint, llama
+    from suite.workloads.contract import Context
+
+    small = {**fixture.SHAPE, "vocab_size": 256}
+    hf_checkpoint.save_llama(llama.build(llama.Config(**small, seq_len=272), {}), tmp_path / "small")
+    monkeypatch.setenv("TRAINBENCH_DATA", str(data_root))
+    spec = load_spec(SPEC, {"model.checkpoint": str(tmp_path / "small"), "model.vocab_size": 256}, "tiny")
+    workload = registry.task_class("grpo")(spec, Context(data_root=data_root, seed=0, device=torch.device("cpu")))
+    with pytest.raises(DataMissing, match="has 320 tokens but the checkpoint .* has a vocabulary of 256"):
+        workload.build_model()
