@@ -55,8 +55,8 @@ MAX_GRAPH_BATCHES = 16
 CPU_PRECISION = {"bf16": "fp32", "fp16": "fp32", "bf16_master": "fp32", "fp8": "fp32"}  # dry mode: what a CPU does well
 
 
-# below the full tier, checked on the device too: GRPO's KV-cached generation and its update (issue 32; there is no
-# full-tier GRPO spec yet)
+# below the full tier, checked on the device too: GRPO's KV-cached generation and its update (issue 32; the full-tier
+# GRPO recipe, rl/gsm8k_grpo, is covered by its tiny variant on FIXTURES' files)
 ALSO_ON_DEVICE = ("rl/arithmetic_grpo",)
 # veRL's trainer (where it imports: `pip install 'verl[vllm]==0.9.1'` on the device) runs the GRPO tiny variant for a few
 # steps only: its start-up (Ray, workers, the vLLM engine) is most of its time. veRL 0.9.1's trainer rolls out with
@@ -65,6 +65,29 @@ VERL_STEPS = 4
 PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sync_s_per_step", "updates",
               "gen_tokens_per_s", "trained_tokens_per_s", "tokens_per_s_per_gpu", "mfu_gen", "mfu_update",
               "startup_s", "trainer_exit_code", "trainer_stopped_by_run", "source")
+
+
+# tiny variants whose files a fixture writes in the real formats (no data set needed on the device): workload ->
+# (the fixture's `write(folder)`, the overrides pointing the tiny variant at that folder)
+FIXTURES: dict[str, tuple[str, dict[str, str]]] = {
+    "rl/gsm8k_grpo": ("suite.data.gsm8k_fixture:write", {"data.path": "data", "data.tokenizer": "model",
+                                                         "model.checkpoint": "model"}),
+}
+
+
+def fixture_sets(name: str) -> dict[str, str]:
+    """The overrides that point `name`'s tiny variant at fixture files written once into a temporary folder."""
+    if name not in FIXTURES:
+        return {}
+    import importlib
+    import tempfile
+
+    target, paths = FIXTURES[name]
+    folder = Path(tempfile.gettempdir()) / f"trainbench-fixture-{name.replace('/', '_')}"
+    if not folder.is_dir():
+        module, fn = target.split(":")
+        getattr(importlib.import_module(module), fn)(folder)
+    return {key: str(folder / sub) for key, sub in paths.items()}
 
 
 def full_tier() -> list[str]:
@@ -98,7 +121,7 @@ def flops_cross_check(spec: Any, device: torch.device) -> dict[str, Any]:
 
 
 def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str) -> dict[str, Any]:
-    sets = dict(args.set_json.get(name, {}))
+    sets = {**fixture_sets(name), **args.set_json.get(name, {})}
     steps = min(args.steps, VERL_STEPS) if backend == "verl" else args.steps
     sets.update({"budget.max_steps": steps, "budget.max_train_s": args.run_limit_s,
                  "eval.every_steps": steps, "schedule.total_steps": steps})

@@ -56,6 +56,8 @@ class Config(BaseModel):
         default="recompute", description="recompute: a forward pass of the policy before the update (veRL); "
         "reuse: the sampler's log-probabilities")
     minibatches: int = Field(default=1, ge=1, description="optimizer steps per rollout (harness steps)")
+    eval_batch_size: int | None = Field(default=None, gt=0, description="held-out prompts generated at once in "
+                                        "an evaluation (default: all; bounds the KV cache of a large eval set)")
     reward: str | dict[str, Any] = Field(default="exact_match", description="built-in name or import path")
     placement: Literal["colocated", "ray"] = "colocated"
     rollout_workers: int = Field(default=1, ge=1, description="ray: rollout actors beside the trainer")

@@ -2,7 +2,9 @@
 
 A reward is a function `fn(completion: str, answer: str, **params) -> float` (the block's other keys are its
 parameters): the decoded completion (up to and without its stop token) and the problem's reference answer.
-Built-in: exact_match (1.0 when the completion, stripped, equals the answer, else 0.0). `check` imports and binds
+Built-ins: exact_match (1.0 when the completion, stripped, equals the answer, else 0.0); gsm8k (veRL's
+verl/utils/reward_score/gsm8k.py compute_score: the last '#### N' of the completion's last 300 characters, commas
+and '$' removed, equal to the answer: `score`; another number: `format_score`; none: 0). `check` imports and binds
 it at spec load, so a reward that does not import is a SpecError before anything starts; a reward that raises or
 returns something other than a finite number mid-run is a `RewardError` naming the prompt index and the plug-in
 (the run ends `error`, never `reached`).
@@ -13,6 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +25,10 @@ RewardFn = Callable[[str, str], float]
 
 REWARDS: dict[str, str] = {
     "exact_match": "suite.algorithms.grpo_rewards:exact_match",
+    "gsm8k": "suite.algorithms.grpo_rewards:gsm8k",
 }
+_GSM8K_STRICT = re.compile("#### (\\-?[0-9\\.\\,]+)")
+_GSM8K_FLEXIBLE = re.compile("(\\-?[0-9\\.\\,]+)")
 
 
 class RewardError(ValueError):
@@ -31,6 +37,24 @@ class RewardError(ValueError):
 
 def exact_match(completion: str, answer: str) -> float:
     return 1.0 if completion.strip() == answer.strip() else 0.0
+
+
+def gsm8k(completion: str, answer: str, method: str = "strict", format_score: float = 0.0,
+          score: float = 1.0) -> float:
+    """veRL's GSM8K reward: strict takes the last '#### N' (the format the prompt asks for), flexible the last
+    number; only the last 300 characters are searched, as veRL's (_SOLUTION_CLIP_CHARS)."""
+    if method not in ("strict", "flexible"):
+        raise ValueError(f"gsm8k reward: method {method!r} (strict or flexible)")
+    text = completion[-300:]
+    if method == "strict":
+        found = _GSM8K_STRICT.findall(text)
+        final = found[-1].replace(",", "").replace("$", "") if found else None
+    else:
+        found = _GSM8K_FLEXIBLE.findall(text)  # veRL's loop ends on the first when every one is "" or "."
+        final = next((a for a in reversed(found) if a not in ("", ".")), found[0]) if found else None
+    if final is None:
+        return 0.0
+    return float(score) if final == answer else float(format_score)
 
 
 def split(block: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:

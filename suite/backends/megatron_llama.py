@@ -60,6 +60,8 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
                 "builds the local spec. Split the experts with parallel.ep instead")
     if cfg.attention_bias:
         return "model.attention_bias: Megatron adds biases to every linear layer or to qkv only; set it false"
+    if cfg.qkv_bias:
+        return "model.qkv_bias (Qwen2): the Megatron Llama weight map has no qkv biases yet"
     if cfg.tie_embeddings:
         return "model.tie_embeddings: the Megatron Llama path maps untied embeddings only"
     m = cfg.moe

@@ -77,6 +77,8 @@ def titan_config(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", seq
                                rope=rope, fuse_qkv=True)
         if cfg.attention_bias:
             attn.qkv_linear.wqkv.bias = attn.wo.bias = True
+        elif cfg.qkv_bias:  # Qwen2: q, k and v biased, o not
+            attn.qkv_linear.wqkv.bias = True
         dense = None if cfg.is_moe(i) else make_ffn_config(dim=d, hidden_dim=cfg.ffn_dim, w1_param_init=init,
                                                             w2w3_param_init=init)
         layers.append(dict(attention=attn, attention_norm=norm(), ffn_norm=norm(), feed_forward=dense,

@@ -40,6 +40,7 @@ DATA_SETS: dict[str, DataSet] = {d.name: d for d in (
     DataSet("govreport", "local", "MLPerf llama2_70b_lora's preprocessed GovReport parquet files (--from)"),
     DataSet("lora_text", "local", "made here: a Llama pretrained on Austen (needs austen) + pydoc topics"),
     DataSet("ogbg_molpcba", "local", "OGB ogbg-molpcba on-disk layout (download or --from)"),
+    DataSet("gsm8k", "local", "GSM8K: veRL's train/test.parquet or the original train/test.jsonl (--from)"),
 )}
 
 

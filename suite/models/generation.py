@@ -71,8 +71,9 @@ def sample_next(logits: torch.Tensor, s: Sampling, gen: torch.Generator | None) 
 
 @torch.no_grad()
 def generate(model: nn.Module, prompts: torch.Tensor, s: Sampling, gen: torch.Generator | None = None,
-             pad_id: int = 0, use_cache: bool = True) -> Generated:
-    """Sample up to s.max_new_tokens after each row of `prompts` (B, P; equal lengths: group prompts by length)."""
+             pad_id: int = 0, use_cache: bool = True, prompt_mask: torch.Tensor | None = None) -> Generated:
+    """Sample up to s.max_new_tokens after each row of `prompts` (B, P): equal lengths, or left-padded with
+    `prompt_mask` (B, P) bool False on the padding, which the model then never attends to."""
     was_training = model.training
     model.eval()
     b, p = prompts.shape
@@ -83,7 +84,9 @@ def generate(model: nn.Module, prompts: torch.Tensor, s: Sampling, gen: torch.Ge
     logps: list[torch.Tensor] = []
     masks: list[torch.Tensor] = []
     seq = prompts
-    logits = model(prompts, cache) if use_cache else model(prompts)
+    keys = prompt_mask.to(prompts.device) if prompt_mask is not None else None
+    extra = {"keys": keys} if keys is not None else {}
+    logits = model(prompts, cache, **extra) if use_cache else model(prompts, **extra)
     steps, attended = 0, 0
     for j in range(s.max_new_tokens):
         token, logp = sample_next(logits[:, -1], s, gen)
@@ -98,17 +101,28 @@ def generate(model: nn.Module, prompts: torch.Tensor, s: Sampling, gen: torch.Ge
             break
         nxt = tokens[-1][:, None]
         seq = torch.cat((seq, nxt), dim=1)
-        logits = model(nxt, cache) if use_cache else model(seq)
+        if keys is not None:
+            keys = torch.cat((keys, torch.ones_like(keys[:, :1])), dim=1)
+            extra = {"keys": keys}
+        logits = model(nxt, cache, **extra) if use_cache else model(seq, **extra)
         steps += 1
     model.train(was_training)
     return Generated(prompts, torch.stack(tokens, 1), torch.stack(logps, 1), torch.stack(masks, 1), steps, attended)
 
 
-def token_logprobs(model: nn.Module, sequences: torch.Tensor, prompt_len: int, temperature: float = 1.0
-                   ) -> torch.Tensor:
+def token_logprobs(model: nn.Module, sequences: torch.Tensor, prompt_len: int, temperature: float = 1.0,
+                   prompt_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Log-probabilities (B, T) of the completion tokens sequences[:, prompt_len:] under `model`, logits divided by
-    the sampling temperature (1 for greedy). Differentiable: the GRPO loss and old/ref log-probs use it."""
-    logits = model(sequences[:, :-1])[:, prompt_len - 1 :].float()
+    the sampling temperature (1 for greedy). Differentiable: the GRPO loss and old/ref log-probs use it.
+    prompt_mask: (B, prompt_len) bool, False on left padding (masked out of attention)."""
+    if prompt_mask is None:
+        logits = model(sequences[:, :-1])
+    else:
+        done = torch.ones(sequences.shape[0], sequences.shape[1] - prompt_len, dtype=torch.bool,
+                          device=sequences.device)
+        keys = torch.cat((prompt_mask.to(sequences.device), done), dim=1)[:, :-1]
+        logits = model(sequences[:, :-1], keys=keys)
+    logits = logits[:, prompt_len - 1 :].float()
     if temperature > 0:
         logits = logits / temperature
     targets = sequences[:, prompt_len:]

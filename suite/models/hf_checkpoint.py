@@ -1,8 +1,9 @@
 """Hugging Face model folders (config.json + model.safetensors, or shards listed by model.safetensors.index.json)
 read into the suite's Llama-class decoder (suite/models/llama.py) and written back in the same format.
 
-Architectures: `LlamaForCausalLM` (dense) and `MixtralForCausalLM` (softmax top-k MoE; on disk its experts are
-stored one by one, `block_sparse_moe.experts.E.w1/w2/w3`, and stacked here). Names go through llama.HF_TO_SUITE.
+Architectures: `LlamaForCausalLM` (dense), `Qwen2ForCausalLM` (Llama layers with q/k/v biases and no o bias:
+`qkv_bias`; small Qwen2.5 tie their embeddings) and `MixtralForCausalLM` (softmax top-k MoE; on disk its experts
+are stored one by one, `block_sparse_moe.experts.E.w1/w2/w3`, and stacked here). Names go through llama.HF_TO_SUITE.
 Everything that can be wrong with a folder (missing, partial, another architecture, a shape the spec does not
 declare, a tensor missing, extra or of another shape, a dtype the device cannot hold) raises `CheckpointError`, a
 `DataMissing`: found during the untimed init, the run is refused (exit 2) and nothing is recorded.
@@ -29,7 +30,7 @@ from suite.models.hf_tensors import (  # noqa: F401 - this module's names since 
 )
 from suite.models.llm_layers import Rotary
 
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "MixtralForCausalLM": "mixtral"}
+ARCHITECTURES = {"LlamaForCausalLM": "llama", "MixtralForCausalLM": "mixtral", "Qwen2ForCausalLM": "qwen2"}
 
 
 # ---- config.json -------------------------------------------------------------------------------------------
@@ -91,8 +92,11 @@ def suite_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
             "head_dim": int(hf.get("head_dim") or hf["hidden_size"] // n_head),
             "ffn_dim": int(hf["intermediate_size"]), "vocab_size": int(hf["vocab_size"]), "rope_theta": theta,
             "rope_scaling": scaling, "norm_eps": float(hf.get("rms_norm_eps", 1e-5)),
-            "attention_bias": bool(hf.get("attention_bias", False)),
+            "attention_bias": bool(hf.get("attention_bias", False)), "qkv_bias": arch == "qwen2",
             "tie_embeddings": bool(hf.get("tie_word_embeddings", False))}
+        if arch == "qwen2" and hf.get("use_sliding_window"):
+            raise ValueError(f"use_sliding_window with sliding_window {hf.get('sliding_window')} (full causal "
+                             "attention only)")
         if arch == "mixtral":
             if hf.get("sliding_window"):
                 raise ValueError(f"sliding_window {hf['sliding_window']} (full causal attention only)")
@@ -110,7 +114,7 @@ def suite_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 _COMPARED = ("n_layer", "d_model", "n_head", "kv_heads", "head_size", "ffn_dim", "vocab_size", "rope_theta",
-             "rope_scaling", "norm_eps", "attention_bias", "tie_embeddings", "moe")
+             "rope_scaling", "norm_eps", "attention_bias", "qkv_bias", "tie_embeddings", "moe")
 
 
 def config_for(folder: str | Path, declared: llama.Config | None = None, seq_len: int | None = None) -> llama.Config:
@@ -171,6 +175,12 @@ def hf_config(cfg: llama.Config, dtype: torch.dtype) -> dict[str, Any]:
         "rope_theta": cfg.rope_theta, "attention_bias": cfg.attention_bias, "mlp_bias": False,
         "hidden_act": "silu", "tie_word_embeddings": cfg.tie_embeddings, "attention_dropout": 0.0,
         "dtype": str(dtype).removeprefix("torch.")}
+    if cfg.qkv_bias and not cfg.attention_bias:
+        if cfg.moe is not None:
+            raise ValueError("qkv_bias with moe has no Hugging Face layout here (Qwen2 is dense)")
+        out.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                   sliding_window=None, max_window_layers=cfg.n_layer)
+        del out["attention_bias"]
     if cfg.moe is not None:
         moe = cfg.moe
         if moe.score != "softmax" or not moe.normalize_top_k or moe.shared_experts or cfg.dense_layers:

@@ -46,6 +46,8 @@ class Config(BaseModel):
     rope_scaling: RopeScaling | None = Field(default=None, description="Llama 3.1's (rope_type llama3)")
     norm_eps: float = Field(default=1e-5, gt=0)
     attention_bias: bool = False
+    qkv_bias: bool = Field(default=False, description="biases on the q, k and v projections only, not o "
+                           "(Qwen2); attention_bias puts one on all four")
     tie_embeddings: bool = False
     init_std: float = Field(default=0.02, gt=0)
     moe: MoEConfig | None = Field(default=None, description="Mixture-of-Experts feed-forward layers")
@@ -97,17 +99,19 @@ class Attention(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.head_dim = cfg.head_size
-        self.wq = nn.Linear(cfg.d_model, cfg.n_head * self.head_dim, bias=cfg.attention_bias)
-        self.wk = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=cfg.attention_bias)
-        self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=cfg.attention_bias)
+        qkv_bias = cfg.attention_bias or cfg.qkv_bias
+        self.wq = nn.Linear(cfg.d_model, cfg.n_head * self.head_dim, bias=qkv_bias)
+        self.wk = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=qkv_bias)
+        self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=qkv_bias)
         self.wo = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=cfg.attention_bias)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                cache: LayerCache | None = None) -> torch.Tensor:
+                cache: LayerCache | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         q, k, v = (w(x).view(b, t, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         mask, causal = None, True
+        past = 0
         if cache is not None:  # generation: attend to every cached position plus the new ones, causally
             past = cache.length
             k, v = cache.extend(k, v)
@@ -115,6 +119,12 @@ class Attention(nn.Module):
                 causal = False
                 if t > 1:
                     mask = torch.ones(t, past + t, dtype=torch.bool, device=x.device).tril(diagonal=past)
+        if keys is not None:  # left padding: no query attends to a pad key (a pad query to itself only: no NaN)
+            s = past + t
+            allowed = torch.ones(t, s, dtype=torch.bool, device=x.device).tril(diagonal=past)
+            own = torch.zeros(t, s, dtype=torch.bool, device=x.device)
+            own[torch.arange(t), past + torch.arange(t)] = True
+            mask, causal = (allowed[None, None] & keys[:, None, None, :s]) | own, False
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                            enable_gqa=k.shape[1] != q.shape[1])
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
@@ -131,8 +141,8 @@ class Block(nn.Module):
         self.feed_forward = None if self.moe is not None else SwiGLU(cfg.d_model, cfg.ffn_dim)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                cache: LayerCache | None = None) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin, cache)
+                cache: LayerCache | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, cache, keys)
         ffn = self.moe if self.moe is not None else self.feed_forward
         assert ffn is not None
         return x + ffn(self.ffn_norm(x))
@@ -164,15 +174,18 @@ class Llama(nn.Module):
             if name.endswith("score_bias"):
                 nn.init.zeros_(buf)
 
-    def forward(self, idx: torch.Tensor, cache: list[LayerCache] | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: list[LayerCache] | None = None,
+                keys: torch.Tensor | None = None) -> torch.Tensor:
         """Logits of every position; with `cache` (one LayerCache per layer, suite/models/generation.py) `idx`
-        continues the cached positions, whose keys and values are reused, not recomputed."""
+        continues the cached positions, whose keys and values are reused, not recomputed. keys: (B, past + T) bool,
+        False at left-padding positions, which no position attends to (rotary embeddings are relative, so a row's
+        real tokens get the logits they would have unpadded)."""
         x = self.tok_embeddings(idx)
         past = cache[0].length if cache else 0
         cos, sin = self.rotary(past + idx.shape[1], x.dtype)
         cos, sin = cos[past:], sin[past:]
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, cache[i] if cache else None)
+            x = layer(x, cos, sin, cache[i] if cache else None, keys)
         return self.output(self.norm(x))
 
     def aux_loss(self) -> torch.Tensor:
@@ -191,8 +204,8 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
 def _attention_params(cfg: Config, biases: bool = True) -> int:
     d, hd = cfg.d_model, cfg.head_size
     n = d * cfg.n_head * hd * 2 + d * cfg.kv_heads * hd * 2  # wq, wo; wk, wv
-    if cfg.attention_bias and biases:
-        n += cfg.n_head * hd + 2 * cfg.kv_heads * hd + d
+    if (cfg.attention_bias or cfg.qkv_bias) and biases:
+        n += cfg.n_head * hd + 2 * cfg.kv_heads * hd + (d if cfg.attention_bias else 0)
     return n
 
 

@@ -57,7 +57,10 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
     else:
         loaded_cfg = hf_checkpoint.config_for(path, base_cfg)
         data_vocab = meta.get("vocab_size")
-        if data_vocab and int(data_vocab) != llama.vocab(loaded_cfg, {}):
+        ckpt_vocab = llama.vocab(loaded_cfg, {})
+        # meta vocab_padded: the tokenizer's ids need only fit the embedding (Qwen2 pads it past the tokenizer)
+        if data_vocab and (int(data_vocab) > ckpt_vocab
+                           or (int(data_vocab) != ckpt_vocab and not meta.get("vocab_padded"))):
             raise hf_checkpoint.CheckpointError(
                 f"the data's tokenizer ({meta.get('tokenizer', meta.get('source', 'the data set'))}) has "
                 f"{data_vocab} tokens but the checkpoint {path} has a vocabulary of {llama.vocab(loaded_cfg, {})}: "
@@ -95,5 +98,11 @@ def param_count(cfg: Config, meta: dict[str, Any]) -> int:
     return n + (lora_mod.adapter_param_count(cfg, cfg.lora, llama.vocab(cfg, meta)) if cfg.lora else 0)
 
 
+def active_matmul_params(cfg: Config, meta: dict[str, Any]) -> int:
+    """N of 6N (llama.active_matmul_params), the LoRA adapters' matrices added where there are any."""
+    n = llama.active_matmul_params(cfg, meta)
+    return n + (lora_mod.adapter_param_count(cfg, cfg.lora, llama.vocab(cfg, meta)) if cfg.lora else 0)
+
+
 COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_per_token=flops_per_token,
-                      param_count=param_count, flops_by_class=flops_by_class)
+                      param_count=param_count, flops_by_class=flops_by_class, active_matmul_params=active_matmul_params)

@@ -29,6 +29,16 @@ from suite.workloads.grpo_rollout import Colocated, RayRollout, require_ray
 from suite.workloads.ppo import _unwrap
 
 
+def _trim_padding(part: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A minibatch's rows without the left-padding columns none of them needs (the rollout pads to its longest
+    prompt; an update computes only up to this minibatch's longest)."""
+    mask = part.get("prompt_mask")
+    if mask is None or bool(mask[:, 0].any()):
+        return part
+    lead = int(mask.any(0).float().argmax())
+    return {**part, "sequences": part["sequences"][:, lead:], "prompt_mask": mask[:, lead:]}
+
+
 class GRPO(WorkloadBase):
     reported_metrics = frozenset({"accuracy", "mean_reward", "mean_completion_tokens"})
 
@@ -36,9 +46,11 @@ class GRPO(WorkloadBase):
         super().__init__(spec, ctx)
         self.cfg = grpo.Config.model_validate(getattr(spec, "grpo", None) or {})
         self.problems: Any = self.data_component.load(self.data_cfg)
-        self.meta = {"vocab_size": self.problems.vocab_size}
+        self.meta = (self.problems.meta() if hasattr(self.problems, "meta") and callable(self.problems.meta)
+                     else {"vocab_size": self.problems.vocab_size})
         self.reward_name, self.reward_fn = grpo_rewards.build(self.cfg.reward)
-        stops = [self.problems.eos_id] + [self.problems.token_id(t) for t in self.cfg.rollout.stop_tokens]
+        stops = list(getattr(self.problems, "stop_ids", [self.problems.eos_id]))
+        stops += [self.problems.token_id(t) for t in self.cfg.rollout.stop_tokens]
         self.sampling = Sampling(**{**self.cfg.rollout.model_dump(), "stop_tokens": stops})
         self.eval_sampling = Sampling(**{**self.cfg.eval_sampling.model_dump(), "stop_tokens": stops})
         context = int(getattr(self.model_cfg, "seq_len", 0) or 0)
@@ -50,6 +62,9 @@ class GRPO(WorkloadBase):
         ckpt = self.cfg.warm_start.checkpoint
         if ckpt is not None and not Path(ckpt).is_file():
             raise ValueError(f"grpo.warm_start.checkpoint {ckpt!r} is not a file")
+        if self.cfg.warm_start.sft_steps and not hasattr(self.problems, "solved"):
+            raise ValueError(f"grpo.warm_start.sft_steps: data {spec.data.name!r} has no generated solved problems "
+                             "to warm-start on; start from a checkpoint (model.arch hf_llama) with sft_steps: 0")
         if self.cfg.placement == "ray":
             require_ray()
         if not hasattr(self.model_component, "active_matmul_params") or not hasattr(self.model_cfg, "n_head"):
@@ -109,6 +124,12 @@ class GRPO(WorkloadBase):
 
     # ---- the rollout (on the clock, in the batch iterator) ---------------------------------------------
 
+    def _prompt_mask(self, problems: list[Any], g: int = 1) -> torch.Tensor | None:
+        """(B, P) bool, False on the left padding of prompts of different lengths (None: equal lengths)."""
+        if not hasattr(self.problems, "prompt_mask"):
+            return None
+        return self.problems.prompt_mask(problems).repeat_interleave(g, dim=0).to(self.device)
+
     def _rewards(self, out: Generated, answers: list[str], index: list[int]) -> torch.Tensor:
         texts = [self.problems.decode(row) for row in out.completion]
         return torch.tensor(grpo_rewards.score(self.reward_fn, self.reward_name, texts, answers, index))
@@ -126,10 +147,11 @@ class GRPO(WorkloadBase):
         c, g, net = self.clock, self.cfg.group_size, _unwrap(self.policy)
         problems = self.problems.draw(rng, n_prompts)
         prompts = self.problems.prompts(problems).repeat_interleave(g, dim=0).to(self.device)
+        pmask = self._prompt_mask(problems, g)
         with c.phase("weight_sync"):
             self.rollout.sync(net)
         with c.phase("gen"):
-            out = self.rollout.generate(prompts, self.sampling, seed, g)
+            out = self.rollout.generate(prompts, self.sampling, seed, g, pmask)
         self._count_gen(out)
         with c.phase("reward"):
             answers = [a for _, a in problems for _ in range(g)]
@@ -138,12 +160,14 @@ class GRPO(WorkloadBase):
         adv = grpo.group_advantages(rewards, g, self.cfg.normalize_std).to(self.device)
         seqs, p, temp = out.sequences, prompts.shape[1], self.sampling.temperature
         batch = {"sequences": seqs, "mask": out.mask, "advantages": adv, "rewards": rewards.to(self.device)}
+        if pmask is not None:
+            batch["prompt_mask"] = pmask
         with c.phase("old_log_prob"), torch.no_grad():
-            batch["old_logp"] = (token_logprobs(net, seqs, p, temp) if self.cfg.old_logprob == "recompute"
+            batch["old_logp"] = (token_logprobs(net, seqs, p, temp, pmask) if self.cfg.old_logprob == "recompute"
                                  else out.logprobs)
         if self.ref is not None:
             with c.phase("ref"), torch.no_grad():
-                batch["ref_logp"] = token_logprobs(self.ref, seqs, p, temp)
+                batch["ref_logp"] = token_logprobs(self.ref, seqs, p, temp, pmask)
         c.rollouts += 1
         return batch
 
@@ -163,8 +187,10 @@ class GRPO(WorkloadBase):
             perm = torch.randperm(bs * mb, generator=torch.Generator().manual_seed(step))
             for i in range(mb):
                 rows = (perm[i * bs : (i + 1) * bs, None] * g + torch.arange(g)).reshape(-1).to(self.device)
-                part = {k: v[rows] for k, v in batch.items()}
-                tokens = int(part["mask"].sum()) + part["sequences"].shape[0] * self.problems.prompt_len
+                part = _trim_padding({k: v[rows] for k, v in batch.items()})
+                prompt_tokens = (int(part["prompt_mask"].sum()) if "prompt_mask" in part
+                                 else part["sequences"].shape[0] * self.problems.prompt_len)
+                tokens = int(part["mask"].sum()) + prompt_tokens
                 eval_before, t = self._eval_s, time.perf_counter()
                 yield part  # the harness runs the update (and any evaluation) before asking for the next
                 # counted once the update is done, so seconds, tokens and FLOPs cover the same updates
@@ -178,8 +204,9 @@ class GRPO(WorkloadBase):
         return int(batch["sequences"].shape[0]) // self.cfg.group_size
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
-        seqs, p = batch["sequences"], self.problems.prompt_len
-        logp = token_logprobs(model, seqs, p, self.sampling.temperature)
+        seqs = batch["sequences"]
+        p = seqs.shape[1] - batch["mask"].shape[1]  # the batch's (padded) prompt width
+        logp = token_logprobs(model, seqs, p, self.sampling.temperature, batch.get("prompt_mask"))
         loss, _ = grpo.policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"], self.cfg,
                                    batch.get("ref_logp"))
         return loss
@@ -190,31 +217,44 @@ class GRPO(WorkloadBase):
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         t = time.perf_counter()
         net, s = _unwrap(model), self.eval_sampling
-        prompts = self.problems.prompts(self.eval_problems).to(self.device)
-        answers = [a for _, a in self.eval_problems]
-        out = generate(net, prompts, s, torch.Generator(device=prompts.device).manual_seed(0),
-                       pad_id=self.problems.pad_id)
-        rewards = self._rewards(out, answers, list(range(len(answers))))
-        correct = [self.problems.decode(row) == a for row, a in zip(out.completion, answers, strict=True)]
+        step = self.cfg.eval_batch_size or len(self.eval_problems)
+        correct: list[bool] = []
+        rewards, lengths = [], []
+        same = getattr(self.problems, "correct", lambda text, answer: text == answer)
+        for start in range(0, len(self.eval_problems), step):
+            part = self.eval_problems[start : start + step]
+            prompts = self.problems.prompts(part).to(self.device)
+            answers = [a for _, a in part]
+            out = generate(net, prompts, s, torch.Generator(device=prompts.device).manual_seed(start),
+                           pad_id=self.problems.pad_id, prompt_mask=self._prompt_mask(part))
+            rewards.append(self._rewards(out, answers, list(range(start, start + len(part)))))
+            correct += [same(self.problems.decode(row), a) for row, a in zip(out.completion, answers, strict=True)]
+            lengths.append(out.mask.sum(1))
         self._eval_s += time.perf_counter() - t
-        return {"accuracy": float(np.mean(correct)), "mean_reward": float(rewards.mean()),
-                "mean_completion_tokens": float(out.mask.sum(1).mean())}
+        return {"accuracy": float(np.mean(correct)), "mean_reward": float(torch.cat(rewards).mean()),
+                "mean_completion_tokens": float(torch.cat(lengths).mean())}
 
     # ---- FLOPs and the phase report ---------------------------------------------------------------------
 
     def tokens_per_sample(self) -> int:
         """Positions the update's forward computes for one prompt: G sequences of prompt + completion - 1."""
-        return self.cfg.group_size * (self.problems.prompt_len + self.sampling.max_new_tokens - 1)
+        return self.cfg.group_size * (self._prompt_width() + self.sampling.max_new_tokens - 1)
+
+    def _prompt_width(self) -> int:
+        """Prompt tokens a sample's FLOPs count: the fixed length, or a data set's mean (left-padded batches)."""
+        return int(getattr(self.problems, "typical_prompt_len", self.problems.prompt_len))
 
     def flops_per_sample(self) -> float:
         """The update of one prompt's G full-length completions: 6N per position plus attention (12 L H Q T, the
         repo's `full` convention), what the harness's MFU divides; the phases carry the measured split."""
-        cfg, width = self.model_cfg, self.problems.prompt_len + self.sampling.max_new_tokens - 1
+        cfg, width = self.model_cfg, self._prompt_width() + self.sampling.max_new_tokens - 1
         attention = 12.0 * cfg.n_layer * cfg.n_head * cfg.head_size * width
         return self.tokens_per_sample() * (6.0 * self._n_active + attention)
 
     def train_samples(self) -> int:
-        """Distinct training problems the generator can draw (MLLOG train_samples)."""
+        """Distinct training problems (MLLOG train_samples): a data set's size, or what the generator can draw."""
+        if hasattr(self.problems, "train_size"):
+            return int(self.problems.train_size)
         return 10 ** (2 * self.problems.cfg.digits) - len(self.eval_problems)
 
     def eval_samples(self) -> int:

@@ -45,9 +45,10 @@ class Colocated:
         self.model = model
         return False
 
-    def generate(self, prompts: torch.Tensor, s: Sampling, seed: int, group_size: int = 1) -> Generated:
+    def generate(self, prompts: torch.Tensor, s: Sampling, seed: int, group_size: int = 1,
+                 prompt_mask: torch.Tensor | None = None) -> Generated:
         gen = torch.Generator(device=prompts.device).manual_seed(seed)
-        return generate(self.model, prompts, s, gen, pad_id=self.pad_id)
+        return generate(self.model, prompts, s, gen, pad_id=self.pad_id, prompt_mask=prompt_mask)
 
     def close(self) -> None:
         pass
@@ -69,9 +70,10 @@ class _Worker:
         self.model.load_state_dict(state)
         return True
 
-    def generate(self, prompts: torch.Tensor, sampling: dict[str, Any], seed: int) -> Generated:
+    def generate(self, prompts: torch.Tensor, sampling: dict[str, Any], seed: int,
+                 prompt_mask: torch.Tensor | None = None) -> Generated:
         gen = torch.Generator().manual_seed(seed)
-        return generate(self.model, prompts, Sampling(**sampling), gen, pad_id=self.pad_id)
+        return generate(self.model, prompts, Sampling(**sampling), gen, pad_id=self.pad_id, prompt_mask=prompt_mask)
 
 
 class RayRollout:
@@ -102,13 +104,16 @@ class RayRollout:
         self.ray.get([w.load.remote(ref) for w in self.workers])
         return True
 
-    def generate(self, prompts: torch.Tensor, s: Sampling, seed: int, group_size: int = 1) -> Generated:
+    def generate(self, prompts: torch.Tensor, s: Sampling, seed: int, group_size: int = 1,
+                 prompt_mask: torch.Tensor | None = None) -> Generated:
         groups = prompts.shape[0] // group_size
         n = min(len(self.workers), groups)
         per = -(-groups // n) * group_size
         chunks = [prompts[i : i + per].cpu() for i in range(0, prompts.shape[0], per)]
-        futures = [w.generate.remote(c, s.model_dump(), seed * 1000 + i)
-                   for i, (w, c) in enumerate(zip(self.workers, chunks, strict=False))]
+        masks = ([None] * len(chunks) if prompt_mask is None
+                 else [prompt_mask[i : i + per].cpu() for i in range(0, prompts.shape[0], per)])
+        futures = [w.generate.remote(c, s.model_dump(), seed * 1000 + i, m)
+                   for i, (w, c, m) in enumerate(zip(self.workers, chunks, masks, strict=False))]
         out = merge(self.ray.get(futures))
         device = prompts.device
         return Generated(out.prompts.to(device), out.completion.to(device), out.logprobs.to(device),

@@ -219,7 +219,20 @@ def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
            for name in ("nlp/llama31_8b", "nlp/gpt_oss_20b", "nlp/deepseekv3_671b")},
         "nlp/llama2_70b_lora": {"data.path": str(write_govreport(base / "govreport", seq_len=64, vocab=512)),
                                 "model.checkpoint": str(write_fused_qkv_llama(base / "llama_fused_qkv"))},
-    } | flux1_overrides(base)
+    } | flux1_overrides(base) | gsm8k_overrides(base)
+
+
+def gsm8k_overrides(base: Path) -> dict[str, dict[str, str]]:
+    """rl/gsm8k_grpo's files (suite/data/gsm8k_fixture.py: a tiny Qwen2 folder, veRL's GSM8K parquet; pyarrow)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyarrow") is None:
+        return {}
+    from suite.data import gsm8k_fixture
+
+    root = gsm8k_fixture.write(base / "gsm8k-tiny")
+    model = str(root / "model")
+    return {"rl/gsm8k_grpo": {"data.path": str(root / "data"), "data.tokenizer": model, "model.checkpoint": model}}
 
 
 def flux1_overrides(base: Path) -> dict[str, dict[str, str]]:
