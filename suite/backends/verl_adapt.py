@@ -72,11 +72,12 @@ def overrides(spec: Any, train_file: Path, val_file: Path, model_path: str, *, g
         "trainer.experiment_name": spec.name.replace("/", "_"),
         "trainer.n_gpus_per_node": gpus_per_node,
         "trainer.nnodes": nnodes,
-        "trainer.test_freq": spec.eval.every_steps,
+        # a veRL training step is one rollout of `minibatches` optimizer updates; the harness counts updates
+        "trainer.test_freq": rollouts(spec.eval.every_steps, cfg.minibatches),
         "trainer.val_before_train": spec.eval.at_start,
         "trainer.save_freq": -1,
         "trainer.critic_warmup": 0,
-        "trainer.total_training_steps": spec.budget.max_steps,
+        "trainer.total_training_steps": rollouts(spec.budget.max_steps, cfg.minibatches),
         # the v1 trainer (veRL's default) imports TransferQueue, only in the verl[verl-core] extra; the v0 trainer
         # (verl/trainer/ppo/ray_trainer.py) is the one whose timers TIMING_TO_PHASE names
         "trainer.use_v1": False,
@@ -84,6 +85,11 @@ def overrides(spec: Any, train_file: Path, val_file: Path, model_path: str, *, g
     if name != "exact_match" or params:  # the default needs no environment; anything else travels as JSON
         out["+ray_kwargs.ray_init.runtime_env.env_vars." + REWARD_ENV] = json.dumps(cfg.reward)
     return out
+
+
+def rollouts(updates: int, minibatches: int) -> int:
+    """veRL training steps (rollouts of `minibatches` updates each) covering `updates` harness steps, at least 1."""
+    return max(1, -(-int(updates) // max(1, int(minibatches))))
 
 
 def hydra_args(values: dict[str, Any]) -> list[str]:

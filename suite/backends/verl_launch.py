@@ -92,7 +92,8 @@ def prepare(spec: Any, workload: Any, policy: Any, folder: Path, gpus: int, seed
     cfg = grpo.Config.model_validate(spec.grpo or {})
     problems = workload.problems
     model = write_model(workload, policy, folder / "model")
-    prompts = spec.data.batch_size * cfg.minibatches * spec.budget.max_steps  # fresh problems for every step
+    # fresh problems for every rollout: batch_size x minibatches prompts each
+    prompts = spec.data.batch_size * cfg.minibatches * verl_adapt.rollouts(spec.budget.max_steps, cfg.minibatches)
     train = verl_adapt.write_parquet(problems.draw(np.random.default_rng([seed, 0x7E41]), prompts),
                                      folder / "train.parquet", "train")
     val = verl_adapt.write_parquet(problems.eval_set(), folder / "val.parquet", "test")

@@ -44,6 +44,16 @@ def test_the_spec_becomes_verls_grpo_settings(tmp_path):
     assert "algorithm.adv_estimator=grpo" in args and 'trainer.logger=["console","file"]' in args
 
 
+def test_verl_counts_rollouts_where_the_harness_counts_updates(tmp_path):
+    """rl/gsm8k_grpo: 4 updates a rollout; veRL's run_qwen2-7b.sh tests every 5 rollouts over 105 of them."""
+    spec = load_spec(ROOT / "workloads" / "rl" / "gsm8k_grpo.yaml")
+    o = verl_adapt.overrides(spec, tmp_path / "t.parquet", tmp_path / "v.parquet", "/models/m")
+    assert spec.grpo["minibatches"] == 4 and (spec.eval.every_steps, spec.budget.max_steps) == (20, 420)
+    assert (o["trainer.test_freq"], o["trainer.total_training_steps"]) == (5, 105)
+    assert o["data.train_batch_size"] == 4 * o["actor_rollout_ref.actor.ppo_mini_batch_size"]
+    assert verl_adapt.rollouts(5, 4) == 2 and verl_adapt.rollouts(1, 4) == 1  # a part rollout still runs
+
+
 def test_verls_own_config_code_accepts_the_translation_and_refuses_a_bad_one(tmp_path):
     _, good = _overrides(tmp_path)
     _, bad = _overrides(tmp_path, gpus_per_node=3)  # 16 prompts x 8 completions do not split over 3 GPUs
