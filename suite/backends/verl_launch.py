@@ -74,6 +74,29 @@ def write_model(workload: Any, policy: Any, folder: Path) -> Path:
     return folder
 
 
+def released_model(workload: Any) -> Path | None:
+    """The policy's own Hugging Face folder when the run starts from it untouched (`model.checkpoint`, no supervised
+    warm start): veRL loads it, with its tokenizer, as it is; None when the policy was made here (write_model)."""
+    from suite.models import pretrained
+
+    warm = getattr(getattr(workload, "cfg", None), "warm_start", None)
+    if not isinstance(workload.model_cfg, pretrained.Config) or (warm is not None and warm.sft_steps):
+        return None
+    if warm is not None and warm.checkpoint is not None:
+        return None
+    return pretrained.checkpoint_path(workload.model_cfg, workload.meta)
+
+
+def data_files(workload: Any, out_dir: Path) -> tuple[Path, Path] | None:
+    """(train, val) parquet a data set already has in veRL's RL layout (suite/data/gsm8k.py: its own files, or its
+    jsonl converted as veRL's preprocessing does); None for generated problems."""
+    from suite.data import gsm8k
+
+    if isinstance(workload.problems, gsm8k.Problems):
+        return gsm8k.verl_files(workload.data_cfg, out_dir)
+    return None
+
+
 @dataclass
 class Prepared:
     folder: Path
@@ -91,12 +114,16 @@ def prepare(spec: Any, workload: Any, policy: Any, folder: Path, gpus: int, seed
     """Everything veRL's trainer reads, written under `folder`, and its command line checked by veRL's own code."""
     cfg = grpo.Config.model_validate(spec.grpo or {})
     problems = workload.problems
-    model = write_model(workload, policy, folder / "model")
-    # fresh problems for every rollout: batch_size x minibatches prompts each
-    prompts = spec.data.batch_size * cfg.minibatches * verl_adapt.rollouts(spec.budget.max_steps, cfg.minibatches)
-    train = verl_adapt.write_parquet(problems.draw(np.random.default_rng([seed, 0x7E41]), prompts),
-                                     folder / "train.parquet", "train")
-    val = verl_adapt.write_parquet(problems.eval_set(), folder / "val.parquet", "test")
+    model = released_model(workload) or write_model(workload, policy, folder / "model")
+    own = data_files(workload, folder / "data")
+    if own is not None:  # a public set in veRL's layout (GSM8K): veRL reads it, samples and templates it itself
+        train, val = own
+    else:  # generated problems: fresh ones for every rollout, batch_size x minibatches prompts each
+        prompts = spec.data.batch_size * cfg.minibatches * verl_adapt.rollouts(spec.budget.max_steps,
+                                                                               cfg.minibatches)
+        train = verl_adapt.write_parquet(problems.draw(np.random.default_rng([seed, 0x7E41]), prompts),
+                                         folder / "train.parquet", "train")
+        val = verl_adapt.write_parquet(problems.eval_set(), folder / "val.parquet", "test")
     values = verl_adapt.overrides(spec, train, val, str(model), gpus_per_node=gpus, prompt_len=problems.prompt_len)
     values["data.seed"] = seed
     args = verl_adapt.hydra_args(values)

@@ -110,3 +110,25 @@ def test_a_tokenizer_larger_than_the_checkpoints_embedding_is_refused(data_root,
     workload = registry.task_class("grpo")(spec, Context(data_root=data_root, seed=0, device=torch.device("cpu")))
     with pytest.raises(DataMissing, match="has 320 tokens but the checkpoint .* has a vocabulary of 256"):
         workload.build_model()
+
+
+def test_verl_gets_the_released_model_and_the_data_sets_own_parquet(data_root, tmp_path, monkeypatch):
+    """Under veRL the recipe hands over what it read, not a copy: the checkpoint folder (with its tokenizer) and
+    GSM8K's parquet in veRL's layout; the command line is composed by veRL's Hydra config and checked by its code."""
+    pytest.importorskip("verl")
+    from suite import registry
+    from suite.backends import verl_launch
+    from suite.workloads.contract import Context
+
+    monkeypatch.setenv("TRAINBENCH_DATA", str(data_root))
+    spec = load_spec(SPEC, variant="tiny")
+    workload = registry.task_class("grpo")(spec, Context(data_root=data_root, seed=0, device=torch.device("cpu")))
+    policy = workload.build_model()
+    prepared = verl_launch.prepare(spec, workload, policy, tmp_path / "run", gpus=1, seed=0)
+    data = prepared.config.data
+    assert Path(prepared.config.actor_rollout_ref.model.path) == data_root / "gsm8k-tiny" / "model"
+    assert Path(data.train_files) == data_root / "gsm8k-tiny" / "data" / "train.parquet"
+    assert Path(data.val_files) == data_root / "gsm8k-tiny" / "data" / "test.parquet"
+    assert not (tmp_path / "run" / "model").exists()  # nothing copied
+    # 4 harness updates of 2 minibatches each: 2 veRL rollouts, evaluated after each
+    assert (prepared.config.trainer.total_training_steps, prepared.config.trainer.test_freq) == (2, 1)
