@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,3 +40,17 @@ def fixed_split(n: int, n_val: int, seed: int = 0) -> tuple[torch.Tensor, torch.
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(n, generator=g)
     return perm[n_val:], perm[:n_val]
+
+
+def json_object(path: Path, error: type[DataMissing], missing: str) -> dict[str, Any]:
+    """A JSON file holding one object (a model folder's config.json, tokenizer_config.json); every way it can be
+    wrong raises `error` naming the file: `missing` says what to do when it is not there."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path} is missing: {missing}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path} is not valid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise error(f"{path}: expected a JSON object, found {type(raw).__name__}")
+    return raw

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from suite.data.base import DataMissing
+from suite.data.base import DataMissing, json_object
 
 CONFIG = "tokenizer_config.json"
 
@@ -28,18 +28,9 @@ def _token_text(value: Any) -> str | None:
 
 
 def read_config(folder: Path) -> dict[str, Any]:
-    path = Path(folder) / CONFIG
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ChatTemplateError(f"{path} is missing: the recipe formats its prompts with the checkpoint's chat "
-                                "template (a Hugging Face model folder ships tokenizer_config.json); copy it there, "
-                                "or set data.chat_template: false") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ChatTemplateError(f"{path} is not valid JSON ({e})") from None
-    if not isinstance(raw, dict):
-        raise ChatTemplateError(f"{path}: expected a JSON object, found {type(raw).__name__}")
-    return raw
+    return json_object(Path(folder) / CONFIG, ChatTemplateError,
+                       "the recipe formats its prompts with the checkpoint's chat template (a Hugging Face model "
+                       "folder ships tokenizer_config.json); copy it there, or set data.chat_template: false")
 
 
 class ChatTemplate:

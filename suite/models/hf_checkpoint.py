@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from suite.data.base import json_object
 from suite.models import hf_tensors, llama
 from suite.models.hf_tensors import (  # noqa: F401 - this module's names since before the split
     CONFIG,
@@ -41,17 +42,9 @@ def read_config(folder: str | Path) -> dict[str, Any]:
     if not folder.is_dir():
         raise CheckpointError(f"checkpoint folder {folder} does not exist: give model.checkpoint the path of a "
                               "Hugging Face model folder (config.json + *.safetensors), or set TRAINBENCH_DATA")
-    path = folder / CONFIG
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing: a Hugging Face model folder has a config.json beside its "
-                              "weights (save it with save_pretrained)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e})") from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, found {type(raw).__name__}")
-    return raw
+    return json_object(folder / CONFIG, CheckpointError,
+                       "a Hugging Face model folder has a config.json beside its weights (save it with "
+                       "save_pretrained)")
 
 
 def architecture(hf: dict[str, Any], path: Path) -> str:
