@@ -133,6 +133,10 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
     keeps MoE at tp=1: see the module's docstring.)"""
     cfg = ref.cfg  # type: ignore[union-attr]
     sd = {k: v.detach() for k, v in ref.state_dict().items()}
+    if getattr(cfg, "fused_qkv", False):  # the suite's one wqkv (rows [q; k; v]) as wq, wk, wv, regrouped below
+        from suite.models import llama
+
+        sd = llama.split_qkv(sd, cfg)
     d, hd, groups = cfg.d_model, cfg.head_size, cfg.kv_heads
     if groups % tp or cfg.n_head % tp:
         raise ValueError(f"tensor parallelism tp={tp} must divide model.n_kv_head={groups} and model.n_head="

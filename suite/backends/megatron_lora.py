@@ -4,7 +4,8 @@ backend's `supports` calls it); the adapters themselves are in suite/backends/me
 
 Megatron fuses q, k and v into one `linear_qkv` and the gate and up projections into one `linear_fc1`, so an adapter
 there is ONE low-rank pair over the fused output: for `qkv_proj` that is the MLPerf reference's own adapter (NeMo's
-qkv_proj on Megatron), where the torch backend's peft path puts three (q, k, v) on the suite's split projections.
+qkv_proj on Megatron), as the torch backend's peft path does on the suite's `model.fused_qkv` wqkv (without it, peft
+puts three, on the split q, k, v projections).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 # the spec's names (Megatron's, Hugging Face's, the suite's) -> the Megatron module that carries the adapter
 TARGETS: dict[str, str] = {
-    "linear_qkv": "linear_qkv", "qkv_proj": "linear_qkv",
+    "linear_qkv": "linear_qkv", "qkv_proj": "linear_qkv", "wqkv": "linear_qkv",
     "linear_proj": "linear_proj", "o_proj": "linear_proj", "wo": "linear_proj",
     "linear_fc1": "linear_fc1",
     "linear_fc2": "linear_fc2", "down_proj": "linear_fc2", "w2": "linear_fc2"}

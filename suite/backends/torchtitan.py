@@ -67,6 +67,10 @@ def supports(spec: Any) -> str | None:
     from suite.models import llm_presets
 
     params = llm_presets.expand(dict(spec.model.params()))
+    if params.get("fused_qkv"):
+        return ("model.fused_qkv: the suite -> torchtitan weight map (titan_model.py) copies separate wq, wk, wv into "
+                "torchtitan's qkv_linear; a fused wqkv is not mapped. Set model.fused_qkv: false (the same weights "
+                "and outputs; it only changes how a LoRA adapter on qkv_proj is shaped)")
     par = spec.parallel
     if par is None:
         return None

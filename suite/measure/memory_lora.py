@@ -7,9 +7,10 @@ MemTracker on the CPU.
 Per token and layer a block saves for backward (d width, F the SwiGLU width, q = n_head x head_dim, k = n_kv_head x
 head_dim, a compute bytes, r rank), as torch's saved-tensor hooks list it: both RMSNorms' fp32 input and rstd
 (2 x (4d + 4)), q, k, v and the attention output ((2q + 2k) a) with its log-sum-exp (flash/efficient SDPA keeps no
-T x T matrix), SwiGLU's w1 output, silu's output and w3's output (3 a F), each adapter's A output (a r), and the
-inputs the adapters read: a frozen linear keeps none (its weight alone gives the input gradient), an adapter keeps
-the layer's input (dropout 0) or its own dropped copy and bool mask. A frozen RMSNorm weight needs no saved normed
+T x T matrix; with `fused_qkv` v is a view of wqkv's output, which stays held whole: (q + k) a more), SwiGLU's w1
+output, silu's output and w3's output (3 a F), each adapter's A output (a r), and the inputs the adapters read: a
+frozen linear keeps none (its weight alone gives the input gradient), an adapter keeps the layer's input (dropout
+0) or its own dropped copy and bool mask. A frozen RMSNorm weight needs no saved normed
 copy. Full activation checkpointing keeps each block's input (a d) and rebuilds one block; backward through a block
 also holds the gradients of its widest tensors at once ((2F + 2q) a).
 """
@@ -30,9 +31,11 @@ def per_token_layer_bytes(cfg: Any, compute_bytes: int, targets: list[str], rank
     q, k = cfg.n_head * cfg.head_size, cfg.kv_heads * cfg.head_size
     norms = 2 * (4 * d + 4)  # each RMSNorm's fp32 input (in fp32 the residual tensor itself) and rstd
     attention = (q + 2 * k) * a + q * a + 4 * cfg.n_head  # q, k, v; the attention output (wo's input); lse
+    if getattr(cfg, "fused_qkv", False):  # v is a view of wqkv's output: its whole q + 2k storage stays held
+        attention += (q + k) * a
     mlp = 3 * f * a  # w1's output (silu), silu's output and w3's output (their product)
     saved = 0
-    for width, readers in ((d, ("wq", "wk", "wv")), (q, ("wo",)), (d, ("w1", "w3")), (f, ("w2",))):
+    for width, readers in ((d, ("wq", "wk", "wv", "wqkv")), (q, ("wo",)), (d, ("w1", "w3")), (f, ("w2",))):
         adapted = [t for t in readers if t in targets]
         if not adapted:
             continue  # a frozen linear keeps no input: its weight alone gives the input gradient
@@ -61,7 +64,7 @@ def estimate_lora(cfg: Any, *, micro_batch: int, dtype: str = "bfloat16", ac: st
         raise ValueError("model.lora is not set: this estimator models a frozen base with adapters")
     a = DTYPE_BYTES[dtype]
     vocab = llama.vocab(cfg, {})
-    targets = cfg.lora.suite_targets()
+    targets = cfg.lora.suite_targets(cfg.fused_qkv)
     tokens = micro_batch * cfg.seq_len
     notes: list[str] = []
     base = llama.param_count(cfg, {})
@@ -116,6 +119,8 @@ def load_peak_bytes(cfg: Any, dtype: str = "bfloat16", shard: int = 1) -> int:
     a = DTYPE_BYTES[dtype]
     d, vocab = cfg.d_model, llama.vocab(cfg, {})
     largest = max(vocab * d, cfg.ffn_dim * d, cfg.n_head * cfg.head_size * d)
+    if getattr(cfg, "fused_qkv", False):  # wqkv: q, k and v in one linear
+        largest = max(largest, sum(cfg.qkv_sizes) * d)
     if cfg.moe is not None:
         largest = max(largest, 3 * cfg.moe.experts * cfg.moe.expert_ffn_dim * d)  # Experts: w1, w2, w3 at once
     base = llama.param_count(cfg, {})

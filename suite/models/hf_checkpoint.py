@@ -117,7 +117,8 @@ def config_for(folder: str | Path, declared: llama.Config | None = None, seq_len
     fields = suite_fields(read_config(folder), folder / CONFIG)
     if declared is None:
         return llama.Config(**fields, seq_len=seq_len or 2048)
-    ckpt = llama.Config(**fields, seq_len=declared.seq_len, init_std=declared.init_std)
+    # the spec's own choices, not the checkpoint's shape: the context, the init, one fused q/k/v linear or three
+    ckpt = llama.Config(**fields, seq_len=declared.seq_len, init_std=declared.init_std, fused_qkv=declared.fused_qkv)
     for name in _COMPARED:
         mine, theirs = getattr(declared, name), getattr(ckpt, name)
         if name == "vocab_size" and mine is None:
@@ -187,7 +188,9 @@ def hf_config(cfg: llama.Config, dtype: torch.dtype) -> dict[str, Any]:
 
 def save_llama(model: llama.Llama, folder: str | Path, max_shard_bytes: int | None = None) -> Path:
     """config.json + model.safetensors (or shards + model.safetensors.index.json past max_shard_bytes), as
-    transformers' save_pretrained writes them; transformers' from_pretrained reads the folder."""
+    transformers' save_pretrained writes them; transformers' from_pretrained reads the folder. A `fused_qkv`
+    model's wqkv is written as separate q/k/v_proj (Hugging Face's Llama layout, whatever layout it was loaded
+    from: transformers has no fused-qkv Llama); load_llama reads it back into wqkv."""
     from safetensors.torch import save_file
 
     folder = Path(folder)
@@ -195,7 +198,7 @@ def save_llama(model: llama.Llama, folder: str | Path, max_shard_bytes: int | No
     state = {k: v for k, v in model.state_dict().items()}
     if model.cfg.tie_embeddings:
         state.pop("output.weight", None)
-    hf = {k: v.detach().contiguous().cpu() for k, v in to_hf_state_dict(state).items()}
+    hf = {k: v.detach().contiguous().cpu() for k, v in to_hf_state_dict(state, model.cfg).items()}
     dtype = next(iter(hf.values())).dtype
     (folder / CONFIG).write_text(json.dumps(hf_config(model.cfg, dtype), indent=2) + "\n", encoding="utf-8")
     shards: list[dict[str, torch.Tensor]] = [{}]

@@ -6,7 +6,8 @@ or one flat range of each parameter (hf_zero3: a ZeRO-3 rank's partition, read w
 (a shard missing, a tensor missing, extra or of another shape, an unusable dtype) raises `CheckpointError` before
 any model is built. Each suite parameter is a list of `Source`s concatenated in flat order: one on-disk tensor, a
 row range of MLPerf's fused `qkv_proj`, a half of a stacked `gate_up_proj`, or Mixtral's per-expert tensors
-(`block_sparse_moe.experts.E.w1/w2/w3`) stacked. `Reads` counts the checkpoint bytes a reader's tensors hold.
+(`block_sparse_moe.experts.E.w1/w2/w3`) stacked. A model with `fused_qkv` takes `qkv_proj` whole into its `wqkv`,
+or separate q/k/v_proj concatenated (rows [q; k; v]). `Reads` counts the checkpoint bytes a reader's tensors hold.
 """
 
 from __future__ import annotations
@@ -93,9 +94,12 @@ def _reverse_rules() -> list[tuple[re.Pattern[str], str]]:
     return rules
 
 
-def to_hf_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The suite's names -> Hugging Face's on-disk ones (Mixtral's experts one by one, as its checkpoints are)."""
+def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: llama.Config | None = None) -> dict[str, torch.Tensor]:
+    """The suite's names -> Hugging Face's on-disk ones (Mixtral's experts one by one, as its checkpoints are; a
+    `fused_qkv` model's wqkv as separate q/k/v_proj, the layout transformers' LlamaForCausalLM reads)."""
     rules, out = _reverse_rules(), {}
+    if cfg is not None and cfg.fused_qkv:
+        state = llama.split_qkv(state, cfg)
     for name, t in state.items():
         m = re.fullmatch(r"layers\.(\d+)\.moe\.experts\.(w[123])", name)
         if m:
@@ -110,7 +114,8 @@ def to_hf_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
                 out[regex.sub(template, name)] = t
                 break
         else:
-            raise KeyError(f"suite parameter {name!r} has no Hugging Face name (llama.HF_TO_SUITE)")
+            raise KeyError(f"suite parameter {name!r} has no Hugging Face name (llama.HF_TO_SUITE; a fused wqkv "
+                           "needs the model's config to be split)")
     return out
 
 
@@ -140,10 +145,14 @@ class Entry:
     sources: tuple[Source, ...]
     stored: str  # the header's dtype name
 
+    concat: bool = False  # several sources joined along their first dim (q, k, v into wqkv), not stacked
+
     @property
     def shape(self) -> tuple[int, ...]:
         first = self.sources[0].shape
-        return first if len(self.sources) == 1 else (len(self.sources), *first)
+        if len(self.sources) == 1:
+            return first
+        return (sum(s.shape[0] for s in self.sources), *first[1:]) if self.concat else (len(self.sources), *first)
 
     @property
     def numel(self) -> int:
@@ -177,10 +186,13 @@ def _entries(stored: dict[str, tuple[Path, tuple[int, ...], str]], cfg: llama.Co
             experts.setdefault((int(m[1]), m[3]), {})[int(m[2])] = name
             continue
         if m := _FUSED_QKV.fullmatch(name):
-            sizes = [cfg.n_head * cfg.head_size, cfg.kv_heads * cfg.head_size, cfg.kv_heads * cfg.head_size]
+            sizes = list(cfg.qkv_sizes)
             if shape[0] != sum(sizes):
                 raise CheckpointError(f"{path}: tensor {name} has {shape[0]} rows, q + k + v of the model config.json "
                                       f"describes need {sum(sizes)} ({' + '.join(map(str, sizes))})")
+            if cfg.fused_qkv:  # the model's wqkv is this matrix: read whole, not split
+                out[f"layers.{m[1]}.attention.wqkv.{m[2]}"] = Entry(name, path, (Source(path, name, shape),), dtype)
+                continue
             row = 0
             for proj, size in zip(("wq", "wk", "wv"), sizes, strict=True):
                 select = (slice(row, row + size), *(slice(None),) * (len(shape) - 1))
@@ -202,6 +214,8 @@ def _entries(stored: dict[str, tuple[Path, tuple[int, ...], str]], cfg: llama.Co
                 out[target[: -len("w1+w3")] + w] = Entry(name, path, (src,), dtype)
             continue
         out[target] = Entry(name, path, (Source(path, name, shape),), dtype)
+    if cfg.fused_qkv:
+        _join_qkv(out, cfg)
     for layer in sorted({layer for layer, _ in experts}):
         present = {w: by_expert for (at, w), by_expert in experts.items() if at == layer}
         n = 1 + max(e for by_expert in present.values() for e in by_expert)
@@ -221,6 +235,29 @@ def _entries(stored: dict[str, tuple[Path, tuple[int, ...], str]], cfg: llama.Co
             out[f"layers.{layer}.moe.experts.{w}"] = Entry(f"model.layers.{layer}.block_sparse_moe.experts.*.{w}.weight",
                                                            srcs[0].path, srcs, stored[names[0]][2])
     return out
+
+
+def _join_qkv(out: dict[str, Entry], cfg: llama.Config) -> None:
+    """A `fused_qkv` model from separate q/k/v_proj: each layer's three entries become one wqkv entry reading
+    them in turn (rows [q; k; v]); each part checked against its own rows, a missing one named."""
+    for name in [n for n in out if re.fullmatch(r"layers\.\d+\.attention\.wq\.(weight|bias)", n)]:
+        prefix, kind = name.rsplit(".wq.", 1)
+        fused = f"{prefix}.wqkv.{kind}"
+        if fused in out:  # the folder has qkv_proj too: its q/k/v_proj are left to be refused as extra
+            continue
+        parts = [f"{prefix}.{w}.{kind}" for w in ("wq", "wk", "wv")]
+        for part, size in zip(parts, cfg.qkv_sizes, strict=True):
+            if part not in out:
+                hf = out[name].hf_name.replace("q_proj", f"{part.split('.')[-2][1]}_proj")
+                raise CheckpointError(f"tensor {hf} is in no file of {out[name].path.parent} (q_proj is): the "
+                                      "checkpoint is incomplete")
+            need = (size, cfg.d_model) if kind == "weight" else (size,)
+            if out[part].shape != need:
+                raise CheckpointError(f"{out[part].path}: tensor {out[part].hf_name} has shape {out[part].shape}, the "
+                                      f"model config.json describes needs {need} (its rows of {fused})")
+        entries = [out.pop(p) for p in parts]
+        out[fused] = Entry(entries[0].hf_name.replace("q_proj", "{q,k,v}_proj"), entries[0].path,
+                           tuple(s for e in entries for s in e.sources), entries[0].stored, concat=True)
 
 
 @dataclass
@@ -263,7 +300,7 @@ def plan(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None = None
     missing = [n for n in expected if n not in entries]
     if missing:
         like = torch.empty(expected[missing[0]], device="meta")
-        raise CheckpointError(f"tensor {next(iter(to_hf_state_dict({missing[0]: like})))} (shape "
+        raise CheckpointError(f"tensor {next(iter(to_hf_state_dict({missing[0]: like}, cfg)))} (shape "
                               f"{expected[missing[0]]}) is in no file of {folder} ({len(missing)} missing): the "
                               "checkpoint is incomplete")
     ordered = {n: entries[n] for n in expected}
@@ -342,7 +379,7 @@ class Reader:
                 pieces.append(self._rows(src, lo - offset, hi - offset))
             offset += src.numel
         out, mapped = pieces[0]
-        if len(pieces) > 1:  # experts stacked: the pieces (read) joined (a copy)
+        if len(pieces) > 1:  # experts stacked, or q, k, v for wqkv: the pieces (read) joined (a copy)
             for piece, in_map in pieces:
                 if in_map:
                     self.reads.track(piece, mapped=True)

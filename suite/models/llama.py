@@ -49,6 +49,9 @@ class Config(BaseModel):
     qkv_bias: bool = Field(default=False, description="biases on the q, k and v projections only, not o "
                            "(Qwen2); attention_bias puts one on all four")
     tie_embeddings: bool = False
+    fused_qkv: bool = Field(default=False, description=(
+        "q, k and v as ONE linear `wqkv` (rows [q; k; v], the layout of MLPerf's fused qkv_proj checkpoint), its "
+        "output split: LoRA's qkv_proj is then one adapter over the fused layer, as in MLPerf's reference"))
     init_std: float = Field(default=0.02, gt=0)
     moe: MoEConfig | None = Field(default=None, description="Mixture-of-Experts feed-forward layers")
     dense_layers: int = Field(default=0, ge=0, description="with moe: the first layers that stay dense")
@@ -85,6 +88,12 @@ class Config(BaseModel):
     def is_moe(self, layer: int) -> bool:
         return self.moe is not None and layer >= self.dense_layers
 
+    @property
+    def qkv_sizes(self) -> tuple[int, int, int]:
+        """Output widths of q, k and v: the rows of each in a fused [q; k; v] matrix."""
+        kv = self.kv_heads * self.head_size
+        return self.n_head * self.head_size, kv, kv
+
 
 def vocab(cfg: Config, meta: dict[str, Any]) -> int:
     v = cfg.vocab_size or meta.get("vocab_size")
@@ -94,21 +103,27 @@ def vocab(cfg: Config, meta: dict[str, Any]) -> int:
 
 
 class Attention(nn.Module):
-    """Causal grouped-query attention: n_kv_head key/value heads, each shared by n_head / n_kv_head query heads."""
+    """Causal grouped-query attention: n_kv_head key/value heads, each shared by n_head / n_kv_head query heads.
+    q, k and v are three linears (wq, wk, wv), or with `fused_qkv` one (wqkv, rows [q; k; v]) whose output is split."""
 
     def __init__(self, cfg: Config):
         super().__init__()
         self.head_dim = cfg.head_size
         qkv_bias = cfg.attention_bias or cfg.qkv_bias
-        self.wq = nn.Linear(cfg.d_model, cfg.n_head * self.head_dim, bias=qkv_bias)
-        self.wk = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=qkv_bias)
-        self.wv = nn.Linear(cfg.d_model, cfg.kv_heads * self.head_dim, bias=qkv_bias)
+        self.qkv_sizes, self.fused = list(cfg.qkv_sizes), cfg.fused_qkv
+        if self.fused:
+            self.wqkv = nn.Linear(cfg.d_model, sum(self.qkv_sizes), bias=qkv_bias)
+        else:
+            self.wq = nn.Linear(cfg.d_model, self.qkv_sizes[0], bias=qkv_bias)
+            self.wk = nn.Linear(cfg.d_model, self.qkv_sizes[1], bias=qkv_bias)
+            self.wv = nn.Linear(cfg.d_model, self.qkv_sizes[2], bias=qkv_bias)
         self.wo = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=cfg.attention_bias)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 cache: LayerCache | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = (w(x).view(b, t, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        parts = self.wqkv(x).split(self.qkv_sizes, dim=-1) if self.fused else (self.wq(x), self.wk(x), self.wv(x))
+        q, k, v = (p.view(b, t, -1, self.head_dim).transpose(1, 2) for p in parts)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         mask, causal = None, True
         past = 0
@@ -301,6 +316,34 @@ def from_hf_state_dict(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             out[prefix + "w1"], out[prefix + "w3"] = tensor.chunk(2, dim=1)
         else:
             out[target] = tensor
+    return out
+
+
+_QKV = re.compile(r"(layers\.\d+\.attention\.)wqkv\.(weight|bias)")
+
+
+def split_qkv(state: dict[str, torch.Tensor], cfg: Config) -> dict[str, torch.Tensor]:
+    """A state dict with `fused_qkv`'s wqkv (rows [q; k; v]) as separate wq, wk, wv (views), in place of it; the
+    rest as it is. The layout transformers' LlamaForCausalLM and the backends that read wq/wk/wv take."""
+    out: dict[str, torch.Tensor] = {}
+    for name, t in state.items():
+        if m := _QKV.fullmatch(name):
+            for proj, part in zip(("wq", "wk", "wv"), t.split(list(cfg.qkv_sizes), dim=0), strict=True):
+                out[f"{m[1]}{proj}.{m[2]}"] = part
+        else:
+            out[name] = t
+    return out
+
+
+def fuse_qkv(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The other way: each layer's wq, wk, wv concatenated into wqkv (rows [q; k; v]), where wq stood."""
+    out: dict[str, torch.Tensor] = {}
+    for name, t in state.items():
+        m = re.fullmatch(r"(layers\.\d+\.attention\.)w([qkv])\.(weight|bias)", name)
+        if m is None:
+            out[name] = t
+        elif m[2] == "q":
+            out[f"{m[1]}wqkv.{m[3]}"] = torch.cat([state[f"{m[1]}w{x}.{m[3]}"] for x in "qkv"])
     return out
 
 

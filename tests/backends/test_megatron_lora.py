@@ -42,10 +42,12 @@ def _spec(checkpoint=None, targets=("qkv_proj", "o_proj"), base=TINY_LLAMA, **se
 def test_adapter_count_of_the_70b_reference_in_megatrons_fused_layout():
     """MLPerf's llama2_70b_lora (r 16 on qkv_proj and o_proj; 80 layers, 8192 wide, 64 query and 8 key/value heads
     of 128): one adapter over the fused qkv (8192 -> 10240) and one on o (8192 -> 8192) is 44,564,480 parameters, the
-    reference's 44.6 M; peft on the split q, k, v (the torch path) has 65,536,000."""
+    reference's 44.6 M, as peft's on the spec's fused wqkv (model.fused_qkv); on split q, k, v it has 65,536,000."""
     cfg = pretrained.Config.model_validate(load_spec(FULL).model.params())
     assert megatron_lora.adapter_param_count(cfg, cfg.lora) == 16 * (18432 + 16384) * 80 == 44_564_480
-    assert lora.adapter_param_count(cfg, cfg.lora, 32000) == 65_536_000
+    assert lora.adapter_param_count(cfg, cfg.lora, 32000) == 44_564_480
+    split = cfg.model_copy(update={"fused_qkv": False})
+    assert lora.adapter_param_count(split, split.lora, 32000) == 65_536_000
 
 
 @pytest.mark.parametrize(("sets", "message"), [

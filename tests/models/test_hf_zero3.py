@@ -29,18 +29,23 @@ def _partition_ranges(numel: int, world: int) -> list[tuple[int, int]]:
     return [(min(r * size, numel), min((r + 1) * size, numel)) for r in range(world)]
 
 
-@pytest.mark.parametrize("layout", ["fused_qkv", "mixtral"])
+@pytest.mark.parametrize("layout", ["fused_qkv", "mixtral", "wqkv_from_fused", "wqkv_from_split"])
 def test_every_partition_read_alone_makes_the_whole_tensor(tmp_path, layout):
     """The ranges a rank reads (rows via get_slice, pieces of several experts stacked, a row range of the fused
-    qkv_proj) put together are the tensor the whole-model path reads, and no range reads the whole tensor."""
+    qkv_proj; for model.fused_qkv's wqkv the whole qkv_proj, or q/k/v_proj joined) put together are the tensor the
+    whole-model path reads, and no range reads the whole tensor."""
     if layout == "mixtral":  # experts one by one on disk, as transformers writes them (test_hf_checkpoint.py)
         cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False)
         ckpt.save_llama(llama.build(cfg, {}), tmp_path, max_shard_bytes=30_000)
+    elif layout == "wqkv_from_split":  # separate q/k/v_proj (3 shards: q, k and v in different files)
+        cfg = llama.Config(preset="llama3.1-tiny", fused_qkv=True)
+        ckpt.save_llama(llama.build(cfg.model_copy(update={"fused_qkv": False}), {}), tmp_path,
+                        max_shard_bytes=10_000)
     else:
         from support.datafiles import write_fused_qkv_llama
 
         write_fused_qkv_llama(tmp_path)
-        cfg = ckpt.config_for(tmp_path)
+        cfg = ckpt.config_for(tmp_path).model_copy(update={"fused_qkv": layout == "wqkv_from_fused"})
     plan = hf_tensors.plan(tmp_path, cfg)
     with plan.open() as reader:
         for name, entry in plan.entries.items():
@@ -53,7 +58,8 @@ def test_every_partition_read_alone_makes_the_whole_tensor(tmp_path, layout):
                 # its share, two partial rows at most, and (stacked experts) the pieces joined
                 assert reader.reads.peak <= 2 * ((stop - start) * whole.element_size() + 2 * row_bytes), name
             assert torch.equal(torch.cat(parts), whole), name
-    assert any(len(e.sources) > 1 for e in plan.entries.values()) == (layout == "mixtral")
+    assert any(len(e.sources) > 1 for e in plan.entries.values()) == (layout in ("mixtral", "wqkv_from_split"))
+    assert ("layers.0.attention.wqkv.weight" in plan.entries) == layout.startswith("wqkv")
 
 
 @pytest.mark.slow  # two ranks importing DeepSpeed on a busy 2-core machine: ~25 s

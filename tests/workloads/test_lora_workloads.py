@@ -100,6 +100,7 @@ def test_only_adapter_tensors_change_in_a_lora_run_through_the_torch_backend(tmp
     from suite import devices
     from suite.backends.base import RunOptions
     from suite.backends.torch import TorchBackend
+    from suite.models import lora
 
     sets = {"data.path": str(write_govreport(tmp_path, seq_len=64, vocab=512))}
     spec = load_spec(FULL, overrides=sets, variant="tiny")
@@ -116,6 +117,11 @@ def test_only_adapter_tensors_change_in_a_lora_run_through_the_torch_backend(tmp
     adapters = {n for n in before if "lora_" in n}
     assert changed and changed <= adapters, sorted(changed - adapters)[:5]
     assert {n for n in adapters if ".lora_B." in n} <= changed  # every B left zero and moved
+    # model.fused_qkv: ONE adapter on each layer's wqkv (MLPerf's qkv_proj), none on split q/k/v projections
+    assert {n.split(".")[3] for n in adapters} == {"wqkv", "wo"} and not any(".wq." in n for n in before)
+    cfg = workload.model_cfg
+    assert sum(p.numel() for n, p in model.named_parameters() if "lora_" in n) == \
+        lora.adapter_param_count(cfg, cfg.lora, 512) == cfg.n_layer * 16 * ((64 + 128) + (64 + 64))
     held = {id(p) for g in state.optimizer.param_groups for p in g["params"]}
     assert held == {id(p) for n, p in model.named_parameters() if "lora_" in n}
     assert {id(p) for p in state.optimizer.state} <= held
