@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 MICRO, VOCAB = 8, 256
 
 
-def _cfg(dropout: float = 0.1, **kw) -> pretrained.Config:
+def _cfg(dropout: float = 0.1, **kw) -> pretrained.Config:  # kw: fused_qkv
     return pretrained.Config(**{"preset": "llama3.1-tiny", "seq_len": 128, **kw}, lora=lora.LoraConfig(
         rank=4, alpha=8, dropout=dropout, target_modules=["qkv_proj", "o_proj"]))
 
@@ -33,10 +33,10 @@ def allow_frozen_hooks(monkeypatch) -> None:
                             else hooks.RemovableHandle(keep))
 
 
-def fresh_measure(dtype: str, ac: str) -> list[int]:
+def fresh_measure(dtype: str, ac: str, fused: bool = False) -> list[int]:
     """In a fresh interpreter (support.memtrack.in_fresh_process): [peak bytes, the optimizer state's bytes]."""
     allow_frozen_hooks(pytest.MonkeyPatch())
-    got, opt = measured_peak(_cfg(), getattr(torch, dtype), ac)
+    got, opt = measured_peak(_cfg(fused_qkv=fused), getattr(torch, dtype), ac)
     return [got, sum(t.numel() * t.element_size() for s in opt.state.values() for k, t in s.items() if k != "step")]
 
 
@@ -61,14 +61,16 @@ def measured_peak(cfg: pretrained.Config, dtype: torch.dtype, ac: str) -> tuple[
 
 
 CASES = [(d, a) for d in ("float32", "bfloat16") for a in ("none", "full")]
+FUSED = ("float32", "none")  # model.fused_qkv: one adapter on wqkv, whose output v keeps held whole
 
 
 @pytest.fixture(scope="module")
 def fresh_peaks() -> dict:
     """Every case's [peak, optimizer-state bytes], from one fresh interpreter (support.memtrack.in_fresh_process)."""
     require("peft")
-    got = in_fresh_process("test_memory_lora", f"[fresh_measure(d, a) for d, a in {CASES!r}]")
-    return dict(zip(CASES, got, strict=True))
+    got = in_fresh_process("test_memory_lora", f"[fresh_measure(d, a) for d, a in {CASES!r}] "
+                                               f"+ [fresh_measure(*{FUSED!r}, fused=True)]")
+    return dict(zip([*CASES, ("fused", *FUSED)], got, strict=True))
 
 
 @pytest.mark.parametrize("ac", ["none", "full"])
@@ -80,6 +82,16 @@ def test_estimate_is_within_ten_percent_of_torchs_measured_peak(dtype, ac, fresh
     assert 0.9 <= est.peak_bytes / got <= 1.1, (est.as_dict(), got)
     # the frozen base has no optimizer state: only the adapters' two AdamW slots, exactly
     assert est.optimizer_bytes == slots
+
+
+def test_fused_qkv_estimate_is_within_ten_percent_of_torchs_measured_peak(fresh_peaks):
+    require("peft")
+    est = memory_lora.estimate_lora(_cfg(fused_qkv=True), micro_batch=MICRO, dtype=FUSED[0], ac=FUSED[1])
+    got, slots = fresh_peaks[("fused", *FUSED)]
+    assert 0.9 <= est.peak_bytes / got <= 1.1, (est.as_dict(), got)
+    assert est.optimizer_bytes == slots  # one adapter's A on wqkv, not three
+    split = memory_lora.estimate_lora(_cfg(), micro_batch=MICRO, dtype=FUSED[0], ac=FUSED[1])
+    assert est.optimizer_bytes < split.optimizer_bytes
 
 
 def test_full_spec_layout_fits_8_h100_with_zero3_and_checkpointing_only():
