@@ -4,6 +4,8 @@ read into the suite's Llama-class decoder (suite/models/llama.py) and written ba
 Architectures: `LlamaForCausalLM` (dense), `Qwen2ForCausalLM` (Llama layers with q/k/v biases and no o bias:
 `qkv_bias`; small Qwen2.5 tie their embeddings) and `MixtralForCausalLM` (softmax top-k MoE; on disk its experts
 are stored one by one, `block_sparse_moe.experts.E.w1/w2/w3`, and stacked here). Names go through llama.HF_TO_SUITE.
+A `fused_qkv` model (the spec's choice, not the folder's) reads MLPerf's fused `qkv_proj` whole into its `wqkv`, or
+separate q/k/v_proj concatenated; it is saved as separate q/k/v_proj, the layout transformers reads.
 Everything that can be wrong with a folder (missing, partial, another architecture, a shape the spec does not
 declare, a tensor missing, extra or of another shape, a dtype the device cannot hold) raises `CheckpointError`, a
 `DataMissing`: found during the untimed init, the run is refused (exit 2) and nothing is recorded.
