@@ -5,7 +5,8 @@ is built first, with the run's seed, and its weights are copied (sharded across 
 across pipeline stages; suite/backends/megatron_model.py) into the Megatron model, so both backends start
 from identical weights in any layout. Each step runs the spec's micro-batches through Megatron's
 `get_forward_backward_func` (pipeline schedule when pp > 1) with vocab-parallel cross-entropy
-(suite/backends/megatron_step.py).
+(suite/backends/megatron_step.py); `task: causal_lm_samples` (MLPerf's llama2_70b_lora) with its -100 labels as
+the loss mask.
 
 On CUDA: Megatron's DDP (gradient reduction overlapped with backward under the distributed optimizer),
 its (distributed) optimizer (fp32 main params, bf16 through Float16Module), sequence parallelism with TP,
@@ -74,9 +75,6 @@ def supports(spec: Any) -> str | None:
     if not (is_gpt(spec.model.arch) or llama):
         return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt, "
                 f"llama or hf_llama); this spec's model.arch is {spec.model.arch!r}")
-    if spec.task == "causal_lm_samples":
-        return ("task causal_lm_samples (labelled samples, -100 left out): Megatron's step reads (input, next-token) "
-                "windows and its loss counts every token; run this workload with --backend torch or deepspeed")
     try:
         opts = Options.model_validate(spec.backends.get("megatron", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -308,7 +306,8 @@ class MegatronBackend(Backend):
                     train_model, process_group=parallel_state.get_data_parallel_group())
                 tcfg.no_sync_func = train_model.no_sync  # Megatron's schedules sync on the last micro-batch only
             optimizer = build_optimizer(spec.optimizer, params)
-        self.steps = MegatronSteps(train_model, vocab, cfg.seq_len, self.n_micro, self.micro)
+        self.steps = MegatronSteps(train_model, vocab, cfg.seq_len, self.n_micro, self.micro,
+                                   labelled=spec.task == "causal_lm_samples")
         unwrapped = train_model.module if isinstance(train_model, nn.parallel.DistributedDataParallel) else train_model
         eval_model: nn.Module = PipelineEval(self.steps, unwrapped) if pp > 1 else MegatronGPT(unwrapped, vocab)
         # Megatron's optimizer is no torch Optimizer: on CUDA the same schedule is applied by hand in train_step
