@@ -46,7 +46,7 @@ from suite.backends.layout import is_gpt, is_pretrained_llama
 from suite.backends.megatron_cpu import CpuShim
 from suite.backends.megatron_model import MegatronGPT, layer_spec, megatron_state, te_names
 from suite.backends.megatron_recompute import recompute_config, recompute_fraction
-from suite.backends.megatron_step import MegatronSteps, PipelineEval
+from suite.backends.megatron_step import MegatronSteps, PipelineEval, clip_grad_norm
 from suite.backends.torch import to_device
 from suite.measure.environment import package_version
 from suite.workloads.contract import Batch, Workload
@@ -371,8 +371,11 @@ class MegatronBackend(Backend):
             megatron_llama.reduce_expert_grads(self.gpt, self.dp)
         self.steps.tied_embedding_grads(self.gpt)
         if self.opts.grad_clip:
-            nn.utils.clip_grad_norm_([p for p in state.raw_model.parameters() if p.grad is not None],
-                                     self.opts.grad_clip)
+            grads = [p for p in state.raw_model.parameters() if p.grad is not None]
+            if self.layout.ep > 1:  # experts' shards: each rank's own norm (as before)
+                nn.utils.clip_grad_norm_(grads, self.opts.grad_clip)
+            else:  # the norm over the tp x pp shards, as one process computes it
+                clip_grad_norm(grads, self.opts.grad_clip)
         opt.step()
         state.scheduler.step()
         return StepOut(loss.detach())

@@ -129,3 +129,30 @@ class PipelineEval(nn.Module):
             src = dist.get_global_rank(s.pp_group, s.pp - 1)
             dist.broadcast(logits, src=src, group=s.pp_group)
         return logits
+
+
+@torch.no_grad()
+def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
+    """torch's clip_grad_norm_ over the whole model's gradients on the CPU path, as Megatron's optimizer counts them
+    (clip_grads.get_grad_norm_fp32): a tensor-parallel shard counted on every tp rank, a replicated parameter once
+    (tp rank 0), a tied embedding's second copy not at all, the squares summed over the tp x pp group. Each rank's
+    own norm would clip tp and pp runs by another factor than one process."""
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel import param_is_not_tensor_parallel_duplicate
+    from megatron.core.transformer.module import param_is_not_shared
+
+    grads = [p.grad for p in params if p.grad is not None]
+    counted = [p.grad for p in params
+               if p.grad is not None and param_is_not_shared(p) and param_is_not_tensor_parallel_duplicate(p)]
+    device = grads[0].device if grads else torch.device("cpu")
+    square = torch.zeros((), device=device)
+    for g in counted:
+        square += g.float().pow(2).sum()
+    group = parallel_state.get_model_parallel_group()
+    if dist.get_world_size(group) > 1:
+        dist.all_reduce(square, group=group)
+    total = square.sqrt()
+    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)  # torch's clip_grad_norm_: eps 1e-6, never scaled up
+    for g in grads:
+        g.mul_(scale.to(g.dtype))
+    return total

@@ -108,3 +108,49 @@ def test_o_proj_adapters_train_the_same_curve_and_eval_loss_on_both_backends(fil
     # lower than steps 1-2, and the eval loss moved
     assert sum(curves[1][2:]) < sum(curves[1][:2]) - 0.2, curves
     assert abs(after[1] - before[1]) > 1e-3, (before, after)
+
+
+@pytest.mark.slow  # one two-process launch (gloo), three layouts
+@pytest.mark.timeout(600)
+def test_dp2_tp2_pp2_give_the_one_process_curve_and_eval_loss(files, tmp_path):
+    """Data parallelism (each rank one of the two micro-batches: the per-micro-batch means averaged by DDP),
+    tp=2 (the masked vocab-parallel cross-entropy over two vocabulary shards) and pp=2 (the targets reach the last
+    stage through the schedule's data iterator; the eval logits broadcast from it) against one process: the loss
+    curve, and the eval loss before training (the base; the one-process test compares it after training too)."""
+    import json
+    import subprocess
+    import sys
+
+    from support.backend_util import ROOT, env
+
+    from suite.workloads.sample_lm import token_losses
+
+    spec = _spec(files, ("o_proj",))
+    w, b, s = _run("megatron", spec, tmp_path)
+    try:
+        want_eval = _eval(w, b, s)  # before training, as megatron_shards takes its logits
+        batches = w.train_batches(0, 1)
+        want = [float(b.train_step(s, next(batches)).loss) for _ in range(STEPS)]
+    finally:
+        b.close()
+    torch.save(w.val_ids, tmp_path / "ids.pt")
+    data, checkpoint = files
+    base = {"variant": "tiny", "data.path": str(data), "model.checkpoint": str(checkpoint), "model.dtype": "float32",
+            "model.lora.dropout": 0.0, "model.lora.target_modules": ["o_proj"], "optimizer.lr": 1e-2}
+    jobs = [{}, {"parallel.tp": 2}, {"parallel.pp": 2}]
+    out = tmp_path / "layouts.pt"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "support.megatron_shards", str(out), str(FULL), str(tmp_path / "ids.pt"), str(STEPS),
+           json.dumps(base), *(json.dumps(j) for j in jobs)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env(), cwd=ROOT, timeout=540)
+    assert p.returncode == 0, p.stderr[-4000:]
+    rows = torch.load(out)
+    for job in jobs:
+        row = rows[json.dumps(job)]
+        assert {k: row["layout"][k] for k in ("dp", "tp", "pp")} == {
+            "dp": 2 if not job else 1, "tp": job.get("parallel.tp", 1), "pp": job.get("parallel.pp", 1)}
+        # the logits before training -> the workload's eval loss (the mean of each validation sample's own mean)
+        total, count = token_losses(row["logits"], w.val_labels)
+        got_eval = float((total / count).mean())
+        gap = max(abs(a - c) for a, c in zip(row["losses"], want, strict=True))
+        assert gap < TOL and abs(got_eval - want_eval) < TOL, (job, row["losses"], want, got_eval, want_eval)
