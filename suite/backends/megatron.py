@@ -13,7 +13,7 @@ its (distributed) optimizer (fp32 main params, bf16 through Float16Module), sequ
 and Transformer Engine's layer spec when `transformer_engine` imports (the local spec otherwise; recorded).
 On CPU: Megatron hard-codes CUDA for its RNG tracker, `torch.cuda.current_device()`, a few schedule tensors
 and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetime of one run only, a torch
-optimizer from the spec trains the model, and data-parallel gradients are averaged by torch DDP over
+optimizer from the spec trains the model (clipped by the gradient norm over the tp x pp shards, as Megatron counts it), and data-parallel gradients are averaged by torch DDP over
 Megatron's data-parallel group. Sequence parallelism needs Transformer Engine's layer spec (the local spec's
 torch LayerNorm refuses it), so on CPU `parallel.sp` is refused with that reason.
 
