@@ -12,10 +12,11 @@ On CUDA: Megatron's DDP (gradient reduction overlapped with backward under the d
 its (distributed) optimizer (fp32 main params, bf16 through Float16Module), sequence parallelism with TP,
 and Transformer Engine's layer spec when `transformer_engine` imports (the local spec otherwise; recorded).
 On CPU: Megatron hard-codes CUDA for its RNG tracker, `torch.cuda.current_device()`, a few schedule tensors
-and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetime of one run only, a torch
-optimizer from the spec trains the model (clipped by the gradient norm over the tp x pp shards, as Megatron counts it), and data-parallel gradients are averaged by torch DDP over
-Megatron's data-parallel group. Sequence parallelism needs Transformer Engine's layer spec (the local spec's
-torch LayerNorm refuses it), so on CPU `parallel.sp` is refused with that reason.
+and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetime of one run only, a torch optimizer
+from the spec trains the model (clipped by the gradient norm over the tp x pp shards, as Megatron counts it), and
+data-parallel gradients are averaged by torch DDP over Megatron's data-parallel group. Sequence parallelism needs
+Transformer Engine's layer spec (the local spec's torch LayerNorm refuses it), so on CPU `parallel.sp` is refused
+with that reason.
 
 LoRA (`arch: hf_llama` with `lora:`): the base is built without peft's adapters and its weights copied as for the
 Llama; then Megatron's own adapters (suite/backends/megatron_lora_layers.py: one over the fused linear_qkv, as the
