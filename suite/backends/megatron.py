@@ -5,16 +5,18 @@ is built first, with the run's seed, and its weights are copied (sharded across 
 across pipeline stages; suite/backends/megatron_model.py) into the Megatron model, so both backends start
 from identical weights in any layout. Each step runs the spec's micro-batches through Megatron's
 `get_forward_backward_func` (pipeline schedule when pp > 1) with vocab-parallel cross-entropy
-(suite/backends/megatron_step.py).
+(suite/backends/megatron_step.py); `task: causal_lm_samples` (MLPerf's llama2_70b_lora) with its -100 labels as
+the loss mask.
 
 On CUDA: Megatron's DDP (gradient reduction overlapped with backward under the distributed optimizer),
 its (distributed) optimizer (fp32 main params, bf16 through Float16Module), sequence parallelism with TP,
 and Transformer Engine's layer spec when `transformer_engine` imports (the local spec otherwise; recorded).
 On CPU: Megatron hard-codes CUDA for its RNG tracker, `torch.cuda.current_device()`, a few schedule tensors
-and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetime of one run only, a torch
-optimizer from the spec trains the model, and data-parallel gradients are averaged by torch DDP over
-Megatron's data-parallel group. Sequence parallelism needs Transformer Engine's layer spec (the local spec's
-torch LayerNorm refuses it), so on CPU `parallel.sp` is refused with that reason.
+and its optimizers (FACTS.md). `CpuShim` maps those onto the CPU for the lifetime of one run only, a torch optimizer
+from the spec trains the model (clipped by the gradient norm over the tp x pp shards, as Megatron counts it), and
+data-parallel gradients are averaged by torch DDP over Megatron's data-parallel group. Sequence parallelism needs
+Transformer Engine's layer spec (the local spec's torch LayerNorm refuses it), so on CPU `parallel.sp` is refused
+with that reason.
 
 LoRA (`arch: hf_llama` with `lora:`): the base is built without peft's adapters and its weights copied as for the
 Llama; then Megatron's own adapters (suite/backends/megatron_lora_layers.py: one over the fused linear_qkv, as the
@@ -45,7 +47,7 @@ from suite.backends.layout import is_gpt, is_pretrained_llama
 from suite.backends.megatron_cpu import CpuShim
 from suite.backends.megatron_model import MegatronGPT, layer_spec, megatron_state, te_names
 from suite.backends.megatron_recompute import recompute_config, recompute_fraction
-from suite.backends.megatron_step import MegatronSteps, PipelineEval
+from suite.backends.megatron_step import MegatronSteps, PipelineEval, clip_grad_norm
 from suite.backends.torch import to_device
 from suite.measure.environment import package_version
 from suite.workloads.contract import Batch, Workload
@@ -74,9 +76,6 @@ def supports(spec: Any) -> str | None:
     if not (is_gpt(spec.model.arch) or llama):
         return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt, "
                 f"llama or hf_llama); this spec's model.arch is {spec.model.arch!r}")
-    if spec.task == "causal_lm_samples":
-        return ("task causal_lm_samples (labelled samples, -100 left out): Megatron's step reads (input, next-token) "
-                "windows and its loss counts every token; run this workload with --backend torch or deepspeed")
     try:
         opts = Options.model_validate(spec.backends.get("megatron", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -308,7 +307,8 @@ class MegatronBackend(Backend):
                     train_model, process_group=parallel_state.get_data_parallel_group())
                 tcfg.no_sync_func = train_model.no_sync  # Megatron's schedules sync on the last micro-batch only
             optimizer = build_optimizer(spec.optimizer, params)
-        self.steps = MegatronSteps(train_model, vocab, cfg.seq_len, self.n_micro, self.micro)
+        self.steps = MegatronSteps(train_model, vocab, cfg.seq_len, self.n_micro, self.micro,
+                                   labelled=spec.task == "causal_lm_samples")
         unwrapped = train_model.module if isinstance(train_model, nn.parallel.DistributedDataParallel) else train_model
         eval_model: nn.Module = PipelineEval(self.steps, unwrapped) if pp > 1 else MegatronGPT(unwrapped, vocab)
         # Megatron's optimizer is no torch Optimizer: on CUDA the same schedule is applied by hand in train_step
@@ -372,8 +372,11 @@ class MegatronBackend(Backend):
             megatron_llama.reduce_expert_grads(self.gpt, self.dp)
         self.steps.tied_embedding_grads(self.gpt)
         if self.opts.grad_clip:
-            nn.utils.clip_grad_norm_([p for p in state.raw_model.parameters() if p.grad is not None],
-                                     self.opts.grad_clip)
+            grads = [p for p in state.raw_model.parameters() if p.grad is not None]
+            if self.layout.ep > 1:  # experts' shards: each rank's own norm (as before)
+                nn.utils.clip_grad_norm_(grads, self.opts.grad_clip)
+            else:  # the norm over the tp x pp shards, as one process computes it
+                clip_grad_norm(grads, self.opts.grad_clip)
         opt.step()
         state.scheduler.step()
         return StepOut(loss.detach())

@@ -153,10 +153,11 @@ def write_c4_indexed(folder: Path, vocab: int = 512, train_tokens: int = 40000, 
 
 
 def write_govreport(folder: Path, n_train: int = 8, n_val: int = 4, seq_len: int = 64, vocab: int = 512,
-                    seed: int = 0) -> Path:
+                    seed: int = 0, train_prompts: bool = False) -> Path:
     """The MLPerf llama2_70b_lora reference's two parquet files (pyarrow): packed rows of `seq_len` token ids;
     train labels equal to the ids, validation labels -100 over a leading "prompt" of each row; attention_mask
-    all ones. Learnable: each row repeats a short random phrase."""
+    all ones. Learnable: each row repeats a short random phrase. `train_prompts`: train labels -100 over a leading
+    prompt too, of a different length in each row (so micro-batches count different numbers of tokens)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -170,7 +171,11 @@ def write_govreport(folder: Path, n_train: int = 8, n_val: int = 4, seq_len: int
     train = [row() for _ in range(n_train)]
     val = [row() for _ in range(n_val)]
     val_labels = [[-100] * (seq_len // 2) + r[seq_len // 2:] for r in val]
-    for name, ids, labels in (("train", train, train), ("validation", val, val_labels)):
+    train_labels = train
+    if train_prompts:
+        cut = rng.integers(seq_len // 8, seq_len * 7 // 8, n_train)
+        train_labels = [[-100] * int(k) + r[int(k):] for k, r in zip(cut, train, strict=True)]
+    for name, ids, labels in (("train", train, train_labels), ("validation", val, val_labels)):
         pq.write_table(pa.table({"input_ids": ids, "attention_mask": [[1] * seq_len for _ in ids], "labels": labels}),
                        folder / f"{name}-00000-of-00001.parquet")
     return folder

@@ -4,7 +4,9 @@ For each job (a JSON object of spec overrides, e.g. {"parallel.tp": 2}): the bac
 workload's model first, an `arch: hf_llama` checkpoint loaded from its folder, and copies it into this rank's
 Megatron shard), the full-vocabulary logits of the given token ids (gathered over tp; broadcast from the last stage
 under pp), then `steps` training steps' losses. Rank 0 writes {job: {"logits": [...], "losses": [...], "layout"}}
-as a torch file. Used by tests/backends/test_megatron_llama_shards.py (tests/ on PYTHONPATH).
+as a torch file. The spec's backends.megatron block is the backend's options; a "variant" key among the overrides
+picks the spec's variant. Used by tests/backends/test_megatron_llama_shards.py and test_megatron_lora_samples.py
+(tests/ on PYTHONPATH).
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 -m support.megatron_shards \\
         OUT.pt SPEC IDS.pt STEPS BASE_OVERRIDES_JSON JOB_JSON ...
@@ -29,12 +31,13 @@ def run_layout(spec_path: str, overrides: dict, ids: torch.Tensor, steps: int) -
     info = distributed.from_env()
     device = devices.current(info.local_rank)
     distributed.init(info, device)
-    spec = load_spec(Path(spec_path), overrides)
+    variant = overrides.get("variant")  # the spec's variant, not a field
+    spec = load_spec(Path(spec_path), {k: v for k, v in overrides.items() if k != "variant"}, variant)
     seed_everything(0)
     workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0, device=device.torch))
     backend = registry.backend_class("megatron")(device)
     try:
-        state = backend.setup(workload, RunOptions())
+        state = backend.setup(workload, RunOptions(options=spec.backends.get("megatron", {})))
         model = backend.eval_model(state).eval()
         with torch.no_grad():
             logits = model(ids).clone()
