@@ -4,73 +4,17 @@ user code). An annotation-only circle runs nothing, but it says a type sits in t
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
 from pathlib import Path
 
+from support.import_graph import Edge, import_graph
+
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ROOT / "suite"
 
 # function-level (late) import circles that are accepted, each with the reason; a new one must be added here
 # with its reason or removed. None are left (see docs/architecture.md, "No import circles").
 ALLOWED_LATE_CYCLES: dict[frozenset[str], str] = {}
 
 
-@dataclass(frozen=True)
-class Edge:
-    source: str
-    target: str
-    module_level: bool
-    line: int
-    annotation: bool = False  # under `if TYPE_CHECKING:` (never executed)
-
-
-def _modules() -> dict[str, Path]:
-    out = {}
-    for path in SUITE.rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        out[name] = path
-    return out
-
-
-def _resolve(name: str, modules: dict[str, Path]) -> str | None:
-    """`suite.a.b.c` -> the longest prefix that is a module of suite/ (c may be a name inside suite.a.b)."""
-    while name and name not in modules:
-        name = name.rpartition(".")[0]
-    return name or None
-
-
-def import_graph() -> list[Edge]:
-    modules = _modules()
-    edges: list[Edge] = []
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-
-        def visit(node: ast.AST, module_level: bool, name: str = name, package: str = package,
-                  annotation: bool = False) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                    visit(child, False, annotation=True)  # annotations only: never executed, but still a circle
-                    continue
-                targets: list[str] = []
-                if isinstance(child, ast.Import):
-                    targets = [a.name for a in child.names]
-                elif isinstance(child, ast.ImportFrom):
-                    base = child.module or ""
-                    if child.level:
-                        up = package.split(".")[: len(package.split(".")) - child.level + 1]
-                        base = ".".join(up + ([child.module] if child.module else []))
-                    targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in child.names]
-                for t in targets:
-                    resolved = _resolve(t, modules) if t.startswith("suite") else None
-                    if resolved and resolved != name:
-                        edges.append(Edge(name, resolved, module_level, child.lineno, annotation))
-                inner = module_level and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-                visit(child, inner, annotation=annotation)
-
-        visit(ast.parse(path.read_text(encoding="utf-8")), True)
-    return edges
 
 
 def cycles(edges: list[Edge]) -> list[list[str]]:
@@ -147,3 +91,14 @@ def test_no_import_circle_through_late_or_annotation_only_imports_either() -> No
 def test_spec_is_pure() -> None:
     imported = sorted({e.target for e in import_graph() if e.source == "suite.spec"})
     assert imported == [], f"suite/spec.py imports {imported}; it must import no suite module (no registry, no user code)"
+
+
+def test_no_test_imports_the_tests_folder_as_a_package() -> None:
+    """veRL 0.9.1's wheel installs a top-level `tests` package into site-packages: `tests.x` may resolve there in a
+    worker, so the tests share helpers through tests/support on the path (`support.x`), never as `tests.x`."""
+    import re
+
+    pattern = re.compile(r"^\s*(from|import)\s+tests\.", re.M)
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py")
+                 if pattern.search(p.read_text(encoding="utf-8"))]
+    assert offenders == [], f"import helpers as support.<module>, not tests.<module>: {offenders}"

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from support.import_graph import import_graph
 from support.site_factory import write_compare_report
 
 from suite.compare import tta as cmp
@@ -16,7 +17,6 @@ from suite.results.record import ResultError
 from suite.site import charts
 from suite.studies import report as study_report
 from suite.studies import runner as study
-from tests.project.test_import_graph import import_graph
 
 
 def test_compare_report_reads_back_as_the_report_it_was_written_from(tmp_path: Path) -> None:
