@@ -65,6 +65,20 @@ def _no_init() -> Iterator[None]:
             setattr(nn.init, name, fn)
 
 
+def zero_init(deepspeed: Any, config: dict[str, Any], dtype: torch.dtype) -> Any:
+    """`deepspeed.zero.Init` that builds its partitions in `dtype` on every CPU. DeepSpeed 0.19.8's
+    `Init._set_dtype` reads an explicit dtype as `dtype or fp16 if accelerator.is_fp16_supported() else bf16 if
+    accelerator.is_bf16_supported else fp32`, which Python groups as `(dtype or fp16) if ... else (...)`: the
+    dtype passed is kept only where the accelerator supports fp16. On CPU that is oneDNN's fp16 (AVX512-FP16 or
+    AMX-FP16: Intel Sapphire Rapids and later); on every other x86 CPU (AVX2-only AMD or Intel, AMD Zen 4/5, or any
+    CPU under ONEDNN_MAX_CPU_ISA=AVX2) it falls through to bf16 (`is_bf16_supported` is not called, and a method
+    is true), so an fp32 checkpoint was held in bf16 partitions and its logits moved by 3.8e-2 (issue 42). The
+    context reads self.dtype only when it is entered, so setting it after construction is the whole fix."""
+    init = deepspeed.zero.Init(config_dict_or_path=config, dtype=dtype)
+    init.dtype = dtype
+    return init
+
+
 def partition_range(param: Any) -> tuple[int, int]:  # a ZeRO-3 parameter (ds_tensor, ds_numel, ...)
     """[start, stop) of the flattened parameter that this rank's ds_tensor holds (the last rank's is padded)."""
     size = param.ds_tensor.ds_numel
@@ -101,10 +115,14 @@ def load_partitioned(folder: str | Path, cfg: llama.Config, dtype: torch.dtype |
     # cast (zero.Init's tensor override casts after the fact: a bf16 model's transient would be 3x its size)
     torch.set_default_dtype(dtype)
     try:
-        with _no_init(), deepspeed.zero.Init(config_dict_or_path=config, dtype=dtype):
+        with _no_init(), zero_init(deepspeed, config, dtype):
             model = llama.Llama(cfg, llama.vocab(cfg, {}))
     finally:
         torch.set_default_dtype(default)
+    kept = {p.ds_tensor.dtype for p in model.parameters()}
+    if kept != {dtype}:  # never round a checkpoint silently: the partitions hold what the plan reads, in its dtype
+        raise RuntimeError(f"deepspeed.zero.Init built partitions in {sorted(map(str, kept))}, not the load dtype "
+                           f"{dtype} (suite/models/hf_zero3.py zero_init)")
     with plan.open(reads) as reader, torch.no_grad():
         for name, param in model.named_parameters():  # tied embeddings: the one parameter, once
             _fill(param, name, reader)

@@ -102,6 +102,7 @@ def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tm
         assert row["world"] == 2 and row["partitioned"]
         # (a) the streamed partitions, gathered by DeepSpeed, give transformers' logits; so does the engine's
         # forward of arch hf_llama (+ LoRA at B = 0) built in the backend's ZeRO-3 context
+        assert row["dtypes"] == ["torch.float32"], row["dtypes"]  # not bf16 on a CPU without fp16 (issue 42)
         assert 0 < noise and row["gap"] <= 4 * noise, f"rank {row['rank']}: logits off by {row['gap']:.3g}"
         assert row["engine_gap"] <= 4 * noise, f"rank {row['rank']}: engine's logits off by {row['engine_gap']:.3g}"
         # (b) streaming: this rank read its half of each tensor (and at most two rows more), one tensor at a time
@@ -119,6 +120,28 @@ def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tm
         assert "names shard(s)" in row["bad"] and "partial" in row["bad"] and row["params_built_before_refusal"] == 0
         # LoRA on the partitioned base: one step moved the adapters, not the base
         assert row["lora_b_norm"] > 0 and row["base_unchanged"] and row["trainable"] == ["lora_A", "lora_B"]
+
+
+def test_zero3_partitions_hold_the_checkpoint_dtype_on_every_x86_cpu(tmp_path):
+    """Issue 42: on an AVX2-only AMD EPYC the streamed model's logits were 3.8e-2 from transformers' (passing on
+    Intel). DeepSpeed 0.19.8's zero.Init keeps an explicit dtype only where its accelerator supports fp16 (on
+    CPU: oneDNN fp16, Intel Sapphire Rapids+) and builds bf16 partitions everywhere else, so the fp32 checkpoint
+    was rounded to bf16 on load. Both answers are given here on any CPU (the accelerator's `is_fp16_supported`
+    set to each), so the test fails on every machine if the loader stops correcting it (hf_zero3.zero_init)."""
+    require("deepspeed")
+    folder = tmp_path / "model"
+    ckpt.save_llama(llama.build(llama.Config(preset="llama3.1-tiny"), {}), folder)
+    out = tmp_path / "dtypes.json"
+    p = subprocess.run([sys.executable, "-m", "support.zero3_dtype", str(out), str(folder)], capture_output=True,
+                       text=True, env=env(DS_ACCELERATOR="cpu"), cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    rows = json.loads(out.read_text())
+    # the control: DeepSpeed's own choice for dtype=float32 (if this fails, DeepSpeed has fixed _set_dtype, and
+    # hf_zero3.zero_init's correction can go)
+    assert rows["fp16=True"]["bare"] == "torch.float32" and rows["fp16=False"]["bare"] == "torch.bfloat16", rows
+    for cpu, row in rows.items():
+        assert row["partitions"] == ["torch.float32"], (cpu, row)
+        assert row["gap"] <= 1e-6, (cpu, row)  # the same forward of the same fp32 weights (bf16 ones: ~1e-2)
 
 
 def test_a_bad_folder_under_zero3_exits_2_before_the_clock_and_records_nothing(tmp_path):

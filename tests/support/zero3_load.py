@@ -65,6 +65,7 @@ def main(out_dir: str, folder: str, ref_path: str, bad: str) -> None:
     with hf_zero3.zero3_build(deepspeed, config, None):
         partitioned = hf_zero3.load_partitioned(folder, shape, reads=streamed)
     row["stream"] = {"peak": streamed.peak, "read": streamed.total, "held": _held_bytes(partitioned)}
+    row["dtypes"] = sorted({str(p.ds_tensor.dtype) for p in partitioned.parameters()})  # the checkpoint's fp32
     row["partitioned"] = all(p.numel() == 0 and p.ds_tensor.numel() < p.ds_numel for p in partitioned.parameters())
     with deepspeed.zero.GatheredParameters(list(partitioned.parameters())), torch.no_grad():
         row["gap"] = float((partitioned(ref["idx"]) - ref["logits"]).abs().max())
