@@ -2,16 +2,20 @@
 
 Parity: the loss curve of the first 20 steps (fp32, same seed and data: the test char GPT's ranks slice one
 global batch) against the single-process torch run, and torch's evaluations after steps 10 and 20. Tolerances
-are multiples of a noise scale the test measures first, on the machine that runs it (tests/support/noise.py): how far
-the one-process run moves from itself when only its reduction order changes (each batch's samples permuted, two
-threads). fp32 rounding of ~1e-7 per step grows through AdamW (its update divides by sqrt(v), so tiny gradient
-differences of rarely-seen tokens become full-size steps): on a 2-core Intel Xeon the scale is ~1e-5 nats at
-step 12 and ~1.2e-3 by step 20 (the evaluation after step 20: 3.7e-3), and every layout falls within it (largest:
-fsdp x tp on 4 ranks, curve 8.9e-4, evaluation 2.8e-3, which failed a 2e-3 constant set on AMD EPYC machines).
+are multiples of a bound the test measures first, on the machine that runs it (tests/support/noise.py): how far
+one more correct run may lie from the reference, predicted from the spread of the reference and four reorderings
+of its arithmetic (each batch's samples permuted) with a Student-t bound that a correct run exceeds with
+probability 1e-3. fp32 rounding of ~1e-7 per step grows through AdamW (its update divides by sqrt(v), so tiny
+gradient differences of rarely-seen tokens become full-size steps) to ~1e-4..1e-3 nats by step 20.
 - the same arithmetic in another order (micro-batches, gloo all-reduce, FSDP2 reduce-scatter, DTensor partial
-  matmuls, pipeline micro-batches, DeepSpeed accumulation, compile): `noise.SAME_MATH` x the scale.
+  matmuls, pipeline micro-batches, DeepSpeed accumulation, compile): `noise.SAME_MATH` x the bound.
 - Megatron (its own attention and LayerNorm kernels, vocab-parallel cross-entropy): `noise.OTHER_KERNELS` x.
 - activation checkpointing recomputes the same ops: bit-identical, allowed 1e-6.
+Seen on an AMD EPYC Zen 5 (issue 42), natively / with AVX2 kernels forced (as on an AVX2-only Zen 3, whose
+figures forced AVX2 reproduces exactly): the curve's bound 1.9e-3 / 3.1e-3; the 4-process torch layouts' largest
+gap 2.5e-4 (dp x pp) / 1.13e-3 (fsdp x tp), Megatron tp x pp 4.7e-4 / 1.9e-3 (allowed twice the bound). Until
+issue 42 the tolerance was twice the largest gap of three permutations and a 2-thread run (4.6e-4 / 9.6e-4 here),
+which fsdp x tp and two TP layouts exceeded by 10-20% with AVX2 kernels.
 The tolerances stay meaningful: another seed's curve is > 5x away, and a known evaluation bug (a TP qkv row
 order left regrouped, measured on the reference's own trained model) moves the evaluation by more than the
 tolerance after steps 10 and 20 (asserted: `Noise.catches`).
@@ -83,12 +87,38 @@ def clipped() -> tuple[list[float], dict[int, dict], Noise]:
 def test_the_tolerances_are_measured_and_mean_something(noise, single):
     """The noise scale is a real drift (not 0: the reorderings do reorder), it grows with the steps, a known
     evaluation bug lies outside every evaluation tolerance, and another seed lies far outside the curve's."""
-    assert noise.curve > 0 and all(g > 0 for g in noise.evals.values()), noise
+    assert noise.sigma > 0 and all(gaps["curve"] > 0 for gaps in noise.seen.values()), noise
     assert noise.evals[EVAL_AT[0]] < noise.evals[STEPS], noise
     for step in (*EVAL_AT, STEPS):
         assert noise.catches(step), f"after step {step} the qkv bug moves val_loss {noise.qkv_bug[step]:.2e}: {noise}"
     assert noise.qkv_bug[EVAL_AT[0]] > 20 * noise.eval_tol(EVAL_AT[0]), noise  # mid-way: a wide margin
     assert worst(loss_curve(CHAR_GPT, "torch", STEPS, seed=1), single) > 5 * noise.tol(OTHER_KERNELS), noise
+
+
+def test_the_bound_fails_a_correct_run_at_most_once_in_a_thousand_and_catches_an_offset():
+    """tests/support/noise.py's bound on simulated runs of its model (each run the mean curve plus one rounding
+    perturbation that grows 1.8x a step over 20 steps; the reference and four reorderings measured): a fifth
+    correct run lies outside it at most ALPHA of the time, one offset by 30 deviations at one step (three times
+    the mean bound) nearly never inside; where every run gave the same bits, one ulp passes and a hundred fail."""
+    import numpy as np
+    from support import noise as nz
+
+    rng = np.random.default_rng(0)
+    trials, k = 20_000, len(nz.REORDERINGS)
+    growth = 1e-7 * 1.8 ** np.arange(STEPS)
+    runs = 3.0 + rng.standard_normal((trials, k + 2, 1)) * growth
+    bug = 30 * growth * (np.arange(STEPS) == STEPS - 1)
+    fails = caught = 0
+    for run in runs:
+        curves = run[: k + 1].tolist()
+        tol = nz.bound(curves, [{STEPS: c[-1]} for c in curves])[0]
+        fails += worst(run[k + 1].tolist(), curves[0]) > tol
+        caught += worst((run[k + 1] + bug).tolist(), curves[0]) > tol
+    assert fails <= nz.ALPHA * trials, fails  # seen 9 of 20,000 (and 19,994 offsets caught)
+    assert caught >= 0.99 * trials, caught
+    flat = [[3.0] * STEPS] * (k + 1)
+    tol = nz.bound(flat, [{STEPS: 3.0}] * (k + 1))[0]
+    assert worst([3.0 + 2.4e-7] * STEPS, flat[0]) <= tol < worst([3.0 + 2.4e-5] * STEPS, flat[0])
 
 
 # ---- layouts as data: parsing, the product rule, micro-batches, torchrun arguments ---------------------------

@@ -1,12 +1,14 @@
 """The torch backend's tensor parallelism as torchtitan runs it: sequence-parallel norms, a vocabulary-parallel
 LM head with loss parallel, and per-block compile composed with FSDP2; each against the one-process loss curve.
 
-Tolerance: `noise.SAME_MATH` x the reference's measured noise scale (tests/support/noise.py, argued in tests/backends/test_layouts.py):
+Tolerance: `noise.SAME_MATH` x the reference's measured bound (tests/support/noise.py, argued in tests/backends/test_layouts.py):
 the same arithmetic in another order. Sequence
 parallelism adds reduce-scatters and all-gathers (exact) and per-shard norms (the same per-token arithmetic);
 the vocabulary-parallel embedding and cross-entropy sum partial results over ranks. Seen (quiet machine, 20
 steps): 9.6e-4 (sp + loss parallel), 9.5e-4 (loss parallel only), 1.1e-3 (sp only), 4.7e-4 (plain TP); the
 first eight steps agree to 5e-7, the rest is AdamW amplifying rounding (see tests/backends/test_layouts.py).
+On an AMD EPYC Zen 5 (issue 42): 3.2e-4..4.3e-4 against a bound of 1.9e-3 natively; 4.7e-4..1.06e-3 against
+3.1e-3 with AVX2 kernels forced (the AVX2-only Zen 3's very figures: 1.06e-3 against the old tolerance 9.6e-4).
 """
 
 from __future__ import annotations
