@@ -17,8 +17,8 @@ gap 2.5e-4 (dp x pp) / 1.13e-3 (fsdp x tp), Megatron tp x pp 4.7e-4 / 1.9e-3 (al
 issue 42 the tolerance was twice the largest gap of three permutations and a 2-thread run (4.6e-4 / 9.6e-4 here),
 which fsdp x tp and two TP layouts exceeded by 10-20% with AVX2 kernels.
 The tolerances stay meaningful: another seed's curve is > 5x away, and a known evaluation bug (a TP qkv row
-order left regrouped, measured on the reference's own trained model) moves the evaluation by more than the
-tolerance after steps 10 and 20 (asserted: `Noise.catches`).
+order left regrouped, measured on the reference's own trained model) moves the evaluation by 20x the
+tolerance after step 10 (asserted: `Noise.catches`; after step 20 the evaluation's own drift is as large).
 """
 
 from __future__ import annotations
@@ -85,13 +85,16 @@ def clipped() -> tuple[list[float], dict[int, dict], Noise]:
 
 
 def test_the_tolerances_are_measured_and_mean_something(noise, single):
-    """The noise scale is a real drift (not 0: the reorderings do reorder), it grows with the steps, a known
-    evaluation bug lies outside every evaluation tolerance, and another seed lies far outside the curve's."""
+    """The spread is a real drift (not 0: the reorderings do reorder), it grows with the steps, a known evaluation
+    bug lies far outside the evaluation's tolerance mid-way, and another seed lies far outside the curve's. After
+    step 20 the evaluation's rounding drift is as large as that bug (issue 42, AMD Zen 5: the bug 1.1e-2, the
+    bound 6.0e-3 natively and 9.7e-3 with AVX2 kernels; on an Intel Xeon the evaluation's gaps reached 3.7e-3), so
+    the bug is caught after step 10, where the drift has not grown yet."""
     assert noise.sigma > 0 and all(gaps["curve"] > 0 for gaps in noise.seen.values()), noise
     assert noise.evals[EVAL_AT[0]] < noise.evals[STEPS], noise
-    for step in (*EVAL_AT, STEPS):
-        assert noise.catches(step), f"after step {step} the qkv bug moves val_loss {noise.qkv_bug[step]:.2e}: {noise}"
-    assert noise.qkv_bug[EVAL_AT[0]] > 20 * noise.eval_tol(EVAL_AT[0]), noise  # mid-way: a wide margin
+    step = EVAL_AT[0]
+    assert noise.catches(step), f"after step {step} the qkv bug moves val_loss {noise.qkv_bug[step]:.2e}: {noise}"
+    assert noise.qkv_bug[step] > 20 * noise.eval_tol(step), noise  # mid-way: a wide margin (70x-140x seen)
     assert worst(loss_curve(CHAR_GPT, "torch", STEPS, seed=1), single) > 5 * noise.tol(OTHER_KERNELS), noise
 
 
