@@ -104,7 +104,7 @@ def test_split_batch_cuts_every_tensor_and_refuses_packed_graphs():
 
 def test_gradient_accumulation_1x64_matches_4x16():
     """The same 64-sample batches, one pass vs four micro-batches of 16 (loss scaled by 1/4): the same curve, within
-    the one pass's own noise scale measured here (tests/support/noise.py: its batches' samples reordered, two threads)."""
+    the one pass's own noise scale measured here (tests/support/noise.py: its batches' samples reordered)."""
     from support.noise import measure
 
     steps = 8
