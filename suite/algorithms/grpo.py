@@ -32,7 +32,15 @@ class WarmStart(BaseModel):
     suite's model saved with torch.save."""
 
     model_config = ConfigDict(extra="forbid")
-    sft_steps: int = Field(default=0, ge=0, description="supervised steps on generated solved problems (untimed)")
+    sft_steps: int = Field(default=0, ge=0, description="supervised steps on generated solved problems (untimed); "
+                           "with sft_until_accuracy, the most it may take")
+    sft_until_accuracy: float | None = Field(
+        default=None, gt=0, le=1, description="stop the supervised phase at the first check where the policy's "
+        "accuracy (eval_sampling) on the probe problems reaches this; not reaching it in sft_steps ends the run "
+        "`error`. None: exactly sft_steps steps")
+    sft_check_every: int = Field(default=5, gt=0, description="supervised steps between probe checks")
+    probe_problems: int = Field(default=256, gt=0, description="training problems (never held-out ones) drawn from "
+                                "warm_start.seed that the stopping rule scores")
     sft_lr: float = Field(default=3e-3, gt=0)
     sft_batch_size: int = Field(default=64, gt=0)
     checkpoint: str | None = Field(default=None, description="a torch.save state dict of the policy")
