@@ -1,4 +1,4 @@
-"""The results folder and what reads it: `results validate|show|index|archive`, `compare`, `baseline promote`."""
+"""The results folder and what reads it: `results validate|show|index|archive|import-mlperf`, `compare`, `baseline promote`."""
 
 from __future__ import annotations
 
@@ -81,6 +81,61 @@ def results_show(
         err.print(f"[red]skipped bad file[/red] {escape(e)}", highlight=False)
 
 
+
+
+@results_app.command("import-mlperf")
+def results_import_mlperf(
+    path: Annotated[Path, typer.Argument(help="a submitter folder (results/ + systems/) or a whole MLPerf Training "
+                                               "results repository (one folder per submitter)")],
+    results: Annotated[Path, typer.Option("--results", help="the results folder")] = Path("results"),
+    round_: Annotated[str | None, typer.Option("--round", help="MLPerf round, e.g. 5.1 (default: from a "
+                                                                "training_results_vX.Y folder in PATH)")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="processes reading logs (default: the CPU count)")] = None,
+    scores_csv: Annotated[Path | None, typer.Option("--scores-csv", help="also write MLPerf's scores (the result "
+                                                      "summarizer's columns, minutes) here")] = None,
+) -> None:
+    """Import published MLPerf Training logs as results marked `imported` (never a local run's seeds). Exit 0:
+    all imported (or already there); 1: some files were skipped, each named; 2: bad input."""
+    if not path.is_dir():
+        raise fail_input(f"{path}: no such folder (a submitter folder or an MLPerf results repository)")
+    from suite.mlperf import tree
+
+    if not tree.submitter_dirs(path):
+        raise fail_input(f"{path}: no submitter folder (results/ and systems/) in it or under it")
+    ruleset = tree.round_of(path) if round_ is None else f"{round_}.0" if round_.count(".") == 1 else round_
+    if ruleset is None:
+        raise fail_input(f"{path}: cannot tell the MLPerf round from the path; pass --round (e.g. --round 5.1)")
+    from rich.progress import Progress
+
+    from suite.mlperf import importer
+    from suite.results.record import ResultWriteError
+
+    if ruleset.count(".") != 2 or not _ruleset_known(ruleset):
+        raise fail_input(f"--round {round_ or ruleset}: mlperf_logging has no training ruleset {ruleset}")
+    results.mkdir(parents=True, exist_ok=True)
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task("reading and checking logs", total=None)
+        try:
+            report = importer.import_tree(path, results, ruleset, workers=workers,
+                                          progress=lambda done, total: bar.update(task, completed=done, total=total))
+        except ResultWriteError as e:
+            raise fail_input(str(e)) from None
+    if scores_csv is not None:
+        from suite.mlperf import score
+
+        score.write_csv(report.rows, scores_csv, ruleset)
+    for line in report.skipped:
+        err.print(f"skipped {line}", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"imported {len(report.imported)} result(s) from {report.logs} log(s) under {path} into {results}; "
+              f"{report.already} already imported, {len(report.skipped)} skipped; {len(report.rows)} system(s) scored",
+              markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAIL if report.skipped else EXIT_OK)
+
+
+def _ruleset_known(ruleset: str) -> bool:
+    from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
+
+    return ruleset in rule_choices()
 
 
 def _load(path: Path):  # noqa: ANN202 - results.Loaded or index.Indexed: both give .results and .errors
