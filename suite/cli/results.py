@@ -280,6 +280,9 @@ def baseline_promote(
     spec_hash: Annotated[str | None, typer.Option(help="only results of this spec hash")] = None,
     min_seeds: Annotated[int, typer.Option(min=1, help="fewest seeds a baseline may have")] = MIN_SEEDS,
     replace: Annotated[bool, typer.Option(help="replace existing baseline files")] = False,
+    imported: Annotated[str | None, typer.Option(
+        "--imported", help="bless this imported (published) system, SUBMITTER/SYSTEM as `results import-mlperf` "
+        "recorded it; imported results are otherwise always left out")] = None,
 ) -> None:
     """Aggregate results (several seeds of one spec on one hardware) into baseline files."""
     from suite.results import baselines as bl
@@ -291,8 +294,18 @@ def baseline_promote(
     problems = list(loaded.errors) + [f"{src}: is a baseline file, not a result" for src, _ in loaded.baselines]
     if problems:
         raise fail_input("refusing to promote; fix or leave out these files:\n  " + "\n  ".join(problems))
+    published = [r for r in loaded.records if r.imported_system is not None]
+    if imported is not None and not any(r.imported_system == imported for r in published):
+        known = sorted({str(r.imported_system) for r in published})
+        raise fail_input(f"--imported {imported}: no imported results of that system under "
+                         f"{', '.join(map(str, results))}" + (f" (imported: {', '.join(known[:10])})" if known else ""))
+    if published and imported is None:
+        err.print(f"left out {len(published)} imported (published) result(s), e.g. {published[0].source}: a published "
+                  "system is blessed only when named (--imported SUBMITTER/SYSTEM)", markup=False, highlight=False,
+                  soft_wrap=True)
     records = [r for r in loaded.records if (hardware is None or r.key.hardware == hardware)
-               and (spec_hash is None or r.spec_hash == spec_hash)]
+               and (spec_hash is None or r.spec_hash == spec_hash)
+               and (r.imported_system is None if imported is None else r.imported_system == imported)]
     if not records:
         raise fail_input(f"no result files under {', '.join(map(str, results))} match"
                          + (f" --hardware {hardware}" if hardware else "") + (f" --spec-hash {spec_hash}" if spec_hash else ""))
