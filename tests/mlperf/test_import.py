@@ -106,7 +106,7 @@ def test_bad_input_is_named_and_skipped_the_rest_imported_nothing_recorded_chang
     shutil.copytree(logs, amd / "results" / sysname / "resnet_9000")
     for n in range(6, 10):  # DIRTY's good logs made new ones (a comment line changes the hash, not the run)
         with (d / f"result_{n}.txt").open("a") as f:
-            f.write("copied for a test\n")
+            f.write("\ncopied for a test\n")  # after a newline: the last line may have none
 
     p = run("results", "import-mlperf", str(src), "--results", str(results))
     assert p.returncode == 1, p.stdout + p.stderr
