@@ -214,7 +214,9 @@ def results_archive(
 
 
 def compare(
-    baseline: Annotated[list[Path], typer.Option("--baseline", "-b", help="baseline files/folder, or a results folder")],
+    baseline: Annotated[list[Path], typer.Option("--baseline", "-b", help="baseline files/folder, or a results folder, "
+                                                 "or mlperf:SUBMITTER/SYSTEM (a published system `results "
+                                                 "import-mlperf` recorded under --published)")],
     candidate: Annotated[list[Path], typer.Option("--candidate", "-c", help="the candidate's results folder")],
     format_: Annotated[str, typer.Option("--format", help="md (for a PR comment) or json")] = "md",
     out_file: Annotated[Path | None, typer.Option("--out", help="write the report here instead of stdout")] = None,
@@ -232,6 +234,8 @@ def compare(
         help="throughput A/B: relative change ignored where no floor was measured")] = 0.01,
     min_runs: Annotated[int, typer.Option(help="throughput A/B: fewest runs per side")] = 4,
     min_steps: Annotated[int, typer.Option(help="throughput A/B: fewest measured steps per run")] = 20,
+    published: Annotated[Path, typer.Option("--published", help="the results folder holding imported (published) "
+                                            "systems, for --baseline mlperf:...")] = Path("results"),
 ) -> None:
     """Compare candidate runs against baselines. Exit 0: no regression; 1: a regression; 2: bad input or
     nothing comparable."""
@@ -239,7 +243,10 @@ def compare(
 
     if format_ not in ("md", "json"):
         raise fail_input(f"--format {format_!r}: expected md or json")
-    for b in baseline:
+    named = [str(b) for b in baseline if str(b).startswith("mlperf:")]
+    if named and len(baseline) > 1:
+        raise fail_input(f"--baseline {named[0]}: a published system is compared alone; give one --baseline")
+    for b in ([] if named else baseline):
         for c in candidate:
             rb, rc = b.resolve(), c.resolve()
             if rb == rc or rb in rc.parents or rc in rb.parents:
@@ -250,7 +257,12 @@ def compare(
         settings = cmp.Settings(alpha=alpha, default_noise_floor=noise_floor, min_seeds=min_seeds,
                                 gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else cmp.DEFAULT_GATE,
                                 throughput_noise_floor=throughput_noise_floor, min_runs=min_runs, min_steps=min_steps)
-        report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate, floors=floors)
+        if named:
+            from suite.compare.published import compare_published
+
+            report = compare_published(named[0], published, candidate, settings, strict=strict)
+        else:
+            report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate, floors=floors)
     except ValueError as e:  # ResultError is a ValueError: a missing path, or a bad file under --strict
         raise fail_input(str(e)) from None
     as_json = json.dumps(cmp.to_json(report), indent=2) + "\n" if format_ == "json" or json_out else ""

@@ -72,10 +72,6 @@ def import_tree(src: Path, results: Path, ruleset: str, workers: int | None = No
             progress(done, len(logs))
 
     infos = scan.read_all(logs, ruleset, cache, workers=workers, progress=tick)
-    try:
-        cache.save()
-    except OSError:
-        pass  # a cache that cannot be saved costs time next run, nothing else
     report.rows = score.summarize(walk, infos)
     scores = {(r.submitter_dir, r.system_file, b): s for r in report.rows for b, s in r.scores.items()}
     for bench in walk.benchmarks:
@@ -93,11 +89,16 @@ def import_tree(src: Path, results: Path, ruleset: str, workers: int | None = No
                 report.skipped.append(f"{log}: logs submission_benchmark {info.benchmark!r} but lies under "
                                       f"{bench.benchmark}/")
                 continue
+            known = cache.imported.get(info.sha256)
+            if known and (results / known).is_file():  # imported before: nothing to build, nothing to write
+                report.already += 1
+                continue
             result = to_result(info, bench, entry.desc, scores[(bench.submitter_dir, bench.system, bench.benchmark)],
                                ruleset)
             path = result_path(results, result)
             if path.exists():
                 report.already += 1
+                cache.note_imported(info.sha256, str(path.relative_to(results)))
                 continue
             try:
                 write_atomic(path, result.model_dump_json(indent=1))
@@ -107,6 +108,11 @@ def import_tree(src: Path, results: Path, ruleset: str, workers: int | None = No
             except OSError as e:
                 raise ResultWriteError(path, e.strerror or str(e)) from e
             report.imported.append(path)
+            cache.note_imported(info.sha256, str(path.relative_to(results)))
+    try:
+        cache.save()
+    except OSError:
+        pass  # a cache that cannot be saved costs time next run, nothing else
     return report
 
 

@@ -31,12 +31,14 @@ class Cache:
         self.tag = f"{checker_version()} ruleset {ruleset}"
         self.stat: dict[str, list[Any]] = {}
         self.logs: dict[str, dict[str, Any]] = {}
+        self.imported: dict[str, str] = {}  # log sha256 -> its result file, relative to the results folder
         self.dirty = False
         if path is not None and path.is_file():
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
                 if data.get("tag") == self.tag:
                     self.stat, self.logs = dict(data["stat"]), dict(data["logs"])
+                    self.imported = dict(data.get("imported", {}))
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # a damaged cache is rebuilt, never trusted
 
@@ -69,11 +71,17 @@ class Cache:
         self.logs[info.sha256] = {**info.to_json(), "path": ""}
         self.dirty = True
 
+    def note_imported(self, sha: str, rel: str) -> None:
+        if self.imported.get(sha) != rel:
+            self.imported[sha] = rel
+            self.dirty = True
+
     def save(self) -> None:
         if self.path is None or not self.dirty:
             return
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.part")
-        tmp.write_text(json.dumps({"tag": self.tag, "stat": self.stat, "logs": self.logs}), encoding="utf-8")
+        tmp.write_text(json.dumps({"tag": self.tag, "stat": self.stat, "logs": self.logs,
+                                   "imported": self.imported}), encoding="utf-8")
         os.replace(tmp, self.path)  # a cache, not a record: replaced whole, atomically
         self.dirty = False
 
