@@ -79,7 +79,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
-               "rollout_s_per_step", "training_s_per_step", "target", "mllog")
+               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "imported")
 
 
 @dataclass(slots=True)
@@ -123,6 +123,7 @@ class RunRow:
     training_s_per_step: float | None
     target: dict[str, Any]
     mllog: str | None
+    imported: dict[str, Any] | None  # a published MLPerf result's provenance (suite.results.record.ImportedFrom)
     sig: list[Any] = field(default_factory=list)  # what the run page depends on (pages._signature)
     mllog_copy: str | None = None  # r/<id>.mllog.txt when the named log exists beside the result
     mllog_note: str = ""  # why there is no log link, when the result names one
@@ -136,10 +137,10 @@ class RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
-        target = target_of_column(rest[-2])
+        target = target_of_column(rest[-3])
         when = datetime.fromisoformat(started)
-        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-2],
-                 target, rest[-1])
+        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-3],
+                 target, rest[-2], json.loads(rest[-1]) if rest[-1] else None)
         rr.month = month_of(when)
         return rr
 
@@ -174,7 +175,8 @@ class RunRow:
     @property
     def sub_key(self) -> tuple[str, ...]:
         """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit."""
-        return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown")
+        return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown",
+                *(("published", self.imported["submitter"], self.imported["system"]) if self.imported else ()))
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -217,7 +219,32 @@ class Submission:
 
     @property
     def series(self) -> str:
+        ref = self.reference
+        if ref:
+            return f"{ref['submitter']} {ref['system_name']} · MLPerf v{ref['round']}"
         return f"{self.hardware} · {self.backend} · {self.precision}"
+
+    @property
+    def reference(self) -> dict[str, Any] | None:
+        """The provenance of a published (imported) MLPerf submission, shown as a reference row; None for local."""
+        return self.runs[0].imported
+
+    @property
+    def round(self) -> str:
+        return f"MLPerf v{self.reference['round']}" if self.reference else "local"
+
+    @property
+    def badge(self) -> str:
+        ref = self.reference
+        return f"MLPerf v{ref['round']} · {ref['division']} · {ref['availability']}" if ref else ""
+
+    @property
+    def mlperf_score_s(self) -> float | None:
+        """MLPerf's own score (result_summarizer's olympic mean with RCP scaling) in seconds; inf when dropped."""
+        ref = self.reference
+        if not ref:
+            return None
+        return math.inf if ref.get("score_min") is None else float(ref["score_min"]) * 60.0
 
     @property
     def latest(self) -> RunRow:
@@ -347,16 +374,28 @@ class Workload:
 
     @property
     def target(self) -> dict[str, Any]:
-        return self.latest.target if self.latest else {}
+        if self.latest and self.latest.target:
+            return self.latest.target
+        # a newest run that carries no target (an old file): the newest featured run that does
+        found = [s.latest for s in self.featured if s.latest.target]
+        return max(found, key=lambda r: r.started_at).target if found else {}
 
     @property
     def newest(self) -> str:
         return self.units[-1].month
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
-        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
-        by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
+        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked.
+        Published (imported) systems are reference rows in every local board, so a local runner and a published
+        system sit on one table; with no local run they make one board of their own."""
+        by_hash: dict[str, dict[tuple[str, ...], Submission]] = defaultdict(dict)
+        refs: dict[tuple[str, ...], Submission] = {}
         for s in self.featured:
+            if s.reference:
+                rk = (s.reference["submitter"], s.reference["system"])
+                if rk not in refs or s.timestamp > refs[rk].timestamp:
+                    refs[rk] = s
+                continue
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)
             if cur is None or s.timestamp > cur.timestamp:
@@ -365,6 +404,10 @@ class Workload:
         # keep rank()'s order)
         boards = [(h, sorted(rank(list(rows.values())), key=self.ranked_tta)) for h, rows in by_hash.items()]
         boards.sort(key=lambda hb: (-max(s.timestamp for s in hb[1]), hb[0]))
+        if refs:
+            published = list(refs.values())
+            boards = ([(h, sorted(rank(subs + published), key=self.ranked_tta)) for h, subs in boards] if boards
+                      else [("published", sorted(rank(published), key=self.ranked_tta))])
         return boards
 
     def rcp_check(self, s: Submission) -> Any:
@@ -376,6 +419,8 @@ class Workload:
                                           s.agg.tta_olympic_s)
 
     def ranked_tta(self, s: Submission) -> float:
+        if s.reference:
+            return s.mlperf_score_s  # type: ignore[return-value]
         chk = self.rcp_check(s)
         return chk["tta_normalized_s"] if chk and chk["faster"] else s.agg.tta_olympic_s
 
