@@ -1,4 +1,4 @@
-"""The results folder and what reads it: `results validate|show|index|archive|import-mlperf`, `compare`, `baseline promote`."""
+"""The results folder and what reads it: `results validate|show|index|archive|import-mlperf|export-mlperf`, `compare`, `baseline promote`."""
 
 from __future__ import annotations
 
@@ -130,6 +130,39 @@ def results_import_mlperf(
               f"{report.already} already imported, {len(report.skipped)} skipped; {len(report.rows)} system(s) scored",
               markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_FAIL if report.skipped else EXIT_OK)
+
+
+@results_app.command("export-mlperf")
+def results_export_mlperf(
+    out_dir: Annotated[Path, typer.Option("--out", help="a new folder for the submission package")],
+    system_fields: Annotated[Path, typer.Option("--system-fields", help="JSON with the system description's "
+                                                "fields only a person knows: submitter, division, status (and any "
+                                                "other systems/<system>.json field to set)")],
+    results: Annotated[Path, typer.Option("--results", help="the results folder")] = Path("results"),
+    workload: Annotated[str | None, typer.Option(help="only this workload, e.g. nlp/llama31_8b")] = None,
+    ruleset: Annotated[str, typer.Option(help="the MLPerf Training ruleset the package is for")] = "6.1.0",
+) -> None:
+    """Write a submission-shaped folder (results/<system>/<benchmark>/result_N.txt, systems/<system>.json) from
+    local runs of MLPerf-named workloads. Exit 0: every log passes the official compliance checker; 1: written,
+    but some logs break a rule (each named with its keys); 2: bad input."""
+    from suite.mlperf import export as ex
+
+    if not results.is_dir():
+        raise fail_input(f"--results {results}: no such folder")
+    if not _ruleset_known(ruleset):
+        raise fail_input(f"--ruleset {ruleset}: mlperf_logging has no training ruleset {ruleset}")
+    try:
+        person = ex.read_person_fields(system_fields)
+        report = ex.export(results, out_dir, person, workload=workload, ruleset=ruleset)
+    except ex.ExportError as e:
+        raise fail_input(str(e)) from None
+    for log, keys in report.failed.items():
+        err.print(f"breaks the {ruleset} rules: {log}: {', '.join(keys)}", markup=False, highlight=False,
+                  soft_wrap=True)
+    out.print(f"wrote {len(report.logs)} log(s) and {len(report.systems)} system description(s) under {out_dir}; "
+              f"{len(report.failed)} log(s) break a rule; check it with `python -m mlperf_logging.package_checker "
+              f"{out_dir}/<submitter> training {ruleset}`", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAIL if report.failed else EXIT_OK)
 
 
 def _ruleset_known(ruleset: str) -> bool:
