@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 
+import pytest
 from conftest import cli, subprocess_env
 from support import mlperf_fixture
 from support.compare_factory import noisy_runs, write_all
@@ -29,6 +30,7 @@ def _candidates(root, time_per_step_s: float, precision: str = "bf16", batch: in
     return write_all(root, runs)
 
 
+@pytest.mark.slow  # imports 20 logs and runs compare three times in subprocesses: ~40 s quiet, minutes under load
 def test_a_local_runner_against_a_published_system(tmp_path):
     published = tmp_path / "results"
     src = mlperf_fixture.unpack(tmp_path / "src")
