@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from suite.results.imported import ImportedFrom
 from suite.results.tree import create_temp, json_files, leads_out
 
 SCHEMA_VERSION = 2  # 2: throughput mode (status `measured`, `mode`, `step_times_s`)
@@ -86,34 +87,6 @@ class GitInfo(_Model):
     sha: str | None = None
     dirty: bool | None = None
     branch: str | None = None
-
-
-class ImportedFrom(_Model):
-    """Where an imported result came from (a published MLPerf log): never a local run's seed, never blessed unless
-    asked for by name. Optional on Result (default None); the lead folds it into schema version 3."""
-
-    source: Literal["mlperf"] = "mlperf"
-    round: str = Field(description="MLPerf round, e.g. 5.1")
-    ruleset: str = Field(description="the checker's ruleset that read the log, e.g. 5.1.0")
-    division: str
-    availability: str = Field(description="the system description's status, e.g. Available on-premise")
-    submitter: str
-    system: str = Field(description="the system's folder name (systems/<system>.json)")
-    system_name: str
-    benchmark: str = Field(description="MLPerf's benchmark name (the folder under results/<system>/)")
-    framework: str
-    log_path: str
-    log_sha256: str
-    result_index: int = Field(description="N of result_N.txt")
-    run_stop_status: str | None = None
-    compliant: bool
-    compliance_reason: str | None = None
-    global_batch_size: float | None = None
-    score_min: float | None = Field(default=None, description="MLPerf's score of this system x benchmark in minutes "
-                                    "(result_summarizer's); None: infinite, too many runs dropped")
-    score_runs: int = 0
-    score_dropped: int = 0
-    rcp_scaling_factor: float = 1.0
 
 
 class Result(_Model):

@@ -10,7 +10,6 @@ through suite.results.baselines' typed reader (compare reports and studies: suit
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -21,10 +20,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from suite.results import baselines as bl
+from suite.results.imported import ImportedFrom
 from suite.results.index.rows import target_of as target_of_column
 from suite.results.record import Result, ResultError, slug
 from suite.results.stats import Aggregate, RunFigures, aggregate
 from suite.results.stats import _tta as tta_of
+from suite.site.cells import cell_text, flatten  # noqa: F401 - moved there (module size); imported from here
+from suite.site.published import Reference, imported_of, newest_target, published_key, with_references
 
 
 def short_hash(text: str, n: int = 8) -> str:
@@ -123,7 +125,7 @@ class RunRow:
     training_s_per_step: float | None
     target: dict[str, Any]
     mllog: str | None
-    imported: dict[str, Any] | None  # a published MLPerf result's provenance (suite.results.record.ImportedFrom)
+    imported: ImportedFrom | None  # a published MLPerf result's provenance
     sig: list[Any] = field(default_factory=list)  # what the run page depends on (pages._signature)
     mllog_copy: str | None = None  # r/<id>.mllog.txt when the named log exists beside the result
     mllog_note: str = ""  # why there is no log link, when the result names one
@@ -140,7 +142,7 @@ class RunRow:
         target = target_of_column(rest[-3])
         when = datetime.fromisoformat(started)
         rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-3],
-                 target, rest[-2], json.loads(rest[-1]) if rest[-1] else None)
+                 target, rest[-2], imported_of(rest[-1]))
         rr.month = month_of(when)
         return rr
 
@@ -176,7 +178,7 @@ class RunRow:
     def sub_key(self) -> tuple[str, ...]:
         """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit."""
         return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown",
-                *(("published", self.imported["submitter"], self.imported["system"]) if self.imported else ()))
+                *published_key(self.imported))
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -194,7 +196,7 @@ def _median(xs: list[float]) -> float | None:
 
 
 @dataclass
-class Submission:
+class Submission(Reference):
     workload: str
     spec_hash: str
     hardware: str
@@ -219,32 +221,7 @@ class Submission:
 
     @property
     def series(self) -> str:
-        ref = self.reference
-        if ref:
-            return f"{ref['submitter']} {ref['system_name']} · MLPerf v{ref['round']}"
-        return f"{self.hardware} · {self.backend} · {self.precision}"
-
-    @property
-    def reference(self) -> dict[str, Any] | None:
-        """The provenance of a published (imported) MLPerf submission, shown as a reference row; None for local."""
-        return self.runs[0].imported
-
-    @property
-    def round(self) -> str:
-        return f"MLPerf v{self.reference['round']}" if self.reference else "local"
-
-    @property
-    def badge(self) -> str:
-        ref = self.reference
-        return f"MLPerf v{ref['round']} · {ref['division']} · {ref['availability']}" if ref else ""
-
-    @property
-    def mlperf_score_s(self) -> float | None:
-        """MLPerf's own score (result_summarizer's olympic mean with RCP scaling) in seconds; inf when dropped."""
-        ref = self.reference
-        if not ref:
-            return None
-        return math.inf if ref.get("score_min") is None else float(ref["score_min"]) * 60.0
+        return self.reference_series or f"{self.hardware} · {self.backend} · {self.precision}"
 
     @property
     def latest(self) -> RunRow:
@@ -374,28 +351,16 @@ class Workload:
 
     @property
     def target(self) -> dict[str, Any]:
-        if self.latest and self.latest.target:
-            return self.latest.target
-        # a newest run that carries no target (an old file): the newest featured run that does
-        found = [s.latest for s in self.featured if s.latest.target]
-        return max(found, key=lambda r: r.started_at).target if found else {}
+        return newest_target(self.latest, self.featured)
 
     @property
     def newest(self) -> str:
         return self.units[-1].month
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
-        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked.
-        Published (imported) systems are reference rows in every local board, so a local runner and a published
-        system sit on one table; with no local run they make one board of their own."""
-        by_hash: dict[str, dict[tuple[str, ...], Submission]] = defaultdict(dict)
-        refs: dict[tuple[str, ...], Submission] = {}
-        for s in self.featured:
-            if s.reference:
-                rk = (s.reference["submitter"], s.reference["system"])
-                if rk not in refs or s.timestamp > refs[rk].timestamp:
-                    refs[rk] = s
-                continue
+        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
+        by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
+        for s in (s for s in self.featured if not s.reference):  # published systems: with_references below
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)
             if cur is None or s.timestamp > cur.timestamp:
@@ -404,11 +369,7 @@ class Workload:
         # keep rank()'s order)
         boards = [(h, sorted(rank(list(rows.values())), key=self.ranked_tta)) for h, rows in by_hash.items()]
         boards.sort(key=lambda hb: (-max(s.timestamp for s in hb[1]), hb[0]))
-        if refs:
-            published = list(refs.values())
-            boards = ([(h, sorted(rank(subs + published), key=self.ranked_tta)) for h, subs in boards] if boards
-                      else [("published", sorted(rank(published), key=self.ranked_tta))])
-        return boards
+        return with_references(boards, self.featured, lambda subs: sorted(rank(subs), key=self.ranked_tta))
 
     def rcp_check(self, s: Submission) -> Any:
         """The convergence guard's verdict on a submission of the RCP's spec (rcp_guard.submission_check), or None."""
@@ -463,33 +424,3 @@ def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
         return [], [str(e)]
     base = root if root.is_dir() else root.parent
     return [Baseline(p.relative_to(base).as_posix(), b, b.figures()) for p, b in found], errors
-
-
-def cell_text(value: Any, limit: int = 400) -> str:
-    kind = type(value)
-    if kind is str:
-        text = value
-    elif kind is float:
-        text = f"{value:.6g}"
-    elif value is None:
-        text = "null"
-    elif kind is bool:
-        text = "true" if value else "false"
-    elif kind is int:
-        text = int.__repr__(value)  # what json.dumps writes for an int
-    elif isinstance(value, str | float | bool | int):
-        text = value if isinstance(value, str) else f"{value:.6g}" if isinstance(value, float) else json.dumps(value)
-    else:
-        text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def flatten(data: Any, prefix: str = "", depth: int = 0, out: dict[str, Any] | None = None) -> dict[str, Any]:
-    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values (they are shown as JSON)."""
-    out = {} if out is None else out
-    if isinstance(data, dict) and depth < 6 and data:
-        for k, v in data.items():
-            flatten(v, f"{prefix}.{k}" if prefix else str(k), depth + 1, out)
-    else:
-        out[prefix or "value"] = data
-    return out
