@@ -8,9 +8,10 @@ import random
 import subprocess
 
 import pytest
-from conftest import cli, subprocess_env
 from support import mlperf_fixture
 from support.compare_factory import noisy_runs, write_all
+from support.faults import cli
+from support.faults import env as subprocess_env
 
 from suite.mlperf import importer
 

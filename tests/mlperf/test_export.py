@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import cli, subprocess_env
 from support.datafiles import write_c4_indexed
+from support.faults import cli
+from support.faults import env as subprocess_env
 
 from suite import registry
 from suite.harness import RunRequest, run

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, subprocess_env
 from support import mlperf_fixture
+from support.faults import cli
+from support.faults import env as subprocess_env
 
 from suite.results.record import load_results
 
