@@ -49,7 +49,7 @@ function applyFilters(form, updateUrl) {
   for (const section of document.querySelectorAll("section.workload")) {
     let visible = 0;
     for (const row of section.querySelectorAll("table.lb tbody tr")) {
-      const ok = want.every(([attr, value]) => value === "" || row.getAttribute("data-" + attr) === value);
+      const ok = want.every(([attr, value]) => value === "" || (row.getAttribute("data-" + attr) ?? (attr === "round" ? "local" : null)) === value);  // a local row has no round
       row.hidden = !ok;
       total += 1;
       if (ok) { visible += 1; shown += 1; }

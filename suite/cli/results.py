@@ -1,4 +1,4 @@
-"""The results folder and what reads it: `results validate|show|index|archive`, `compare`, `baseline promote`."""
+"""The results folder and what reads it: `results validate|show|index|archive|import-mlperf|export-mlperf`, `compare`, `baseline promote`."""
 
 from __future__ import annotations
 
@@ -83,6 +83,94 @@ def results_show(
 
 
 
+@results_app.command("import-mlperf")
+def results_import_mlperf(
+    path: Annotated[Path, typer.Argument(help="a submitter folder (results/ + systems/) or a whole MLPerf Training "
+                                               "results repository (one folder per submitter)")],
+    results: Annotated[Path, typer.Option("--results", help="the results folder")] = Path("results"),
+    round_: Annotated[str | None, typer.Option("--round", help="MLPerf round, e.g. 5.1 (default: from a "
+                                                                "training_results_vX.Y folder in PATH)")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="processes reading logs (default: the CPU count)")] = None,
+    scores_csv: Annotated[Path | None, typer.Option("--scores-csv", help="also write MLPerf's scores (the result "
+                                                      "summarizer's columns, minutes) here")] = None,
+) -> None:
+    """Import published MLPerf Training logs as results marked `imported` (never a local run's seeds). Exit 0:
+    all imported (or already there); 1: some files were skipped, each named; 2: bad input."""
+    if not path.is_dir():
+        raise fail_input(f"{path}: no such folder (a submitter folder or an MLPerf results repository)")
+    from suite.mlperf import tree
+
+    if not tree.submitter_dirs(path):
+        raise fail_input(f"{path}: no submitter folder (results/ and systems/) in it or under it")
+    ruleset = tree.round_of(path) if round_ is None else f"{round_}.0" if round_.count(".") == 1 else round_
+    if ruleset is None:
+        raise fail_input(f"{path}: cannot tell the MLPerf round from the path; pass --round (e.g. --round 5.1)")
+    from rich.progress import Progress
+
+    from suite.mlperf import importer
+    from suite.results.record import ResultWriteError
+
+    if ruleset.count(".") != 2 or not _ruleset_known(ruleset):
+        raise fail_input(f"--round {round_ or ruleset}: mlperf_logging has no training ruleset {ruleset}")
+    results.mkdir(parents=True, exist_ok=True)
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task("reading and checking logs", total=None)
+        try:
+            report = importer.import_tree(path, results, ruleset, workers=workers,
+                                          progress=lambda done, total: bar.update(task, completed=done, total=total))
+        except ResultWriteError as e:
+            raise fail_input(str(e)) from None
+    if scores_csv is not None:
+        from suite.mlperf import score
+
+        score.write_csv(report.rows, scores_csv, ruleset)
+    for line in report.skipped:
+        err.print(f"skipped {line}", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"imported {len(report.imported)} result(s) from {report.logs} log(s) under {path} into {results}; "
+              f"{report.already} already imported, {len(report.skipped)} skipped; {len(report.rows)} system(s) scored",
+              markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAIL if report.skipped else EXIT_OK)
+
+
+@results_app.command("export-mlperf")
+def results_export_mlperf(
+    out_dir: Annotated[Path, typer.Option("--out", help="a new folder for the submission package")],
+    system_fields: Annotated[Path, typer.Option("--system-fields", help="JSON with the system description's "
+                                                "fields only a person knows: submitter, division, status (and any "
+                                                "other systems/<system>.json field to set)")],
+    results: Annotated[Path, typer.Option("--results", help="the results folder")] = Path("results"),
+    workload: Annotated[str | None, typer.Option(help="only this workload, e.g. nlp/llama31_8b")] = None,
+    ruleset: Annotated[str, typer.Option(help="the MLPerf Training ruleset the package is for")] = "6.1.0",
+) -> None:
+    """Write a submission-shaped folder (results/<system>/<benchmark>/result_N.txt, systems/<system>.json) from
+    local runs of MLPerf-named workloads. Exit 0: every log passes the official compliance checker; 1: written,
+    but some logs break a rule (each named with its keys); 2: bad input."""
+    from suite.mlperf import export as ex
+
+    if not results.is_dir():
+        raise fail_input(f"--results {results}: no such folder")
+    if not _ruleset_known(ruleset):
+        raise fail_input(f"--ruleset {ruleset}: mlperf_logging has no training ruleset {ruleset}")
+    try:
+        person = ex.read_person_fields(system_fields)
+        report = ex.export(results, out_dir, person, workload=workload, ruleset=ruleset)
+    except ex.ExportError as e:
+        raise fail_input(str(e)) from None
+    for log, keys in report.failed.items():
+        err.print(f"breaks the {ruleset} rules: {log}: {', '.join(keys)}", markup=False, highlight=False,
+                  soft_wrap=True)
+    out.print(f"wrote {len(report.logs)} log(s) and {len(report.systems)} system description(s) under {out_dir}; "
+              f"{len(report.failed)} log(s) break a rule; check it with `python -m mlperf_logging.package_checker "
+              f"{out_dir}/<submitter> training {ruleset}`", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAIL if report.failed else EXIT_OK)
+
+
+def _ruleset_known(ruleset: str) -> bool:
+    from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
+
+    return ruleset in rule_choices()
+
+
 def _load(path: Path):  # noqa: ANN202 - results.Loaded or index.Indexed: both give .results and .errors
     """The results under PATH: through the index for a folder (updated first), else the file itself."""
     from suite.results import index
@@ -159,7 +247,9 @@ def results_archive(
 
 
 def compare(
-    baseline: Annotated[list[Path], typer.Option("--baseline", "-b", help="baseline files/folder, or a results folder")],
+    baseline: Annotated[list[Path], typer.Option("--baseline", "-b", help="baseline files/folder, or a results folder, "
+                                                 "or mlperf:SUBMITTER/SYSTEM (a published system `results "
+                                                 "import-mlperf` recorded under --published)")],
     candidate: Annotated[list[Path], typer.Option("--candidate", "-c", help="the candidate's results folder")],
     format_: Annotated[str, typer.Option("--format", help="md (for a PR comment) or json")] = "md",
     out_file: Annotated[Path | None, typer.Option("--out", help="write the report here instead of stdout")] = None,
@@ -177,6 +267,8 @@ def compare(
         help="throughput A/B: relative change ignored where no floor was measured")] = 0.01,
     min_runs: Annotated[int, typer.Option(help="throughput A/B: fewest runs per side")] = 4,
     min_steps: Annotated[int, typer.Option(help="throughput A/B: fewest measured steps per run")] = 20,
+    published: Annotated[Path, typer.Option("--published", help="the results folder holding imported (published) "
+                                            "systems, for --baseline mlperf:...")] = Path("results"),
 ) -> None:
     """Compare candidate runs against baselines. Exit 0: no regression; 1: a regression; 2: bad input or
     nothing comparable."""
@@ -184,7 +276,10 @@ def compare(
 
     if format_ not in ("md", "json"):
         raise fail_input(f"--format {format_!r}: expected md or json")
-    for b in baseline:
+    named = [str(b) for b in baseline if str(b).startswith("mlperf:")]
+    if named and len(baseline) > 1:
+        raise fail_input(f"--baseline {named[0]}: a published system is compared alone; give one --baseline")
+    for b in ([] if named else baseline):
         for c in candidate:
             rb, rc = b.resolve(), c.resolve()
             if rb == rc or rb in rc.parents or rc in rb.parents:
@@ -195,7 +290,12 @@ def compare(
         settings = cmp.Settings(alpha=alpha, default_noise_floor=noise_floor, min_seeds=min_seeds,
                                 gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else cmp.DEFAULT_GATE,
                                 throughput_noise_floor=throughput_noise_floor, min_runs=min_runs, min_steps=min_steps)
-        report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate, floors=floors)
+        if named:
+            from suite.compare.published import compare_published
+
+            report = compare_published(named[0], published, candidate, settings, strict=strict)
+        else:
+            report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate, floors=floors)
     except ValueError as e:  # ResultError is a ValueError: a missing path, or a bad file under --strict
         raise fail_input(str(e)) from None
     as_json = json.dumps(cmp.to_json(report), indent=2) + "\n" if format_ == "json" or json_out else ""
@@ -225,6 +325,9 @@ def baseline_promote(
     spec_hash: Annotated[str | None, typer.Option(help="only results of this spec hash")] = None,
     min_seeds: Annotated[int, typer.Option(min=1, help="fewest seeds a baseline may have")] = MIN_SEEDS,
     replace: Annotated[bool, typer.Option(help="replace existing baseline files")] = False,
+    imported: Annotated[str | None, typer.Option(
+        "--imported", help="bless this imported (published) system, SUBMITTER/SYSTEM as `results import-mlperf` "
+        "recorded it; imported results are otherwise always left out")] = None,
 ) -> None:
     """Aggregate results (several seeds of one spec on one hardware) into baseline files."""
     from suite.results import baselines as bl
@@ -236,8 +339,18 @@ def baseline_promote(
     problems = list(loaded.errors) + [f"{src}: is a baseline file, not a result" for src, _ in loaded.baselines]
     if problems:
         raise fail_input("refusing to promote; fix or leave out these files:\n  " + "\n  ".join(problems))
+    published = [r for r in loaded.records if r.imported_system is not None]
+    if imported is not None and not any(r.imported_system == imported for r in published):
+        known = sorted({str(r.imported_system) for r in published})
+        raise fail_input(f"--imported {imported}: no imported results of that system under "
+                         f"{', '.join(map(str, results))}" + (f" (imported: {', '.join(known[:10])})" if known else ""))
+    if published and imported is None:
+        err.print(f"left out {len(published)} imported (published) result(s), e.g. {published[0].source}: a published "
+                  "system is blessed only when named (--imported SUBMITTER/SYSTEM)", markup=False, highlight=False,
+                  soft_wrap=True)
     records = [r for r in loaded.records if (hardware is None or r.key.hardware == hardware)
-               and (spec_hash is None or r.spec_hash == spec_hash)]
+               and (spec_hash is None or r.spec_hash == spec_hash)
+               and (r.imported_system is None if imported is None else r.imported_system == imported)]
     if not records:
         raise fail_input(f"no result files under {', '.join(map(str, results))} match"
                          + (f" --hardware {hardware}" if hardware else "") + (f" --spec-hash {spec_hash}" if spec_hash else ""))

@@ -91,6 +91,30 @@ class LeanGit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     branch: str | None = None
 
 
+class LeanImported(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    round: str
+    ruleset: str
+    division: str
+    availability: str
+    submitter: str
+    system: str
+    system_name: str
+    benchmark: str
+    framework: str
+    log_path: str
+    log_sha256: str
+    result_index: Int
+    compliant: bool
+    source: Literal["mlperf"] = "mlperf"
+    run_stop_status: str | None = None
+    compliance_reason: str | None = None
+    global_batch_size: float | None = None
+    score_min: float | None = None
+    score_runs: Int = 0
+    score_dropped: Int = 0
+    rcp_scaling_factor: float = 1.0
+
+
 class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Every field of suite.results.record.Result; `config` is read only as far as compare needs it."""
 
@@ -142,6 +166,7 @@ class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     warnings: list[str] = []
     mllog: str | None = None
     phases: dict[str, Any] = {}
+    imported: LeanImported | None = None
 
 
 DECODER = msgspec.json.Decoder(LeanResult)

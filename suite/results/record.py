@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from suite.results.imported import ImportedFrom
 from suite.results.tree import create_temp, json_files, leads_out
 
 SCHEMA_VERSION = 2  # 2: throughput mode (status `measured`, `mode`, `step_times_s`)
@@ -145,6 +146,8 @@ class Result(_Model):
     phases: dict[str, Any] = Field(
         default_factory=dict, description="RL post-training (task grpo): seconds per phase (weight_sync, gen, "
         "reward, old_log_prob, ref, update), tokens generated/trained per second, MFU of generation and update")
+    imported: ImportedFrom | None = Field(default=None, description="set on a published MLPerf result brought "
+                                          "in by `results import-mlperf`: its provenance (optional, schema v3)")
 
     @field_validator("started_at")
     @classmethod

@@ -81,6 +81,7 @@ class RunRecord:
     figures: RunFigures
     git_dirty: bool
     comparison: dict[str, Any] = field(default_factory=dict)  # suite/results/key.py
+    imported_system: str | None = None  # "submitter/system" of a published (imported) result, else None
 
     @property
     def mode(self) -> str:
@@ -92,6 +93,7 @@ def record_of_result(r: Result, source: str) -> RunRecord:
         source, SideKey(r.hardware.slug, r.workload, r.backend), r.spec_hash, r.workload_version,
         _noise_floor_of(r.config), figures_of(r), bool(r.git.dirty),
         compare_key.key_of(r.config, backend=r.backend, world_size=r.world_size, parallel=r.parallel, mode=r.mode),
+        f"{r.imported.submitter}/{r.imported.system}" if r.imported else None,
     )
 
 
@@ -111,6 +113,7 @@ def _lean_record(d: LeanResult, started_at: str, source: str) -> RunRecord:
         compare_key.key_of({"precision": d.config.precision, "compile": d.config.compile, "mode": d.config.mode,
                             "spec": {"backends": d.config.spec.backends, "throughput": d.config.spec.throughput}},
                            backend=d.backend, world_size=d.world_size, parallel=d.parallel, mode=d.mode),
+        f"{d.imported.submitter}/{d.imported.system}" if d.imported else None,
     )
 
 

@@ -359,9 +359,10 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
             copy_if_changed(asset, out / "static" / asset.name)
             written.add(f"static/{asset.name}")
     # the index last: a reader who sees the new index finds every page it links
+    rounds = sorted({s.round for wls in domains.values() for w in wls for _, subs in w.leaderboards() for s in subs})
     written.add(render_page(job, "index.html", "index.html", domains=domains, skipped=skipped, latest=latest,
                             n_results=inputs.n_results, hardware=inputs.hardware, backends=inputs.backends,
-                            n_workloads=len(workloads)))
+                            n_workloads=len(workloads), rounds=rounds))
     phases["rendered_pages"] = rendered + len(views) + len(study_views) + 1
     # the marker doubles as the manifest: the months (their run pages, history points and checksums), the
     # digests of the workload and month pages, the change-point tests, and every other file this build wrote

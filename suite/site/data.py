@@ -10,7 +10,6 @@ through suite.results.baselines' typed reader (compare reports and studies: suit
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -21,10 +20,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from suite.results import baselines as bl
+from suite.results.imported import ImportedFrom
 from suite.results.index.rows import target_of as target_of_column
 from suite.results.record import Result, ResultError, slug
 from suite.results.stats import Aggregate, RunFigures, aggregate
 from suite.results.stats import _tta as tta_of
+from suite.site.cells import cell_text, flatten  # noqa: F401 - moved there (module size); imported from here
+from suite.site.published import Reference, imported_of, newest_target, published_key, with_references
 
 
 def short_hash(text: str, n: int = 8) -> str:
@@ -79,7 +81,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
-               "rollout_s_per_step", "training_s_per_step", "target", "mllog")
+               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "imported")
 
 
 @dataclass(slots=True)
@@ -123,6 +125,7 @@ class RunRow:
     training_s_per_step: float | None
     target: dict[str, Any]
     mllog: str | None
+    imported: ImportedFrom | None  # a published MLPerf result's provenance
     sig: list[Any] = field(default_factory=list)  # what the run page depends on (pages._signature)
     mllog_copy: str | None = None  # r/<id>.mllog.txt when the named log exists beside the result
     mllog_note: str = ""  # why there is no log link, when the result names one
@@ -136,10 +139,10 @@ class RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
-        target = target_of_column(rest[-2])
+        target = target_of_column(rest[-3])
         when = datetime.fromisoformat(started)
-        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-2],
-                 target, rest[-1])
+        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-3],
+                 target, rest[-2], imported_of(rest[-1]))
         rr.month = month_of(when)
         return rr
 
@@ -174,7 +177,8 @@ class RunRow:
     @property
     def sub_key(self) -> tuple[str, ...]:
         """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit."""
-        return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown")
+        return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown",
+                *published_key(self.imported))
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -192,7 +196,7 @@ def _median(xs: list[float]) -> float | None:
 
 
 @dataclass
-class Submission:
+class Submission(Reference):
     workload: str
     spec_hash: str
     hardware: str
@@ -217,7 +221,7 @@ class Submission:
 
     @property
     def series(self) -> str:
-        return f"{self.hardware} · {self.backend} · {self.precision}"
+        return self.reference_series or f"{self.hardware} · {self.backend} · {self.precision}"
 
     @property
     def latest(self) -> RunRow:
@@ -347,7 +351,7 @@ class Workload:
 
     @property
     def target(self) -> dict[str, Any]:
-        return self.latest.target if self.latest else {}
+        return newest_target(self.latest, self.featured)
 
     @property
     def newest(self) -> str:
@@ -356,7 +360,7 @@ class Workload:
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
         """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
         by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
-        for s in self.featured:
+        for s in (s for s in self.featured if not s.reference):  # published systems: with_references below
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)
             if cur is None or s.timestamp > cur.timestamp:
@@ -365,7 +369,7 @@ class Workload:
         # keep rank()'s order)
         boards = [(h, sorted(rank(list(rows.values())), key=self.ranked_tta)) for h, rows in by_hash.items()]
         boards.sort(key=lambda hb: (-max(s.timestamp for s in hb[1]), hb[0]))
-        return boards
+        return with_references(boards, self.featured, lambda subs: sorted(rank(subs), key=self.ranked_tta))
 
     def rcp_check(self, s: Submission) -> Any:
         """The convergence guard's verdict on a submission of the RCP's spec (rcp_guard.submission_check), or None."""
@@ -376,6 +380,8 @@ class Workload:
                                           s.agg.tta_olympic_s)
 
     def ranked_tta(self, s: Submission) -> float:
+        if s.reference:
+            return s.mlperf_score_s  # type: ignore[return-value]
         chk = self.rcp_check(s)
         return chk["tta_normalized_s"] if chk and chk["faster"] else s.agg.tta_olympic_s
 
@@ -418,33 +424,3 @@ def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
         return [], [str(e)]
     base = root if root.is_dir() else root.parent
     return [Baseline(p.relative_to(base).as_posix(), b, b.figures()) for p, b in found], errors
-
-
-def cell_text(value: Any, limit: int = 400) -> str:
-    kind = type(value)
-    if kind is str:
-        text = value
-    elif kind is float:
-        text = f"{value:.6g}"
-    elif value is None:
-        text = "null"
-    elif kind is bool:
-        text = "true" if value else "false"
-    elif kind is int:
-        text = int.__repr__(value)  # what json.dumps writes for an int
-    elif isinstance(value, str | float | bool | int):
-        text = value if isinstance(value, str) else f"{value:.6g}" if isinstance(value, float) else json.dumps(value)
-    else:
-        text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def flatten(data: Any, prefix: str = "", depth: int = 0, out: dict[str, Any] | None = None) -> dict[str, Any]:
-    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values (they are shown as JSON)."""
-    out = {} if out is None else out
-    if isinstance(data, dict) and depth < 6 and data:
-        for k, v in data.items():
-            flatten(v, f"{prefix}.{k}" if prefix else str(k), depth + 1, out)
-    else:
-        out[prefix or "value"] = data
-    return out
