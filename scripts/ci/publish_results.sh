@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nightly.yml: append new result files and their :::MLLOG side-cars (*.mllog) to the `results` branch
+# nightly.yml: append new result files and their side-cars (*.mllog, a diffusion run's *.samples.png) to the `results` branch
 # (created on first use). Append-only: a
 # file that already exists there is never replaced; a different file under an existing name fails the job.
 # Usage: publish_results.sh DIR (holding one folder per downloaded artifact, each with results under it).
@@ -41,7 +41,7 @@ while IFS= read -r -d '' f; do
   mkdir -p "$(dirname "$dest")"
   cp "$f" "$dest"
   added=$((added + 1))
-done < <(find "$src" -type f \( -name '*.json' -o -name '*.mllog' -o -name '*.log' \) -print0)
+done < <(find "$src" -type f \( -name '*.json' -o -name '*.mllog' -o -name '*.log' -o \( -name '*.samples.png' -size -16777216c \) \) -print0)
 git add -A
 if git diff --cached --quiet; then
   echo "results: nothing new"

@@ -96,6 +96,10 @@ def check(block: Any) -> list[tuple[str, str]]:
     return []
 
 
+# the group statistics are float32: a reward's square, summed over a group, must stay below float32's 3.4e38
+MAX_REWARD = 1e18
+
+
 def score(fn: RewardFn, name: str, completions: Sequence[str], answers: Sequence[str],
           prompt_index: Sequence[int]) -> list[float]:
     """The reward of each completion; RewardError naming the prompt index and the plug-in on a failure."""
@@ -109,5 +113,9 @@ def score(fn: RewardFn, name: str, completions: Sequence[str], answers: Sequence
         if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
             raise RewardError(f"reward plug-in {name!r} returned {value!r} for prompt index {index} (completion "
                               f"{completion!r}): a reward must be a finite number")
+        if abs(float(value)) > MAX_REWARD:
+            raise RewardError(f"reward plug-in {name!r} returned {value!r} for prompt index {index} (completion "
+                              f"{completion!r}): a reward must lie within +-{MAX_REWARD:g}; larger ones overflow the "
+                              "group's mean and std (float32) and would read as a diverged run")
         out.append(float(value))
     return out

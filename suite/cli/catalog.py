@@ -163,7 +163,11 @@ def spec_schema(out_file: Annotated[Path | None, typer.Option("--out", help="wri
 
 @spec_app.command("validate")
 def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")]) -> None:
-    """Validate spec files; prints each problem with file and field, exits 2 if any is invalid."""
+    """Validate spec files; prints each problem with file and field, exits 2 if any is invalid.
+
+    Validating imports every plug-in the spec names by import path (task, model.arch, data.name, optimizer.name,
+    schedule.name, loss, compression, grpo.reward: `pkg.module:attr`), and importing a module runs its code:
+    validate only specs you would run."""
     from suite.spec import SpecError
     from suite.specload import load_spec
 

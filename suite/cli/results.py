@@ -403,7 +403,7 @@ def baseline_rcp(
         raise fail_input(f"no baseline files under {', '.join(map(str, baselines))} (`trainbench baseline promote`)")
     sha = bl.checkout_sha()
     for path, b in found:
-        bs = global_batch_size or _spec_batch_size(b)
+        bs = _rcp_batch_size(b, path, global_batch_size)
         try:
             r = rcp_mod.build_rcp(b, str(path), bs, min_seeds=min_seeds, git_sha=sha)
             written = rcp_mod.write_rcp(to, r)
@@ -411,6 +411,27 @@ def baseline_rcp(
             raise fail_input(str(e)) from None
         out.print(f"wrote {written}: {len(r.seeds)} seeds, global batch {bs}, samples to target "
                   f"{min(r.samples_to_target)}..{max(r.samples_to_target)}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _rcp_batch_size(b, path: Path, flag: int | None) -> int:  # noqa: ANN001 - a suite.results.baselines.Baseline
+    """The global batch size of an RCP comes from the baseline's own result files (data.batch_size as recorded); a
+    --global-batch-size that contradicts them is refused (issue 50 item 7: it would scale samples to target wrongly
+    in an append-only file). The flag, else the spec, only where no result file can be read."""
+    from suite.compare.rcp_guard import batch_size_of
+
+    recorded = {f: batch_size_of(f) for f in b.provenance.result_files}
+    sizes = {v for v in recorded.values() if v is not None}
+    if len(sizes) > 1:
+        raise fail_input(f"{path}: its runs were recorded at different batch sizes ({sorted(sizes)}); an RCP is of "
+                         "one global batch size")
+    if sizes:
+        (size,) = sizes
+        if flag is not None and flag != size:
+            example = next(f for f, v in recorded.items() if v == size)
+            raise fail_input(f"--global-batch-size {flag} contradicts {path}: its runs were recorded at data.batch_size "
+                             f"{size} (e.g. {example}); leave the flag out (the batch size comes from the results)")
+        return int(size)
+    return flag or _spec_batch_size(b)
 
 
 def _spec_batch_size(b) -> int:  # noqa: ANN001 - a suite.results.baselines.Baseline

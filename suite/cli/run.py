@@ -181,6 +181,8 @@ def run(
         specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)
         if is_main:  # every output folder, before the first run (not after the last one trained)
             check_writable(results, "--results", "result files")
+            if executor == "slurm":  # the folder's path goes into each job's batch script
+                launch.check_script_path(results, "--results")
             if profile:
                 check_writable(profile_dir, "--profile-dir", "profiler traces")
         launch.launcher_for(options)  # the launcher's own checks (--jobs, Ray's import)
@@ -302,6 +304,8 @@ def study(
                              nproc=nproc)
     try:
         launch.launcher_for(options)
+        if options.executor == "slurm":  # the folder's path goes into each job's batch script
+            launch.check_script_path(results, "--results")
     except ValueError as e:
         raise fail_input(str(e)) from None
     try:

@@ -36,6 +36,14 @@ def site_build(
     except (SiteError, ResultError) as e:
         err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
         raise typer.Exit(EXIT_FAIL if isinstance(e, ResultError) else EXIT_INPUT) from None
+    except OSError as e:  # a full or read-only disk under --out: one line, not a traceback (issue 50 item 14)
+        import errno
+
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        where = f" ({e.filename})" if e.filename else ""
+        raise fail_input(f"--out {out_dir}: cannot write the site there: {e.strerror}{where}; the site that was "
+                         "there is left as it was") from None
     for s in report.skipped:
         err.print(f"[yellow]skipped[/yellow] {escape(s)}", highlight=False)
     out.print(f"built {report.pages} pages from {report.results} results ({report.workloads} workloads) in "

@@ -12,12 +12,16 @@ import importlib.util
 import json
 import os
 import random
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,7 +29,12 @@ SIDES = ("base", "head")
 
 
 class ABError(ValueError):
-    """Bad input or a failed preparation (a ref that does not resolve, a failed install); exit 2."""
+    """Bad input or a failed preparation (a ref that does not resolve, a failed install); exit 2. `side` names the
+    side it belongs to where it is one side's own (its checkout, install or run), so bisect can skip that commit."""
+
+    def __init__(self, message: str, side: str | None = None):
+        super().__init__(message)
+        self.side = side
 
 
 @dataclass
@@ -181,8 +190,11 @@ def prepare(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> l
         env = (plan.out / "env" / name).resolve()
         if plan.cache is not None:
             src, env = (plan.cache / shas[name][:12] / "src").resolve(), (plan.cache / shas[name][:12] / "env").resolve()
-        _worktree(plan.repo, shas[name], src)
-        python = _venv(src, env, plan, log)
+        try:
+            _worktree(plan.repo, shas[name], src)
+            python = _venv(src, env, plan, log)
+        except ABError as e:
+            raise ABError(str(e), side=name) from None
         sides.append(Side(name, ref, shas[name], src, python))
     return sides
 
@@ -205,56 +217,193 @@ def _command(side: Side, plan: ABPlan, round_: int) -> tuple[list[str], dict[str
 
 def _refused(side: Side, code: int, stderr: str) -> None:
     if code == 2:  # bad input: the same on every block, so stop now with the run's own message
-        raise ABError(f"{side.name} ({side.sha[:12]}): `trainbench run` refused: {stderr.strip()[-2000:]}")
+        raise ABError(f"{side.name} ({side.sha[:12]}): `trainbench run` refused: {stderr.strip()[-2000:]}",
+                      side=side.name)
+
+
+BLOCK_TIMEOUT_S = 7200
+STOP_GRACE_S = 10.0  # a side stopped by the driver's own end: this long to record `interrupted`, then killed
+
+
+def log_path(plan: ABPlan, side: Side, round_: int) -> Path:
+    """Where a block's output goes (a file, never a pipe: a pipe nobody reads stalls the side that fills it)."""
+    return (plan.out / "logs" / f"{side.name}-r{round_}.log").resolve()
+
+
+def output_tail(path: Path, chars: int = 2000) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def _start(side: Side, plan: ABPlan, round_: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    cmd, env = _command(side, plan, round_)
+    path = log_path(plan, side, round_)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as log:  # the child holds its own copy of the descriptor
+        return subprocess.Popen(cmd, cwd=side.src, env={**env, **(extra_env or {})}, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+def _stop(procs: Sequence[subprocess.Popen]) -> None:
+    """The driver is ending (an error, Ctrl-C, SIGTERM): every side still running is asked to stop (SIGTERM: it
+    records `interrupted` after its step), then its whole tree killed; nothing outlives the driver."""
+    from suite.execution.processes import descendants, kill_tree
+
+    running = [p for p in procs if p.poll() is None]
+    for p in running:
+        for pid in [p.pid, *descendants(p.pid)]:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+    end = time.monotonic() + STOP_GRACE_S
+    for p in running:
+        try:
+            p.wait(max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_tree(p.pid)
+            p.wait()
 
 
 def run_block(side: Side, plan: ABPlan, round_: int) -> Block:
     """One `trainbench run --mode throughput` of every workload, from the side's own checkout and venv."""
-    cmd, env = _command(side, plan, round_)
     t = time.perf_counter()
-    done = subprocess.run(cmd, cwd=side.src, env=env, capture_output=True, text=True, timeout=7200)
-    _refused(side, done.returncode, done.stderr)
-    return Block(round_, side.name, time.perf_counter() - t, done.returncode)
+    proc = _start(side, plan, round_)
+    try:
+        proc.wait(BLOCK_TIMEOUT_S)
+    finally:
+        _stop([proc])
+    _refused(side, proc.returncode, output_tail(log_path(plan, side, round_)))
+    return Block(round_, side.name, time.perf_counter() - t, proc.returncode)
 
 
-def run_lockstep(first: Side, second: Side, plan: ABPlan, round_: int) -> list[Block]:
-    """Both sides at once, alternating step by step through two FIFOs; `first` takes the first step."""
+def run_lockstep(first: Side, second: Side, plan: ABPlan, round_: int,
+                 log: Callable[[str], None] = lambda _: None) -> list[Block]:
+    """Both sides at once, alternating step by step through two FIFOs; `first` takes the first step.
+
+    When one side ends (a crash, a commit that does not import) the other would wait for a token that never
+    comes, long enough for its watchdog to record it as hung: the driver then passes the survivor's tokens back
+    to it at once (one more in case the dead side held it), so it measures on alone and its result stands; the
+    failure is the dead side's block's (issue 50 item 4). The relay speaks only the FIFOs, so an older commit's
+    side (any version of suite/throughput.py's Turns) is served the same way."""
     from suite.throughput import TURN_ENV
 
     turn_dir = Path(tempfile.mkdtemp(prefix="ab-turns-"))
     fifos = [turn_dir / "a", turn_dir / "b"]
     for f in fifos:
         os.mkfifo(f, 0o600)
-    holder = [os.open(f, os.O_RDWR) for f in fifos]  # kept open: a FIFO without a holder loses its token
+    holder = [os.open(f, os.O_RDWR | os.O_NONBLOCK) for f in fifos]  # kept open: a FIFO without a holder loses its token
+    procs: list[tuple[Side, subprocess.Popen]] = []
     try:
         os.write(holder[0], b"t")  # the first side's token
-        procs = []
         t = time.perf_counter()
-        for side, (inp, out) in ((first, fifos), (second, fifos[::-1])):
-            cmd, env = _command(side, plan, round_)
-            env[TURN_ENV] = f"{inp}:{out}"
-            procs.append((side, subprocess.Popen(cmd, cwd=side.src, env=env, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.PIPE, text=True)))
+        for i, side in enumerate((first, second)):  # side i waits on fifos[i] and passes the token to the other
+            procs.append((side, _start(side, plan, round_, {TURN_ENV: f"{fifos[i]}:{fifos[1 - i]}"})))
+        ended: dict[int, float] = {}
+        relay = select.poll()
+        deadline = time.monotonic() + BLOCK_TIMEOUT_S
+        while len(ended) < 2 and time.monotonic() < deadline:
+            for i, (side, proc) in enumerate(procs):
+                if i not in ended and proc.poll() is not None:
+                    ended[i] = time.perf_counter() - t
+                    if len(ended) == 1 and proc.returncode != 0:
+                        log(f"{side.name} ({side.sha[:12]}) ended with exit {proc.returncode} in round {round_ + 1}; "
+                            f"{procs[1 - i][0].name} measures on alone")
+                    if len(ended) == 1:  # serve the survivor: its own tokens back, and one in case this side held it
+                        alone = 1 - i
+                        relay.register(holder[i], select.POLLIN)
+                        os.write(holder[alone], b"t")
+            if len(ended) == 1:
+                alone = 1 - next(iter(ended))
+                if relay.poll(50):
+                    try:
+                        os.write(holder[alone], os.read(holder[1 - alone], 64))
+                    except BlockingIOError:
+                        pass
+            else:
+                time.sleep(0.05)
         blocks = []
-        for side, proc in procs:
-            _, stderr = proc.communicate(timeout=7200)
-            _refused(side, proc.returncode, stderr)
-            blocks.append(Block(round_, side.name, time.perf_counter() - t, proc.returncode))
+        for i, (side, proc) in enumerate(procs):
+            if i not in ended:
+                raise ABError(f"{side.name} ({side.sha[:12]}): its run passed {BLOCK_TIMEOUT_S} s", side=side.name)
+            _refused(side, proc.returncode, output_tail(log_path(plan, side, round_)))
+            blocks.append(Block(round_, side.name, ended[i], proc.returncode))
         return blocks
     finally:
+        _stop([proc for _, proc in procs])
         for fd in holder:
             os.close(fd)
         shutil.rmtree(turn_dir, ignore_errors=True)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to the driver: unwinds as Ctrl-C does, so every side is stopped and the FIFOs' folder removed."""
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM raises Terminated in the main thread while the sides run (its default would end the driver at once
+    and leave them running, writing results after it, with their turn folder in the temp dir: issue 50 item 6)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lambda _: None) -> dict:
     """Prepare both sides, run the blocks, write `ab.json`; returns its content."""
+    with sigterm_unwinds():
+        return _run_ab(plan, base, head, log)
+
+
+@contextmanager
+def out_lock(out: Path) -> Iterator[None]:
+    """One A/B at a time in a folder: an exclusive lock on `out/.ab.lock` held for the whole A/B (the kernel drops it
+    when the holder dies, so a killed A/B never blocks the next). Two A/Bs given one --out would otherwise both pass
+    the "already holds results" check and pool their seeds (issue 50 item 5)."""
+    import fcntl
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out / ".ab.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise ABError(f"--out {out}: cannot make the working folder ({e.strerror})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            raise ABError(f"--out {out}: another `trainbench ab` is working there now (pid {holder or '?'}); give "
+                          "each A/B a --out of its own") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> dict:
     if plan.runs_per_block < 1:
         raise ABError(f"--runs-per-block {plan.runs_per_block}: need at least 1")
     if plan.rounds < 1:
         raise ABError(f"--rounds {plan.rounds}: need at least 1 (compare needs 4 runs a side)")
     if not plan.workloads:
         raise ABError("--workloads: name at least one workload (e.g. cv/digits_cnn)")
+    with out_lock(plan.out):
+        return _run_locked(plan, base, head, log)
+
+
+def _run_locked(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> dict:
     for name in SIDES:  # results of an earlier A/B would be compared with this one's as if they were one
         earlier = next((p for p in (plan.out / name).rglob("*.json")), None) if (plan.out / name).is_dir() else None
         if earlier is not None:
@@ -267,7 +416,7 @@ def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lamb
     if plan.lockstep:
         for i in range(0, len(schedule), 2):
             (round_, a), (_, b) = schedule[i], schedule[i + 1]
-            done = run_lockstep(sides[a], sides[b], plan, round_)
+            done = run_lockstep(sides[a], sides[b], plan, round_, log)
             log(f"round {round_ + 1}/{plan.rounds} {a}+{b} in lockstep: {done[-1].seconds:.1f} s, exit "
                 f"{[x.exit_code for x in done]}")
             blocks += done

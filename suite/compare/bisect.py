@@ -21,6 +21,7 @@ from typing import Any
 
 REGRESSED, IMPROVED, SUSPICIOUS, NO_CHANGE, NOT_COMPARABLE = (
     "regressed", "improved", "suspicious", "no change", "not comparable")
+SKIPPED = "skipped"  # the head commit could not be measured (it does not import, or no run of it ended well)
 METRICS = {"step_time": "time_per_step_s", "time_to_target": "time_to_target_s"}
 FOUND, MULTIPLE, NON_MONOTONIC, UNDECIDED, NOT_REPRODUCED = (
     "found", "several changes", "non-monotonic", "undecided", "not reproduced")
@@ -71,6 +72,7 @@ class BisectResult:
     culprit_ci: tuple[float | None, float | None] = (None, None)
     culprits: list[str] = field(default_factory=list)  # every change found, in order (several changes)
     range: tuple[str, str] | None = None  # (last known good, first known bad) where undecided
+    skipped: list[str] = field(default_factory=list)  # commits that could not be measured (as `git bisect skip`)
     summary: str = ""
     tested: list[Tested] = field(default_factory=list)
 
@@ -103,30 +105,50 @@ def _search(commits: list[str], lo: int, hi: int, hi_known: bool, cmp: Comparato
     """Binary search in commits[lo+1 .. hi] for the first one `regressed` against commits[lo]. Returns
     (culprit index or None, the final lo, hi)."""
     base = commits[lo]
-    while hi - lo > 1 and out.comparisons < budget:
-        mid = (lo + hi) // 2
+
+    def untested() -> list[int]:  # the commits strictly between lo and hi that can still be measured
+        return [i for i in range(lo + 1, hi) if commits[i] not in out.skipped]
+
+    while untested() and out.comparisons < budget:
+        # the middle one; a skipped commit's nearest measurable neighbour instead (as `git bisect skip`)
+        mid = min(untested(), key=lambda i: (abs(2 * i - lo - hi), i))
         d = _settle(cmp, base, commits[mid], rounds, repeats, "search", out, mid)
-        if d.verdict == REGRESSED:
+        if d.verdict == SKIPPED:
+            out.skipped.append(commits[mid])
+        elif d.verdict == REGRESSED:
             hi, hi_known = mid, True
         elif d.verdict in (NO_CHANGE, IMPROVED):
             lo = mid
         else:  # still suspicious, or not comparable: no honest way to go left or right
             return None, lo, hi
-    if hi - lo > 1:
+    if untested():
         return None, lo, hi
     if not hi_known:  # hi is the bad commit itself, never tested against this base: test it now
         d = _settle(cmp, base, commits[hi], rounds, repeats, "confirm", out, hi)
+        if d.verdict == SKIPPED:
+            out.skipped.append(commits[hi])
         if d.verdict != REGRESSED:
             return None, lo, hi
+    if hi - lo > 1:  # only skipped commits left before hi: any of them, or hi, is the first bad one
+        return None, lo, hi
     return hi, lo, hi
 
 
 def bisect(workload: str, metric: str, commits: list[str], cmp: Comparator, rounds: int = 10, repeats: int = 1,
            budget: int = 12) -> BisectResult:
-    """commits[0] is good, commits[-1] bad (first-parent order, oldest first)."""
+    """commits[0] is good, commits[-1] bad (first-parent order, oldest first). A commit the comparator cannot
+    measure (SKIPPED) is left out as `git bisect skip` leaves it, and every result names the skipped ones."""
     if len(commits) < 2:
         raise BisectError("the range needs a good and a bad commit")
     out = BisectResult(workload, metric, commits[0], commits[-1], commits)
+    _bisect(out, commits, cmp, rounds, repeats, budget)
+    if out.skipped and "skipped (could not be measured)" not in out.summary:
+        out.summary += f"; skipped (could not be measured): {', '.join(c[:12] for c in out.skipped)}"
+    return out
+
+
+def _bisect(out: BisectResult, commits: list[str], cmp: Comparator, rounds: int, repeats: int,
+            budget: int) -> BisectResult:
     culprit, lo, hi = _search(commits, 0, len(commits) - 1, False, cmp, rounds, repeats, out, budget)
     if culprit is None:
         last = out.tested[-1] if out.tested else None
@@ -140,6 +162,10 @@ def bisect(workload: str, metric: str, commits: list[str], cmp: Comparator, roun
         why = f"{last.verdict}: {last.note}" if last else "no comparison"
         out.summary = (f"undecided: the first bad commit lies in ({commits[lo][:12]}, {commits[hi][:12]}] "
                        f"({hi - lo} commit(s)); the last comparison was {why}")
+        left = [c for c in commits[lo + 1 : hi] if c in out.skipped]
+        if left and last is not None and last.verdict == REGRESSED and last.head == commits[hi]:
+            out.summary = (f"undecided: only skipped commits are left to test; the first bad commit could be any of "
+                           f"{', '.join(c[:12] for c in [*left, commits[hi]])}")
         return out
     first = next(t for t in reversed(out.tested) if t.head == commits[culprit] and t.base == commits[0])
     out.culprit, out.culprit_ratio, out.culprit_ci = commits[culprit], first.ratio, (first.ci_low, first.ci_high)
@@ -152,6 +178,9 @@ def bisect(workload: str, metric: str, commits: list[str], cmp: Comparator, roun
     if after.verdict == NO_CHANGE:
         out.status = FOUND
         out.summary = _found_text(out) + f"; the bad commit is no slower than it (x{after.ratio or float('nan'):.4f})"
+    elif after.verdict == SKIPPED:  # the bad commit itself could not be measured this time: what was found stands
+        out.status, out.skipped = FOUND, [*out.skipped, commits[-1]]
+        out.summary = _found_text(out) + f"; the bad commit could not be compared with it ({after.note})"
     elif after.verdict == REGRESSED:
         out.status = MULTIPLE
         second, _, _ = _search(commits, culprit, len(commits) - 1, True, cmp, rounds, repeats, out, budget)

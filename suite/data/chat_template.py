@@ -68,5 +68,13 @@ class ChatTemplate:
         self.special = {k: _token_text(v) for k, v in self.config.items() if k.endswith("_token")}
 
     def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
-        return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt, tools=None,
-                                    documents=None, **{k: v for k, v in self.special.items() if v is not None})
+        """The prompt text. A template that raises (its own `raise_exception`, the sandbox's SecurityError, any
+        other error) is bad input: ChatTemplateError naming the file, found while the data loads (before the
+        clock, exit 2), never an error run with a traceback."""
+        try:
+            return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt, tools=None,
+                                        documents=None, **{k: v for k, v in self.special.items() if v is not None})
+        except Exception as e:  # noqa: BLE001 - a template is code from the checkpoint: whatever it raises is its own
+            first = next((m.get("content") for m in messages if isinstance(m, dict)), "")
+            raise ChatTemplateError(f"{self.path}: chat_template raised {type(e).__name__}: {e} (rendering the "
+                                    f"conversation that starts {str(first)[:60]!r})") from None

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import glob
 from collections.abc import Iterable
 from pathlib import Path
 
 from suite.data.base import DataMissing
+
+
+def glob_in(folder: str | Path, pattern: str) -> list[Path]:
+    """The files in `folder` that `pattern` matches, sorted. The folder is taken as written: a data.path with glob
+    characters (`we[ir]d`) is a name, not a pattern (issue 50 item 12)."""
+    folder = Path(folder).expanduser()
+    return sorted(folder / p for p in glob.glob(pattern, root_dir=folder))
 
 
 def data_root() -> Path:

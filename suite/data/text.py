@@ -8,7 +8,6 @@ last `val_fraction` of the text is validation, as nanoGPT's shakespeare_char doe
 
 from __future__ import annotations
 
-import glob
 import gzip
 import struct
 import zlib
@@ -20,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
-from suite.data.locate import find_dir, install_hint, link_local, local_hint, named_dir, registry_dir
+from suite.data.locate import find_dir, glob_in, install_hint, link_local, local_hint, named_dir, registry_dir
 from suite.registry import Component
 
 
@@ -188,8 +187,7 @@ def locate_shards(cfg: ShardConfig) -> tuple[Path, list[Path], list[Path]]:
     for cand in base:
         if cand is None:
             continue
-        train = sorted(Path(p) for p in glob.glob(str(Path(cand).expanduser() / cfg.train_glob)))
-        val = sorted(Path(p) for p in glob.glob(str(Path(cand).expanduser() / cfg.val_glob)))
+        train, val = glob_in(cand, cfg.train_glob), glob_in(cand, cfg.val_glob)
         if train and val:
             return Path(cand), train[: cfg.max_train_shards], val
     tried = ", ".join(str(c) for c in base if c is not None)

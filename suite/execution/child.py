@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from suite import harness
-from suite.execution.processes import alive
+from suite.execution.processes import adopt_orphans, alive, end_descendants
 from suite.execution.watchdog import Watchdog
 from suite.harness import ProgressFn, Run, RunRequest
 from suite.results import record as results
@@ -128,6 +128,7 @@ def _child_main(job_path: str) -> int:
     # a launcher that blocks signals in its threads (a Ray worker does) hands that mask down through exec:
     # unblock the two a stop is made of (after our handlers, so one that waited is noted, not fatal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    adopt_orphans()  # whatever the run starts stays in this process's tree, and ends with it (below)
     with open(job_path, "rb") as f:
         job: Job = pickle.load(f)  # noqa: S301 - written by our parent, in its private 0700 folder
     os.environ.update(job.env)
@@ -154,6 +155,7 @@ def _child_main(job_path: str) -> int:
             _write_report(job.report, {"data_missing": str(e)})
         return 2
     finally:
+        end_descendants()  # the run's process tree ends with the run (a reward plug-in's processes included)
         if job.parent is not None and not alive(*job.parent) and is_main:
             shutil.rmtree(Path(job_path).parent, ignore_errors=True)  # nobody is left to clean up after us
     return 0

@@ -150,6 +150,13 @@ def check(options: Options) -> None:
                          "time, at the one --rdzv-endpoint: use --executor inline (the default) without --jobs")
 
 
+def check_script_path(path: Path, flag: str) -> None:
+    """`--executor slurm`: a folder whose path cannot go into a batch script is bad input (exit 2)."""
+    from suite.execution import slurm_job
+
+    slurm_job.script_path(Path(path).absolute(), flag)
+
+
 def launcher_for(options: Options) -> Launcher:
     """The launcher `--executor` names (inline: a pool of one; inline --no-isolate: this process)."""
     check(options)

@@ -31,6 +31,10 @@ FAILED = {"NODE_FAIL": "lost its node (node failure)", "BOOT_FAIL": "could not b
 REASON_STATE = {"TimeLimit": "TIMEOUT", "NodeDown": "NODE_FAIL"}  # scontrol's Reason of a job being ended
 TIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$")
 QUERY_TIMEOUT_S = 30
+# Slurm's names (partitions, accounts, QOS): letters, digits, `_`, `.`, `-`; --partition takes a comma list
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+MEM_RE = re.compile(r"^\d+[KMGT]?B?$", re.IGNORECASE)  # sbatch --mem: a size, its unit K, M, G or T (MB default)
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")  # a newline ends a directive; what follows is read by bash
 
 
 class SlurmError(ValueError):
@@ -66,13 +70,36 @@ class SlurmConfig(BaseModel):
             raise ValueError(f"{v!r} is not a Slurm time limit (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)")
         return v
 
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _name(cls, v: str | None, info: Any) -> str | None:
+        names = v.split(",") if v is not None and info.field_name == "partition" else [v]
+        if v is not None and not all(NAME_RE.match(name or "") for name in names):
+            raise ValueError(f"{v!r} is not a Slurm {info.field_name} name (letters, digits, _ . -"
+                             f"{'; several as a comma list' if info.field_name == 'partition' else ''})")
+        return v
+
+    @field_validator("mem")
+    @classmethod
+    def _mem(cls, v: str | None) -> str | None:
+        if v is not None and not MEM_RE.match(v):
+            raise ValueError(f"{v!r} is not a Slurm memory size (a number and K, M, G or T, e.g. 64G)")
+        return v
+
+    @field_validator("python", "workdir")
+    @classmethod
+    def _path(cls, v: Any, info: Any) -> Any:
+        if v is not None:
+            script_path(Path(v), f"--slurm {info.field_name}")
+        return v
+
     @field_validator("sbatch")
     @classmethod
     def _sbatch(cls, v: list[str]) -> list[str]:
         lines = []
         for line in v:
             line = line.strip().removeprefix("#SBATCH").strip()
-            if not line.startswith("-") or "\n" in line:
+            if not line.startswith("-") or CONTROL_RE.search(line):
                 raise ValueError(f"{line!r}: an #SBATCH line is one sbatch option, e.g. --qos=high")
             lines.append(line)
         return lines
@@ -116,9 +143,25 @@ def parse(values: list[str], base: dict[str, Any] | None = None) -> SlurmConfig:
         raise SlurmError(f"--slurm: {problems} (settings: {known})") from None
 
 
+def script_path(path: Path, what: str) -> Path:
+    """A path that enters the batch script: no control character (a newline would end an #SBATCH directive and
+    start a shell command there); everything else is quoted where it is written."""
+    if CONTROL_RE.search(str(path)):
+        raise SlurmError(f"{what} {str(path)!r}: a path with a newline or another control character cannot go into "
+                         "a Slurm batch script (sbatch would read the rest of the line as a shell command)")
+    return path
+
+
 def batch_script(cfg: SlurmConfig, folder: Path, name: str, cpus_per_task: int, root: Path) -> str:
-    """The sbatch script of one run: its resources, then the node side (suite/execution/slurm_node.py)."""
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={folder}/slurm-%j.out",
+    """The sbatch script of one run: its resources, then the node side (suite/execution/slurm_node.py).
+
+    Every value in an #SBATCH line was checked for its field (SlurmConfig) and every path is quoted (sbatch
+    reads quotes in a directive as a shell does); only `setup` is shell, by design."""
+    script_path(folder, "the job folder")
+    script_path(root, "the suite's folder")
+    if not NAME_RE.match(name):
+        raise SlurmError(f"job name {name!r}: not a Slurm name")
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={shlex.quote(f'{folder}/slurm-%j.out')}",
              "#SBATCH --open-mode=append",
              "#SBATCH --no-requeue",  # a silently repeated run would hide what happened to the first one
              f"#SBATCH --nodes={cfg.nodes}", "#SBATCH --ntasks-per-node=1", f"#SBATCH --cpus-per-task={cpus_per_task}"]

@@ -72,20 +72,31 @@ def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     return theta, {k: params[k] for k in keys}
 
 
+def _count(hf: dict[str, Any], key: str, default: Any = None) -> int:
+    """A size field of config.json: a whole number >= 1 (0 heads, 1e400 layers or 2.5 experts name the field)."""
+    value = hf.get(key, default) if default is not None else hf[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+            float("inf"), float("-inf")) or int(value) != value or value < 1 or value > 2**40:
+        raise ValueError(f"field {key!r} is {value!r}: a size must be a whole number from 1 to 2**40")
+    return int(value)
+
+
 def suite_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
-    """config.json -> llama.Config's shape fields (seq_len is the training context: the spec's, not the file's)."""
+    """config.json -> llama.Config's shape fields (seq_len is the training context: the spec's, not the file's).
+    Every size is checked to be a whole number >= 1 first (issue 50 item 8), so a hostile or broken file is
+    refused naming the field, never a ZeroDivisionError or OverflowError during the run."""
     arch = architecture(hf, path)
     try:
         if hf.get("hidden_act", "silu") != "silu" or hf.get("mlp_bias"):
             raise ValueError(f"hidden_act {hf.get('hidden_act')!r}, mlp_bias {hf.get('mlp_bias')} (SwiGLU with silu "
                              "and no MLP bias is implemented)")
         theta, scaling = _rope(hf)
-        n_head = int(hf["num_attention_heads"])
+        n_head, d_model = _count(hf, "num_attention_heads"), _count(hf, "hidden_size")
         fields: dict[str, Any] = {
-            "n_layer": int(hf["num_hidden_layers"]), "d_model": int(hf["hidden_size"]), "n_head": n_head,
-            "n_kv_head": int(hf.get("num_key_value_heads") or n_head),
-            "head_dim": int(hf.get("head_dim") or hf["hidden_size"] // n_head),
-            "ffn_dim": int(hf["intermediate_size"]), "vocab_size": int(hf["vocab_size"]), "rope_theta": theta,
+            "n_layer": _count(hf, "num_hidden_layers"), "d_model": d_model, "n_head": n_head,
+            "n_kv_head": _count(hf, "num_key_value_heads") if hf.get("num_key_value_heads") else n_head,
+            "head_dim": _count(hf, "head_dim") if hf.get("head_dim") else d_model // n_head,
+            "ffn_dim": _count(hf, "intermediate_size"), "vocab_size": _count(hf, "vocab_size"), "rope_theta": theta,
             "rope_scaling": scaling, "norm_eps": float(hf.get("rms_norm_eps", 1e-5)),
             "attention_bias": bool(hf.get("attention_bias", False)), "qkv_bias": arch == "qwen2",
             "tie_embeddings": bool(hf.get("tie_word_embeddings", False))}
@@ -96,15 +107,18 @@ def suite_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
             if hf.get("sliding_window"):
                 raise ValueError(f"sliding_window {hf['sliding_window']} (full causal attention only)")
             # transformers' router_aux_loss_coef weighs a loss k times this block's (tests/models/test_moe.py)
-            fields["moe"] = {"experts": int(hf["num_local_experts"]), "top_k": int(hf["num_experts_per_tok"]),
-                             "expert_ffn_dim": int(hf["intermediate_size"]), "score": "softmax",
+            fields["moe"] = {"experts": _count(hf, "num_local_experts"), "top_k": _count(hf, "num_experts_per_tok"),
+                             "expert_ffn_dim": _count(hf, "intermediate_size"), "score": "softmax",
                              "normalize_top_k": True,
                              "aux_loss_coeff": float(hf.get("router_aux_loss_coef", 0.0))
                              * int(hf["num_experts_per_tok"])}
     except KeyError as e:
         raise CheckpointError(f"{path}: field {e} is missing ({arch} config)") from None
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, ArithmeticError) as e:
         raise CheckpointError(f"{path}: {e}") from None
+    if fields["head_dim"] < 1:
+        raise CheckpointError(f"{path}: hidden_size {fields['d_model']} / num_attention_heads {n_head} leaves no "
+                              "head dimension (give head_dim, or fix the two fields)")
     return fields
 
 

@@ -51,7 +51,15 @@ def weight_files(folder: Path) -> list[Path]:
             weight_map = json.loads((folder / INDEX).read_text(encoding="utf-8"))["weight_map"]
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
             raise CheckpointError(f"{folder / INDEX}: not a safetensors index with a weight_map ({e})") from None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise CheckpointError(f"{folder / INDEX}: weight_map must map tensor names to shard file names")
         shards = sorted(set(weight_map.values()))
+        # a shard is a file of this folder: an absolute path or a `..` would read outside it (issue 50 item 9);
+        # judged by the name, so shards linked into a cache (the Hugging Face hub's snapshots) still load
+        outside = [s for s in shards if Path(s).is_absolute() or ".." in Path(s).parts or not s.strip()]
+        if outside:
+            raise CheckpointError(f"{folder / INDEX}: weight_map names shard(s) {', '.join(map(repr, outside))} "
+                                  f"outside the checkpoint folder {folder}; a shard is a file name inside it")
         missing = [s for s in shards if not (folder / s).is_file()]
         if missing:
             raise CheckpointError(f"{folder / INDEX} names shard(s) {', '.join(missing)} that are not in {folder} "
@@ -339,6 +347,15 @@ class Reads:
         self.live -= nbytes
 
 
+def _check_finite(t: torch.Tensor, where: str, first: int) -> None:
+    """NaN or inf in a checkpoint's weights is refused while loading (untimed init, exit 2), naming the file, the
+    tensor and the element, instead of a run recorded `diverged` at its first step."""
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        at = int(torch.nonzero(~torch.isfinite(t.reshape(-1)))[0]) + first
+        raise CheckpointError(f"{where} holds {t.reshape(-1)[at - first].item()} at element {at} (flat index): "
+                              "the checkpoint is corrupt or was saved from a diverged run; use a clean copy")
+
+
 class Reader:
     """A plan's tensors read from the files it names (each opened once), whole or as a flat element range."""
 
@@ -377,6 +394,7 @@ class Reader:
             lo, hi = max(start, offset), min(stop, offset + src.numel)
             if lo < hi:
                 pieces.append(self._rows(src, lo - offset, hi - offset))
+                _check_finite(pieces[-1][0], f"{src.path}: tensor {src.name!r}", lo - offset)
             offset += src.numel
         out, mapped = pieces[0]
         if len(pieces) > 1:  # experts stacked, or q, k, v for wqkv: the pieces (read) joined (a copy)
@@ -386,6 +404,7 @@ class Reader:
             out, mapped = self.reads.track(torch.cat([p for p, _ in pieces])), False
         if out.dtype != self.plan.dtype:
             out, mapped = self.reads.track(out.to(self.plan.dtype)), False
+            _check_finite(out, f"{entry.sources[0].path}: tensor {name!r} cast to {self.plan.dtype}", start)
         out = out.view(shape)
         return self.reads.track(out, mapped=True) if mapped else out
 

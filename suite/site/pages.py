@@ -50,10 +50,45 @@ def _attach_mllog(rr: RunRow, out: Path, file_mode: int) -> None:
     copy_if_changed(src, out / rr.mllog_copy, file_mode=file_mode)
 
 
-def _attach_samples(rr: RunRow, out: Path, file_mode: int) -> None:
-    """Copy the sample grid a diffusion run wrote beside its result (`<stem>.samples.png`), a plain file only."""
+# tasks whose workload writes a `.samples.png` beside its result (tests/site/test_site_samples.py keeps this the
+# registry's: every task class with `side_files`); another run's stray PNG is never attached to its page
+GRID_TASKS = frozenset({"diffusion"})
+MAX_GRID_BYTES = 16 << 20
+MAX_GRID_SIDE = 8192
+MAX_GRID_PIXELS = 16 << 20  # a grid of 64 x 64 samples at 64 x 64 px; a decompression bomb is far beyond
+
+
+def grid_problem(path: Path) -> str | None:
+    """Why a sample grid may not be published (not a PNG, too many bytes, too many pixels), from its header alone
+    (the 8-byte signature and the IHDR chunk: width and height); None when it may."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(24)
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return "not a PNG"
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    if size > MAX_GRID_BYTES:
+        return f"{size} bytes (at most {MAX_GRID_BYTES})"
+    if not (0 < width <= MAX_GRID_SIDE and 0 < height <= MAX_GRID_SIDE) or width * height > MAX_GRID_PIXELS:
+        return f"{width} x {height} pixels (at most {MAX_GRID_SIDE} a side, {MAX_GRID_PIXELS} in all)"
+    return None
+
+
+def _attach_samples(rr: RunRow, result: Result, out: Path, file_mode: int) -> None:
+    """Copy the sample grid a diffusion run wrote beside its result (`<stem>.samples.png`): a plain file only, of a
+    run whose task makes grids, whose PNG header says a sane size (issue 50 item 13)."""
+    spec = result.config.get("spec") if isinstance(result.config, dict) else None
+    if not isinstance(spec, dict) or spec.get("task") not in GRID_TASKS:
+        return
     name = Path(rr.rel).with_suffix(".samples.png").name
     if results_tree.regular_inside(rr.path.parent, name):
+        why = grid_problem(rr.path.parent / name)
+        if why is not None:
+            print(f"site: {rr.path.parent / name} not published: {why}", file=sys.stderr)
+            return
         rr.samples_copy = rr.page.removesuffix(".html") + ".samples.png"
         copy_if_changed(rr.path.parent / name, out / rr.samples_copy, file_mode=file_mode)
 
@@ -202,7 +237,7 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
         r = results[rr.rel]
         if not rr.source:
             _attach_mllog(rr, job.out, file_mode)
-            _attach_samples(rr, job.out, file_mode)
+            _attach_samples(rr, r, job.out, file_mode)
             if results_tree.regular_inside(job.root, rr.rel):
                 copy_if_changed(rr.path, job.out / rr.json_copy, link=True, file_mode=file_mode)
             else:  # swapped for a symlink since it was read: publish what was read and validated, never the target

@@ -120,3 +120,24 @@ def test_rcp_made_from_a_baseline_guards_compare_markdown_and_json(tmp_path: Pat
 
     same = json.loads(cli("compare", "-b", tmp_path / "bl", "-c", tmp_path / "same", "--format", "json").stdout)
     assert same["pairs"][0]["rcp"]["verdict"] != rcp_guard.FASTER
+
+
+def test_the_rcps_batch_size_comes_from_the_results_and_a_contradicting_flag_is_refused(tmp_path: Path) -> None:
+    """Issue 50 item 7: runs recorded at data.batch_size 32; `--global-batch-size 64` would write samples to target
+    at twice the truth into an append-only file: exit 2 naming both, nothing written; without the flag the
+    results' 32 is used."""
+    runs = noisy_runs(random.Random(6), 8, cv_steps=0.04)
+    for r in runs:
+        r.config["spec"]["data"] = {"batch_size": 32}
+    write_all(tmp_path / "ref", runs)
+    assert cli("baseline", "promote", tmp_path / "ref", "--to", tmp_path / "bl").returncode == 0
+    wrong = cli("baseline", "rcp", tmp_path / "bl", "--to", tmp_path / "bl", "--global-batch-size", "64")
+    assert wrong.returncode == 2, wrong.stderr
+    said = " ".join(wrong.stderr.split())
+    assert "--global-batch-size 64 contradicts" in said and "recorded at data.batch_size 32" in said
+    assert not list((tmp_path / "bl").rglob("*.rcp-*.json"))
+    made = cli("baseline", "rcp", tmp_path / "bl", "--to", tmp_path / "bl")
+    assert made.returncode == 0, made.stderr
+    data = json.loads(next((tmp_path / "bl").rglob("*.rcp-*.json")).read_text())
+    assert data["global_batch_size"] == 32
+    assert all(s == st * 32 for s, st in zip(data["samples_to_target"], data["steps_to_target"], strict=True))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from support.faults import ROOT, cli, env, sh
+from support.faults import ROOT, cli, env, sh, wait_for
 
 from suite.execution import launch, slurm_job
 from suite.execution.slurm_job import SlurmError, batch_script, parse
@@ -83,3 +83,76 @@ def test_settings_the_cluster_refuses_are_refused_before_anything_is_submitted(s
 
 def test_the_slurm_launcher_is_one_module_and_one_line():
     assert launch.LAUNCHERS["slurm"] == "suite.execution.slurm:SlurmLauncher" and "slurm" in launch.EXECUTORS
+
+
+# ---- issue 50 items 1-2: every value checked for its field, every path quoted -------------------------------------
+
+HOSTILE = [
+    (["partition=debug\ntouch /tmp/x"], "partition: Value error, 'debug\\ntouch /tmp/x' is not a Slurm partition"),
+    (["account=ml\ntouch /tmp/x"], "is not a Slurm account name"),
+    (["qos=high\ntouch /tmp/x"], "is not a Slurm qos name"),
+    (["qos=high --exclusive"], "is not a Slurm qos name"),
+    (["partition=gpu,"], "is not a Slurm partition name"),
+    (["mem=64G\ntouch /tmp/x"], "is not a Slurm memory size"),
+    (["sbatch=--exclusive\rtouch /tmp/x"], "an #SBATCH line is one sbatch option"),
+    (["python=/usr/bin/python3\ntouch /tmp/x"], "--slurm python"),
+    (["workdir=/tmp/jobs\ntouch /tmp/x"], "--slurm workdir"),
+]
+
+
+@pytest.mark.parametrize("values, message", HOSTILE)
+def test_a_value_that_would_leave_its_directive_is_refused_for_its_field(values, message):
+    with pytest.raises(SlurmError) as e:
+        parse(values)
+    assert message in str(e.value)
+
+
+def _header(text: str) -> list[str]:
+    """The lines sbatch reads as directives: up to the first line that is not a comment (sbatch stops there)."""
+    lines = text.splitlines()[1:]
+    return lines[:next(i for i, line in enumerate(lines) if not line.startswith("#"))]
+
+
+def test_every_setting_reaches_the_header_and_paths_are_quoted(tmp_path):
+    cfg = parse(["partition=gpu,debug", "account=ml-team.a", "qos=high_prio", "mem=64G", "time=2:00:00",
+                 "gpus_per_node=1", "sbatch=--exclusive"])
+    folder = tmp_path / "a folder #1" / "job"
+    text = batch_script(cfg, folder, "tb-cv-digits_cnn-s0", 2, tmp_path)
+    header = _header(text)
+    assert all(line.startswith("#SBATCH --") for line in header)
+    for want in ("--partition=gpu,debug", "--account=ml-team.a", "--qos=high_prio", "--mem=64G", "--time=2:00:00",
+                 "--exclusive", "--no-requeue", f"--output='{folder}/slurm-%j.out'"):
+        assert f"#SBATCH {want}" in header, (want, header)
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    with pytest.raises(SlurmError, match="the job folder .*newline"):
+        batch_script(cfg, tmp_path / "res\ntouch x", "tb-x-s0", 2, tmp_path)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--slurm", "partition=debug\ntouch {marker}"],
+    ["--slurm", "account=ml\ntouch {marker}"],
+    ["--results", "{tmp}/res\ntouch {marker}"],
+])
+def test_a_newline_in_a_slurm_value_or_the_results_path_is_bad_input(flags, tmp_path):
+    marker = tmp_path / "ran"
+    flags = [f.format(marker=marker, tmp=tmp_path) for f in flags]
+    results = [] if "--results" in flags else ["--results", str(tmp_path / "res")]
+    p = sh("run", "cv/digits_cnn", "--variant", "tiny", "--executor", "slurm", *results, *flags)
+    assert p.returncode == 2, p.stderr
+    assert ("newline" in p.stderr or "is not a Slurm" in p.stderr) and "Traceback" not in p.stderr, p.stderr
+    assert not marker.exists() and not list(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.slow
+def test_a_results_folder_with_a_space_and_a_hash_runs_through_slurm(slurm_cluster, tmp_path):
+    results = tmp_path / "my runs #2" / "res"
+    p = subprocess.run(cli("run", "cv/digits_cnn", "--variant", "tiny", "--results", str(results), "--json",
+                           "--threads", "1", "--quiet", "--executor", "slurm", "--slurm", "outcome_grace_s=2",
+                           "--slurm", "poll_s=0.5", "--set", "budget.max_steps=3"),
+                       env=env(**slurm_cluster.env), capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    from suite.results.record import load_results
+
+    loaded = load_results(results)
+    assert [r.status for _, r in loaded.results] in (["reached"], ["budget"]), [r.error for _, r in loaded.results]
+    wait_for(lambda: slurm_cluster.jobs() == [], 60)  # the job may still be completing

@@ -420,3 +420,32 @@ def test_bench_comment_script_posts_statuses_and_one_comment(httpserver, tmp_pat
     assert posted.count(("POST", f"/repos/{REPO}/statuses/{SHA}")) == 3
     assert posted.count(("POST", f"/repos/{REPO}/issues/8/comments")) == 1
     assert all(resp.status_code < 300 for _, resp in httpserver.log)
+
+
+@pytest.fixture
+def blob_host():
+    """A second server on another loopback address and port: the pre-signed blob store GitHub redirects to."""
+    server = HTTPServer(host="127.0.0.2", port=0)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
+def test_artifact_redirect_to_another_host_and_port_gets_no_token(httpserver, gh, tmp_path, blob_host):
+    """Issue 50 item 18: as GitHub does, the zip endpoint answers 302 to a blob store on another host (and port);
+    the download follows it and the token never reaches that host, while the API call itself carried it."""
+    blob = _zip({"report.md": b"## elsewhere\n"})
+    assert (blob_host.host, blob_host.port) != ("127.0.0.1", httpserver.port)
+    httpserver.expect_request(f"/repos/{REPO}/actions/artifacts/21/zip", method="GET", headers=HEADERS
+                              ).respond_with_response(
+        Response(status=302, headers={"Location": blob_host.url_for("/blob/21.zip?sig=abc")}))
+    blob_host.expect_request("/blob/21.zip", method="GET").respond_with_data(blob)
+    files = gh.download_artifact(REPO, {"id": 21, "name": "bench-h100", "size_in_bytes": len(blob)},
+                                 tmp_path / "bench-h100")
+    assert [p.name for p in files] == ["report.md"] and files[0].read_text() == "## elsewhere\n"
+    (api_req,) = [req for req, _ in httpserver.log if req.path.endswith("/21/zip")]
+    assert api_req.headers.get("Authorization") == f"Bearer {TOKEN}"  # the token was there to leak
+    (blob_req,) = [req for req, _ in blob_host.log]
+    assert "Authorization" not in blob_req.headers and TOKEN not in str(blob_req.headers)

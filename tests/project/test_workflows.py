@@ -443,3 +443,24 @@ def test_nightly_gives_each_full_tier_workload_a_job_whose_timeout_covers_its_bu
         need_min = math.ceil(job["seeds"] * (init_s + spec.budget.max_train_s) / 60) + 15
         assert job["timeout"] >= need_min, (name, job, need_min)
         assert job["timeout"] <= 24 * 60, f"{name}: a nightly job must end within a day"
+
+
+def test_publish_results_carries_a_diffusion_runs_sample_grid(tmp_path):
+    """Issue 50 item 13: the grid beside a result reaches the results branch (and so the CI-built site); a file
+    over the site's 16 MiB limit does not."""
+    remote = tmp_path / "remote.git"
+    _git("init", "-q", "--bare", str(remote))
+    night = tmp_path / "n1" / "nightly-h200" / "h200" / "cv" / "flux1" / "torch"
+    night.mkdir(parents=True)
+    (night / "20261203T020000Z-aa.json").write_text('{"a": 1}')
+    (night / "20261203T020000Z-aa.samples.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 100)
+    (night / "20261203T020000Z-bb.json").write_text('{"b": 1}')
+    with open(night / "20261203T020000Z-bb.samples.png", "wb") as f:
+        f.truncate(17 << 20)
+    env = {**os.environ, "REMOTE_URL": str(remote), "GITHUB_TOKEN": "", "GITHUB_RUN_ID": "1"}
+    p = subprocess.run(["bash", str(ROOT / "scripts/ci/publish_results.sh"), str(tmp_path / "n1")], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    files = _git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "results").split()
+    assert "results/h200/cv/flux1/torch/20261203T020000Z-aa.samples.png" in files
+    assert "results/h200/cv/flux1/torch/20261203T020000Z-bb.samples.png" not in files
