@@ -95,7 +95,7 @@ def test_the_standard_warm_start_lands_in_its_band_under_every_kernel_path():
     spec = load_spec(SPEC, {})
     ws = spec.grpo["warm_start"]
     for name, proc in procs.items():
-        out, err = proc.communicate(timeout=900)
+        out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"{name}: {err[-2000:]}"
         got = json.loads(out.strip().splitlines()[-1])
         assert got["probe_accuracy"] >= ws["sft_until_accuracy"], (name, got)
