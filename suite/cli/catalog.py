@@ -258,18 +258,26 @@ def data_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
 def data_prepare(
     name: Annotated[str, typer.Argument(help="a data set name from `trainbench data list`")],
     from_: Annotated[Path | None, typer.Option("--from", help="a local copy to check, index and link")] = None,
+    synthetic: Annotated[bool, typer.Option(
+        "--synthetic", help="write small seeded files in the real on-disk format instead (to try a full recipe's "
+        "tiny variant; runs on them are marked synthetic and kept off the leaderboards)")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="with --synthetic: the generator's seed")] = 0,
 ) -> None:
-    """Install a registry data set, or check and index a local copy (--from), or download where possible."""
+    """Install a registry data set, or check and index a local copy (--from), or download where possible;
+    --synthetic writes a stand-in in the real format."""
     from suite.data.base import DataMissing
-    from suite.data.prepare import prepare
+    from suite.data.prepare import prepare, prepare_synthetic
 
+    if synthetic and from_ is not None:
+        raise fail_input("--synthetic and --from: give one (--from links a real copy, --synthetic writes a stand-in)")
     if from_ is not None and not from_.exists():
         raise fail_input(f"--from {from_}: no such file or folder")
     try:
-        out.print(prepare(name, from_), highlight=False, markup=False)
+        message = prepare_synthetic(name, seed) if synthetic else prepare(name, from_)
+        out.print(message, highlight=False, markup=False)
     except KeyError as e:
         raise fail_input(str(e.args[0])) from None
-    except (DataMissing, FileExistsError) as e:
+    except (DataMissing, FileExistsError, ModuleNotFoundError) as e:
         raise fail_input(str(e)) from None
 
 

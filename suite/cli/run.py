@@ -22,7 +22,7 @@ def _row(result: Any, written: Path | None) -> dict[str, Any]:
     """One run as `run --json` prints it (and the summary table shows it)."""
     row = result.model_dump(mode="json", include={
         "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
-        "final_metrics", "error", "run_id", "mfu"})
+        "final_metrics", "error", "run_id", "mfu", "synthetic_data"})
     target = result.config.get("spec", {}).get("target", {})
     row["target"] = {k: target.get(k) for k in ("metric", "value", "mode")} if target else None
     row["path"] = str(written) if written else None
@@ -43,6 +43,8 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
             t = r["target"]
             final += f" (target {'>=' if t['mode'] == 'max' else '<='} {t['value']:g})"
         colour = {"reached": "green", "measured": "green", "budget": "yellow"}.get(r["status"], "red")
+        if r.get("synthetic_data"):  # `data prepare --synthetic` files: said where the figures are read
+            final += " [SYNTHETIC data]"
         table.add_row(
             escape(r["workload"]), escape(r["backend"]), str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
             str(r["steps"]), f"{sps:,.0f}" if sps else "-", final,

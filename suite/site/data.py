@@ -79,7 +79,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
-               "rollout_s_per_step", "training_s_per_step", "target", "mllog")
+               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "synthetic_data")
 
 
 @dataclass(slots=True)
@@ -130,17 +130,19 @@ class RunRow:
     month: str = ""  # UTC "YYYY-MM" of started_at: the month page that lists the run
     sub_month: str = ""  # the month of its submission (of the submission's newest seed)
     rowid: int = -1  # where the index holds its Result (-1: the file walk holds it)
+    synthetic: bool = False  # it read `data prepare --synthetic` files: labelled, never on a leaderboard
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
-        target = target_of_column(rest[-2])
+        target = target_of_column(rest[-3])
         when = datetime.fromisoformat(started)
-        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-2],
-                 target, rest[-1])
+        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-3],
+                 target, rest[-2])
         rr.month = month_of(when)
+        rr.synthetic = bool(rest[-1])
         return rr
 
     @classmethod
@@ -173,8 +175,10 @@ class RunRow:
 
     @property
     def sub_key(self) -> tuple[str, ...]:
-        """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit."""
-        return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown")
+        """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit, and whether
+        it read synthetic data (a synthetic run never joins, nor displaces, a real-data submission)."""
+        return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown",
+                "synthetic" if self.synthetic else "")
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -217,7 +221,8 @@ class Submission:
 
     @property
     def series(self) -> str:
-        return f"{self.hardware} · {self.backend} · {self.precision}"
+        # a synthetic-data submission is a series of its own on every chart, named so
+        return f"{self.hardware} · {self.backend} · {self.precision}" + (" · synthetic data" if self.synthetic else "")
 
     @property
     def latest(self) -> RunRow:
@@ -235,6 +240,11 @@ class Submission:
     @property
     def dirty(self) -> bool:
         return any(rr.dirty for rr in self.runs)
+
+    @property
+    def synthetic(self) -> bool:
+        """A seed read synthetic data (`data prepare --synthetic`): the submission stays off the leaderboards."""
+        return any(rr.synthetic for rr in self.runs)
 
     @property
     def backend_version(self) -> str:
@@ -354,9 +364,12 @@ class Workload:
         return self.units[-1].month
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
-        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
+        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked.
+        A submission with a seed on synthetic data is never ranked beside real data (its runs are listed, labelled)."""
         by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
         for s in self.featured:
+            if s.synthetic:
+                continue
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)
             if cur is None or s.timestamp > cur.timestamp:
