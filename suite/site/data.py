@@ -79,7 +79,8 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
-               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "synthetic_data")
+               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "synthetic_data",
+               "variant")
 
 
 @dataclass(slots=True)
@@ -131,18 +132,20 @@ class RunRow:
     sub_month: str = ""  # the month of its submission (of the submission's newest seed)
     rowid: int = -1  # where the index holds its Result (-1: the file walk holds it)
     synthetic: bool = False  # it read `data prepare --synthetic` files: labelled, never on a leaderboard
+    variant: str = ""  # the spec's named variant it ran (`--variant tiny`): labelled, off the leaderboards
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
-        target = target_of_column(rest[-3])
+        target = target_of_column(rest[-4])
         when = datetime.fromisoformat(started)
-        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-3],
-                 target, rest[-2])
+        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-4],
+                 target, rest[-3])
         rr.month = month_of(when)
-        rr.synthetic = bool(rest[-1])
+        rr.synthetic = bool(rest[-2])
+        rr.variant = rest[-1] or ""
         return rr
 
     @classmethod
@@ -222,7 +225,8 @@ class Submission:
     @property
     def series(self) -> str:
         # a synthetic-data submission is a series of its own on every chart, named so
-        return f"{self.hardware} · {self.backend} · {self.precision}" + (" · synthetic data" if self.synthetic else "")
+        return (f"{self.hardware} · {self.backend} · {self.precision}" + (" · synthetic data" if self.synthetic else "")
+                + (f" · variant {self.variant}" if self.variant else ""))
 
     @property
     def latest(self) -> RunRow:
@@ -240,6 +244,11 @@ class Submission:
     @property
     def dirty(self) -> bool:
         return any(rr.dirty for rr in self.runs)
+
+    @property
+    def variant(self) -> str:
+        """The spec variant its runs ran (`--variant tiny`; a variant changes the spec hash, so all seeds share it)."""
+        return self.latest.variant
 
     @property
     def synthetic(self) -> bool:
@@ -353,7 +362,11 @@ class Workload:
 
     @property
     def description(self) -> str:
-        return self.latest.description if self.latest else ""
+        if not self.latest:
+            return ""
+        if self.latest.variant:  # the spec's description names the full recipe, not the variant that ran last
+            return f"{self.latest.description} (newest run: variant {self.latest.variant}, off the leaderboards)"
+        return self.latest.description
 
     @property
     def target(self) -> dict[str, Any]:
@@ -365,10 +378,11 @@ class Workload:
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
         """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked.
-        A submission with a seed on synthetic data is never ranked beside real data (its runs are listed, labelled)."""
+        A submission with a seed on synthetic data is never ranked beside real data, nor is a variant's (`--variant
+        tiny`: another model than the description names); their runs are listed, labelled."""
         by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
         for s in self.featured:
-            if s.synthetic:
+            if s.synthetic or s.variant:
                 continue
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)

@@ -19,6 +19,11 @@ _SYNTHETIC = ' <span class="badge synthetic" title="read `trainbench data prepar
              'off the leaderboards">synthetic data</span>'
 
 
+def _variant(name: str) -> str:
+    return (f' <span class="badge variant" title="the spec\'s variant {escape(name)}: another model or data size than '
+            f'the workload\'s description; off the leaderboards">variant {escape(name)}</span>') if name else ""
+
+
 def _tta_cell(v: float, cls: str = "num") -> str:
     title = ' title="target not reached"' if v == math.inf else ""
     return f'<td class="{cls}" data-sort="{sort_value(v)}"{title}>{fmt_s(v)}</td>'
@@ -36,7 +41,8 @@ def submission_rows(subs: Sequence[Submission], root: str) -> Markup:
         seeds = " ".join(f'<a class="st-{escape(rr.status)}" href="{root}{rr.page}">{rr.seed}</a>' for rr in s.runs)
         out.append(
             f'<tr><td class="nowrap" data-sort="{s.timestamp}">{fmt_date(s.latest.started_at)}</td>'
-            f"<td>{escape(s.hardware)}</td><td>{escape(s.backend)}{_SYNTHETIC if s.synthetic else ''}</td>"
+            f"<td>{escape(s.hardware)}</td><td>{escape(s.backend)}{_SYNTHETIC if s.synthetic else ''}"
+            f"{_variant(s.variant)}</td>"
             f"<td>{escape(s.precision)}</td>\n"
             f'<td class="mono">{escape(s.sha[:10])}</td><td class="mono">{escape(s.spec_hash[:8])}</td>'
             f'{_tta_cell(a.tta_olympic_s, "num strong")}{_tta_cell(a.tta_min_s)}{_tta_cell(a.tta_max_s)}\n'
@@ -69,7 +75,7 @@ def run_rows(runs: Sequence[RunRow], root: str) -> Markup:
         out.append(
             f'<tr><td class="nowrap" data-sort="{r.started_at.timestamp()}">{fmt_date(r.started_at)}</td>'
             f'<td>{escape(r.hardware)}</td><td>{escape(r.backend)}</td><td class="num">{r.seed}</td>\n'
-            f"<td>{_status(r.status)}{_SYNTHETIC if r.synthetic else ''}</td>{_tta_cell(r.tta())}<td class=\"num\">{r.n_steps}</td>"
+            f"<td>{_status(r.status)}{_SYNTHETIC if r.synthetic else ''}{_variant(r.variant)}</td>{_tta_cell(r.tta())}<td class=\"num\">{r.n_steps}</td>"
             f'<td class="num" data-sort="{sort_value(r.train_s)}">{fmt_s(r.train_s)}</td>\n'
             f'<td class="num" data-sort="{sort_value(r.samples_per_s)}">{escape(fmt_num(r.samples_per_s))}</td>'
             f'<td class="mono"><a href="{root}{r.page}">{escape(r.run_id)}</a></td></tr>\n')

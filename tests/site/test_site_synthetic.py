@@ -42,3 +42,30 @@ def test_synthetic_runs_are_labelled_and_kept_off_the_leaderboards(tmp_path: Pat
     run_pages = [p.read_text() for p in (out / "r").glob("*.html")]
     labelled = [p for p in run_pages if 'id="synthetic-data"' in p]
     assert len(run_pages) == 6 and len(labelled) == 3
+
+
+def test_variant_runs_are_labelled_and_kept_off_the_leaderboards(tmp_path: Path) -> None:
+    """A `--variant tiny` run of a full recipe is another model than its description names ("Llama 3.1 8B ...
+    sequence 8192"): its runs are listed with the variant's name, and no leaderboard ranks them."""
+    results = tmp_path / "results"
+    for seed in range(3):
+        write_result(results, make_result(seed=seed, tta_s=20.0 + seed, sha=REAL_SHA,
+                                          started_at=T0 + timedelta(minutes=seed)))
+    tiny_sha = "c" * 40
+    for seed in range(3):
+        r = make_result(seed=seed, tta_s=1.0 + seed, sha=tiny_sha, spec_hash="7171717171717171",
+                        started_at=T0 + timedelta(hours=2, minutes=seed))
+        r.config = {**r.config, "variant": "tiny"}
+        write_result(results, r)
+    out = tmp_path / "out"
+    build_site(results, out)
+    index = (out / "index.html").read_text()
+    section = index[index.index('data-workload="cv/digits_cnn"'):]
+    section = section[: section.index("</section>")]
+    assert REAL_SHA[:10] in section and tiny_sha[:10] not in section
+    assert "newest run: variant tiny" in section
+    page = next((out / "w").glob("cv-digits_cnn-*.html")).read_text()
+    boards = re.findall(r'<table class="lb sortable" id="lb-\d+">(.*?)</table>', page, re.S)
+    assert boards and all(tiny_sha[:10] not in b for b in boards)
+    assert page.count("variant tiny</span>") >= 4 and "· variant tiny" in page
+    assert sum('id="variant"' in p.read_text() for p in (out / "r").glob("*.html")) == 3
