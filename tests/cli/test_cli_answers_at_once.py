@@ -30,7 +30,6 @@ PROBE = textwrap.dedent("""
 CASES = [
     (["--help"], 0, "Usage"),
     (["list"], 0, "cv/digits_cnn"),
-    (["list", "--json"], 0, "nlp/llama31_8b"),
     (["spec", "schema"], 0, "WorkloadSpec"),
     (["run", "cv/digits_cn"], 2, "Did you mean"),
     (["run", "cv/digits_cnn", "--set", "budget.max_stepz=1"], 2, "budget.max_stepz"),
