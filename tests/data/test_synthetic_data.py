@@ -127,3 +127,10 @@ def test_every_mlperf_recipe_tiny_variant_runs_from_the_cli_after_prepare_synthe
     written = [w for w in written if "run_id" in w]
     assert len(written) == len(MLPERF_DATA)
     assert all(w["synthetic_data"] and any("SYNTHETIC data" in x for x in w["warnings"]) for w in written)
+    # and the road on: each MLPerf recipe's log through the official checker, its own benchmark's rules (the tiny
+    # model on synthetic rows cannot reach the target, so the verdict is a rejection naming eval_accuracy)
+    result = next(p for p in (tmp_path / "results").rglob("*.json") if "llama31_8b" in str(p))
+    checked = _cli(["mllog", "check", str(result), "--json"], data, tmp_path)
+    verdict = json.loads(checked.stdout)
+    assert checked.returncode == 1 and verdict["mlperf_benchmark"] == "llama31_8b", checked.stdout + checked.stderr
+    assert verdict["messages"] and all("eval_accuracy" in m for m in verdict["messages"]), verdict["messages"]
