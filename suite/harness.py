@@ -373,10 +373,7 @@ class Run:
             except Exception as e:  # noqa: BLE001 - a broken report must not lose the result
                 self.warnings.append(f"algorithm_report failed: {type(e).__name__}: {e}")
         final = self.curve[-1].metrics if self.curve else {}
-        synthetic_data = synthetic.sources(spec, data_root())
-        if synthetic_data:
-            self.warnings.append(f"SYNTHETIC data ({', '.join(synthetic_data)}): written by `trainbench data prepare "
-                                 "--synthetic`; figures say nothing of the real task and stay off the leaderboards")
+        self.warnings += synthetic.warnings(synthetic_data := synthetic.sources(spec, data_root()))
         measured = self.inst.result_fields(
             flops_per_sample=self.flops_per_sample, tokens_per_sample=self.tokens_per_sample, samples=self.samples,
             steps=self.steps, train_s=self.train_s, data_wait_s=self.data_wait_s, host_step_times_s=self.step_times,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import json
 import pickle
-import shutil
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -373,6 +372,12 @@ def sources(spec: Any, root: Path) -> list[str]:
     return sorted(found)
 
 
+def warnings(folders: list[str]) -> list[str]:
+    """The result's warning for a run that read synthetic folders (none for a run on real data)."""
+    return [f"SYNTHETIC data ({', '.join(folders)}): written by `trainbench data prepare --synthetic`; figures say "
+            "nothing of the real task and stay off the leaderboards"] if folders else []
+
+
 @dataclass(frozen=True)
 class Synthetic:
     """What `data prepare NAME --synthetic` writes: `folder` under $TRAINBENCH_DATA (where the reader looks by
@@ -385,24 +390,11 @@ class Synthetic:
     note: str = ""
 
 
-def _flux(folder: Path, seed: int) -> None:
-    write_flux_split(folder / "cc12m_preprocessed", 8, files=2, seed=seed)
-    write_flux_split(folder / "coco_preprocessed", 8, timesteps=True, seed=seed + 1)
-    empty = folder / "empty_encodings"
-    empty.mkdir(parents=True, exist_ok=True)
-    np.save(empty / "t5_empty.npy", np.zeros((1, 256, 4096), dtype=np.uint16))
-    np.save(empty / "clip_empty.npy", np.zeros((1, 768), dtype=np.uint16))
-
-
 def _gsm8k(folder: Path, seed: int) -> None:
     from suite.data import gsm8k_fixture  # the tiny Qwen2 folder (tokenizer + weights) and veRL's parquet
 
     gsm8k_fixture.write_data(folder / "data")
     gsm8k_fixture.write_model(folder / "model", seed=seed)
-
-
-def _imagenet(folder: Path, seed: int) -> None:
-    write_imagefolder(folder, classes=2, per_class=4)
 
 
 SYNTHETIC: dict[str, Synthetic] = {
@@ -413,28 +405,19 @@ SYNTHETIC: dict[str, Synthetic] = {
     "govreport": Synthetic(
         "govreport", lambda f, seed: write_govreport(f, seq_len=64, vocab=512, seed=seed), ("nlp/llama2_70b_lora",),
         needs=("pyarrow",), note="rows of 64 tokens: the tiny variant's data.seq_len (the full recipe reads 8192)"),
-    "flux_latents": Synthetic("flux1", _flux, ("cv/flux1",), needs=("pyarrow",),
+    "flux_latents": Synthetic("flux1", lambda f, seed: write_flux1(f, n_train=8, n_val=8), ("cv/flux1",), needs=("pyarrow",),
                               note="CC12M/COCO latents and T5/CLIP encodings at the full recipe's shapes"),
     "gsm8k": Synthetic("gsm8k-tiny", _gsm8k, ("rl/gsm8k_grpo",), needs=("pyarrow", "tokenizers", "torch"),
                        note="GSM8K-format rows and a 2-layer Qwen2 folder with its tokenizer: the tiny variant's "
                             "data.path, data.tokenizer and model.checkpoint (gsm8k-tiny/...)"),
-    "imagenet": Synthetic("imagenet", _imagenet, ("cv/imagenet_resnet50",), needs=("PIL",)),
+    "imagenet": Synthetic("imagenet", lambda f, seed: write_imagefolder(f, classes=2, per_class=4), ("cv/imagenet_resnet50",),
+                          needs=("PIL",)),
     "cifar10": Synthetic("cifar10", lambda f, seed: write_cifar10(f, per_batch=16, seed=seed), ("cv/cifar10_resnet",)),
     "fineweb10B": Synthetic("fineweb10B", lambda f, seed: write_shards(f, vocab=512), ("nlp/gpt2_124m",)),
-    "ogbg_molpcba": Synthetic("ogbg_molpcba", lambda f, seed: _ogbg_into(f, seed), ("gnn/ogbg_molpcba",)),
+    # write_ogbg makes ROOT/ogbg_molpcba/{raw,split}: ROOT is the folder's parent ($TRAINBENCH_DATA)
+    "ogbg_molpcba": Synthetic("ogbg_molpcba", lambda f, seed: write_ogbg(f.parent, graphs=40, seed=seed),
+                              ("gnn/ogbg_molpcba",)),
 }
-
-
-def _ogbg_into(folder: Path, seed: int) -> None:
-    """write_ogbg makes ROOT/ogbg_molpcba/{raw,split}: write it beside and move its contents into `folder`."""
-    tmp = folder.parent / f".{folder.name}.synthetic-tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    made = write_ogbg(tmp, graphs=40, seed=seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    for child in made.iterdir():
-        shutil.rmtree(folder / child.name, ignore_errors=True)
-        child.rename(folder / child.name)
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def prepare(name: str, data_root: Path, seed: int = 0) -> tuple[Path, Synthetic]:

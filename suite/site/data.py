@@ -79,8 +79,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
-               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "synthetic_data",
-               "variant")
+               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "synthetic_data", "variant")
 
 
 @dataclass(slots=True)
@@ -144,8 +143,7 @@ class RunRow:
         rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-4],
                  target, rest[-3])
         rr.month = month_of(when)
-        rr.synthetic = bool(rest[-2])
-        rr.variant = rest[-1] or ""
+        rr.synthetic, rr.variant = bool(rest[-2]), rest[-1] or ""
         return rr
 
     @classmethod
@@ -178,8 +176,7 @@ class RunRow:
 
     @property
     def sub_key(self) -> tuple[str, ...]:
-        """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit, and whether
-        it read synthetic data (a synthetic run never joins, nor displaces, a real-data submission)."""
+        """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit, synthetic."""
         return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown",
                 "synthetic" if self.synthetic else "")
 
@@ -224,7 +221,6 @@ class Submission:
 
     @property
     def series(self) -> str:
-        # a synthetic-data submission is a series of its own on every chart, named so
         return (f"{self.hardware} · {self.backend} · {self.precision}" + (" · synthetic data" if self.synthetic else "")
                 + (f" · variant {self.variant}" if self.variant else ""))
 
@@ -245,15 +241,8 @@ class Submission:
     def dirty(self) -> bool:
         return any(rr.dirty for rr in self.runs)
 
-    @property
-    def variant(self) -> str:
-        """The spec variant its runs ran (`--variant tiny`; a variant changes the spec hash, so all seeds share it)."""
-        return self.latest.variant
-
-    @property
-    def synthetic(self) -> bool:
-        """A seed read synthetic data (`data prepare --synthetic`): the submission stays off the leaderboards."""
-        return any(rr.synthetic for rr in self.runs)
+    variant = property(lambda self: self.latest.variant)  # `--variant tiny` (it changes the spec hash: every seed's)
+    synthetic = property(lambda self: any(rr.synthetic for rr in self.runs))  # read `data prepare --synthetic` files
 
     @property
     def backend_version(self) -> str:
@@ -362,11 +351,8 @@ class Workload:
 
     @property
     def description(self) -> str:
-        if not self.latest:
-            return ""
-        if self.latest.variant:  # the spec's description names the full recipe, not the variant that ran last
-            return f"{self.latest.description} (newest run: variant {self.latest.variant}, off the leaderboards)"
-        return self.latest.description
+        v = self.latest.variant if self.latest else ""  # the description names the full recipe, not its variant
+        return (self.latest.description if self.latest else "") + (f" (newest run: variant {v}, off the leaderboards)" if v else "")
 
     @property
     def target(self) -> dict[str, Any]:
@@ -377,9 +363,8 @@ class Workload:
         return self.units[-1].month
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
-        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked.
-        A submission with a seed on synthetic data is never ranked beside real data, nor is a variant's (`--variant
-        tiny`: another model than the description names); their runs are listed, labelled."""
+        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked; never
+        a synthetic-data or a variant submission (listed and labelled on the pages, not ranked beside real runs)."""
         by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
         for s in self.featured:
             if s.synthetic or s.variant:
