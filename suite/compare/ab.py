@@ -16,12 +16,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 SIDES = ("base", "head")
+HEARTBEAT_S = 20.0  # a round runs minutes: say it is still running this often (issue 49: two silent minutes a round)
 
 
 class ABError(ValueError):
@@ -247,6 +250,26 @@ def run_lockstep(first: Side, second: Side, plan: ABPlan, round_: int) -> list[B
         shutil.rmtree(turn_dir, ignore_errors=True)
 
 
+@contextmanager
+def progress(log: Callable[[str], None], label: str, every_s: float | None = None) -> Iterator[None]:
+    """`label: started`, then `label: still running, N s` every `every_s` until the block ends."""
+    every_s = HEARTBEAT_S if every_s is None else every_s
+    done, t0 = threading.Event(), time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            log(f"{label}: still running, {time.perf_counter() - t0:.0f} s")
+
+    log(f"{label}: started")
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lambda _: None) -> dict:
     """Prepare both sides, run the blocks, write `ab.json`; returns its content."""
     if plan.runs_per_block < 1:
@@ -267,13 +290,15 @@ def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lamb
     if plan.lockstep:
         for i in range(0, len(schedule), 2):
             (round_, a), (_, b) = schedule[i], schedule[i + 1]
-            done = run_lockstep(sides[a], sides[b], plan, round_)
+            with progress(log, f"round {round_ + 1}/{plan.rounds} {a}+{b} in lockstep"):
+                done = run_lockstep(sides[a], sides[b], plan, round_)
             log(f"round {round_ + 1}/{plan.rounds} {a}+{b} in lockstep: {done[-1].seconds:.1f} s, exit "
                 f"{[x.exit_code for x in done]}")
             blocks += done
     else:
         for round_, name in schedule:
-            block = run_block(sides[name], plan, round_)
+            with progress(log, f"round {round_ + 1}/{plan.rounds} {name}"):
+                block = run_block(sides[name], plan, round_)
             log(f"round {round_ + 1}/{plan.rounds} {name}: {block.seconds:.1f} s, exit {block.exit_code}")
             blocks.append(block)
     manifest = {
