@@ -329,15 +329,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-llama8b", dest="llama8b", action="store_false",
                    help="skip the Llama 3.1 8B step (benchmarks/llama8b_step.py; a tiny stand-in in dry mode)")
     p.add_argument("--synthetic-data", type=Path, default=None, metavar="DIR",
-                   help="write small files in each full-tier data set's real on-disk format under DIR (tests/"
-                        "support/datafiles.py) and point the specs at them: a machine without the data sets (a lent device "
+                   help="write small files in each full-tier data set's real on-disk format under DIR (suite/"
+                        "data/synthetic.py) and point the specs at them: a machine without the data sets (a lent device "
                         "with no network) still checks steps, MFU, FLOPs and memory; accuracy figures mean nothing")
     p.add_argument("--out", type=Path, default=None,
                    help="default: $OUT/device_check.json when OUT is set, else ./device_check.json")
     args = p.parse_args(argv)
     if args.synthetic_data is not None:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        from support.datafiles import full_tier_overrides
+        from suite.data.synthetic import full_tier_overrides
 
         synthetic = full_tier_overrides(args.synthetic_data)
         args.set_json = {name: {**sets, **args.set_json.get(name, {})} for name, sets in synthetic.items()} | {

@@ -26,6 +26,7 @@ import torch
 
 from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
+from suite.data import synthetic
 from suite.data.base import DataMissing
 from suite.measure import environment, mllog, pauses
 from suite.measure.instruments import Instruments
@@ -372,6 +373,7 @@ class Run:
             except Exception as e:  # noqa: BLE001 - a broken report must not lose the result
                 self.warnings.append(f"algorithm_report failed: {type(e).__name__}: {e}")
         final = self.curve[-1].metrics if self.curve else {}
+        self.warnings += synthetic.warnings(synthetic_data := synthetic.sources(spec, data_root()))
         measured = self.inst.result_fields(
             flops_per_sample=self.flops_per_sample, tokens_per_sample=self.tokens_per_sample, samples=self.samples,
             steps=self.steps, train_s=self.train_s, data_wait_s=self.data_wait_s, host_step_times_s=self.step_times,
@@ -416,6 +418,7 @@ class Run:
             world_size=world,
             error=self.error,
             mode=req.mode,  # type: ignore[arg-type]
+            synthetic_data=bool(synthetic_data),
             step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
             **{**measured, **self.reported, "warnings": self.warnings + measured["warnings"]},
         )

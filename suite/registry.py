@@ -13,12 +13,12 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
-from suite.spec import format_validation
-from suite.strict_numbers import bool_problems
+# pydantic and suite.spec are imported where a block is validated: the names below (BACKENDS feeds `run --help`)
+# are read by commands that must answer at once
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from suite.backends.base import Backend
 
 # task (the Python behind a spec) -> class implementing suite.workloads.base.Workload
@@ -107,6 +107,11 @@ def resolve(ref: str, table: dict[str, str] | None = None, kind: str = "componen
 
 
 def _validate_block(table: dict[str, str], name: str, params: dict[str, Any], loc: str, kind: str):
+    from pydantic import BaseModel, ValidationError
+
+    from suite.spec import format_validation
+    from suite.strict_numbers import bool_problems
+
     try:
         component = resolve(name, table, kind)
     except RegistryError as e:
@@ -165,6 +170,11 @@ def _check_task_spec(task: type, spec: Any) -> list[tuple[str, str]]:
 
 def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str, str]]:
     """A spec's `backends.<name>` block against that backend's pydantic Options (its module imports no framework)."""
+    from pydantic import ValidationError
+
+    from suite.spec import format_validation
+    from suite.strict_numbers import bool_problems
+
     try:
         options = backend_class(name).Options
     except RegistryError as e:

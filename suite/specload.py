@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from suite import registry
-from suite.algorithms import plugins
 from suite.spec import SpecError, WorkloadSpec, blame_overrides, merge_spec_data, parse_spec, read_spec_file
 from suite.strict_numbers import bool_problems
 
@@ -24,6 +23,8 @@ def validate_spec(
     if problems := bool_problems(WorkloadSpec, merge_spec_data(data, source, overrides, variant)):
         raise SpecError(source, blame_overrides(problems, overrides))  # before pydantic reads `true` as 1
     spec = parse_spec(data, source, overrides, variant)
+    from suite.algorithms import plugins  # late: the plug-ins import torch, which a schema error never needs
+
     problems = registry.validate_components(spec)
     problems += plugins.check_spec(spec)  # user code is imported now
     if problems:
@@ -34,6 +35,18 @@ def validate_spec(
 def load_spec(path: Path, overrides: dict[str, Any] | None = None, variant: str | None = None) -> WorkloadSpec:
     """A spec file, validated whole (schema and components); SpecError names the file and each field."""
     spec = validate_spec(read_spec_file(path), str(path), overrides, variant)
+    check_name_place(spec, path, overrides)
+    return spec
+
+
+def load_spec_schema(path: Path, overrides: dict[str, Any] | None = None, variant: str | None = None
+                     ) -> WorkloadSpec:
+    """A spec file against the schema only (no component, no plug-in is imported, so no torch): what `list` shows and
+    what `run` checks before it starts anything (load_spec checks the rest)."""
+    data = read_spec_file(path)
+    if problems := bool_problems(WorkloadSpec, merge_spec_data(data, str(path), overrides, variant)):
+        raise SpecError(str(path), blame_overrides(problems, overrides))
+    spec = parse_spec(data, str(path), overrides, variant)
     check_name_place(spec, path, overrides)
     return spec
 

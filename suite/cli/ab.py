@@ -10,7 +10,10 @@ from typing import Annotated
 
 import typer
 
+from suite import registry
 from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, say
+
+BACKEND_CHOICES = " | ".join(registry.BACKENDS)  # the registry's names: `run --help` never drifts
 
 
 def ab(
@@ -22,7 +25,7 @@ def ab(
     rounds: Annotated[int, typer.Option(min=1, help="blocks per side (one run per workload each)")] = 10,
     order: Annotated[str, typer.Option(help="alternate (AB BA AB ...) | random (a seeded coin per round)")] = "alternate",
     seed: Annotated[int, typer.Option(help="seed of the random order")] = 0,
-    backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
+    backend: Annotated[str, typer.Option(help=BACKEND_CHOICES)] = "torch",
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads per process (set it: neighbours)")] = None,
     nproc: Annotated[int, typer.Option(min=1, help="processes per run (torchrun)")] = 1,
     set_: Annotated[list[str] | None, typer.Option("--set", help="spec override for both sides, e.g. "
@@ -153,7 +156,7 @@ def bisect(
     repeats: Annotated[int, typer.Option(min=0, help="times a `suspicious` comparison is repeated, each with "
                                          "twice the rounds, before the search stops undecided")] = 1,
     budget: Annotated[int, typer.Option(min=1, help="most comparisons in all")] = 12,
-    backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
+    backend: Annotated[str, typer.Option(help=BACKEND_CHOICES)] = "torch",
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads per process")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="spec override for every side")] = None,
     deps: Annotated[str, typer.Option(help="install | shared (as `trainbench ab`)")] = "install",

@@ -24,14 +24,15 @@ def list_(
     tier: Annotated[str | None, typer.Option(help="only this tier")] = None,
     json_: Annotated[bool, typer.Option("--json")] = False,
     matrix: Annotated[bool, typer.Option("--matrix", help="which workload x backend pairs are supported")] = False,
+    why: Annotated[bool, typer.Option("--why", help="with --matrix: the reason of every refused pair and layout")] = False,
 ) -> None:
-    """The workloads under workloads/, with domain, tiers, target and budget."""
+    """The workloads under workloads/, with domain, tiers, target and budget (`spec validate` checks each whole)."""
     from suite import registry
     from suite.spec import SpecError
-    from suite.specload import load_spec
+    from suite.specload import load_spec_schema as load_spec  # no torch: `list` answers at once
 
     if matrix:
-        raise typer.Exit(_print_matrix(tier, json_))
+        raise typer.Exit(_print_matrix(tier, json_, why=why))
 
     rows, problems = [], []
     for name, path in registry.workload_files().items():
@@ -47,18 +48,27 @@ def list_(
             "name": name, "domain": spec.domain, "tiers": sorted(spec.tiers),
             "target": f"{t.metric} {'>=' if t.mode == 'max' else '<='} {t.value}",
             "budget_s": spec.budget.max_train_s, "description": spec.description,
-            "backends": sorted({"torch", *spec.backends}),
         })
     if json_:
+        # the backends of each workload are the support matrix's (the spec's `backends:` blocks are options, not
+        # support); reading it imports the backends, so only --json (for scripts) pays for it
+        from suite.backends.support import load_all
+        from suite.backends.support import matrix as support_matrix
+
+        specs, _ = load_all({r["name"]: registry.workload_files()[r["name"]] for r in rows})
+        grid = support_matrix(specs)
+        for r in rows:
+            r["backends"] = [b for b, reason in grid.get(r["name"], {}).items() if reason is None]
         emit_json(rows)
     else:
         table = Table(title=escape(f"Workloads ({registry.root_hint()})"))
-        for col in ("name", "domain", "tiers", "target", "budget", "backends"):
+        for col in ("name", "domain", "tiers", "target", "budget"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["name"], r["domain"], ",".join(r["tiers"]), r["target"], f"{r['budget_s']:.0f} s",
-                          ",".join(r["backends"]))
+            table.add_row(r["name"], r["domain"], ",".join(r["tiers"]), r["target"], f"{r['budget_s']:.0f} s")
         out.print(table)
+        out.print("which backends run each workload: `trainbench list --matrix` (the registry's support matrix)",
+                  markup=False, highlight=False)
     for p in problems:
         err.print(f"[red]invalid spec[/red] {escape(p)}", highlight=False)
     raise typer.Exit(EXIT_FAIL if problems else EXIT_OK)
@@ -183,7 +193,7 @@ def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")
 
 
 
-def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")) -> int:
+def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results"), why: bool = False) -> int:
     from suite import registry
     from suite.backends.support import layout_matrix, load_all, matrix
     from suite.cli.notes import HARDWARE_UNTESTED, hardware_tested
@@ -212,6 +222,16 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
             table.add_row(escape(wl), *(("[yellow]untested on hardware[/yellow]" if untested(wl, b) else "[green]yes[/green]")
                                         if r is None else "[red]no[/red]" for b, r in row.items()))
         out.print(table)
+        refused = sum(r is not None for row in grid.values() for r in row.values())
+        per_backend = ", ".join(f"{b} {sum(row[b] is None for row in grid.values())}" for b in registry.BACKENDS)
+        layouts_refused = sum(r is not None for per in lays.values() for probes in per.values() for r in probes.values())
+        out.print(f"{len(grid)} workloads; supported per backend: {per_backend}. {refused} pairs and {layouts_refused} "
+                  "layouts refused: `--why` prints each reason (and the layouts table), `--json` holds them all",
+                  markup=False, highlight=False)
+        if not why:
+            for p in problems:
+                err.print(f"[red]invalid spec[/red] {escape(str(p))}", highlight=False)
+            return EXIT_FAIL if problems else EXIT_OK
         for wl, row in grid.items():
             for b, r in row.items():
                 if r is not None:
@@ -262,18 +282,26 @@ def data_list(json_: Annotated[bool, typer.Option("--json")] = False) -> None:
 def data_prepare(
     name: Annotated[str, typer.Argument(help="a data set name from `trainbench data list`")],
     from_: Annotated[Path | None, typer.Option("--from", help="a local copy to check, index and link")] = None,
+    synthetic: Annotated[bool, typer.Option(
+        "--synthetic", help="write small seeded files in the real on-disk format instead (to try a full recipe's "
+        "tiny variant; runs on them are marked synthetic and kept off the leaderboards)")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="with --synthetic: the generator's seed")] = 0,
 ) -> None:
-    """Install a registry data set, or check and index a local copy (--from), or download where possible."""
+    """Install a registry data set, or check and index a local copy (--from), or download where possible;
+    --synthetic writes a stand-in in the real format."""
     from suite.data.base import DataMissing
-    from suite.data.prepare import prepare
+    from suite.data.prepare import prepare, prepare_synthetic
 
+    if synthetic and from_ is not None:
+        raise fail_input("--synthetic and --from: give one (--from links a real copy, --synthetic writes a stand-in)")
     if from_ is not None and not from_.exists():
         raise fail_input(f"--from {from_}: no such file or folder")
     try:
-        out.print(prepare(name, from_), highlight=False, markup=False)
+        message = prepare_synthetic(name, seed) if synthetic else prepare(name, from_)
+        out.print(message, highlight=False, markup=False)
     except KeyError as e:
         raise fail_input(str(e.args[0])) from None
-    except (DataMissing, FileExistsError) as e:
+    except (DataMissing, FileExistsError, ModuleNotFoundError) as e:
         raise fail_input(str(e)) from None
 
 

@@ -12,7 +12,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from suite import registry
 from suite.cli.common import EXIT_FAIL, EXIT_OK, check_writable, emit_json, err, fail_input, out, say_err
+
+BACKEND_CHOICES = " | ".join(registry.BACKENDS)  # the registry's names: `run --help` never drifts
 
 MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
 MAX_SEED = 2**32 - 1  # = suite.execution.plan.MAX_SEED (not imported here: `trainbench --help` stays instant)
@@ -22,7 +25,7 @@ def _row(result: Any, written: Path | None) -> dict[str, Any]:
     """One run as `run --json` prints it (and the summary table shows it)."""
     row = result.model_dump(mode="json", include={
         "workload", "backend", "seed", "status", "time_to_target_s", "steps", "train_s", "throughput",
-        "final_metrics", "error", "run_id", "mfu"})
+        "final_metrics", "error", "run_id", "mfu", "synthetic_data"})
     target = result.config.get("spec", {}).get("target", {})
     row["target"] = {k: target.get(k) for k in ("metric", "value", "mode")} if target else None
     row["path"] = str(written) if written else None
@@ -43,6 +46,8 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
             t = r["target"]
             final += f" (target {'>=' if t['mode'] == 'max' else '<='} {t['value']:g})"
         colour = {"reached": "green", "measured": "green", "budget": "yellow"}.get(r["status"], "red")
+        if r.get("synthetic_data"):  # `data prepare --synthetic` files: said where the figures are read
+            final += " [SYNTHETIC data]"
         table.add_row(
             escape(r["workload"]), escape(r["backend"]), str(r["seed"]), f"[{colour}]{r['status']}[/{colour}]", tta,
             str(r["steps"]), f"{sps:,.0f}" if sps else "-", final,
@@ -73,7 +78,7 @@ def _torchrun(nproc: int, rendezvous: list[str]) -> int:
 def run(
     workloads: Annotated[list[str] | None, typer.Argument(help="names (cv/digits_cnn) or spec paths")] = None,
     tier: Annotated[str | None, typer.Option(help="run every workload of a tier: smoke | standard | full")] = None,
-    backend: Annotated[str, typer.Option(help="torch | deepspeed | megatron | npu")] = "torch",
+    backend: Annotated[str, typer.Option(help=BACKEND_CHOICES)] = "torch",
     seeds: Annotated[int, typer.Option(min=1, max=MAX_SEEDS, help="number of seeds, run one after another")] = 1,
     seed: Annotated[int, typer.Option(help=f"first seed (0 to {MAX_SEED})")] = 0,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a spec field: --set optimizer.lr=0.01")] = None,
@@ -132,6 +137,7 @@ def run(
 
     try:
         planner.check_seeds(seed, seeds)
+        planner.preflight(workloads or [], tier, backend, set_ or [], variant, algo)  # no torch: errors at once
     except planner.PlanError as e:
         raise fail_input(str(e)) from None
     try:  # the layout flags are spec overrides: one road for the flag, the spec block and --set

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 SIDES = ("base", "head")
+HEARTBEAT_S = 20.0  # a round runs minutes: say it is still running this often (issue 49: two silent minutes a round)
 
 
 class ABError(ValueError):
@@ -360,6 +361,26 @@ def sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+@contextmanager
+def progress(log: Callable[[str], None], label: str, every_s: float | None = None) -> Iterator[None]:
+    """`label: started`, then `label: still running, N s` every `every_s` until the block ends."""
+    every_s = HEARTBEAT_S if every_s is None else every_s
+    done, t0 = threading.Event(), time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            log(f"{label}: still running, {time.perf_counter() - t0:.0f} s")
+
+    log(f"{label}: started")
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None] = lambda _: None) -> dict:
     """Prepare both sides, run the blocks, write `ab.json`; returns its content."""
     with sigterm_unwinds():
@@ -416,13 +437,15 @@ def _run_locked(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) 
     if plan.lockstep:
         for i in range(0, len(schedule), 2):
             (round_, a), (_, b) = schedule[i], schedule[i + 1]
-            done = run_lockstep(sides[a], sides[b], plan, round_, log)
+            with progress(log, f"round {round_ + 1}/{plan.rounds} {a}+{b} in lockstep"):
+                done = run_lockstep(sides[a], sides[b], plan, round_, log)
             log(f"round {round_ + 1}/{plan.rounds} {a}+{b} in lockstep: {done[-1].seconds:.1f} s, exit "
                 f"{[x.exit_code for x in done]}")
             blocks += done
     else:
         for round_, name in schedule:
-            block = run_block(sides[name], plan, round_)
+            with progress(log, f"round {round_ + 1}/{plan.rounds} {name}"):
+                block = run_block(sides[name], plan, round_)
             log(f"round {round_ + 1}/{plan.rounds} {name}: {block.seconds:.1f} s, exit {block.exit_code}")
             blocks.append(block)
     manifest = {

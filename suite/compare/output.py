@@ -232,6 +232,8 @@ def rcp_lines(p: PairReport) -> list[str]:
 
 def _pair_details(p: PairReport) -> list[str]:
     def rate(x: SideInfo) -> str:
+        if p.mode == "throughput":  # timed steps, no target: "reached" means nothing here
+            return f"{x.runs} throughput run(s)"
         return f"{x.runs} run(s), {x.reached} reached" + (f" ({x.success_rate:.0%})" if x.runs else "")
 
     out = [f"#### {ICON[p.verdict]} `{p.workload}` · {p.backend} · {p.hardware}", "",

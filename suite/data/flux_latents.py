@@ -61,7 +61,8 @@ class ArrowSplit:
 
         if not folder.is_dir():
             raise DataMissing(f"data set flux_latents: {folder} is missing (the MLPerf flux1 preprocessed download, "
-                              "text_to_image/README.md of mlcommons/training; set data.path)")
+                              "text_to_image/README.md of mlcommons/training; set data.path; or "
+                              "`trainbench data prepare flux_latents --synthetic` for a stand-in)")
         state = folder / "state.json"
         names = ([f["filename"] for f in json.loads(state.read_text())["_data_files"]] if state.is_file()
                  else sorted(p.name for p in folder.glob("*.arrow")))

@@ -60,7 +60,8 @@ def locate_layout(cfg: Config) -> tuple[Path, str]:
             return folder, layout
     raise DataMissing(f"data set 'gsm8k' not found in {folder}: it needs train.parquet + test.parquet (veRL's "
                       "examples/data_preprocess/gsm8k.py) or train.jsonl + test.jsonl (openai/grade-school-math "
-                      "grade_school_math/data); give data.path, or `trainbench data prepare gsm8k --from PATH`")
+                      "grade_school_math/data); give data.path, or `trainbench data prepare gsm8k --from PATH` (or "
+                      "`--synthetic`: the tiny variant's stand-in under gsm8k-tiny/)")
 
 
 def answer_of(solution: str) -> str | None:

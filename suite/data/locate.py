@@ -50,7 +50,8 @@ def install_hint(name: str) -> str:
 
 def local_hint(name: str) -> str:
     return (f"run `trainbench data prepare {name} --from PATH` with a local copy (or without --from where a "
-            "network exists), or give data.path in the spec")
+            "network exists), or give data.path in the spec; to try the recipe without it, "
+            f"`trainbench data prepare {name} --synthetic` writes a small stand-in (runs on it are marked synthetic)")
 
 
 def named_dir(name: str) -> Path:
@@ -66,8 +67,13 @@ def link_local(name: str, source: Path) -> Path:
     if dest.is_symlink() or dest.exists():
         if dest.resolve() == source:
             return dest
-        if not dest.is_symlink():
+        if not dest.is_symlink() and (dest / "TRAINBENCH_SYNTHETIC.json").is_file():
+            import shutil  # a synthetic stand-in (suite/data/synthetic.py's MARKER) gives way to the real copy
+
+            shutil.rmtree(dest)
+        elif not dest.is_symlink():
             raise FileExistsError(f"{dest} exists and is not a link; move it away or set TRAINBENCH_DATA")
-        dest.unlink()
+        else:
+            dest.unlink()
     dest.symlink_to(source, target_is_directory=True)
     return dest

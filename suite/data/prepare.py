@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from suite import registry
+from suite.data import synthetic
 from suite.data.base import DataMissing
+from suite.data.locate import data_root
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ DATA_SETS: dict[str, DataSet] = {d.name: d for d in (
     DataSet("lora_text", "local", "made here: a Llama pretrained on Austen (needs austen) + pydoc topics"),
     DataSet("ogbg_molpcba", "local", "OGB ogbg-molpcba on-disk layout (download or --from)"),
     DataSet("gsm8k", "local", "GSM8K: veRL's train/test.parquet or the original train/test.jsonl (--from)"),
+    DataSet("flux_latents", "local", "MLPerf flux1's preprocessed CC12M/COCO latents ($TRAINBENCH_DATA/flux1)"),
 )}
 
 
@@ -49,6 +52,10 @@ def status(name: str) -> tuple[bool, str]:
     ds = DATA_SETS[name]
     if ds.source == "builtin":
         return True, ds.origin
+    if name in synthetic.SYNTHETIC:
+        folder = data_root() / synthetic.SYNTHETIC[name].folder
+        if (folder / synthetic.MARKER).is_file():
+            return True, f"{folder} (SYNTHETIC: runs on it are marked synthetic_data)"
     component = registry.data_component(name)
     locate = getattr(sys.modules[component.load.__module__], "locate", None)
     try:
@@ -99,3 +106,24 @@ def prepare(name: str, source: Path | None) -> str:
     if prepare_fn is None:
         raise DataMissing(f"{name}: this data set has no prepare step")
     return str(prepare_fn(source))
+
+
+def prepare_synthetic(name: str, seed: int = 0) -> str:
+    """`data prepare NAME --synthetic`: small seeded files in the real format where the reader (or the recipe's tiny
+    variant) looks; runs on them are recorded `synthetic_data` and kept off the leaderboards."""
+    if name not in DATA_SETS and name not in synthetic.SYNTHETIC:
+        raise KeyError(f"unknown data set {name!r}; known: {', '.join(DATA_SETS)}")
+    if name not in synthetic.SYNTHETIC:
+        raise KeyError(f"{name}: no synthetic generator (there is one for the full-tier data sets: "
+                       f"{', '.join(synthetic.SYNTHETIC)}); `trainbench data prepare {name}` gets the real one")
+    folder, entry = synthetic.prepare(name, data_root(), seed)
+    recipes = ", ".join(entry.recipes)
+    if folder.name != name:  # the tiny variant's own folder (gsm8k-tiny) or the reader's default (flux1)
+        real = f"the real data set goes to data.path or {data_root() / name}"
+    else:
+        real = f"`trainbench data prepare {name} --from PATH` replaces them with a real copy"
+    if name == "flux_latents":
+        real = f"the real download goes to data.path or {folder} (move these files away first)"
+    return (f"{name}: SYNTHETIC files written to {folder} (seed {seed}; {entry.note or 'the real on-disk format'}). "
+            f"For {recipes}: e.g. `trainbench run {entry.recipes[0]} --variant tiny`. Their results are marked "
+            f"synthetic_data and kept off the leaderboards; {real}.")

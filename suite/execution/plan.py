@@ -28,6 +28,36 @@ def check_seeds(first: int, count: int, flag: str = "--seed") -> None:
                         + (f"; with {count} seeds the first may be at most {MAX_SEED - count + 1}" if count > 1 else ""))
 
 
+def preflight(names: list[str], tier: str | None, backend: str, sets: list[str], variant: str | None,
+              algo: str | None) -> None:
+    """The checks that need no torch, made before anything is imported or started (a typo'd workload, backend,
+    tier, --set or --variant is answered in a fraction of a second): the names, and each named spec against the
+    schema with its --set and --variant. `plan` makes every check again, whole (components, plug-ins, layouts)."""
+    from suite import registry
+    from suite.spec import TIERS, SpecError, parse_override
+    from suite.specload import load_spec_schema
+
+    if backend not in registry.BACKENDS and ":" not in backend:
+        raise PlanError(f"--backend: unknown backend {backend!r}; known: {', '.join(sorted(registry.BACKENDS))} "
+                        "(or give an import path `pkg.module:Name`)")
+    if tier is not None and tier not in TIERS:
+        raise PlanError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
+    if not names and tier is None:
+        resolve_workloads(names, tier)  # raises: nothing to run
+    if not names:
+        return
+    paths = resolve_workloads(names, tier)
+    if algo is not None:  # a bundle changes the spec before --set applies: plan() checks it whole
+        return
+    try:
+        overrides = dict(parse_override(s) for s in sets)
+        for path in paths:
+            if path.is_file():
+                load_spec_schema(path, overrides, variant)
+    except SpecError as e:
+        raise PlanError(str(e)) from None
+
+
 def resolve_workloads(names: list[str], tier: str | None) -> list[Path]:
     """Spec paths for workload names (or paths), or for every workload of a tier."""
     from suite import registry

@@ -164,6 +164,7 @@ class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     world_size: Int = 1
     error: str | None = None
     warnings: list[str] = []
+    synthetic_data: bool = False
     mllog: str | None = None
     phases: dict[str, Any] = {}
     imported: LeanImported | None = None

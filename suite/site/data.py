@@ -81,7 +81,8 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "git_sha", "git_dirty", "spec_hash", "workload", "domain", "tta_s", "steps", "steps_to_target",
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
-               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "imported")
+               "rollout_s_per_step", "training_s_per_step", "target", "mllog", "imported", "synthetic_data",
+               "variant")
 
 
 @dataclass(slots=True)
@@ -133,17 +134,20 @@ class RunRow:
     month: str = ""  # UTC "YYYY-MM" of started_at: the month page that lists the run
     sub_month: str = ""  # the month of its submission (of the submission's newest seed)
     rowid: int = -1  # where the index holds its Result (-1: the file walk holds it)
+    synthetic: bool = False  # it read `data prepare --synthetic` files: labelled, never on a leaderboard
+    variant: str = ""  # the spec's named variant it ran (`--variant tiny`): labelled, off the leaderboards
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
         rel, source, run_id, seed, status, started, *rest = values
         rid = short_hash(rel, 16)
-        target = target_of_column(rest[-3])
+        target = target_of_column(rest[-5])
         when = datetime.fromisoformat(started)
-        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-3],
-                 target, rest[-2], imported_of(rest[-1]))
+        rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-5],
+                 target, rest[-4], imported_of(rest[-3]))
         rr.month = month_of(when)
+        rr.synthetic, rr.variant = bool(rest[-2]), rest[-1] or ""
         return rr
 
     @classmethod
@@ -176,9 +180,9 @@ class RunRow:
 
     @property
     def sub_key(self) -> tuple[str, ...]:
-        """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit."""
+        """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit, synthetic."""
         return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown",
-                *published_key(self.imported))
+                "synthetic" if self.synthetic else "", *published_key(self.imported))
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -221,7 +225,9 @@ class Submission(Reference):
 
     @property
     def series(self) -> str:
-        return self.reference_series or f"{self.hardware} · {self.backend} · {self.precision}"
+        return self.reference_series or (f"{self.hardware} · {self.backend} · {self.precision}"
+                                         + (" · synthetic data" if self.synthetic else "")
+                                         + (f" · variant {self.variant}" if self.variant else ""))
 
     @property
     def latest(self) -> RunRow:
@@ -239,6 +245,9 @@ class Submission(Reference):
     @property
     def dirty(self) -> bool:
         return any(rr.dirty for rr in self.runs)
+
+    variant = property(lambda self: self.latest.variant)  # `--variant tiny` (it changes the spec hash: every seed's)
+    synthetic = property(lambda self: any(rr.synthetic for rr in self.runs))  # read `data prepare --synthetic` files
 
     @property
     def backend_version(self) -> str:
@@ -347,7 +356,8 @@ class Workload:
 
     @property
     def description(self) -> str:
-        return self.latest.description if self.latest else ""
+        v = self.latest.variant if self.latest else ""  # the description names the full recipe, not its variant
+        return (self.latest.description if self.latest else "") + (f" (newest run: variant {v}, off the leaderboards)" if v else "")
 
     @property
     def target(self) -> dict[str, Any]:
@@ -358,9 +368,12 @@ class Workload:
         return self.units[-1].month
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
-        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked."""
+        """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked; never
+        a synthetic-data or a variant submission (listed and labelled on the pages, not ranked beside real runs)."""
         by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
         for s in (s for s in self.featured if not s.reference):  # published systems: with_references below
+            if s.synthetic or s.variant:
+                continue
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)
             if cur is None or s.timestamp > cur.timestamp:

@@ -55,19 +55,54 @@ class CompareView:
     error: str = ""
 
 
+def test_text(report: cmp.Report) -> str:
+    """The test each comparison ran: Mann-Whitney on time-to-target seeds, the bootstrap interval on throughput A/B."""
+    s = report.settings
+    texts = []
+    if any(p.mode == "tta" for p in report.pairs) or not report.pairs:
+        texts.append(f"time to target: {s.test}, alpha {s.alpha}")
+    if any(p.mode == "throughput" for p in report.pairs):
+        texts.append(f"throughput A/B: ratio of median step times (candidate / baseline) with a {1 - s.alpha:.0%} "
+                     f"two-level bootstrap interval (runs, then steps; {s.n_boot} resamples); regressed when the whole "
+                     "interval lies beyond the noise floor")
+    return "; ".join(texts)
+
+
+def _ratio_cell(m: cmp.MetricResult | None) -> tuple[str, str]:
+    """The ratio with its interval where the test made one (throughput A/B)."""
+    if m is None or m.ratio is None:
+        return "", ""
+    if m.ci_low is not None and m.ci_high is not None:
+        return f"{m.ratio:.4g} [{m.ci_low:.4g}, {m.ci_high:.4g}]", "num"
+    return _num_text(m.ratio)
+
+
+def _why(p: cmp.PairReport, s: cmp.Settings) -> str:
+    """The reason or cause; for a verdict without one, the gating metrics that moved, else the floor it stayed within."""
+    if p.reason or p.cause:
+        return p.reason or p.cause or ""
+    moved = [m.label for m in p.metrics if m.gating and m.verdict in (cmp.REGRESSED, cmp.IMPROVED)]
+    if moved:
+        return f"{', '.join(moved)} beyond the noise floor ({p.noise_floor:.1%}, {p.noise_floor_source})"
+    return f"within the noise floor ({p.noise_floor:.1%}, {p.noise_floor_source})"
+
+
 def _pairs_table(report: cmp.Report) -> Table:
     rows = []
     for p in report.pairs:
-        tta = p.metric("time_to_target_s")
-        base = tta.baseline.center if tta and tta.baseline else None
-        cand = tta.candidate.center if tta and tta.candidate else None
+        # the figure the verdict is about: time to target for seeds, the median step time for a throughput A/B
+        m = p.metric("time_to_target_s" if p.mode == "tta" else "time_per_step_s")
+        base = m.baseline.center if m and m.baseline else None
+        cand = m.candidate.center if m and m.candidate else None
+        evidence = (_num_text(m.p_value if m else None) if p.mode == "tta" else
+                    (f"{1 - report.settings.alpha:.0%} interval", "") if m and m.ci_low is not None else ("", ""))
         rows.append([
             (p.verdict, verdict_class(p.verdict)), (p.workload, ""), (p.backend, ""), (p.hardware, ""),
-            _num_text(base), _num_text(cand), _num_text(tta.ratio if tta else None),
-            _num_text(tta.p_value if tta else None), (p.reason or p.cause or "", ""),
+            ("time to target (s)" if p.mode == "tta" else "median step time (s), throughput runs", ""),
+            _num_text(base), _num_text(cand), _ratio_cell(m), evidence, (_why(p, report.settings), ""),
         ])
-    return Table("comparisons", ["verdict", "workload", "backend", "hardware", "time to target, baseline (s)",
-                                 "time to target, candidate (s)", "ratio", "p (beyond floor)", "cause / reason"], rows)
+    return Table("comparisons", ["verdict", "workload", "backend", "hardware", "figure", "baseline", "candidate",
+                                 "ratio [interval]", "p (beyond floor) / interval", "cause / reason"], rows)
 
 
 def _metrics_table(report: cmp.Report) -> Table:
@@ -77,10 +112,11 @@ def _metrics_table(report: cmp.Report) -> Table:
             rows.append([
                 (p.workload, ""), (p.backend, ""), (p.hardware, ""), (m.label, ""),
                 _num_text(m.baseline.center if m.baseline else None), _num_text(m.candidate.center if m.candidate else None),
-                _num_text(m.ratio), _num_text(m.p_value), (m.verdict, verdict_class(m.verdict)), (m.note, ""),
+                _ratio_cell(m), (f"{1 - report.settings.alpha:.0%} interval", "") if m.ci_low is not None
+                else _num_text(m.p_value), (m.verdict, verdict_class(m.verdict)), (m.note, ""),
             ])
-    return Table("every metric", ["workload", "backend", "hardware", "metric", "baseline", "candidate", "ratio",
-                                  "p (beyond floor)", "verdict", "note"], rows)
+    return Table("every metric", ["workload", "backend", "hardware", "metric", "baseline", "candidate", "ratio [interval]",
+                                  "p (beyond floor) / interval", "verdict", "note"], rows)
 
 
 def compare_view(path: Path, index: int) -> CompareView:
@@ -102,7 +138,7 @@ def compare_view(path: Path, index: int) -> CompareView:
     view.summary += [("exit code", str(report.exit_code), ""),
                      ("files", f"{report.baseline_files} baseline, {report.candidate_files} candidate, "
                                f"{len(report.errors)} bad", ""),
-                     ("test", f"{report.settings.test}, alpha {report.settings.alpha}", ""),
+                     ("test", test_text(report), ""),
                      ("gating metrics", ", ".join(report.settings.gate), "")]
     if report.pairs:
         view.tables = [_pairs_table(report), _metrics_table(report)]

@@ -15,6 +15,13 @@ from suite.site.data import RunRow, Submission
 from suite.site.render import fmt_date, fmt_num, fmt_pct, fmt_s, sort_value
 
 STATUSES = ("reached", "budget", "diverged", "error", "interrupted")
+_SYNTHETIC = ' <span class="badge synthetic" title="read `trainbench data prepare --synthetic` files: ' \
+             'off the leaderboards">synthetic data</span>'
+
+
+def _variant(name: str) -> str:
+    return (f' <span class="badge variant" title="the spec\'s variant {escape(name)}: another model or data size than '
+            f'the workload\'s description; off the leaderboards">variant {escape(name)}</span>') if name else ""
 
 
 def _tta_cell(v: float, cls: str = "num") -> str:
@@ -34,7 +41,9 @@ def submission_rows(subs: Sequence[Submission], root: str) -> Markup:
         seeds = " ".join(f'<a class="st-{escape(rr.status)}" href="{root}{rr.page}">{rr.seed}</a>' for rr in s.runs)
         out.append(
             f'<tr><td class="nowrap" data-sort="{s.timestamp}">{fmt_date(s.latest.started_at)}</td>'
-            f"<td>{escape(s.hardware)}</td><td>{escape(s.backend)}</td><td>{escape(s.precision)}</td>\n"
+            f"<td>{escape(s.hardware)}</td><td>{escape(s.backend)}{_SYNTHETIC if s.synthetic else ''}"
+            f"{_variant(s.variant)}</td>"
+            f"<td>{escape(s.precision)}</td>\n"
             f'<td class="mono">{escape(s.sha[:10])}</td><td class="mono">{escape(s.spec_hash[:8])}</td>'
             f'{_tta_cell(a.tta_olympic_s, "num strong")}{_tta_cell(a.tta_min_s)}{_tta_cell(a.tta_max_s)}\n'
             f'<td class="num" data-sort="{sort_value(a.success_rate)}">{a.reached}/{a.runs}</td>'
@@ -66,7 +75,7 @@ def run_rows(runs: Sequence[RunRow], root: str) -> Markup:
         out.append(
             f'<tr><td class="nowrap" data-sort="{r.started_at.timestamp()}">{fmt_date(r.started_at)}</td>'
             f'<td>{escape(r.hardware)}</td><td>{escape(r.backend)}</td><td class="num">{r.seed}</td>\n'
-            f"<td>{_status(r.status)}</td>{_tta_cell(r.tta())}<td class=\"num\">{r.n_steps}</td>"
+            f"<td>{_status(r.status)}{_SYNTHETIC if r.synthetic else ''}{_variant(r.variant)}</td>{_tta_cell(r.tta())}<td class=\"num\">{r.n_steps}</td>"
             f'<td class="num" data-sort="{sort_value(r.train_s)}">{fmt_s(r.train_s)}</td>\n'
             f'<td class="num" data-sort="{sort_value(r.samples_per_s)}">{escape(fmt_num(r.samples_per_s))}</td>'
             f'<td class="mono"><a href="{root}{r.page}">{escape(r.run_id)}</a></td></tr>\n')

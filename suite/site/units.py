@@ -72,11 +72,11 @@ def walk_catalog(rows: list[RunRow]) -> tuple[list[Unit], list[RunRow]]:
     best_lb: dict[tuple[str, ...], float] = {}
     best_series: dict[tuple[str, ...], float] = {}
     for k, ts in sub_ts.items():
-        lb, series = k[:5], (k[0], *k[2:5])
+        lb, series = (*k[:5], k[6]), (k[0], *k[2:5], k[6])
         best_lb[lb] = max(best_lb.get(lb, ts), ts)
         best_series[series] = max(best_series.get(series, ts), ts)
-    featured = [rr for rr in rows if sub_ts[rr.sub_key] in (best_lb[rr.sub_key[:5]],
-                                                              best_series[(rr.workload, *rr.sub_key[2:5])])]
+    featured = [rr for rr in rows if sub_ts[rr.sub_key] in (best_lb[(*rr.sub_key[:5], rr.sub_key[6])],
+                                                              best_series[(rr.workload, *rr.sub_key[2:5], rr.sub_key[6])])]
     return units, featured
 
 

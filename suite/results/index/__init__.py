@@ -113,7 +113,7 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 # suite.site.units.walk_catalog computes from every row of the file walk.
 _MONTH = "strftime(make_timestamp(CAST(round(r.started_ts * 1000000) AS BIGINT)), '%Y-%m')"
 _SUB = "r.workload, r.spec_hash, r.hardware, r.backend, r.precision, coalesce(r.git_sha, 'unknown')"
-_KEY = "workload, spec_hash, hardware, backend, precision, sha"
+_KEY = "workload, spec_hash, hardware, backend, precision, sha, synthetic_data"  # RunRow.sub_key
 _RUNS = (f"SELECT r.rowid AS rid, r.*, {_MONTH} AS month, coalesce(r.git_sha, 'unknown') AS sha, f.size, f.mtime_ns "
          "FROM runs r JOIN files f USING (path)")
 _SUBS = f"SELECT {_KEY}, max(started_ts) AS ts, max(month) AS sub_month, min(month) AS first_month FROM s GROUP BY ALL"
@@ -128,8 +128,9 @@ _UNITS = (f"WITH s AS ({_RUNS}), sub AS ({_SUBS}), late AS (SELECT s.workload, s
           "ORDER BY workload, unit")
 
 
-_BEST = ("SELECT * FROM (SELECT *, max(ts) OVER (PARTITION BY workload, spec_hash, hardware, backend, precision) AS lb, "
-         "max(ts) OVER (PARTITION BY workload, hardware, backend, precision) AS cfg FROM sub0) WHERE ts = lb OR ts = cfg")
+_BEST = ("SELECT * FROM (SELECT *, max(ts) OVER (PARTITION BY workload, spec_hash, hardware, backend, precision, "
+         "synthetic_data) AS lb, max(ts) OVER (PARTITION BY workload, hardware, backend, precision, synthetic_data) AS cfg "
+         "FROM sub0) WHERE ts = lb OR ts = cfg")
 
 
 def _rows_sql(columns: Sequence[str], where: str = "TRUE", best: bool = False, pre: str = "") -> str:
