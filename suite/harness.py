@@ -10,6 +10,7 @@ Every rank runs this loop; stop decisions are agreed across ranks; only rank 0 w
 from __future__ import annotations
 
 import math
+import os
 import random
 import signal
 import threading
@@ -24,10 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite import devices, distributed, registry, throughput
+from suite import devices, distributed, faults, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
-from suite.measure import environment, mllog, pauses
+from suite.measure import environment, goodput, mllog, pauses
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -131,10 +132,14 @@ class Run:
     """One seed of one workload under one backend, on this rank."""
 
     def __init__(self, req: RunRequest, progress: ProgressFn | None = None):
+        # the wall-clock account starts first: everything after this line is on it (suite/measure/goodput.py)
+        self.account = goodput.Account(launched=os.environ.get("TRAINBENCH_LAUNCHED") == "1")
+        self.side_s = 0.0  # evaluation and checkpoint seconds inside the current step's iteration
         self.req = req
         self.spec = req.spec
         self.progress = progress or (lambda p: None)
         self.dist = distributed.from_env()
+        self.faults = faults.Faults(req.spec.faults, self.dist.rank)
         self.device = devices.current(self.dist.local_rank)
         self.run_id = new_run_id()
         self.started_at = now_utc()
@@ -245,18 +250,26 @@ class Run:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
         if (trainer := backend.own_trainer(state)) is not None:  # a whole trainer of its own (veRL) drives the
-            return trainer.drive(self)  # clock: it sets steps, evaluations and status (suite/backends/verl_launch.py)
+            self.account.lap("init_s")  # clock: it sets steps, evaluations and status (suite/backends/verl_launch.py)
+            try:
+                return trainer.drive(self)
+            finally:
+                self.account.lap("other_s")  # its phases are in Result.phases
         if req.mode == "throughput":  # its own loop: warm-up, then every step timed; no evaluation, no target
+            self.account.lap("init_s")
             throughput.measure(self, workload, backend, state)
             return
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
         self.inst.run_start()
         t0 = time.perf_counter()
+        account = self.account
+        account.lap("init_s", t0)
         # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)
         shard = backend.data_shard()
         data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)
-        batches = iter(workload.train_batches(data_rank, data_world))
+        batches = self.faults.batches(iter(workload.train_batches(data_rank, data_world)))
+        account.lap("data_wait_s")  # a loader that starts workers or reads ahead pays for it here
         ev = spec.eval
         self.t0 = t0
         max_steps = spec.budget.max_steps
@@ -265,8 +278,18 @@ class Run:
         watched: tuple[int, Any] | None = None  # (step, loss) whose read waits for the next step (loss_late)
         next_progress = t0 + 1.0
         code = CONTINUE
+        fault_active = self.faults.active
 
         def evaluate() -> bool:
+            t_enter = time.perf_counter()
+            try:
+                return _evaluate()
+            finally:
+                took = time.perf_counter() - t_enter
+                account.add("eval_s", took)
+                self.side_s += took
+
+        def _evaluate() -> bool:
             self.inst.eval_begin(self.steps, self.samples)
             backend.synchronize()
             te = time.perf_counter()
@@ -294,6 +317,9 @@ class Run:
         try:
             if ev.at_start and evaluate():
                 code = REACHED
+            now = time.perf_counter()
+            account.add("other_s", now - account.cursor - self.side_s)
+            account.cursor, self.side_s = now, 0.0
             while code == CONTINUE:
                 if step_hooks:
                     self.inst.step_begin()
@@ -302,6 +328,9 @@ class Run:
                 td = time.perf_counter()
                 self.data_wait_s += td - ts
                 out = backend.train_step(state, batch)
+                if fault_active:
+                    backend.synchronize()
+                    self.faults.after_step(time.perf_counter() - td)
                 if step_hooks:
                     self.inst.step_end()
                 self.steps += 1
@@ -331,8 +360,18 @@ class Run:
                 if now >= next_progress:
                     next_progress = now + 1.0
                     self.progress(Progress("step", spec.name, req.seed, self.steps, now - t0, self.last_loss))
+                # the account: the wait for the batch, and the step (its loss read, stop agreement and progress
+                # line included) without the evaluation or checkpoint inside this iteration
+                te = time.perf_counter()
+                account.parts["data_wait_s"] += td - ts
+                account.step_compute_s.append(te - account.cursor - (td - ts) - self.side_s)
+                account.cursor, self.side_s = te, 0.0
+                if fault_active:
+                    self.faults.end_of_step(self.steps)
         finally:
             backend.synchronize()
+            account.add("other_s", time.perf_counter() - account.cursor - self.side_s)  # a step cut short
+            account.cursor, self.side_s = time.perf_counter(), 0.0
             self.total_s = time.perf_counter() - t0
             self.train_s = self.total_s - self.eval_s
             self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
@@ -349,6 +388,13 @@ class Run:
             self.error = self.flag.reason or f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
 
     # ---- the record ----------------------------------------------------------------------------------
+
+    def account_record(self) -> dict[str, Any]:
+        """The wall-clock account, closed now: what is left since its last lap is teardown (after the clock
+        stopped) or, in a run that never started its clock, init."""
+        if self.account.closed is None:
+            self.account.lap("teardown_s" if self.t0 is not None else "init_s")
+        return self.account.close(self.account.cursor).as_record()
 
     def result(self) -> Result:
         spec, req = self.spec, self.req
@@ -417,6 +463,7 @@ class Run:
             error=self.error,
             mode=req.mode,  # type: ignore[arg-type]
             step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
+            goodput=self.account_record(),
             **{**measured, **self.reported, "warnings": self.warnings + measured["warnings"]},
         )
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from suite.results.tree import create_temp, json_files, leads_out
 
-SCHEMA_VERSION = 2  # 2: throughput mode (status `measured`, `mode`, `step_times_s`)
+SCHEMA_VERSION = 3  # 2: throughput mode (status `measured`, `mode`, `step_times_s`); 3: `goodput` (issue 48)
 Status = Literal["reached", "budget", "diverged", "error", "interrupted", "measured"]
 STATUSES: tuple[str, ...] = ("reached", "budget", "diverged", "error", "interrupted", "measured")
 Mode = Literal["tta", "throughput"]
@@ -88,6 +88,25 @@ class GitInfo(_Model):
     branch: str | None = None
 
 
+class Goodput(_Model):
+    """Where the wall clock went (suite/measure/goodput.py; every part defined in docs/metrics.md)."""
+
+    wall_s: float = Field(description="process start (or harness entry, in-process) to the record, on CLOCK_BOOTTIME")
+    parts_s: dict[str, float] = Field(description="startup, init, checkpoint restore, compile, steps, data wait, "
+                                      "eval, checkpoint save, lost, recovery, other, teardown (seconds)")
+    unaccounted_s: float = Field(description="wall_s minus the sum of the parts (measured on another clock)")
+    goodput: float | None = Field(description="productive step time (parts_s.steps_s) / wall_s")
+    settled_step_s: float | None = Field(default=None, description="median compute time of a step once settled")
+    compile_steps: int = Field(default=0, description="steps before step time settled (their excess is compile_s)")
+    startup_from: str = ""
+    checkpoint: dict[str, Any] = Field(default_factory=dict, description="--checkpoint-every: saves, format, "
+                                       "blocking seconds per save, bytes, asynchronous")
+    recovery: dict[str, Any] = Field(default_factory=dict, description="--max-restarts: restarts, time to recover, "
+                                     "steps lost")
+    ranks: list[dict[str, Any]] = Field(default_factory=list, description="per rank: step-time summary (p50, p90, "
+                                        "mean, steps) for straggler detection")
+
+
 class Result(_Model):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -145,6 +164,8 @@ class Result(_Model):
     phases: dict[str, Any] = Field(
         default_factory=dict, description="RL post-training (task grpo): seconds per phase (weight_sync, gen, "
         "reward, old_log_prob, ref, update), tokens generated/trained per second, MFU of generation and update")
+    goodput: Goodput | None = Field(default=None, description="the wall-clock account (schema 3); null: a result "
+                                    "read from schema 2 (not measured) or a run that measured nothing")
 
     @field_validator("started_at")
     @classmethod
@@ -175,6 +196,7 @@ class ResultError(ValueError):
 # MIGRATIONS[v] turns a schema-v dict into a schema-(v+1) dict. Add one per schema bump; never edit old ones.
 MIGRATIONS: dict[int, Any] = {
     1: lambda d: d,  # v2 added status `measured` and the optional `mode` / `step_times_s`: a v1 file is a v2 file
+    2: lambda d: {**d, "goodput": None},  # v3 added `goodput`: a v2 file did not measure it (read, never rewritten)
 }
 
 

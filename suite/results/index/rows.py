@@ -30,6 +30,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("mllog", "VARCHAR"),
     ("paused", "VARCHAR"),  # a pause inside the timed run (suite/measure/pauses.py), index schema 4
     ("rollout_s_per_step", "DOUBLE"), ("training_s_per_step", "DOUBLE"),  # RL post-training phases, schema 5
+    ("goodput", "VARCHAR"),  # the wall-clock account: {"parts_s": ..., "goodput": ...} (JSON), index schema 6
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -90,6 +91,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
         str(algo.get("label", "")) if isinstance(algo, dict) else "", _text(spec.get("description")),
         json.dumps(target), r.mllog, pause_warning(r.warnings),
         phase_figure(r.phases, "rollout_s_per_step"), phase_figure(r.phases, "training_s_per_step"),
+        json.dumps({"parts_s": r.goodput.parts_s, "goodput": r.goodput.goodput}) if r.goodput else None,
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
               for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]

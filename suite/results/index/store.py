@@ -30,8 +30,9 @@ from suite.results.index.rows import RUN_COLUMNS, SERIES_COLUMNS, row_of
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
-INDEX_SCHEMA = 5  # 2: the comparison key (suite/results/key.py) of each run; 3: the site's columns, series order;
-# 4: `paused` (a pause inside the timed run); 5: RL post-training's phase times (rollout/training s per step)
+INDEX_SCHEMA = 6  # 2: the comparison key (suite/results/key.py) of each run; 3: the site's columns, series order;
+# 4: `paused` (a pause inside the timed run); 5: RL post-training's phase times (rollout/training s per step);
+# 6: `goodput` (the wall-clock account's parts and goodput, JSON)
 INDEX_DIR = results_tree.INDEX_DIR  # ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
