@@ -80,10 +80,17 @@ class Account:
         self.cursor = now
         return now
 
-    def close(self, end: float | None = None) -> Goodput:
-        """The account at `end` (perf_counter; default now). Idempotent: the first close is the record."""
-        if self.closed is not None:
-            return self.closed
+    def start_boot(self) -> float:
+        """When this attempt's wall clock starts, on CLOCK_BOOTTIME: the process start, or the harness entry."""
+        start = process_start_boottime() if self.launched else None
+        return start if start is not None else self.entry_boot
+
+    def epoch_of(self, boot_s: float) -> float:
+        """A CLOCK_BOOTTIME reading as Unix time (to compare with what another process wrote)."""
+        return time.time() - (boottime() - boot_s)
+
+    def compute(self, end: float | None = None) -> Goodput:
+        """The account up to `end` (perf_counter; default now), earlier attempts of the job included."""
         end_perf = time.perf_counter() if end is None else end
         end_boot = boottime() - (time.perf_counter() - end_perf)
         start_boot = process_start_boottime() if self.launched else None
@@ -100,12 +107,25 @@ class Account:
             parts[name] = parts.get(name, 0.0) + s
         wall += self.carried_wall_s
         total = math.fsum(parts.values())
-        self.closed = Goodput(
+        return Goodput(
             wall_s=wall, parts_s={p: parts[p] for p in PARTS}, unaccounted_s=wall - total,
             goodput=parts[PRODUCTIVE] / wall if wall > 0 else None, settled_step_s=settled_s, compile_steps=k,
             startup_from="process start" if start_boot is not None else "harness entry (an in-process run)",
         )
+
+    def close(self, end: float | None = None) -> Goodput:
+        """The account at `end`. Idempotent: the first close is the record."""
+        if self.closed is None:
+            self.closed = self.compute(end)
         return self.closed
+
+    def carry(self, snapshot: dict[str, float], wall_s: float, lost_s: float, recovery_s: float) -> None:
+        """This attempt continues a job: an earlier attempt's account up to its checkpoint (`snapshot`, `wall_s`),
+        the work it did after that checkpoint and lost (`lost_s`), and the gap until this process started."""
+        self.carried = {**snapshot}
+        self.carried["lost_s"] = self.carried.get("lost_s", 0.0) + lost_s
+        self.carried["recovery_s"] = self.carried.get("recovery_s", 0.0) + recovery_s
+        self.carried_wall_s = wall_s + lost_s + recovery_s
 
 
 @dataclass
