@@ -13,11 +13,8 @@ import math
 import os
 import random
 import signal
-import threading
 import time
-import traceback
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite import devices, distributed, faults, registry, throughput
-from suite.backends import resume
+from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
+from suite.execution import faults, ranks, recovery
+from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
 from suite.measure import environment, goodput, mllog, pauses
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
@@ -85,49 +83,10 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
-class _StopFlag:
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.reason: str | None = None  # why, when it was not a signal the user sent (the launcher died)
-
-
-@contextmanager
-def _signals_to_flag(flag: _StopFlag):
-    """SIGINT/SIGTERM end the run cleanly as `interrupted` (with what was measured), instead of killing it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, _frame):
-        if flag.signum is not None:  # a second signal: the user means it
-            raise KeyboardInterrupt
-        flag.signum = signum
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-OOM_HINT = "try a smaller data.batch_size, or bf16"
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """A device or host allocation failed: torch's OutOfMemoryError, MemoryError, or the CPU allocator's error."""
-    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
-
-
-def short_traceback(exc: BaseException, limit: int = 12) -> str:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return "\n".join(text.splitlines()[-limit * 2 :])[-4000:]
 
 
 class Run:
@@ -136,7 +95,6 @@ class Run:
     def __init__(self, req: RunRequest, progress: ProgressFn | None = None):
         # the wall-clock account starts first: everything after this line is on it (suite/measure/goodput.py)
         self.account = goodput.Account(launched=os.environ.get("TRAINBENCH_LAUNCHED") == "1")
-        self.side_s = 0.0  # evaluation and checkpoint seconds inside the current step's iteration
         self.req = req
         self.spec = req.spec
         self.progress = progress or (lambda p: None)
@@ -145,18 +103,17 @@ class Run:
         self.device = devices.current(self.dist.local_rank)
         self.run_id = new_run_id()
         self.started_at = now_utc()
-        self.flag = _StopFlag()
+        self.flag = StopFlag()
         self.t0: float | None = None  # perf_counter at run_start; suite/execution/watchdog.py measures stalls from it
         # measurements, filled as the run goes so that any ending (error included) reports them
         self.init_s = self.train_s = self.eval_s = self.total_s = self.data_wait_s = 0.0
         self.steps = self.samples = 0
         self.step_times: list[float] = []
         self.losses: list[float] = []  # every loss read (on CPU: every step), the resume checks compare them
-        self.ckpt: resume.Checkpointer | None = None
+        self.agree_wait_s: list[float] = []  # per step, this rank's wait at the stop agreement
+        self.rank_summary: list[dict[str, Any]] = []  # every rank's steps (rank 0, several ranks)
         self.train_state: Any = None
-        self.recovery: dict[str, Any] = {}
-        self._pending_recovery: dict[str, Any] | None = None  # a restart's event, until its first step is done
-        self.run_start_epoch: float | None = None  # Unix time of the job's run_start (its first attempt's)
+        self.job = recovery.JobState()  # checkpoints, restarts, the job's clock
         self.curve: list[EvalPoint] = []
         self.warnings: list[str] = []
         self.time_to_target_s: float | None = None
@@ -201,7 +158,7 @@ class Run:
 
     def execute(self) -> Result:
         spec = self.spec
-        with _signals_to_flag(self.flag):
+        with signals_to_flag(self.flag):
             try:
                 self._run()
             except DataMissing:
@@ -269,24 +226,20 @@ class Run:
             throughput.measure(self, workload, backend, state)
             return
 
-        ckpt = self.ckpt = self._checkpointer(backend)
+        ckpt = self.job.ckpt = recovery.checkpointer(self, backend)
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
         self.inst.run_start()
-        t0 = time.perf_counter()
-        self.run_start_epoch = time.time()
-        account = self.account
-        account.lap("init_s", t0)
+        t0, self.job.run_start_epoch = time.perf_counter(), time.time()
+        (account := self.account).lap("init_s", t0)
         # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)
         shard = backend.data_shard()
         data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)
         batches = self.faults.batches(iter(workload.train_batches(data_rank, data_world)))
         account.lap("data_wait_s")  # a loader that starts workers or reads ahead pays for it here
-        if ckpt is not None and (found := ckpt.latest()) is not None:
-            # a restarted job: the clock is the job's, started by its first attempt and never paused (MLPerf's)
-            t0 = self._restore(found, backend, state, batches)
-        every_s_agreed = ckpt is not None and bool(ckpt.spec and ckpt.spec.every_s) and self.dist.world > 1
-        progress_fd = self._progress_file(ckpt)
+        if ckpt is not None and (found := ckpt.latest()) is not None:  # a restarted job: the job's clock, never paused
+            t0 = recovery.restore(self, found, backend, state, batches)
+        recovery.progress_file(self, ckpt)
         ev = spec.eval
         self.t0 = t0
         max_steps = spec.budget.max_steps
@@ -298,13 +251,8 @@ class Run:
         fault_active = self.faults.active
 
         def evaluate() -> bool:
-            t_enter = time.perf_counter()
-            try:
+            with account.timed("eval_s"):
                 return _evaluate()
-            finally:
-                took = time.perf_counter() - t_enter
-                account.add("eval_s", took)
-                self.side_s += took
 
         def _evaluate() -> bool:
             self.inst.eval_begin(self.steps, self.samples)
@@ -334,9 +282,7 @@ class Run:
         try:
             if ev.at_start and evaluate():
                 code = REACHED
-            now = time.perf_counter()
-            account.add("other_s", now - account.cursor - self.side_s)
-            account.cursor, self.side_s = now, 0.0
+            account.lap_around("other_s")
             while code == CONTINUE:
                 if step_hooks:
                     self.inst.step_begin()
@@ -366,45 +312,27 @@ class Run:
                     self.time_to_target_s = time.perf_counter() - t0
                     self.inst.target_reached()
                     self.steps_to_target, self.samples_to_target = self.steps, self.samples
-                if ckpt is not None:
-                    if progress_fd is not None:  # where this rank got to, for the steps a failure loses
-                        os.pwrite(progress_fd, f"{self.steps} {time.time():.6f}".ljust(40).encode(), 0)
-                    due = code == CONTINUE and ckpt.due(self.steps, time.perf_counter())
-                    if every_s_agreed:  # a time-based cadence: rank 0's clock decides for all
-                        due = bool(distributed.all_max(int(due) if self.dist.is_main else 0))
-                    if due:
-                        self._save(ckpt, backend, state)
                 now = time.perf_counter()
                 if code == CONTINUE:
                     if self.flag.signum is not None:
                         code = INTERRUPTED
                     elif now - t0 >= spec.budget.max_train_s or (max_steps and self.steps >= max_steps):
                         code = BUDGET
-                if self.dist.world > 1:
-                    code = distributed.all_max(code)
+                if self.dist.world > 1:  # each rank's wait here: who comes last (suite/execution/ranks.py)
+                    code = ranks.agree(self, code)
                 if now >= next_progress:
                     next_progress = now + 1.0
                     self.progress(Progress("step", spec.name, req.seed, self.steps, now - t0, self.last_loss))
-                # the account: the wait for the batch, and the step (its loss read, stop agreement and progress
-                # line included) without the evaluation or checkpoint inside this iteration
-                te = time.perf_counter()
-                account.parts["data_wait_s"] += td - ts
-                account.step_compute_s.append(te - account.cursor - (td - ts) - self.side_s)
-                account.cursor, self.side_s = te, 0.0
-                if self._pending_recovery is not None:  # time to recover: the failure to the first productive step
-                    self._pending_recovery["time_to_recover_s"] = time.time() - self._pending_recovery["failed_at"]
-                    self._pending_recovery = None
+                account.end_step(ts, td)
+                if ckpt is not None:  # a save's time is taken off the next step's, as an evaluation's is
+                    recovery.after_step(self, ckpt, code == CONTINUE, backend, state)
                 if fault_active:
                     self.faults.end_of_step(self.steps)
         finally:
             backend.synchronize()
-            account.add("other_s", time.perf_counter() - account.cursor - self.side_s)  # a step cut short
-            account.cursor, self.side_s = time.perf_counter(), 0.0
+            account.lap_around("other_s")  # a step cut short
             if ckpt is not None:
-                if code != CONTINUE:  # an exception leaves a save in flight as a failed node would
-                    account.lap("checkpoint_save_s", account.cursor + ckpt.wait())
-                if progress_fd is not None:
-                    os.close(progress_fd)
+                recovery.end(self, ckpt, code != CONTINUE)
             self.total_s = time.perf_counter() - t0
             self.train_s = self.total_s - self.eval_s
             self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
@@ -414,108 +342,14 @@ class Run:
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
             self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
         self.status = STATUS_OF[code]
+        ranks.gather(self)  # a collective: every rank got here (the stop was agreed)
         self.side_files = side_files(workload, backend.eval_model(state), self.warnings) if code != DIVERGED else {}
         if code == DIVERGED:
             self.error = f"non-finite loss {self.last_loss} at step {self.diverged_step}"
         if code == INTERRUPTED:
             self.error = self.flag.reason or f"stopped by signal {signal.Signals(self.flag.signum).name}"  # type: ignore[arg-type]
 
-    # ---- checkpoints and recovery (suite/backends/resume.py) -----------------------------------------
-
-    def _checkpointer(self, backend: Any) -> resume.Checkpointer | None:
-        """A checkpointer when the spec (or --checkpoint-every) asks for checkpoints or this is a restarted job."""
-        if self.spec.checkpoint is None and faults.attempt() == 0:
-            return None
-        if backend.checkpoint_format is None:
-            raise ValueError(f"checkpoint: the {self.req.backend} backend cannot save checkpoints here (the torch "
-                             "backend can, with torch.distributed.checkpoint)")
-        if self.req.mode != "tta":
-            raise ValueError("checkpoint: throughput mode measures steps, not a job; run --mode tta")
-        root = self.req.checkpoint_dir or resume.default_root(self.run_id)
-        return resume.Checkpointer(self.spec.checkpoint, root, self.dist.rank, self.dist.world)
-
-    def _progress_file(self, ckpt: resume.Checkpointer | None) -> int | None:
-        if ckpt is None or ckpt.spec is None:
-            return None
-        ckpt.root.mkdir(parents=True, exist_ok=True)
-        return os.open(ckpt.root / f"progress-rank{self.dist.rank}", os.O_WRONLY | os.O_CREAT, 0o644)
-
-    def _save(self, ckpt: resume.Checkpointer, backend: Any, state: Any) -> None:
-        t = time.perf_counter()
-        snap = self.account.compute(t)
-        # the step in progress (its batch, compute and evaluation) is laid out at its iteration's end: count it here
-        snap.parts_s["steps_s"] += t - self.account.cursor - self.side_s
-        extra = {"steps": self.steps, "samples": self.samples, "curve": [p.model_dump() for p in self.curve],
-                 "eval_s": self.eval_s, "data_wait_s": self.data_wait_s, "step_times": self.step_times,
-                 "losses": self.losses, "last_loss": self.last_loss, "rng": resume.rng_state(),
-                 "backend": backend.step_state(state), "run_start_epoch": self.run_start_epoch,
-                 "saved_epoch": time.time(), "account": snap.parts_s, "account_wall_s": snap.wall_s,
-                 "recoveries": self.recovery.get("events", [])}
-        ckpt.save(self.steps, backend.checkpoint_state(state), extra)
-        took = time.perf_counter() - t
-        self.account.add("checkpoint_save_s", took)
-        self.side_s += took
-
-    def _restore(self, found: tuple[int, Path], backend: Any, state: Any, batches: Any) -> float:
-        """Load the newest complete checkpoint, replay the data to its step, set the RNG; returns the job's t0."""
-        ckpt = self.ckpt
-        assert ckpt is not None
-        step, folder = found
-        app_state = backend.checkpoint_state(state)
-        extra = ckpt.load(app_state, folder)
-        backend.load_checkpoint_state(state, app_state)
-        backend.load_step_state(state, extra["backend"])
-        resume.replay(batches, step)  # the data order, then the RNG (a reader may draw from it)
-        resume.set_rng_state(extra["rng"])
-        ckpt.restored_step = step
-        self.steps, self.samples = extra["steps"], extra["samples"]
-        self.curve = [EvalPoint.model_validate(p) for p in extra["curve"]]
-        self.eval_s, self.data_wait_s = extra["eval_s"], extra["data_wait_s"]
-        self.step_times, self.losses, self.last_loss = extra["step_times"], extra["losses"], extra["last_loss"]
-        now = time.perf_counter()
-        self.account.lap("checkpoint_restore_s", now)
-        # where the failed attempt got to: the newest progress mark of any rank
-        marks = []
-        for f in ckpt.root.glob("progress-rank*"):
-            try:
-                got, when = f.read_text().split()
-                marks.append((int(got), float(when)))
-            except (OSError, ValueError):
-                continue
-        failed_step, failed_at = max(marks) if marks else (step, extra["saved_epoch"])
-        failed_at = max(failed_at, extra["saved_epoch"])
-        start_epoch = self.account.epoch_of(self.account.start_boot())
-        lost_s, recovery_s = failed_at - extra["saved_epoch"], max(0.0, start_epoch - failed_at)
-        self.account.carry(extra["account"], extra["account_wall_s"], lost_s, recovery_s)
-        event = {"attempt": faults.attempt(), "failed_at_step": failed_step, "restored_step": step,
-                 "steps_lost": max(0, failed_step - step), "lost_s": lost_s, "recovery_s": recovery_s,
-                 "failed_at": failed_at, "restore_s": None}
-        self.recovery = {"events": [*extra.get("recoveries", []), event]}
-        self._pending_recovery = event  # time to recover ends at this attempt's first productive step
-        self.run_start_epoch = extra["run_start_epoch"]
-        self.warnings.append(f"resumed from the checkpoint of step {step} after a failure at step {failed_step} "
-                             f"(attempt {faults.attempt()}): the clock is the job's, never paused; not an MLPerf-"
-                             "compliant run")
-        return now - (time.time() - self.run_start_epoch)
-
-    def recovery_record(self) -> dict[str, Any]:
-        events = self.recovery.get("events", [])
-        if not events:
-            return {}
-        return {"restarts": len(events), "steps_lost": sum(e["steps_lost"] for e in events),
-                "time_to_recover_s": [e.get("time_to_recover_s") for e in events], "events": events}
-
     # ---- the record ----------------------------------------------------------------------------------
-
-    def account_record(self) -> dict[str, Any]:
-        """The wall-clock account, closed now: what is left since its last lap is teardown (after the clock
-        stopped) or, in a run that never started its clock, init."""
-        if self.account.closed is None:
-            self.account.lap("teardown_s" if self.t0 is not None else "init_s")
-        record = self.account.close(self.account.cursor).as_record()
-        record["checkpoint"] = self.ckpt.record() if self.ckpt is not None else {}
-        record["recovery"] = self.recovery_record()
-        return record
 
     def result(self) -> Result:
         spec, req = self.spec, self.req
@@ -584,7 +418,7 @@ class Run:
             error=self.error,
             mode=req.mode,  # type: ignore[arg-type]
             step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
-            goodput=self.account_record(),
+            goodput=recovery.account_record(self),
             **{**measured, **self.reported, "warnings": self.warnings + measured["warnings"]},
         )
 

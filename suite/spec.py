@@ -177,7 +177,7 @@ class CompareSpec(_Strict):
 
 
 class FaultSpec(_Strict):
-    """Injected faults (suite/faults.py): a workload variant that declares them is a benchmark of its own (its spec
+    """Injected faults (suite/execution/faults.py): a workload variant that declares them is a benchmark of its own (its spec
     hash differs), e.g. time to train with one node failure. Each fault fires on the first attempt of a job only."""
 
     kill_rank: int | None = Field(default=None, ge=0, description="SIGKILL this rank (as a failed node looks)")
@@ -203,6 +203,20 @@ class CheckpointSpec(_Strict):
     every_steps: int | None = Field(default=None, ge=1, description="save after every this many steps")
     every_s: float | None = Field(default=None, gt=0, description="or after this many seconds since the last save")
     asynchronous: bool = Field(default=True, description="torch.distributed.checkpoint.async_save where it works")
+
+    @staticmethod
+    def flag_overrides(text: str) -> dict[str, Any]:
+        """`--checkpoint-every 50` (steps) or `--checkpoint-every 30s` (seconds) -> spec overrides; ValueError names
+        the flag."""
+        t = text.strip().lower()
+        try:
+            if t.endswith("s") and float(t[:-1]) > 0:
+                return {"checkpoint.every_s": float(t[:-1])}
+            if not t.endswith("s") and int(t) >= 1:
+                return {"checkpoint.every_steps": int(t)}
+        except ValueError:
+            pass
+        raise ValueError(f"--checkpoint-every {text!r}: expected a number of steps (50) or of seconds (30s), above 0")
 
 
 class ThroughputSpec(_Strict):

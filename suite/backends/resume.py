@@ -19,6 +19,7 @@ import os
 import random
 import tempfile
 import time
+import warnings
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ import numpy as np
 import torch
 
 FORMAT = "torch.distributed.checkpoint"
+# DCP says so on every single-process save and load; that is this module's intent, not news
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 DIR_ENV = "TRAINBENCH_CHECKPOINT_DIR"
 LATEST = "latest"
 
@@ -39,21 +42,10 @@ def default_root(run_id: str) -> Path:
 
 
 def parse_every(text: str) -> dict[str, Any]:
-    """`--checkpoint-every 50` (steps) or `--checkpoint-every 30s` (seconds) -> spec overrides; ValueError names
-    the flag."""
-    t = text.strip().lower()
-    try:
-        if t.endswith("s"):
-            seconds = float(t[:-1])
-            if seconds > 0:
-                return {"checkpoint.every_s": seconds}
-        else:
-            steps = int(t)
-            if steps >= 1:
-                return {"checkpoint.every_steps": steps}
-    except ValueError:
-        pass
-    raise ValueError(f"--checkpoint-every {text!r}: expected a number of steps (50) or of seconds (30s), above 0")
+    """`--checkpoint-every`'s value as spec overrides (suite/spec.py CheckpointSpec.flag_overrides)."""
+    from suite.spec import CheckpointSpec
+
+    return CheckpointSpec.flag_overrides(text)
 
 
 def _dir_bytes(path: Path) -> int:

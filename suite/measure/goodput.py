@@ -14,7 +14,8 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 # the parts, in the order of a run (and of the bar on the run page)
@@ -72,6 +73,33 @@ class Account:
 
     def add(self, part: str, seconds: float) -> None:
         self.parts[part] += seconds
+
+    side_s: float = 0.0  # evaluation and checkpoint seconds inside the current step's iteration (`timed`)
+
+    @contextmanager
+    def timed(self, part: str) -> Iterator[None]:
+        """A block inside a step's iteration that has a part of its own (an evaluation, a checkpoint save)."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - t
+            self.parts[part] += took
+            self.side_s += took
+
+    def lap_around(self, part: str) -> None:
+        """The time since the last lap, less the `timed` blocks inside it, goes to `part`."""
+        now = time.perf_counter()
+        self.parts[part] += now - self.cursor - self.side_s
+        self.cursor, self.side_s = now, 0.0
+
+    def end_step(self, ts: float, td: float) -> None:
+        """A step's iteration ends: its wait for the batch (ts to td) is data wait, the rest less the `timed`
+        blocks is the step's compute (its loss read, stop agreement and progress line included)."""
+        te = time.perf_counter()
+        self.parts["data_wait_s"] += td - ts
+        self.step_compute_s.append(te - self.cursor - (td - ts) - self.side_s)
+        self.cursor, self.side_s = te, 0.0
 
     def lap(self, part: str, now: float | None = None) -> float:
         """The time since the last lap goes to `part`; returns now."""

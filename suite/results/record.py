@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from suite.results.account import Goodput
 from suite.results.tree import create_temp, json_files, leads_out
 
 SCHEMA_VERSION = 3  # 2: throughput mode (status `measured`, `mode`, `step_times_s`); 3: `goodput` (issue 48)
@@ -86,25 +87,6 @@ class GitInfo(_Model):
     sha: str | None = None
     dirty: bool | None = None
     branch: str | None = None
-
-
-class Goodput(_Model):
-    """Where the wall clock went (suite/measure/goodput.py; every part defined in docs/metrics.md)."""
-
-    wall_s: float = Field(description="process start (or harness entry, in-process) to the record, on CLOCK_BOOTTIME")
-    parts_s: dict[str, float] = Field(description="startup, init, checkpoint restore, compile, steps, data wait, "
-                                      "eval, checkpoint save, lost, recovery, other, teardown (seconds)")
-    unaccounted_s: float = Field(description="wall_s minus the sum of the parts (measured on another clock)")
-    goodput: float | None = Field(description="productive step time (parts_s.steps_s) / wall_s")
-    settled_step_s: float | None = Field(default=None, description="median compute time of a step once settled")
-    compile_steps: int = Field(default=0, description="steps before step time settled (their excess is compile_s)")
-    startup_from: str = ""
-    checkpoint: dict[str, Any] = Field(default_factory=dict, description="--checkpoint-every: saves, format, "
-                                       "blocking seconds per save, bytes, asynchronous")
-    recovery: dict[str, Any] = Field(default_factory=dict, description="--max-restarts: restarts, time to recover, "
-                                     "steps lost")
-    ranks: list[dict[str, Any]] = Field(default_factory=list, description="per rank: step-time summary (p50, p90, "
-                                        "mean, steps) for straggler detection")
 
 
 class Result(_Model):

@@ -30,6 +30,16 @@ def attempt() -> int:
         return 0
 
 
+def restart_pending(status: str) -> bool:
+    """A failed attempt that torchrun's elastic agent will restart (`--max-restarts` left): the next attempt, not
+    this one, records the job's result."""
+    try:
+        left = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) - attempt()
+    except ValueError:
+        left = 0
+    return status in ("error", "interrupted") and left > 0
+
+
 class Faults:
     def __init__(self, spec: FaultSpec | None, rank: int):
         self.spec = spec or FaultSpec()

@@ -1,0 +1,71 @@
+"""Issue 48 point 3: a rank SIGKILLed at step k (as a failed node looks) under torchrun's elastic agent
+(`--max-restarts`): the job restarts from its last checkpoint, ends `budget` (or `reached`) with one result, and
+trains exactly as an uninterrupted run did (its evaluations equal, bit for bit, on CPU); the result records the
+restart, the steps lost and the time to recover, and its wall-clock account still adds up."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from support.faults import sh
+
+from suite import harness
+from suite.results.record import read_result
+from suite.specload import load_spec
+
+DIGITS = Path(__file__).resolve().parents[2] / "workloads" / "cv" / "digits_cnn.yaml"
+# dropout (the RNG), a cosine schedule, AdamW's moments: everything a restore must bring back
+RECIPE = ["model.dropout=0.2", "schedule.name=cosine"]
+
+
+def _sets(items: list[str]) -> list[str]:
+    return [a for item in items for a in ("--set", item)]
+
+
+def _killed_run(tmp_path: Path, nproc: int, rank: int) -> tuple[object, str]:
+    res = tmp_path / "killed"
+    p = sh("run", str(DIGITS), "--variant", "tiny", *_sets([*RECIPE, f"faults.kill_rank={rank}",
+                                                            "faults.kill_at_step=25"]),
+           "--checkpoint-every", "10", "--max-restarts", "1", "--nproc", str(nproc), "--threads", "1", "--quiet",
+           "--results", str(res), timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (path,) = res.rglob("*.json")  # one job, one result: the failed attempt recorded nothing
+    return read_result(path), p.stderr
+
+
+def _check_recovery(r, whole_curve) -> None:
+    assert r.status == "budget" and r.steps == 40
+    assert [p.metrics for p in r.eval_curve] == whole_curve  # bit for bit: the same training
+    rec = r.goodput.recovery
+    assert rec["restarts"] == 1 and rec["steps_lost"] == 5  # killed after step 25; the last checkpoint: step 20
+    (event,) = rec["events"]
+    assert event["restored_step"] == 20 and event["time_to_recover_s"] > event["recovery_s"] >= 0
+    assert any("resumed from the checkpoint of step 20" in w for w in r.warnings)
+    parts = r.goodput.parts_s
+    assert parts["lost_s"] > 0 and parts["checkpoint_restore_s"] > 0 and parts["recovery_s"] >= 0
+    assert math.fsum(parts.values()) == pytest.approx(r.goodput.wall_s, rel=0.01)
+    assert r.goodput.checkpoint["format"] == "torch.distributed.checkpoint"
+
+
+@pytest.mark.slow
+def test_a_killed_single_process_job_restarts_from_its_checkpoint(tmp_path):
+    spec = load_spec(DIGITS, dict(s.split("=") for s in RECIPE), "tiny")
+    whole, _ = harness.run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False))
+    r, stderr = _killed_run(tmp_path, nproc=1, rank=0)
+    assert "exitcode: -9" in stderr  # the elastic agent saw a SIGKILL, and restarted the job
+    _check_recovery(r, [p.metrics for p in whole.eval_curve])
+
+
+@pytest.mark.slow
+def test_a_killed_rank_of_a_ddp_job_restarts_both_from_the_checkpoint(tmp_path):
+    res = tmp_path / "whole"
+    p = sh("run", str(DIGITS), "--variant", "tiny", *_sets(RECIPE), "--nproc", "2", "--threads", "1", "--quiet",
+           "--results", str(res), timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (path,) = res.rglob("*.json")
+    whole = read_result(path)
+    r, _ = _killed_run(tmp_path, nproc=2, rank=1)
+    assert r.world_size == 2
+    _check_recovery(r, [p.metrics for p in whole.eval_curve])
