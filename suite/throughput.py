@@ -143,7 +143,8 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
     run.total_s = t_end - t0
     run.train_s = math.fsum(run.step_times)  # the measured steps only (in lockstep the wall clock holds waits)
     run.account.add("steps_s", run.train_s)  # the timed steps; lockstep waits and loss reads are other_s
-    run.account.lap("other_s", t_end - run.train_s)
+    run.account.lap("other_s", t_end)
+    run.account.parts["other_s"] -= run.train_s
     run.inst.clock_stopped()
     run.memory = run.device.memory_stats()
     return code

@@ -107,3 +107,17 @@ def test_a_launched_run_accounts_from_its_process_start(digits_path, tmp_path):
     assert g.parts_s["startup_s"] > 0
     assert math.fsum(g.parts_s.values()) == pytest.approx(g.wall_s, rel=0.01)
     assert g.wall_s < outside_s  # the child started after the command and recorded before it ended
+
+
+def test_throughput_mode_accounts_its_warm_up_as_compilation(digits_path, tmp_path):
+    spec = load_spec(digits_path, {"throughput.warmup_steps": 5, "throughput.measure_steps": 30}, "tiny")
+    req = harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False, mode="throughput")
+    t_out = time.perf_counter()
+    the_run = harness.Run(req)
+    result = the_run.execute()
+    outside_s = time.perf_counter() - t_out
+    g = result.goodput
+    assert result.status == "measured"
+    assert g.parts_s["steps_s"] == pytest.approx(result.train_s)  # the timed steps, each counted once
+    assert g.parts_s["compile_s"] > 0 and g.parts_s["other_s"] >= 0
+    assert math.fsum(g.parts_s.values()) == pytest.approx(outside_s, rel=0.01)
