@@ -18,6 +18,7 @@ import json
 import os
 import random
 import tempfile
+import threading
 import time
 import warnings
 from concurrent.futures import Future
@@ -58,7 +59,7 @@ class Checkpointer:
 
     def __init__(self, spec: Any, root: Path, rank: int, world: int):
         self.spec, self.root, self.rank, self.world = spec, root, rank, world
-        self.pending: Future[Any] | None = None
+        self.pending: tuple[Future[Any], int, Path] | None = None  # an asynchronous save in flight
         self.saves: list[dict[str, Any]] = []
         self.last_save = time.perf_counter()
         self.asynchronous = bool(spec and spec.asynchronous)
@@ -91,8 +92,8 @@ class Checkpointer:
         torch.save(extra, folder / f"extra-rank{self.rank}.pt")
         if self.asynchronous:
             fut = dcp.async_save(app_state, checkpoint_id=str(folder), process_group=self.group)
-            self.pending = fut
-            if self.rank == 0:
+            self.pending = (fut, step, folder)
+            if self.rank == 0:  # marked complete as soon as it is, even if this process dies later
                 fut.add_done_callback(lambda f, s=step, d=folder: self._complete(f, s, d))
         else:
             dcp.save(app_state, checkpoint_id=str(folder))
@@ -106,7 +107,7 @@ class Checkpointer:
     def _complete(self, fut: Future[Any] | None, step: int, folder: Path) -> None:
         if fut is not None and fut.exception() is not None:
             return  # a failed save is not a checkpoint: `latest` keeps naming the previous one
-        tmp = self.root / f".{LATEST}.{os.getpid()}"
+        tmp = self.root / f".{LATEST}.{os.getpid()}.{threading.get_ident()}"
         tmp.write_text(json.dumps({"step": step, "dir": folder.name, "bytes": _dir_bytes(folder)}))
         os.replace(tmp, self.root / LATEST)
 
@@ -114,10 +115,11 @@ class Checkpointer:
         """Wait for an asynchronous save in flight; returns the seconds waited."""
         t = time.perf_counter()
         if self.pending is not None:
-            try:
-                self.pending.result()
-            finally:
-                self.pending = None
+            fut, step, folder = self.pending
+            self.pending = None
+            fut.result()
+            if self.rank == 0:  # the done-callback may still be running: mark it here too (an atomic replace)
+                self._complete(fut, step, folder)
         return time.perf_counter() - t
 
     # ---- restoring -----------------------------------------------------------------------------------------

@@ -39,10 +39,14 @@ def _check_recovery(r, whole_curve) -> None:
     assert r.status == "budget" and r.steps == 40
     assert [p.metrics for p in r.eval_curve] == whole_curve  # bit for bit: the same training
     rec = r.goodput.recovery
-    assert rec["restarts"] == 1 and rec["steps_lost"] == 5  # killed after step 25; the last checkpoint: step 20
     (event,) = rec["events"]
-    assert event["restored_step"] == 20 and event["time_to_recover_s"] > event["recovery_s"] >= 0
-    assert any("resumed from the checkpoint of step 20" in w for w in r.warnings)
+    # killed after step 25: the newest complete checkpoint is step 20's, or step 10's when the asynchronous write
+    # of step 20 was still in flight when the rank died (a loaded host); either way the training is the same
+    restored = event["restored_step"]
+    assert restored in (10, 20) and event["failed_at_step"] == 25
+    assert rec["restarts"] == 1 and rec["steps_lost"] == 25 - restored
+    assert event["time_to_recover_s"] > event["recovery_s"] >= 0
+    assert any(f"resumed from the checkpoint of step {restored}" in w for w in r.warnings)
     parts = r.goodput.parts_s
     assert parts["lost_s"] > 0 and parts["checkpoint_restore_s"] > 0 and parts["recovery_s"] >= 0
     assert math.fsum(parts.values()) == pytest.approx(r.goodput.wall_s, rel=0.01)

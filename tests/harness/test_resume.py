@@ -52,6 +52,7 @@ def runs(tmp_path_factory):
     digits = Path(__file__).resolve().parents[2] / "workloads" / "cv" / "digits_cnn.yaml"
     whole = _run(digits, tmp / "whole", RECIPE)
     killed = _run(digits, tmp / "killed", {**RECIPE, **KILL}, kill=True)
+    killed.job.ckpt.wait()  # the save of step 20 finishes in its thread (a process killed mid-write: test_recovery)
     return digits, tmp, whole, killed
 
 
