@@ -73,3 +73,10 @@ def test_a_killed_rank_of_a_ddp_job_restarts_both_from_the_checkpoint(tmp_path):
     r, _ = _killed_run(tmp_path, nproc=2, rank=1)
     assert r.world_size == 2
     _check_recovery(r, [p.metrics for p in whole.eval_curve])
+
+
+def test_bad_recovery_flags_exit_2_naming_the_flag():
+    p = sh("run", str(DIGITS), "--checkpoint-every", "abc")
+    assert p.returncode == 2 and "--checkpoint-every 'abc'" in p.stderr
+    p = sh("run", str(DIGITS), "--max-restarts", "1", "--executor", "local")
+    assert p.returncode == 2 and "--max-restarts" in p.stderr
