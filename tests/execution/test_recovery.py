@@ -24,10 +24,10 @@ def _sets(items: list[str]) -> list[str]:
     return [a for item in items for a in ("--set", item)]
 
 
-def _killed_run(tmp_path: Path, nproc: int, rank: int) -> tuple[object, str]:
+def _killed_run(tmp_path: Path, nproc: int, rank: int, layout: list[str] = ()) -> tuple[object, str]:
     res = tmp_path / "killed"
     p = sh("run", str(DIGITS), "--variant", "tiny", *_sets([*RECIPE, f"faults.kill_rank={rank}",
-                                                            "faults.kill_at_step=25"]),
+                                                            "faults.kill_at_step=25"]), *layout,
            "--checkpoint-every", "10", "--max-restarts", "1", "--nproc", str(nproc), "--threads", "1", "--quiet",
            "--results", str(res), timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -63,15 +63,16 @@ def test_a_killed_single_process_job_restarts_from_its_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_rank_of_a_ddp_job_restarts_both_from_the_checkpoint(tmp_path):
+@pytest.mark.parametrize("layout", [[], ["--parallel", "fsdp=2"]], ids=["ddp", "fsdp2"])
+def test_a_killed_rank_of_a_two_rank_job_restarts_both_from_the_checkpoint(tmp_path, layout):
     res = tmp_path / "whole"
-    p = sh("run", str(DIGITS), "--variant", "tiny", *_sets(RECIPE), "--nproc", "2", "--threads", "1", "--quiet",
-           "--results", str(res), timeout=900)
+    p = sh("run", str(DIGITS), "--variant", "tiny", *_sets(RECIPE), *layout, "--nproc", "2", "--threads", "1",
+           "--quiet", "--results", str(res), timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     (path,) = res.rglob("*.json")
     whole = read_result(path)
-    r, _ = _killed_run(tmp_path, nproc=2, rank=1)
-    assert r.world_size == 2
+    r, _ = _killed_run(tmp_path, nproc=2, rank=1, layout=layout)
+    assert r.world_size == 2 and r.parallel.get("fsdp", 1) == (2 if layout else 1)
     _check_recovery(r, [p.metrics for p in whole.eval_curve])
 
 
