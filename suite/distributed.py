@@ -40,6 +40,15 @@ def init(info: DistInfo, device: Device, timeout_s: float = 300.0) -> None:
     if info.world <= 1 or dist.is_initialized():
         return
     # a bounded timeout: when a peer dies, the survivors' collectives fail instead of hanging for 30 min
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+    if attempt > 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # a restarted job (--max-restarts): the agent's store still holds the failed attempt's keys, and a group
+        # formed from them waits for peers that are gone (torch 2.13, --standalone); a prefix per attempt is fresh
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), info.world,
+                              is_master=False, timeout=timedelta(seconds=timeout_s))
+        dist.init_process_group(backend=device.dist_backend, store=dist.PrefixStore(f"trainbench/attempt-{attempt}",
+                                store), rank=info.rank, world_size=info.world, timeout=timedelta(seconds=timeout_s))
+        return
     dist.init_process_group(backend=device.dist_backend, timeout=timedelta(seconds=timeout_s))
 
 

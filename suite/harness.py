@@ -10,13 +10,11 @@ Every rank runs this loop; stop decisions are agreed across ranks; only rank 0 w
 from __future__ import annotations
 
 import math
+import os
 import random
 import signal
-import threading
 import time
-import traceback
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,9 @@ from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data import synthetic
 from suite.data.base import DataMissing
-from suite.measure import environment, mllog, pauses
+from suite.execution import faults, ranks, recovery
+from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
+from suite.measure import environment, goodput, mllog, pauses
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -63,6 +63,7 @@ class RunRequest:
     mlperf_org: str | None = None  # MLLOG submission_org
     mlperf_division: str = "open"  # MLLOG submission_division; sets MLPerf's init limit (closed 30, open 240 min)
     mode: str = "tta"  # tta | throughput (suite/throughput.py: timed steps only, no evaluation, status measured)
+    checkpoint_dir: Path | None = None  # where checkpoints go (default: resume.default_root(run id))
 
 
 @dataclass
@@ -83,68 +84,37 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
-class _StopFlag:
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.reason: str | None = None  # why, when it was not a signal the user sent (the launcher died)
-
-
-@contextmanager
-def _signals_to_flag(flag: _StopFlag):
-    """SIGINT/SIGTERM end the run cleanly as `interrupted` (with what was measured), instead of killing it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, _frame):
-        if flag.signum is not None:  # a second signal: the user means it
-            raise KeyboardInterrupt
-        flag.signum = signum
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
-OOM_HINT = "try a smaller data.batch_size, or bf16"
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """A device or host allocation failed: torch's OutOfMemoryError, MemoryError, or the CPU allocator's error."""
-    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in str(exc)
-
-
-def short_traceback(exc: BaseException, limit: int = 12) -> str:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return "\n".join(text.splitlines()[-limit * 2 :])[-4000:]
-
-
 class Run:
     """One seed of one workload under one backend, on this rank."""
 
     def __init__(self, req: RunRequest, progress: ProgressFn | None = None):
+        # the wall-clock account starts first: everything after this line is on it (suite/measure/goodput.py)
+        self.account = goodput.Account(launched=os.environ.get("TRAINBENCH_LAUNCHED") == "1")
         self.req = req
         self.spec = req.spec
         self.progress = progress or (lambda p: None)
         self.dist = distributed.from_env()
+        self.faults = faults.Faults(req.spec.faults, self.dist.rank)
         self.device = devices.current(self.dist.local_rank)
         self.run_id = new_run_id()
         self.started_at = now_utc()
-        self.flag = _StopFlag()
+        self.flag = StopFlag()
         self.t0: float | None = None  # perf_counter at run_start; suite/execution/watchdog.py measures stalls from it
         # measurements, filled as the run goes so that any ending (error included) reports them
         self.init_s = self.train_s = self.eval_s = self.total_s = self.data_wait_s = 0.0
         self.steps = self.samples = 0
         self.step_times: list[float] = []
+        self.losses: list[float] = []  # every loss read (on CPU: every step), the resume checks compare them
+        self.agree_wait_s: list[float] = []  # per step, this rank's wait at the stop agreement
+        self.rank_summary: list[dict[str, Any]] = []  # every rank's steps (rank 0, several ranks)
+        self.train_state: Any = None
+        self.job = recovery.JobState()  # checkpoints, restarts, the job's clock
         self.curve: list[EvalPoint] = []
         self.warnings: list[str] = []
         self.time_to_target_s: float | None = None
@@ -175,6 +145,7 @@ class Run:
     def _read_loss(self, step: int, loss: Any) -> int:
         """Read one step's loss (on an accelerator, a host-device sync): DIVERGED when it is not finite."""
         self.last_loss = float(loss)
+        self.losses.append(self.last_loss)
         if math.isfinite(self.last_loss):
             return CONTINUE
         self.diverged_step = step
@@ -188,7 +159,7 @@ class Run:
 
     def execute(self) -> Result:
         spec = self.spec
-        with _signals_to_flag(self.flag):
+        with signals_to_flag(self.flag):
             try:
                 self._run()
             except DataMissing:
@@ -231,7 +202,7 @@ class Run:
         if not avail.ok:
             raise RuntimeError(f"backend {req.backend!r} is not available here: {avail.reason}")
         opts = RunOptions(precision=req.precision, compile=req.compile, options=spec.backends.get(req.backend, {}))
-        state = backend.setup(workload, opts)
+        state = self.train_state = backend.setup(workload, opts)
         workload.attach(backend.eval_model(state))
         self.flops_per_sample = self.inst.model_flops_per_sample(workload, float(workload.flops_per_sample()))
         self.tokens_per_sample = int(workload.tokens_per_sample())
@@ -246,18 +217,30 @@ class Run:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
         if (trainer := backend.own_trainer(state)) is not None:  # a whole trainer of its own (veRL) drives the
-            return trainer.drive(self)  # clock: it sets steps, evaluations and status (suite/backends/verl_launch.py)
+            self.account.lap("init_s")  # clock: it sets steps, evaluations and status (suite/backends/verl_launch.py)
+            try:
+                return trainer.drive(self)
+            finally:
+                self.account.lap("other_s")  # its phases are in Result.phases
         if req.mode == "throughput":  # its own loop: warm-up, then every step timed; no evaluation, no target
+            self.account.lap("init_s")
             throughput.measure(self, workload, backend, state)
             return
 
+        ckpt = self.job.ckpt = recovery.checkpointer(self, backend)
+
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
         self.inst.run_start()
-        t0 = time.perf_counter()
+        t0, self.job.run_start_epoch = time.perf_counter(), time.time()
+        (account := self.account).lap("init_s", t0)
         # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)
         shard = backend.data_shard()
         data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)
-        batches = iter(workload.train_batches(data_rank, data_world))
+        batches = self.faults.batches(iter(workload.train_batches(data_rank, data_world)))
+        account.lap("data_wait_s")  # a loader that starts workers or reads ahead pays for it here
+        if ckpt is not None and (found := ckpt.latest()) is not None:  # a restarted job: the job's clock, never paused
+            t0 = recovery.restore(self, found, backend, state, batches)
+        recovery.progress_file(self, ckpt)
         ev = spec.eval
         self.t0 = t0
         max_steps = spec.budget.max_steps
@@ -266,8 +249,13 @@ class Run:
         watched: tuple[int, Any] | None = None  # (step, loss) whose read waits for the next step (loss_late)
         next_progress = t0 + 1.0
         code = CONTINUE
+        fault_active = self.faults.active
 
         def evaluate() -> bool:
+            with account.timed("eval_s"):
+                return _evaluate()
+
+        def _evaluate() -> bool:
             self.inst.eval_begin(self.steps, self.samples)
             backend.synchronize()
             te = time.perf_counter()
@@ -295,6 +283,7 @@ class Run:
         try:
             if ev.at_start and evaluate():
                 code = REACHED
+            account.lap_around("other_s")
             while code == CONTINUE:
                 if step_hooks:
                     self.inst.step_begin()
@@ -303,6 +292,9 @@ class Run:
                 td = time.perf_counter()
                 self.data_wait_s += td - ts
                 out = backend.train_step(state, batch)
+                if fault_active:
+                    backend.synchronize()
+                    self.faults.after_step(time.perf_counter() - td)
                 if step_hooks:
                     self.inst.step_end()
                 self.steps += 1
@@ -327,13 +319,21 @@ class Run:
                         code = INTERRUPTED
                     elif now - t0 >= spec.budget.max_train_s or (max_steps and self.steps >= max_steps):
                         code = BUDGET
-                if self.dist.world > 1:
-                    code = distributed.all_max(code)
+                if self.dist.world > 1:  # each rank's wait here: who comes last (suite/execution/ranks.py)
+                    code = ranks.agree(self, code)
                 if now >= next_progress:
                     next_progress = now + 1.0
                     self.progress(Progress("step", spec.name, req.seed, self.steps, now - t0, self.last_loss))
+                account.end_step(ts, td)
+                if ckpt is not None:  # a save's time is taken off the next step's, as an evaluation's is
+                    recovery.after_step(self, ckpt, code == CONTINUE, backend, state)
+                if fault_active:
+                    self.faults.end_of_step(self.steps)
         finally:
             backend.synchronize()
+            account.lap_around("other_s")  # a step cut short
+            if ckpt is not None:
+                recovery.end(self, ckpt, code != CONTINUE)
             self.total_s = time.perf_counter() - t0
             self.train_s = self.total_s - self.eval_s
             self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
@@ -343,6 +343,7 @@ class Run:
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
             self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
         self.status = STATUS_OF[code]
+        ranks.gather(self)  # a collective: every rank got here (the stop was agreed)
         self.side_files = side_files(workload, backend.eval_model(state), self.warnings) if code != DIVERGED else {}
         if code == DIVERGED:
             self.error = f"non-finite loss {self.last_loss} at step {self.diverged_step}"
@@ -420,6 +421,7 @@ class Run:
             mode=req.mode,  # type: ignore[arg-type]
             synthetic_data=bool(synthetic_data),
             step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
+            goodput=recovery.account_record(self),
             **{**measured, **self.reported, "warnings": self.warnings + measured["warnings"]},
         )
 

@@ -176,6 +176,49 @@ class CompareSpec(_Strict):
     )
 
 
+class FaultSpec(_Strict):
+    """Injected faults (suite/execution/faults.py): a workload variant that declares them is a benchmark of its own (its spec
+    hash differs), e.g. time to train with one node failure. Each fault fires on the first attempt of a job only."""
+
+    kill_rank: int | None = Field(default=None, ge=0, description="SIGKILL this rank (as a failed node looks)")
+    kill_at_step: int | None = Field(default=None, ge=1, description="... when it has finished this step")
+    slow_rank: int | None = Field(default=None, ge=0, description="slow this rank: after each step it sleeps ...")
+    slow_percent: float = Field(default=0.0, ge=0, le=10000, description="... this % of the step's own time")
+    stall_loader_s: float = Field(default=0.0, ge=0, description="the loader stalls this long before a batch")
+    stall_at_step: int = Field(default=1, ge=1, description="the first batch it stalls before (1: the first)")
+    stall_every: int = Field(default=0, ge=0, description="then every this many batches (0: once)")
+
+    @model_validator(mode="after")
+    def _pairs(self) -> FaultSpec:
+        if (self.kill_rank is None) != (self.kill_at_step is None):
+            raise ValueError("faults.kill_rank and faults.kill_at_step go together")
+        if self.slow_percent and self.slow_rank is None:
+            raise ValueError("faults.slow_percent needs faults.slow_rank")
+        return self
+
+
+class CheckpointSpec(_Strict):
+    """Checkpointing as part of a recipe (`--checkpoint-every` overrides it); docs/metrics.md says which clock."""
+
+    every_steps: int | None = Field(default=None, ge=1, description="save after every this many steps")
+    every_s: float | None = Field(default=None, gt=0, description="or after this many seconds since the last save")
+    asynchronous: bool = Field(default=True, description="torch.distributed.checkpoint.async_save where it works")
+
+    @staticmethod
+    def flag_overrides(text: str) -> dict[str, Any]:
+        """`--checkpoint-every 50` (steps) or `--checkpoint-every 30s` (seconds) -> spec overrides; ValueError names
+        the flag."""
+        t = text.strip().lower()
+        try:
+            if t.endswith("s") and float(t[:-1]) > 0:
+                return {"checkpoint.every_s": float(t[:-1])}
+            if not t.endswith("s") and int(t) >= 1:
+                return {"checkpoint.every_steps": int(t)}
+        except ValueError:
+            pass
+        raise ValueError(f"--checkpoint-every {text!r}: expected a number of steps (50) or of seconds (30s), above 0")
+
+
 class ThroughputSpec(_Strict):
     """`trainbench run --mode throughput`: untimed init, `warmup_steps` left out, then `measure_steps` timed one by one.
     Not in the spec hash (the comparison key carries both numbers, suite/results/key.py)."""
@@ -219,6 +262,8 @@ class WorkloadSpec(_Strict):
     throughput: ThroughputSpec = ThroughputSpec()
     mlperf_benchmark: MlperfBenchmark | None = Field(default=None, description="the MLPerf benchmark it reproduces")
     grpo: dict[str, Any] | None = Field(default=None, description="task grpo's settings (suite/algorithms/grpo.py)")
+    faults: FaultSpec | None = Field(default=None, description="injected faults: kill, slow a rank, stall the loader")
+    checkpoint: CheckpointSpec | None = Field(default=None, description="checkpoints as part of the recipe")
 
     @field_validator("name")
     @classmethod
@@ -259,7 +304,7 @@ class WorkloadSpec(_Strict):
         data = self.model_dump(mode="json")
         data["tiers"] = sorted(data["tiers"])
         # fields added later are absent when unset, as before they existed: old spec hashes stay valid
-        for key in ("compression", "parallel", "precision", "compile", "mlperf_benchmark", "grpo"):
+        for key in ("compression", "parallel", "precision", "compile", "mlperf_benchmark", "grpo", "faults", "checkpoint"):
             if data.get(key) is None:
                 data.pop(key, None)
         if data["data"].get("micro_batch_size") is None:

@@ -115,6 +115,7 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
     backend.synchronize()
     run.inst.run_start()
     t0 = time.perf_counter()
+    run.account.lap("compile_s", t0)  # the untimed warm-up steps: compilation and caches settling
     run.t0 = t0
     next_progress = t0 + 1.0
     while code == CONTINUE and run.steps < measure_steps:
@@ -138,8 +139,12 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
             next_progress = now + 1.0
             run.progress(_progress(run, now - t0))
     backend.synchronize()
-    run.total_s = time.perf_counter() - t0
+    t_end = time.perf_counter()
+    run.total_s = t_end - t0
     run.train_s = math.fsum(run.step_times)  # the measured steps only (in lockstep the wall clock holds waits)
+    run.account.add("steps_s", run.train_s)  # the timed steps; lockstep waits and loss reads are other_s
+    run.account.lap("other_s", t_end)
+    run.account.parts["other_s"] -= run.train_s
     run.inst.clock_stopped()
     run.memory = run.device.memory_stats()
     return code

@@ -126,9 +126,47 @@ class Backend(ABC):
         is one); None, the default: the harness's loop calls train_step."""
         return None
 
+    checkpoint_format: ClassVar[str | None] = None  # the format `checkpoint_state` saves in; None: cannot checkpoint
+
+    def checkpoint_state(self, state: TrainState) -> dict[str, Any]:
+        """The model's and optimizer's state for torch.distributed.checkpoint (suite/backends/resume.py), as
+        `get_state_dict` gives it: the same keys for a plain module, DDP and FSDP2 (sharded tensors stay sharded).
+        The scheduler, scaler and RNG go beside it, per rank (`step_state`)."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+        if state.optimizer is None:
+            return {"model": get_model_state_dict(state.model)}
+        model_sd, optim_sd = get_state_dict(state.model, state.optimizer)
+        return {"model": model_sd, "optim": optim_sd}
+
+    def load_checkpoint_state(self, state: TrainState, app_state: dict[str, Any]) -> None:
+        """Put what `checkpoint_state` gave (now filled from a checkpoint) back into the model and optimizer."""
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
+
+        if state.optimizer is None:
+            set_model_state_dict(state.model, app_state["model"])
+        else:
+            set_state_dict(state.model, state.optimizer, model_state_dict=app_state["model"],
+                           optim_state_dict=app_state["optim"])
+
+    def step_state(self, state: TrainState) -> dict[str, Any]:
+        """This rank's small state beside the checkpoint: scheduler, scaler, the backend's own step count."""
+        return {"scheduler": state.scheduler.state_dict() if state.scheduler is not None else None,
+                "scaler": state.scaler.state_dict() if state.scaler is not None else None,
+                "steps_done": getattr(self, "steps_done", None)}
+
+    def load_step_state(self, state: TrainState, saved: dict[str, Any]) -> None:
+        if state.scheduler is not None and saved.get("scheduler") is not None:
+            state.scheduler.load_state_dict(saved["scheduler"])
+        if state.scaler is not None and saved.get("scaler") is not None:
+            state.scaler.load_state_dict(saved["scaler"])
+        if saved.get("steps_done") is not None and hasattr(self, "steps_done"):
+            self.steps_done = saved["steps_done"]
+
 
 CONTRACT: tuple[str, ...] = (
     "name", "Options", "supports", "available", "setup", "train_step", "eval_model", "synchronize",
     "parallel_layout", "close", "data_shard", "target_may_count", "algorithm_report", "recompute_fraction",
-    "comm_dtype", "own_trainer",
+    "comm_dtype", "own_trainer", "checkpoint_format", "checkpoint_state", "load_checkpoint_state", "step_state",
+    "load_step_state",
 )

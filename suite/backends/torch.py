@@ -72,6 +72,7 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
 
 class TorchBackend(Backend):
     name: ClassVar[str] = "torch"
+    checkpoint_format: ClassVar[str | None] = "torch.distributed.checkpoint"  # suite/backends/resume.py
     Options = Options
     supports = staticmethod(supports)
 

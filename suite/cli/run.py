@@ -130,6 +130,12 @@ def run(
     slurm: Annotated[list[str] | None, typer.Option(
         help="--executor slurm: KEY=VALUE (partition, account, time, gpus_per_node, nodes, sbatch, setup, ...) or "
              "a YAML file of them; repeat it, later ones win; see docs/slurm.md")] = None,
+    checkpoint_every: Annotated[str | None, typer.Option(
+        help="save a checkpoint every N steps (50) or seconds (30s), torch.distributed.checkpoint (the torch "
+             "backend); the spec's checkpoint: block as --set checkpoint.X=V; see docs/metrics.md")] = None,
+    max_restarts: Annotated[int, typer.Option(
+        min=0, help="restart the job from its last checkpoint up to K times when a rank fails (torchrun's elastic "
+                    "agent; --executor inline)")] = 0,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
     from suite.backends import layout
@@ -143,11 +149,20 @@ def run(
     try:  # the layout flags are spec overrides: one road for the flag, the spec block and --set
         set_ = [*(set_ or []), *(f"{k}={v}" for k, v in layout.parse_flag(parallel or "").items())]
         set_ += [f"parallel.ac={ac}"] if ac is not None else []
+        if checkpoint_every is not None:
+            from suite.spec import CheckpointSpec
+
+            set_ += [f"{k}={v}" for k, v in CheckpointSpec.flag_overrides(checkpoint_every).items()]
         if executor == "slurm" and (node_rank or rdzv_endpoint):
             raise layout.LayoutError("--node-rank and --rdzv-endpoint: under --executor slurm, Slurm places the "
                                      "nodes and the rendezvous is taken from the job (give --nnodes only)")
         rendezvous = layout.torchrun_args(1 if executor == "slurm" else nnodes, node_rank, rdzv_endpoint)
-    except layout.LayoutError as e:
+        if max_restarts:
+            if executor != "inline" or not isolate:
+                raise layout.LayoutError("--max-restarts: the job restarts under torchrun's elastic agent, started "
+                                         "by --executor inline (isolated); Slurm's requeue is not implemented")
+            rendezvous = [*rendezvous, f"--max-restarts={max_restarts}"]
+    except (layout.LayoutError, ValueError) as e:
         raise fail_input(str(e)) from None
     launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
     world = int(os.environ["WORLD_SIZE"]) if launched else nproc * nnodes

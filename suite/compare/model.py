@@ -58,6 +58,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("training_s_per_step", "training (log-probs + update) time per step", "s", True, "median",
            lambda f: f.training_s_per_step),
 )
+# the wall-clock account (Result.goodput, docs/metrics.md): each part a metric of its own, so that compare names
+# a significant change in any part (a compile-time regression is a regression). Not gating by default: a part of
+# a CPU smoke run is milliseconds and noisy; `--gate goodput_compile_s` (or any part) makes one gate
+GOODPUT_PARTS = ("startup_s", "init_s", "checkpoint_restore_s", "compile_s", "steps_s", "data_wait_s", "eval_s",
+                 "checkpoint_save_s", "lost_s", "recovery_s", "teardown_s")
+METRICS += tuple(
+    Metric(f"goodput_{p}", f"wall clock: {p[:-2].replace('_', ' ')}", "s", True, "median",
+           lambda f, p=p: f.goodput_parts_s.get(p) if f.goodput_parts_s else None)
+    for p in GOODPUT_PARTS
+) + (Metric("goodput", "goodput", "", False, "median", lambda f: f.goodput),)
 PHASE_METRICS = {"rollout_s_per_step": "rollout", "training_s_per_step": "training"}
 METRIC_NAMES = tuple(m.name for m in METRICS)
 

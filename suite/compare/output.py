@@ -253,6 +253,8 @@ def _pair_details(p: PairReport) -> list[str]:
         out += ["| metric | baseline (center, min–max, n) | candidate (center, min–max, n) | ratio | p (beyond floor) | verdict |",
                 "|---|---|---|---|---|---|"]
         for m in p.metrics:
+            if m.name.startswith("goodput") and m.baseline is None and m.candidate is None:
+                continue  # a wall-clock part neither side measured (results before schema 3): no row
             def side(x: Summary | None, unit: str = m.unit) -> str:
                 bare = "plain" if unit in ("samples/s", "J") else unit  # the unit once, on the centre
                 return "-" if x is None else f"{fmt(x.center, unit)} ({fmt(x.min, bare)}–{fmt(x.max, bare)}, n={x.n})"

@@ -266,7 +266,19 @@ def _compare_pair(key: SideKey, base: Side, cand: Side, spec_hash: str, s: Setti
         pair.verdict = IMPROVED  # good news only when time to target did not get worse, significant or not
     attribute(pair)
     attribute_phase(pair)
+    pair.warnings += goodput_changes(pair)
     return pair
+
+
+def goodput_changes(pair: PairReport) -> list[str]:
+    """A line naming each wall-clock part whose change the test calls significant (gating or not)."""
+    out = []
+    for m in pair.metrics:
+        if m.name.startswith("goodput") and m.verdict in (REGRESSED, IMPROVED) and m.ratio is not None:
+            out.append(f"{m.label} {m.verdict}: x{m.ratio:.3g} (median {m.baseline.center if m.baseline else 0:.3g}"
+                       f" -> {m.candidate.center if m.candidate else 0:.3g}{' s' if m.unit else ''}, "
+                       f"p {m.p_value:.3g}){'' if m.gating else ' (not gating)'}")
+    return out
 
 
 def host_load_warnings(b_runs: Sequence[RunFigures], c_runs: Sequence[RunFigures]) -> list[str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from suite import harness
+from suite.execution import faults
 from suite.execution.processes import adopt_orphans, alive, end_descendants
 from suite.execution.watchdog import Watchdog
 from suite.harness import ProgressFn, Run, RunRequest
@@ -87,6 +88,10 @@ def execute_guarded(
     is_main = runner.dist.is_main
 
     def record(result: Result) -> Path | None:
+        if faults.restart_pending(result.status):
+            sys.stderr.write(f"trainbench: attempt {faults.attempt()} ended {result.status}; the elastic agent restarts "
+                             "the job from its last checkpoint, which records the result\n")
+            return None
         if amend is not None and is_main:
             result = amend(result)
         try:
@@ -146,6 +151,8 @@ def _child_main(job_path: str) -> int:
     try:
         result, _ = execute_guarded(job.req, show, run_id=job.run_id, on_written=report, heartbeat=job.heartbeat,
                                     parent=job.parent, amend=amender(job.amend) if job.amend else None)
+        if faults.restart_pending(result.status):
+            return 1  # a failed worker: torchrun's agent restarts the job
         if node_leader:
             _write_report(job.report, {"result": result.model_dump_json(), "path": None, "write_error": None,
                                        "recorded_by": f"node 0 (global rank 0; this is node "

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import suite
+from suite.backends.resume import DIR_ENV, default_root
 from suite.execution import forkserver
 from suite.execution.child import Job, forked_main
 from suite.execution.launch import Outcome
@@ -286,6 +287,8 @@ class IsolatedRun:
             return Outcome(result, path, signalled, None, rc)
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
+            if self.req.checkpoint_dir is None and not os.environ.get(DIR_ENV):  # the job is over: its checkpoints
+                shutil.rmtree(default_root(self.run_id), ignore_errors=True)  # in the temporary folder go with it
 
     # ---- output -----------------------------------------------------------------------------------------
 

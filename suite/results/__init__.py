@@ -5,7 +5,7 @@ Owns the `Result` schema and its atomic append-only writer and migrations (`reco
 reader uses (`tree`: no symlink followed out, only regular files), the one aggregation over seeds (`stats`),
 baseline files and promote (`baseline_schema`, `baselines`) with what they store beside the figures (the
 comparison key, `key`; A/A noise floors, `noise_floor`), the conditions a run was timed under read back
-(`conditions`: a shared host, a pause), and the
+(`conditions`: a shared host, a pause), the wall-clock account's schema (`account`, Result.goodput), and the
 embedded DuckDB index with its archives (`index/`). Imports no other suite package: every other one reads
 results through here.
 """

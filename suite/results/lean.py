@@ -115,6 +115,19 @@ class LeanImported(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     rcp_scaling_factor: float = 1.0
 
 
+class LeanGoodput(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    wall_s: float
+    parts_s: dict[str, float]
+    unaccounted_s: float
+    goodput: float | None
+    settled_step_s: float | None = None
+    compile_steps: Int = 0
+    startup_from: str = ""
+    checkpoint: dict[str, Any] = {}
+    recovery: dict[str, Any] = {}
+    ranks: list[dict[str, Any]] = []
+
+
 class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Every field of suite.results.record.Result; `config` is read only as far as compare needs it."""
 
@@ -168,6 +181,7 @@ class LeanResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     mllog: str | None = None
     phases: dict[str, Any] = {}
     imported: LeanImported | None = None
+    goodput: LeanGoodput | None = None
 
 
 DECODER = msgspec.json.Decoder(LeanResult)

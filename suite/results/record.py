@@ -21,10 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from suite.results.account import Goodput
 from suite.results.imported import ImportedFrom
 from suite.results.tree import create_temp, json_files, leads_out
 
-SCHEMA_VERSION = 2  # 2: throughput mode (status `measured`, `mode`, `step_times_s`)
+SCHEMA_VERSION = 3  # 2: throughput mode (status `measured`, `mode`, `step_times_s`); 3: `goodput` (issue 48), and the
+# optional `imported` (a published MLPerf result, issue 44) and `synthetic_data` (issue 49)
 Status = Literal["reached", "budget", "diverged", "error", "interrupted", "measured"]
 STATUSES: tuple[str, ...] = ("reached", "budget", "diverged", "error", "interrupted", "measured")
 Mode = Literal["tta", "throughput"]
@@ -150,6 +152,8 @@ class Result(_Model):
         "reward, old_log_prob, ref, update), tokens generated/trained per second, MFU of generation and update")
     imported: ImportedFrom | None = Field(default=None, description="set on a published MLPerf result brought "
                                           "in by `results import-mlperf`: its provenance (optional, schema v3)")
+    goodput: Goodput | None = Field(default=None, description="the wall-clock account (schema 3); null: a result "
+                                    "read from schema 2 (not measured) or a run that measured nothing")
 
     @field_validator("started_at")
     @classmethod
@@ -180,6 +184,7 @@ class ResultError(ValueError):
 # MIGRATIONS[v] turns a schema-v dict into a schema-(v+1) dict. Add one per schema bump; never edit old ones.
 MIGRATIONS: dict[int, Any] = {
     1: lambda d: d,  # v2 added status `measured` and the optional `mode` / `step_times_s`: a v1 file is a v2 file
+    2: lambda d: {**d, "goodput": None},  # v3 added `goodput`: a v2 file did not measure it (read, never rewritten)
 }
 
 

@@ -106,6 +106,7 @@ def _lean_record(d: LeanResult, started_at: str, source: str) -> RunRecord:
         started_at=started_at, host_load=load_warning(d.hardware), paused=pause_warning(d.warnings),
         rollout_s_per_step=phase_figure(d.phases, "rollout_s_per_step"),
         training_s_per_step=phase_figure(d.phases, "training_s_per_step"),
+        goodput_parts_s=dict(d.goodput.parts_s) if d.goodput else {}, goodput=d.goodput.goodput if d.goodput else None,
     )
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,

@@ -91,6 +91,9 @@ class RunFigures(BaseModel):
     rollout_s_per_step: float | None = Field(default=None, description="RL post-training: generation seconds per step")
     training_s_per_step: float | None = Field(default=None, description="RL post-training: old/ref log-prob and "
                                               "update seconds per step")
+    goodput_parts_s: dict[str, float] = Field(default_factory=dict, description="the wall-clock account's parts "
+                                              "(Result.goodput.parts_s; empty: not measured)")
+    goodput: float | None = Field(default=None, description="productive step time / wall time")
 
     @property
     def reached(self) -> bool:
@@ -127,6 +130,7 @@ def figures_of(r: Result) -> RunFigures:
         host_load=load_warning(r.hardware), paused=pause_warning(r.warnings),
         rollout_s_per_step=phase_figure(r.phases, "rollout_s_per_step"),
         training_s_per_step=phase_figure(r.phases, "training_s_per_step"),
+        goodput_parts_s=dict(r.goodput.parts_s) if r.goodput else {}, goodput=r.goodput.goodput if r.goodput else None,
     )
 
 

@@ -23,6 +23,7 @@ from suite.results import tree as results_tree
 from suite.results.record import Result
 from suite.site import output
 from suite.site.data import RunRow, Workload, flatten
+from suite.site.goodput_bar import goodput_bar
 from suite.site.render import eval_names, eval_rows, eval_shown, kv_rows, record_tables, run_charts
 
 SITE_DIR = Path(__file__).resolve().parents[2] / "site"
@@ -254,7 +255,7 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
         files.append(render_page(job, rr.page, "run.html", common=False, rr=rr, r=r, w=w, charts=run_charts(r),
                                  record=record_tables(r), config_rows=kv_rows(flatten(r.config).items(), mono=True),
                                  precision=rr.precision, eval_names=names, eval_rows=eval_rows(r, names, shown),
-                                 eval_shown=len(shown)))
+                                 eval_shown=len(shown), goodput_bar=goodput_bar(r.goodput)))
         written += files
         manifest[rr.page] = entry
     return written, manifest

@@ -25,7 +25,7 @@ def test_throughput_mode_times_every_measured_step_and_never_evaluates(digits_pa
     assert result.eval_curve == [] and result.time_to_target_s is None and result.final_metrics == {}
     assert abs(result.train_s - sum(result.step_times_s)) < 1e-3
     back = read_result(path)
-    assert back.schema_version == SCHEMA_VERSION == 2 and back.step_times_s == result.step_times_s
+    assert back.schema_version == SCHEMA_VERSION == 3 and back.step_times_s == result.step_times_s
     assert back.config["mode"] == "throughput" and back.config["spec"]["throughput"]["warmup_steps"] == 3
     # the throughput block is not in the spec hash: a TTA run of the same spec has the same hash
     assert spec.spec_hash() == load_spec(digits_path, variant="tiny").spec_hash()

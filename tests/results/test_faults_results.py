@@ -37,7 +37,7 @@ def _bad_files(folder: Path) -> dict[str, str]:
         "wrong-type.json": (_data(steps="many"), "steps: Input should be a valid integer"),
         "unknown-field.json": (_data(sneaky=1), "sneaky: Extra inputs are not permitted"),
         "bad-status.json": (_data(status="won"), "status: Input should be"),
-        "newer.json": (_data(schema_version=99), "schema_version 99 is newer than this trainbench understands (2)"),
+        "newer.json": (_data(schema_version=99), "schema_version 99 is newer than this trainbench understands (3)"),
         "no-version.json": (json.dumps({k: v for k, v in json.loads(good).items() if k != "schema_version"}),
                             "schema_version: missing or not an integer"),
         "bool-version.json": (_data(schema_version=True), "schema_version: missing or not an integer"),

@@ -26,6 +26,7 @@ from suite.results import lean as result_lean
 from suite.results.record import (
     EvalPoint,
     GitInfo,
+    Goodput,
     HardwareInfo,
     PeakInfo,
     Result,
@@ -192,7 +193,7 @@ def test_every_reader_gives_each_odd_file_the_same_verdict(tmp_path: Path) -> No
 
 MIRRORS: list[tuple[type[BaseModel], type[msgspec.Struct]]] = [
     (Result, result_lean.LeanResult), (HardwareInfo, result_lean.LeanHardware), (GitInfo, result_lean.LeanGit),
-    (PeakInfo, result_lean.LeanPeak), (EvalPoint, result_lean.LeanEvalPoint),
+    (PeakInfo, result_lean.LeanPeak), (EvalPoint, result_lean.LeanEvalPoint), (Goodput, result_lean.LeanGoodput),
 ]
 
 

@@ -33,6 +33,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("imported", "VARCHAR"),  # a published (MLPerf) result's provenance as JSON, NULL for a local run: schema 6
     ("synthetic_data", "BOOLEAN"),  # read `data prepare --synthetic` files: off the leaderboards, schema 6
     ("variant", "VARCHAR"),  # the spec's named variant (`--variant tiny`): labelled, off the leaderboards, schema 6
+    ("goodput", "VARCHAR"),  # the wall-clock account: {"parts_s": ..., "goodput": ...} (JSON), index schema 6
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -95,6 +96,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
         phase_figure(r.phases, "rollout_s_per_step"), phase_figure(r.phases, "training_s_per_step"),
         r.imported.model_dump_json() if r.imported else None,
         bool(r.synthetic_data), _text(r.config.get("variant")),
+        json.dumps({"parts_s": r.goodput.parts_s, "goodput": r.goodput.goodput}) if r.goodput else None,
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
               for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]

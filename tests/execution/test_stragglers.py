@@ -1,0 +1,72 @@
+"""Issue 48 point 4: per-rank step summaries, and a rank that holds the others back named in the warnings; a
+quiet or uniformly loaded run names nobody."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from support.faults import sh
+
+from suite.execution import ranks
+from suite.results.record import read_result
+
+DIGITS = Path(__file__).resolve().parents[2] / "workloads" / "cv" / "digits_cnn.yaml"
+
+
+def _waits(rng: random.Random, steps: int, slow_rank: int | None, extra: float, jitter: float) -> list[list[float]]:
+    """What each rank waits at the agreement after each step: the last to arrive waits ~0, the others the gap."""
+    out: list[list[float]] = [[], []]
+    for _ in range(steps):
+        arrive = [rng.expovariate(1 / jitter) for _ in range(2)]  # a loaded host delays either rank at random
+        if slow_rank is not None:
+            arrive[slow_rank] += extra
+        last = max(arrive)
+        for r in range(2):
+            out[r].append(last - arrive[r] + 1e-5)
+    return out
+
+
+def test_the_rank_that_comes_last_every_step_is_named():
+    rng = random.Random(1)
+    times = [[0.010] * 40, [0.015] * 40]
+    summary, warnings = ranks.summary(times, _waits(rng, 40, slow_rank=1, extra=0.008, jitter=0.0005))
+    assert [r["rank"] for r in summary] == [0, 1] and summary[1]["latest_share"] > 0.9
+    (w,) = warnings
+    assert w.startswith("straggler: rank 1 ")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_noisy_host_names_nobody(seed):
+    # arrivals shuffled by a loaded host: delays up to several steps' length, on either rank alike
+    rng = random.Random(seed)
+    times = [[0.010 * rng.uniform(0.5, 3) for _ in range(40)] for _ in range(2)]
+    _, warnings = ranks.summary(times, _waits(rng, 40, slow_rank=None, extra=0.0, jitter=0.008))
+    assert warnings == []
+
+
+def test_too_few_steps_name_nobody():
+    rng = random.Random(2)
+    _, warnings = ranks.summary([[0.01] * 10] * 2, _waits(rng, 10, slow_rank=0, extra=0.01, jitter=0.0001))
+    assert warnings == []
+
+
+@pytest.mark.slow
+def test_a_slowed_rank_of_a_real_ddp_run_is_named_and_a_quiet_one_is_not(tmp_path):
+    """Two real 2-rank runs under torchrun: rank 1 sleeps as long again as its step after every step (a test hook,
+    faults.slow_rank), then the same run without it."""
+    found = {}
+    for name, sets in (("slow", ["--set", "faults.slow_rank=1", "--set", "faults.slow_percent=100"]), ("quiet", [])):
+        res = tmp_path / name
+        p = sh("run", str(DIGITS), "--variant", "tiny", *sets, "--nproc", "2", "--threads", "1", "--quiet",
+               "--results", str(res), timeout=900)
+        assert p.returncode == 0, p.stderr[-3000:]
+        (path,) = res.rglob("*.json")
+        found[name] = read_result(path)
+    slow, quiet = found["slow"], found["quiet"]
+    assert [r["rank"] for r in slow.goodput.ranks] == [0, 1] and slow.goodput.ranks[1]["steps"] == 40
+    assert [w for w in slow.warnings if w.startswith("straggler: rank 1 ")], slow.warnings
+    assert not [w for w in slow.warnings if w.startswith("straggler: rank 0")]
+    assert len(quiet.goodput.ranks) == 2
+    assert not [w for w in quiet.warnings if w.startswith("straggler")], quiet.warnings
