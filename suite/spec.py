@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-Domain = Literal["cv", "nlp", "gnn", "rl"]
+Domain = Literal["cv", "nlp", "gnn", "rl", "rec"]
 Tier = Literal["smoke", "standard", "full"]
 # the precision recipes of suite/algorithms/precision.py, named here so that loading a spec imports no torch
 PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master", "float8")

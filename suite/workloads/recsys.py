@@ -1,0 +1,192 @@
+"""Recommendation tasks trained and evaluated in temporal windows, as MLPerf dlrmv4's streaming loop: the training
+stream walks the earlier windows in time order (shuffled within a window, a new order each pass), and evaluation
+scores the last window, strictly in the future of every training sample.
+
+`sequential_recommendation` (HSTU): will the user rate the next item >= the positive rating, given the history;
+reports AUC, and HR@10 / NDCG@10 of a positive next item ranked among sampled negatives.
+`click_through` (DLRM-DCNv2): the same label from dense and categorical features of the interaction; reports AUC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from suite.data.base import DataMissing
+from suite.measure.rec_metrics import hit_rate_at_k, ndcg_at_k, roc_auc
+from suite.workloads.base import WorkloadBase
+from suite.workloads.contract import Batch, Context
+
+EVAL_NEGATIVES = 100  # sampled items each positive is ranked against (HR@10 / NDCG@10)
+RANKING_QUERIES = 1000  # positives of the evaluated window ranked (the first N in time)
+
+
+def window_stream(train_idx: np.ndarray, window: np.ndarray, local_bs: int, rank: int, world: int,
+                  seed: int) -> Iterator[np.ndarray]:
+    """Endless passes over the training windows in time order, shuffled inside each window by (seed, pass);
+    a step's global batch may straddle two windows. Rank r takes the r-th slice of each global batch."""
+    global_bs = local_bs * world
+    if len(train_idx) < global_bs:
+        raise DataMissing(f"data.batch_size {global_bs} is larger than the training windows ({len(train_idx)} "
+                          "interactions)")
+    w = window[train_idx]
+    bounds = np.flatnonzero(np.diff(w)) + 1
+    pieces = np.split(train_idx, bounds)
+    epoch = 0
+    while True:
+        rng = np.random.default_rng([seed, epoch])
+        order = np.concatenate([rng.permutation(p) for p in pieces])
+        for i in range(len(order) // global_bs):
+            yield order[i * global_bs + rank * local_bs : i * global_bs + (rank + 1) * local_bs]
+        epoch += 1
+
+
+class _Windowed(WorkloadBase):
+    reported_metrics: ClassVar[frozenset[str]] = frozenset({"auc", "loss"})
+
+    def __init__(self, spec, ctx: Context):
+        super().__init__(spec, ctx)
+        self.data = self.data_component.load(self.data_cfg)
+        n_windows = self.data_cfg.n_windows
+        self.train_idx, eval_idx = self.data.split(n_windows)
+        if len(self.train_idx) == 0:
+            raise DataMissing(f"data {spec.data.name}: the training windows are empty")
+        if spec.eval.subset:
+            eval_idx = eval_idx[: spec.eval.subset]
+        self.eval_idx = eval_idx
+        labels = self.data.label[eval_idx]
+        if labels.min() == labels.max():
+            raise DataMissing(f"data {spec.data.name}: the evaluated window holds one label only (label "
+                              f"{labels[0]:g}): AUC is undefined; raise data.limit or eval.subset")
+        self.check_batch_fits(len(self.train_idx), "interactions")
+        self.meta = self.model_meta()
+
+    def model_meta(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def build_model(self) -> nn.Module:
+        return self.model_component.build(self.model_cfg, self.meta)
+
+    def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
+        for idx in window_stream(self.train_idx, self.data.window, self.local_batch_size(world), rank, world,
+                                 self.ctx.seed):
+            yield self.features(idx)
+
+    def batch_samples(self, batch: Batch) -> int:
+        return int(batch["label"].shape[0])
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(model(batch).float(), batch["label"])
+
+    def _scores(self, model: nn.Module, idx: np.ndarray, extra: dict[str, torch.Tensor] | None = None) -> np.ndarray:
+        bs = self.spec.data.eval_batch_size or 4096
+        out = []
+        for i in range(0, len(idx), bs):
+            b = self.features(idx[i : i + bs])
+            if extra:
+                b.update({k: v[i : i + bs] for k, v in extra.items()})
+            out.append(model({k: v.to(self.device) for k, v in b.items()}).float().cpu())
+        return torch.cat(out).numpy()
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        try:
+            metrics = self.metrics(model)
+        finally:
+            model.train(was_training)
+        return metrics
+
+    def metrics(self, model: nn.Module) -> dict[str, float]:
+        scores = self._scores(model, self.eval_idx)
+        labels = self.data.label[self.eval_idx]
+        loss = float(F.binary_cross_entropy_with_logits(torch.from_numpy(scores), torch.from_numpy(labels)))
+        return {"auc": roc_auc(labels, scores), "loss": loss}
+
+    def flops_per_sample(self) -> float:
+        return float(self.model_component.flops_per_sample(self.model_cfg, self.meta))
+
+    def bytes_per_sample(self) -> float:
+        return float(self.model_component.bytes_per_sample(self.model_cfg, self.meta))
+
+
+class SequentialRecommendation(_Windowed):
+    """HSTU over the user's history with the next item as the one candidate (dlrmv4's max_num_candidates = 1)."""
+
+    reported_metrics: ClassVar[frozenset[str]] = frozenset({"auc", "loss", "hr@10", "ndcg@10"})
+
+    def model_meta(self) -> dict[str, Any]:
+        return {"cardinality": self.data.cardinality, "max_history": self.data_cfg.max_history}
+
+    def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        d = self.data
+        return {"user": torch.from_numpy(d.user[idx]), "hist_item": torch.from_numpy(d.hist_item[idx]),
+                "hist_rating": torch.from_numpy(d.hist_rating[idx]), "cand_item": torch.from_numpy(d.item[idx]),
+                "label": torch.from_numpy(d.label[idx])}
+
+    def metrics(self, model: nn.Module) -> dict[str, float]:
+        out = super().metrics(model)
+        positives = self.eval_idx[self.data.label[self.eval_idx] > 0][:RANKING_QUERIES]
+        rng = np.random.default_rng(0)  # the same negatives for every run and every evaluation
+        negatives = rng.integers(1, self.data.n_items + 1, size=(len(positives), EVAL_NEGATIVES))
+        clash = negatives == self.data.item[positives][:, None]
+        negatives[clash] = negatives[clash] % self.data.n_items + 1
+        cands = torch.from_numpy(np.concatenate([self.data.item[positives][:, None], negatives], axis=1))
+        scores = self._scores(model, positives, {"cand_item": cands})
+        out.update({"hr@10": hit_rate_at_k(scores, 10), "ndcg@10": ndcg_at_k(scores, 10)})
+        return out
+
+
+class ClickThrough(_Windowed):
+    """DCNv2 over per-interaction features: dense counts and rates known before the interaction, one categorical
+    id per user / item attribute, the genres as a multi-hot bag."""
+
+    SPARSE = ("user", "item", "age", "gender", "occupation", "zip3", "year")
+    N_DENSE = 4
+
+    def __init__(self, spec, ctx: Context):
+        super().__init__(spec, ctx)
+
+    def model_meta(self) -> dict[str, Any]:
+        d = self.data
+        self.dense = self._dense_features()
+        self.sparse = np.stack([d.user, d.item] + [d.user_features[n][d.user] for n in ("age", "gender",
+                                "occupation", "zip3")] + [d.item_features["year"][d.item]], axis=1)
+        self.genres = d.item_features["genres"][d.item]
+        return {"cardinality": d.cardinality, "sparse_features": list(self.SPARSE), "multi_features": ["genres"],
+                "n_dense": self.N_DENSE, "multi_mean_ids": {"genres": float((self.genres > 0).sum(1).mean())}}
+
+    def _dense_features(self) -> np.ndarray:
+        """Known before the interaction: the history's length and mean rating, the item's and the user's count
+        of earlier interactions (log-scaled)."""
+        d = self.data
+        hist_len = (d.hist_item > 0).sum(1)
+        mean_rating = np.where(hist_len > 0, d.hist_rating.sum(1) / np.maximum(hist_len, 1), 0.0)
+        item_prior = _prior_counts(d.item)
+        user_prior = _prior_counts(d.user)
+        return np.stack([hist_len / d.hist_item.shape[1], mean_rating / 5.0, np.log1p(item_prior) / 7.0,
+                         np.log1p(user_prior) / 7.0], axis=1).astype(np.float32)
+
+    def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        return {"dense": torch.from_numpy(self.dense[idx]), "sparse": torch.from_numpy(self.sparse[idx]),
+                "multi:genres": torch.from_numpy(self.genres[idx]), "label": torch.from_numpy(self.data.label[idx])}
+
+
+def _prior_counts(ids: np.ndarray) -> np.ndarray:
+    """For each position (time order), how many earlier positions hold the same id."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_ids)) + 1]
+    run_start = np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
+    out = np.empty(len(ids), dtype=np.int64)
+    out[order] = np.arange(len(ids)) - run_start
+    return out
