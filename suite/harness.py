@@ -27,7 +27,7 @@ import torch
 from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
-from suite.measure import environment, mllog, pauses
+from suite.measure import bandwidth, environment, mllog, pauses
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -233,6 +233,7 @@ class Run:
         state = backend.setup(workload, opts)
         workload.attach(backend.eval_model(state))
         self.flops_per_sample = self.inst.model_flops_per_sample(workload, float(workload.flops_per_sample()))
+        self.bytes_source = workload  # recommenders: bytes moved per sample (suite/measure/bandwidth.py)
         self.tokens_per_sample = int(workload.tokens_per_sample())
         self.inst.setup(spec=spec, backend=backend, state=state, workload=workload,
                         platform=environment.hardware(self.device, self.dist.world).slug)
@@ -376,6 +377,9 @@ class Run:
             flops_per_sample=self.flops_per_sample, tokens_per_sample=self.tokens_per_sample, samples=self.samples,
             steps=self.steps, train_s=self.train_s, data_wait_s=self.data_wait_s, host_step_times_s=self.step_times,
             world=world, reached=self.status == "reached")
+        measured["throughput"].update(bandwidth.bytes_moved_fields(
+            getattr(self, "bytes_source", None), measured["throughput"].get("steady_samples_per_s"), world,
+            getattr(self.inst.peak, "device", None) or self.device.type))
         parallel = self.backend.parallel_layout() if self.backend is not None else {"dp": world}
         backend_version = None
         if self.backend is not None:
