@@ -81,6 +81,12 @@ def test_bad_data_exits_2_before_start_naming_file_and_field(tmp_path: Path) -> 
     r = _run(tmp_path, no_label)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "ml-100k.inter: no column 'rating'" in r.stdout + r.stderr
+    assert not list((tmp_path / "res").rglob("*.json")) if (tmp_path / "res").exists() else True
+
+
+@pytest.mark.slow
+def test_an_empty_window_exits_2_before_start(tmp_path: Path) -> None:
+    rows = [f"{1 + k % 5}\t{1 + k % 8}\t{1 + k % 5}\t{1000 + k}" for k in range(60)]
     good = _write(tmp_path / "few", "user_id:token\titem_id:token\trating:float\ttimestamp:float", rows)
     r = _run(tmp_path, good, "--set", "data.n_windows=100", "--set", "data.limit=60")
     assert r.returncode == 2, r.stdout + r.stderr
