@@ -161,7 +161,7 @@ class ShardedEmbeddingTables(nn.Module):
         self.shards = {n: shard_of(t, plan.get(n, "table_wise:0"), rank, world) for n, t in full.specs.items()}
         self.weights = nn.ParameterDict()
         for name, s in self.shards.items():
-            w = full.bags[name].weight.detach()
+            w = full.bag(name).weight.detach()
             if s.placement == "table_wise" and s.owner != rank:
                 local = torch.zeros(0, s.table.dim)
             else:
@@ -196,7 +196,10 @@ class ShardedEmbeddingTables(nn.Module):
 
 def shard_model(model: nn.Module, plan: dict[str, str], rank: int, world: int, **kwargs: Any) -> nn.Module:
     """Replace `model.tables` by this rank's shards (in place); every other parameter stays replicated."""
-    model.tables = ShardedEmbeddingTables(model.tables, plan, rank, world, **kwargs)
+    full = model.tables
+    if not isinstance(full, EmbeddingTables):
+        raise TypeError(f"model.tables is a {type(full).__name__}, not EmbeddingTables: shard a model once")
+    model.tables = ShardedEmbeddingTables(full, plan, rank, world, **kwargs)
     return model
 
 

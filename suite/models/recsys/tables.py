@@ -37,20 +37,25 @@ class EmbeddingTables(nn.Module):
         super().__init__()
         self.specs = {s.name: s for s in specs}
         self.bags = nn.ModuleDict({s.name: nn.EmbeddingBag(s.rows, s.dim, mode="sum") for s in specs})
-        for bag in self.bags.values():
-            nn.init.normal_(bag.weight, std=init_std)
+        for name in self.specs:
+            nn.init.normal_(self.bag(name).weight, std=init_std)
+
+    def bag(self, name: str) -> nn.EmbeddingBag:
+        bag = self.bags[name]
+        assert isinstance(bag, nn.EmbeddingBag)
+        return bag
 
     def lookup(self, name: str, ids: torch.Tensor) -> torch.Tensor:
         """ids [...] -> rows [..., dim]."""
         check_ids(self.specs[name], ids)
-        return F.embedding(ids, self.bags[name].weight)
+        return F.embedding(ids, self.bag(name).weight)
 
     def pooled(self, name: str, ids: torch.Tensor) -> torch.Tensor:
         """ids [B, k] (0 = absent) -> mean of the present rows [B, dim] (a zero vector when none is present)."""
         check_ids(self.specs[name], ids)
-        mask = (ids > 0).to(self.bags[name].weight.dtype)
-        summed = self.bags[name](ids, per_sample_weights=mask)
+        mask = (ids > 0).to(self.bag(name).weight.dtype)
+        summed = self.bag(name)(ids, per_sample_weights=mask)
         return summed / mask.sum(1, keepdim=True).clamp_min(1.0)
 
     def parameter_bytes(self) -> int:
-        return sum(b.weight.numel() * b.weight.element_size() for b in self.bags.values())
+        return sum(self.bag(n).weight.numel() * self.bag(n).weight.element_size() for n in self.specs)
