@@ -33,6 +33,7 @@ TASKS: dict[str, str] = {
     "grpo": "suite.workloads.grpo:GRPO",   # RL post-training of a causal LM on verifiable problems
     "diffusion": "suite.workloads.diffusion:Diffusion",   # rectified-flow DiT (MLPerf flux1)
     "sequential_recommendation": "suite.workloads.recsys:SequentialRecommendation",   # HSTU, temporal windows (dlrmv4)
+    "streaming_recommendation": "suite.workloads.recsys:StreamingRecommendation",   # MLPerf dlrmv4 on Yambda
     "click_through": "suite.workloads.recsys:ClickThrough",   # DLRM-DCNv2 click-through, temporal windows
 }
 
@@ -71,6 +72,7 @@ DATASETS: dict[str, str] = {
     "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
     "gsm8k": "suite.data.gsm8k:COMPONENT",             # GSM8K from a local path: veRL parquet or the jsonl (GRPO)
     "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
+    "yambda": "suite.data.rec.yambda:COMPONENT",   # MLPerf dlrmv4's processed Yambda (parquet + npy + json)
     "movielens_100k": "suite.data.rec.movielens:COMPONENT",   # RecBole 1.2.1's wheel's ml-100k atomic files
 }
 

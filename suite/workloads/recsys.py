@@ -9,6 +9,7 @@ reports AUC, and HR@10 / NDCG@10 of a positive next item ranked among sampled ne
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -23,6 +24,7 @@ from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 
 EVAL_NEGATIVES = 100  # sampled items each positive is ranked against (HR@10 / NDCG@10)
+MLPERF_EVAL_FRACTION = 0.001  # closed_dlrmv4.yaml: eval_every_data_pct
 RANKING_QUERIES = 1000  # positives of the evaluated window ranked (the first N in time)
 
 
@@ -52,7 +54,7 @@ class _Windowed(WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.data = self.data_component.load(self.data_cfg)
-        n_windows = self.data_cfg.n_windows
+        n_windows = getattr(self.data_cfg, "n_windows", None)  # Yambda's windows are days of its own split
         self.train_idx, eval_idx = self.data.split(n_windows)
         if len(self.train_idx) == 0:
             raise DataMissing(f"data {spec.data.name}: the training windows are empty")
@@ -144,6 +146,43 @@ class SequentialRecommendation(_Windowed):
         scores = self._scores(model, positives, {"cand_item": cands})
         out.update({"hr@10": hit_rate_at_k(scores, 10), "ndcg@10": ndcg_at_k(scores, 10)})
         return out
+
+
+class StreamingRecommendation(SequentialRecommendation):
+    """MLPerf dlrmv4: HSTU over the user's Yambda history, the listen-plus bit of the next listen as the label; logs
+    the keys closed_dlrmv4.yaml reads, each from what runs (the spec, the data that was read)."""
+
+    def mllog_hyperparameters(self) -> dict[str, Any]:
+        spec, opt = self.spec, self.spec.optimizer
+        beta_1, beta_2 = opt.params().get("betas", (0.9, 0.999))  # torch.optim.Adam's defaults when silent
+        clip = (spec.backends.get("torch") or {}).get("grad_clip")
+        out: dict[str, Any] = {
+            "max_sequence_length": int(self.data_cfg.max_history) + 2,  # user context + history + one candidate
+            "opt_adam_beta_1": float(beta_1), "opt_adam_beta_2": float(beta_2),
+            "opt_adam_epsilon": float(opt.params().get("eps", 1e-8)), "opt_weight_decay": float(opt.weight_decay),
+            # every parameter, tables included, trains with the spec's optimizer: the reference's row-wise Adagrad
+            # for the tables is in the sharded path only (docs/recommenders.md), so the log says what ran
+            "opt_sparse_name": "Adam" if opt.name == "adam" else opt.name, "opt_sparse_base_learning_rate": opt.lr,
+            "opt_learning_rate_warmup_start_lr": 0.0,  # suite/algorithms/schedules.py: a linear ramp (step+1)/warmup
+            "eval_every_data_pct": self.eval_every_data_pct()}
+        if clip:
+            out["opt_gradient_clip_norm"] = float(clip)
+        return out
+
+    def eval_every_data_pct(self) -> float:
+        """The reference's cadence is a fraction of the training samples, turned into steps once, rounding up
+        (data_pct_to_global_steps): MLPerf's 0.1% when eval.every_steps is that fraction's step count, else the
+        fraction eval.every_steps really is."""
+        steps, batch, n = self.spec.eval.every_steps, self.spec.data.batch_size, self.train_samples()
+        if max(1, math.ceil(MLPERF_EVAL_FRACTION * n / batch)) == steps:
+            return MLPERF_EVAL_FRACTION
+        return steps * batch / n
+
+    def train_samples(self) -> int:
+        return int(len(self.train_idx))
+
+    def eval_samples(self) -> int:
+        return int(len(self.eval_idx))
 
 
 class ClickThrough(_Windowed):
