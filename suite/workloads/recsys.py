@@ -157,6 +157,7 @@ class StreamingRecommendation(SequentialRecommendation):
         beta_1, beta_2 = opt.params().get("betas", (0.9, 0.999))  # torch.optim.Adam's defaults when silent
         clip = (spec.backends.get("torch") or {}).get("grad_clip")
         out: dict[str, Any] = {
+            "opt_name": "Adam" if opt.name == "adam" else opt.name,  # MLPerf's spelling of torch.optim.Adam
             "max_sequence_length": int(self.data_cfg.max_history) + 2,  # user context + history + one candidate
             "opt_adam_beta_1": float(beta_1), "opt_adam_beta_2": float(beta_2),
             "opt_adam_epsilon": float(opt.params().get("eps", 1e-8)), "opt_weight_decay": float(opt.weight_decay),
