@@ -14,6 +14,7 @@ from suite.harness import RunRequest, run
 from suite.measure.mllog import check_benchmark, parse
 from suite.specload import load_spec
 
+
 # what the tiny variant changes (sequence, lr and warm-up at batch 32), what generated files cannot have (the
 # 2,290,835,423 training and 2,058,204 evaluation samples of Yambda-5b, hence also the 0.1% cadence and the fixed
 # first evaluation at 57,344,000 samples), and the sparse optimizer: every parameter trains with Adam in the run path
