@@ -35,6 +35,7 @@ TASKS: dict[str, str] = {
     "sequential_recommendation": "suite.workloads.recsys:SequentialRecommendation",   # HSTU, temporal windows (dlrmv4)
     "streaming_recommendation": "suite.workloads.recsys:StreamingRecommendation",   # MLPerf dlrmv4 on Yambda
     "click_through": "suite.workloads.recsys:ClickThrough",   # DLRM-DCNv2 click-through, temporal windows
+    "criteo_click_through": "suite.workloads.recsys:CriteoClickThrough",   # MLPerf dlrm_dcnv2 on Criteo 1TB
 }
 
 # model arch -> component with .Config and .build(cfg, ctx)
@@ -73,6 +74,7 @@ DATASETS: dict[str, str] = {
     "gsm8k": "suite.data.gsm8k:COMPONENT",             # GSM8K from a local path: veRL parquet or the jsonl (GRPO)
     "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
     "yambda": "suite.data.rec.yambda:COMPONENT",   # MLPerf dlrmv4's processed Yambda (parquet + npy + json)
+    "criteo_1tb": "suite.data.rec.criteo:COMPONENT",   # MLPerf dlrm_dcnv2's preprocessed days (npy + multi-hot npz)
     "movielens_100k": "suite.data.rec.movielens:COMPONENT",   # RecBole 1.2.1's wheel's ml-100k atomic files
 }
 
