@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
-from suite.data.locate import find_dir, local_hint, named_dir
+from suite.data.locate import find_dir, named_dir
 from suite.registry import Component
 
 N_DENSE, N_SPARSE = 13, 26
@@ -26,6 +26,8 @@ N_DENSE, N_SPARSE = 13, 26
 NUM_EMBEDDINGS = (40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10, 2209, 11938,
                   155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36)
 MULTI_HOT_SIZES = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
+
+HINT = "set data.path to the folder (or put the files under $TRAINBENCH_DATA/criteo_1tb)"
 
 
 class Config(BaseModel):
@@ -69,7 +71,7 @@ def _day(folder: Path, day: int, cfg: Config, half: bool) -> tuple[np.ndarray, l
     sparse_p = folder / f"day_{day}_sparse_multi_hot.npz"
     for p in (dense_p, label_p, sparse_p):
         if not p.is_file():
-            raise DataMissing(f"{p}: missing (day {day} of data.train_days / data.eval_day); {local_hint('criteo_1tb')}")
+            raise DataMissing(f"{p}: missing (day {day} of data.train_days / data.eval_day); {HINT}")
     dense = _npy(dense_p)
     if dense.ndim != 2 or dense.shape[1] != N_DENSE:
         raise DataMissing(f"{dense_p}: shape {dense.shape}, expected [N, {N_DENSE}]")
@@ -108,7 +110,7 @@ def locate(cfg: Config) -> Path:
     first = (f"day_{cfg.train_days[0]}_dense.npy", f"day_{cfg.train_days[0]}_labels.npy",
              f"day_{cfg.train_days[0]}_sparse_multi_hot.npz")
     return find_dir("criteo_1tb", [Path(cfg.path) if cfg.path else None, named_dir("criteo_1tb")], first,
-                    local_hint("criteo_1tb"))
+                    HINT)
 
 
 def load(cfg: Config) -> CriteoDays:

@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
-from suite.data.locate import find_dir, local_hint, named_dir
+from suite.data.locate import find_dir, named_dir
 from suite.registry import Component
 
 FILES = ("train_sessions.parquet", "test_events.parquet", "session_index.parquet", "item_popularity.npy",
@@ -39,6 +39,8 @@ LISTEN, LIKE = 0, 1  # the reference's event_types
 LISTEN_PLUS_PCT = 50  # the reference's LISTEN_PLUS_THRESHOLD
 LP_BIT, LIKE_BIT, SKIP_BIT = 1, 2, 4  # the reference's action_weights [1, 2, 4]
 ACTION_ROWS = 8  # action bits 0-7 (the model's candidate token, 6, is never a real combination: the pools exclude)
+
+HINT = "set data.path to the folder (or put the files under $TRAINBENCH_DATA/yambda)"
 
 
 class Config(BaseModel):
@@ -145,7 +147,7 @@ def _check(ok: bool, message: str) -> None:
 
 
 def locate(cfg: Config) -> Path:
-    return find_dir("yambda", [Path(cfg.path) if cfg.path else None, named_dir("yambda")], FILES, local_hint("yambda"))
+    return find_dir("yambda", [Path(cfg.path) if cfg.path else None, named_dir("yambda")], FILES, HINT)
 
 
 def load(cfg: Config) -> YambdaAnchors:
