@@ -24,6 +24,7 @@ from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 
 EVAL_NEGATIVES = 100  # sampled items each positive is ranked against (HR@10 / NDCG@10)
+DENSE_SPARSE = "suite.algorithms.dense_sparse:AdamRowWiseAdagrad"  # dlrmv4's Adam + RowWiseAdagrad
 MLPERF_EVAL_FRACTION = 0.001  # closed_dlrmv4.yaml: eval_every_data_pct
 RANKING_QUERIES = 1000  # positives of the evaluated window ranked (the first N in time)
 
@@ -156,14 +157,16 @@ class StreamingRecommendation(SequentialRecommendation):
         spec, opt = self.spec, self.spec.optimizer
         beta_1, beta_2 = opt.params().get("betas", (0.9, 0.999))  # torch.optim.Adam's defaults when silent
         clip = (spec.backends.get("torch") or {}).get("grad_clip")
+        pair = opt.name == DENSE_SPARSE
+        dense_name = "Adam" if pair or opt.name == "adam" else opt.name  # MLPerf's spelling of torch.optim.Adam
         out: dict[str, Any] = {
-            "opt_name": "Adam" if opt.name == "adam" else opt.name,  # MLPerf's spelling of torch.optim.Adam
+            "opt_name": dense_name,
             "max_sequence_length": int(self.data_cfg.max_history) + 2,  # user context + history + one candidate
             "opt_adam_beta_1": float(beta_1), "opt_adam_beta_2": float(beta_2),
             "opt_adam_epsilon": float(opt.params().get("eps", 1e-8)), "opt_weight_decay": float(opt.weight_decay),
-            # every parameter, tables included, trains with the spec's optimizer: the reference's row-wise Adagrad
-            # for the tables is in the sharded path only (docs/recommenders.md), so the log says what ran
-            "opt_sparse_name": "Adam" if opt.name == "adam" else opt.name, "opt_sparse_base_learning_rate": opt.lr,
+            # the tables' optimizer: row-wise Adagrad under the pair (suite/algorithms/dense_sparse.py), else the
+            # spec's one optimizer trains them too, and the log says so
+            "opt_sparse_name": "RowWiseAdagrad" if pair else dense_name, "opt_sparse_base_learning_rate": opt.lr,
             "opt_learning_rate_warmup_start_lr": 0.0,  # suite/algorithms/schedules.py: a linear ramp (step+1)/warmup
             "eval_every_data_pct": self.eval_every_data_pct()}
         if clip:

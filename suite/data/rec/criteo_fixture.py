@@ -27,5 +27,5 @@ def write(folder: Path, n_days: int = 4, rows: int = 600, table_rows: int = 50, 
         label = (score + rng.logistic(size=rows) > 0).astype(np.int32)
         np.save(folder / f"day_{d}_dense.npy", dense)
         np.save(folder / f"day_{d}_labels.npy", label.reshape(-1, 1))
-        np.savez(folder / f"day_{d}_sparse_multi_hot.npz", **sparse)
+        np.savez(folder / f"day_{d}_sparse_multi_hot.npz", **sparse)  # type: ignore[arg-type]  # numpy stubs
     return folder

@@ -39,6 +39,8 @@ class EmbeddingTables(nn.Module):
         self.bags = nn.ModuleDict({s.name: nn.EmbeddingBag(s.rows, s.dim, mode="sum") for s in specs})
         for name in self.specs:
             nn.init.normal_(self.bag(name).weight, std=init_std)
+            # what a dense/sparse optimizer pair updates row-wise (suite/algorithms/dense_sparse.py)
+            self.bag(name).weight.embedding_table = True  # type: ignore[attr-defined]
 
     def bag(self, name: str) -> nn.EmbeddingBag:
         bag = self.bags[name]
