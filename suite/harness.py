@@ -316,7 +316,8 @@ class Run:
                         code = self._read_loss(self.steps, out.loss)
                 now = time.perf_counter()
                 self.step_times.append(now - ts)
-                if code == CONTINUE and self.steps % ev.every_steps == 0 and evaluate():
+                if code == CONTINUE and self.steps % ev.every_steps == 0 and self.steps >= (ev.first_step or 0) \
+                        and evaluate():
                     code = REACHED
                     self.time_to_target_s = time.perf_counter() - t0
                     self.inst.target_reached()

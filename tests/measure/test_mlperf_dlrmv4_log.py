@@ -56,3 +56,19 @@ def test_the_tiny_variant_fails_exactly_the_rules_it_changes(tmp_path: Path) -> 
     adam = tmp_path / "adam.mllog"  # the tables trained with Adam would be refused
     adam.write_text(log.read_text().replace('"value": "RowWiseAdagrad"', '"value": "Adam"'))
     assert failed_rules(check_benchmark(adam)[1]) == TINY_FAILS | {"opt_sparse_name"}
+
+
+def test_no_evaluation_before_the_first_step_then_the_same_grid(tmp_path: Path) -> None:
+    """closed_dlrmv4.yaml's FIRST_CHECK fixes the first evaluation (step 7000 at batch 8192: the full spec's
+    eval.first_step); after it the 0.1% grid goes on. Here: every 2 steps from step 6 of 10."""
+    full = load_spec(registry.workload_files()["rec/dlrmv4"])
+    assert full.eval.first_step * full.data.batch_size == 57_344_000 and full.eval.first_step % full.eval.every_steps == 0
+    data = yambda_fixture.write(tmp_path / "yambda")
+    spec = load_spec(registry.workload_files()["rec/dlrmv4"], {"data.path": str(data), "eval.every_steps": 2,
+                                                               "eval.first_step": 6, "budget.max_steps": 10},
+                     variant="tiny")
+    result, path = run(RunRequest(spec=spec, threads=1, results_dir=tmp_path / "results", measure_peak=False))
+    assert [p.step for p in result.eval_curve] == [6, 8, 10]
+    samples = [e["metadata"]["samples_count"] for e in parse((path.parent / result.mllog).read_text())
+               if e["key"] == "eval_accuracy"]
+    assert samples == [6 * 32, 8 * 32, 10 * 32]
