@@ -9,6 +9,11 @@
 - `item_popularity.npy`: one count per item id (its length is the item vocabulary);
 - `split_meta.json`: split_timestamp, window_seconds, n_train_events, n_test_events, n_items.
 
+Where each column comes from: train_sessions.parquet's are the ones the reference's yambda.py reads and explodes,
+and item_popularity.npy is its item vocabulary; the version of the reference read here (2026-12-07) shows no reader
+of test_events.parquet, session_index.parquet or split_meta.json, so their columns above are this reader's choice,
+named after train_sessions' (check them against the preprocessing script before a real run).
+
 A sample is one LISTEN event (the reference's anchor); its label is the listen-plus bit (played_ratio_pct >= 50);
 its history is the same user's previous events, oldest first, each tagged with the reference's action bits
 (listen-plus 1, like 2, skip 4). Histories are gathered per batch from the flat event arrays (never materialised
