@@ -16,8 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from suite import harness, registry
 from suite.data.base import DataMissing
 from suite.data.rec import yambda, yambda_fixture
+from suite.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,3 +147,14 @@ def test_run_exits_2_before_start_naming_the_file(files: Path, tmp_path: Path) -
     assert r.returncode == 2, r.stdout + r.stderr
     assert expected in r.stdout + r.stderr
     assert not (tmp_path / "res").exists() or not list((tmp_path / "res").rglob("*.json"))
+
+
+def test_the_tiny_variant_learns_the_planted_listens(files: Path) -> None:
+    """Labels, histories and the dense/sparse optimizer pair carry the signal: AUC on the future window well above
+    chance after 100 steps (0.70 measured; 0.654 at step 50, 0.757 at step 300)."""
+    spec = load_spec(registry.workload_files()["rec/dlrmv4"], {"data.path": str(files), "budget.max_steps": 100,
+                                                               "eval.every_steps": 100, "eval.first_step": 100},
+                     variant="tiny")
+    result, _ = harness.run(harness.RunRequest(spec=spec, results_dir=None, threads=1))
+    assert result.status in ("budget", "reached"), result.error
+    assert result.eval_curve[-1].metrics["auc"] > 0.62

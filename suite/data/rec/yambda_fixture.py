@@ -1,7 +1,8 @@
 """Generated files in the processed Yambda layout (suite/data/rec/yambda.py: train_sessions.parquet,
 test_events.parquet, session_index.parquet, item_popularity.npy, split_meta.json), for the reader's tests and the
 dlrmv4 tiny variant where the real data is absent. Whether a listen is played to >= 50% follows a planted
-user x item affinity, so AUC can rise above 0.5. `write(folder)` writes the five files."""
+user x item affinity plus
+an item appeal, so AUC can rise above 0.5. `write(folder)` writes the five files."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def write(folder: Path, users: int = 40, items: int = 80, sessions_per_user: int
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     u_vec, i_vec = rng.normal(size=(users, 4)), rng.normal(size=(items, 4))
+    i_bias = 1.5 * rng.normal(size=items)  # each item's appeal: the part a few hundred steps can learn
     t0 = 1_700_000_000
     split_ts = t0 + days * DAY_S
 
@@ -29,7 +31,7 @@ def write(folder: Path, users: int = 40, items: int = 80, sessions_per_user: int
         item = rng.integers(0, items, n)
         ts = np.sort(rng.integers(lo, hi, n))
         etype = np.where(rng.random(n) < 0.15, 1, 0)
-        affinity = (u_vec[u] * i_vec[item]).sum(1) + rng.normal(scale=0.5, size=n)
+        affinity = (u_vec[u] * i_vec[item]).sum(1) + i_bias[item] + rng.normal(scale=0.5, size=n)
         played = np.clip(50 + 30 * affinity, 0, 100).round(1)
         return {"item_ids": item, "timestamps": ts, "event_types": etype,
                 "is_organic": rng.integers(0, 2, n).astype(np.int8), "played_ratio_pct": played}
