@@ -57,7 +57,7 @@ CPU_PRECISION = {"bf16": "fp32", "fp16": "fp32", "bf16_master": "fp32", "fp8": "
 
 # below the full tier, checked on the device too: GRPO's KV-cached generation and its update (issue 32; the full-tier
 # GRPO recipe, rl/gsm8k_grpo, is covered by its tiny variant on FIXTURES' files)
-ALSO_ON_DEVICE = ("rl/arithmetic_grpo",)
+ALSO_ON_DEVICE = ("rl/arithmetic_grpo", "rec/movielens_hstu", "rec/movielens_dcnv2")  # rec: issue 46, fixture files
 # veRL's trainer (where it imports: `pip install 'verl[vllm]==0.9.1'` on the device) runs the GRPO tiny variant for a few
 # steps only: its start-up (Ray, workers, the vLLM engine) is most of its time. veRL 0.9.1's trainer rolls out with
 # vllm, sglang or trtllm (no Hugging Face rollout); without vllm the backend says so and the pair is skipped
@@ -72,6 +72,8 @@ PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sy
 FIXTURES: dict[str, tuple[str, dict[str, str]]] = {
     "rl/gsm8k_grpo": ("suite.data.gsm8k_fixture:write", {"data.path": "data", "data.tokenizer": "model",
                                                          "model.checkpoint": "model"}),
+    "rec/movielens_hstu": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
+    "rec/movielens_dcnv2": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
 }
 
 

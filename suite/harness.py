@@ -28,7 +28,7 @@ from suite.data import synthetic
 from suite.data.base import DataMissing
 from suite.execution import faults, ranks, recovery
 from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
-from suite.measure import environment, goodput, mllog, pauses
+from suite.measure import bandwidth, environment, goodput, mllog, pauses
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -205,6 +205,7 @@ class Run:
         state = self.train_state = backend.setup(workload, opts)
         workload.attach(backend.eval_model(state))
         self.flops_per_sample = self.inst.model_flops_per_sample(workload, float(workload.flops_per_sample()))
+        self.bytes_source = workload  # recommenders: bytes moved per sample (suite/measure/bandwidth.py)
         self.tokens_per_sample = int(workload.tokens_per_sample())
         self.inst.setup(spec=spec, backend=backend, state=state, workload=workload,
                         platform=environment.hardware(self.device, self.dist.world).slug)
@@ -308,7 +309,8 @@ class Run:
                         code = self._read_loss(self.steps, out.loss)
                 now = time.perf_counter()
                 self.step_times.append(now - ts)
-                if code == CONTINUE and self.steps % ev.every_steps == 0 and evaluate():
+                if code == CONTINUE and self.steps % ev.every_steps == 0 and self.steps >= (ev.first_step or 0) \
+                        and evaluate():
                     code = REACHED
                     self.time_to_target_s = time.perf_counter() - t0
                     self.inst.target_reached()
@@ -379,6 +381,9 @@ class Run:
             flops_per_sample=self.flops_per_sample, tokens_per_sample=self.tokens_per_sample, samples=self.samples,
             steps=self.steps, train_s=self.train_s, data_wait_s=self.data_wait_s, host_step_times_s=self.step_times,
             world=world, reached=self.status == "reached")
+        measured["throughput"].update(bandwidth.bytes_moved_fields(
+            getattr(self, "bytes_source", None), measured["throughput"].get("steady_samples_per_s"), world,
+            getattr(self.inst.peak, "device", None) or self.device.type))
         parallel = self.backend.parallel_layout() if self.backend is not None else {"dp": world}
         backend_version = None
         if self.backend is not None:

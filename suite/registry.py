@@ -32,6 +32,10 @@ TASKS: dict[str, str] = {
     "ppo": "suite.workloads.ppo:PPO",
     "grpo": "suite.workloads.grpo:GRPO",   # RL post-training of a causal LM on verifiable problems
     "diffusion": "suite.workloads.diffusion:Diffusion",   # rectified-flow DiT (MLPerf flux1)
+    "sequential_recommendation": "suite.workloads.recsys:SequentialRecommendation",   # HSTU, temporal windows (dlrmv4)
+    "streaming_recommendation": "suite.workloads.recsys:StreamingRecommendation",   # MLPerf dlrmv4 on Yambda
+    "click_through": "suite.workloads.recsys:ClickThrough",   # DLRM-DCNv2 click-through, temporal windows
+    "criteo_click_through": "suite.workloads.recsys:CriteoClickThrough",   # MLPerf dlrm_dcnv2 on Criteo 1TB
 }
 
 # model arch -> component with .Config and .build(cfg, ctx)
@@ -46,6 +50,8 @@ MODELS: dict[str, str] = {
     "gin": "suite.models.gin:COMPONENT",
     "ppo_mlp": "suite.models.ppo_mlp:COMPONENT",
     "flux": "suite.models.flux:COMPONENT",   # Flux-style diffusion transformer (double + single stream blocks)
+    "hstu": "suite.models.recsys.hstu:COMPONENT",     # MLPerf dlrmv4's HSTU encoder over embedding tables
+    "dcnv2": "suite.models.recsys.dcnv2:COMPONENT",   # DLRM with low-rank DCN-v2 cross layers (MLPerf dlrm_dcnv2)
 }
 
 # data set name -> component with .Config and .load(cfg, ctx)
@@ -67,6 +73,9 @@ DATASETS: dict[str, str] = {
     "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
     "gsm8k": "suite.data.gsm8k:COMPONENT",             # GSM8K from a local path: veRL parquet or the jsonl (GRPO)
     "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
+    "yambda": "suite.data.rec.yambda:COMPONENT",   # MLPerf dlrmv4's processed Yambda (parquet + npy + json)
+    "criteo_1tb": "suite.data.rec.criteo:COMPONENT",   # MLPerf dlrm_dcnv2's preprocessed days (npy + multi-hot npz)
+    "movielens_100k": "suite.data.rec.movielens:COMPONENT",   # RecBole 1.2.1's wheel's ml-100k atomic files
 }
 
 # backend name -> class implementing suite.backends.base.Backend

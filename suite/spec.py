@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-Domain = Literal["cv", "nlp", "gnn", "rl"]
+Domain = Literal["cv", "nlp", "gnn", "rl", "rec"]
 Tier = Literal["smoke", "standard", "full"]
 # the precision recipes of suite/algorithms/precision.py, named here so that loading a spec imports no torch
 PRECISIONS = ("fp32", "bf16", "fp16", "bf16_master", "float8")
@@ -147,6 +147,8 @@ class EvalSpec(_Strict):
     every_steps: int = Field(gt=0, description="evaluate after every N optimizer steps (on the clock)")
     at_start: bool = Field(default=False, description="also evaluate before the first step (on the clock)")
     subset: int | None = Field(default=None, gt=0, description="evaluate on the first N validation samples")
+    first_step: int | None = Field(default=None, gt=0, description="no evaluation before this step (MLPerf dlrmv4 "
+                                   "fixes its first one); then every every_steps, on the same grid")
 
 
 MAX_BUDGET_S = 30 * 86400.0  # 1e308 s is as much "no limit" as .inf (refused): 30 days bounds every real run
@@ -324,6 +326,8 @@ class WorkloadSpec(_Strict):
         data.pop("parallel", None)
         if not data["optimizer"].get("weight_decay"):
             data["optimizer"].pop("decay", None)  # which parameters decay changes nothing when nothing decays
+        if data["eval"].get("first_step") is None:  # added later: unset, hashed as before it existed
+            data["eval"].pop("first_step", None)
         if data["budget"].get("max_init_s") is None:  # derived since (init_limit): hashed as the value it replaced,
             data["budget"]["max_init_s"] = DEFAULT_MAX_INIT_S  # so no spec hash moved when the default became derived
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -243,7 +243,22 @@ def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
            for name in ("nlp/llama31_8b", "nlp/gpt_oss_20b", "nlp/deepseekv3_671b")},
         "nlp/llama2_70b_lora": {"data.path": str(write_govreport(base / "govreport", seq_len=64, vocab=512)),
                                 "model.checkpoint": str(write_fused_qkv_llama(base / "llama_fused_qkv"))},
-    } | flux1_overrides(base) | gsm8k_overrides(base)
+    } | flux1_overrides(base) | gsm8k_overrides(base) | rec_overrides(base)
+
+
+def rec_overrides(base: Path) -> dict[str, dict[str, str]]:
+    """rec/dlrm_dcnv2's Criteo days (numpy) and rec/dlrmv4's processed Yambda (parquet: needs pyarrow, else left out
+    as flux1 is), generated in the real layouts by suite/data/rec/{criteo,yambda}_fixture.py."""
+    import importlib.util
+
+    from suite.data.rec import criteo_fixture
+
+    out = {"rec/dlrm_dcnv2": {"data.path": str(criteo_fixture.write(base / "criteo"))}}
+    if importlib.util.find_spec("pyarrow") is not None:
+        from suite.data.rec import yambda_fixture
+
+        out["rec/dlrmv4"] = {"data.path": str(yambda_fixture.write(base / "yambda"))}
+    return out
 
 
 def gsm8k_overrides(base: Path) -> dict[str, dict[str, str]]:

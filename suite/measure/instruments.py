@@ -173,7 +173,8 @@ class Instruments:
             own = dict(workload.mllog_hyperparameters()) if hasattr(workload, "mllog_hyperparameters") else {}
             self.mllog.hyperparameters(
                 seed=self.seed, global_batch_size=own.pop("global_batch_size", spec.data.batch_size),
-                optimizer=getattr(opt, "name", str(opt)), learning_rate=getattr(opt, "lr", None), platform=platform,
+                optimizer=own.pop("opt_name", getattr(opt, "name", str(opt))),  # a benchmark's own spelling
+                learning_rate=getattr(opt, "lr", None), platform=platform,
                 extra={"precision": self.precision, "world_size": self.dist.world,
                        **mlperf_keys.hyperparameters(spec, workload, getattr(getattr(backend, "opts", None),
                                                                              "grad_clip", None)),

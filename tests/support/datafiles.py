@@ -8,6 +8,7 @@ from suite.data.synthetic import (  # noqa: F401 - re-exported for the tests
     flux1_overrides,
     full_tier_overrides,
     gsm8k_overrides,
+    rec_overrides,
     write_c4_indexed,
     write_cifar10,
     write_fashion,

@@ -1,0 +1,246 @@
+"""The processed Yambda layout that MLPerf dlrmv4's reference trains on (mlcommons/training recommendation_v4,
+`dlrm_v3/datasets/yambda.py`; written by its `preprocess_public_data.py --dataset yambda-<size>`):
+
+- `train_sessions.parquet`: one row per listening session: uid, session_id and the per-event lists item_ids,
+  timestamps, event_types (0 listen, 1 like, ...), is_organic, played_ratio_pct (the columns the reference explodes);
+- `test_events.parquet`: the held-out events, one per row (uid, item_id, timestamp, event_type, is_organic,
+  played_ratio_pct), every one strictly later than the training stream;
+- `session_index.parquet`: uid, session_id, n_events per training session (must agree with train_sessions);
+- `item_popularity.npy`: one count per item id (its length is the item vocabulary);
+- `split_meta.json`: split_timestamp, window_seconds, n_train_events, n_test_events, n_items.
+
+Where each column comes from: train_sessions.parquet's are the ones the reference's yambda.py reads and explodes,
+and item_popularity.npy is its item vocabulary; the version of the reference read here (2026-12-07) shows no reader
+of test_events.parquet, session_index.parquet or split_meta.json, so their columns above are this reader's choice,
+named after train_sessions' (check them against the preprocessing script before a real run).
+
+A sample is one LISTEN event (the reference's anchor); its label is the listen-plus bit (played_ratio_pct >= 50);
+its history is the same user's previous events, oldest first, each tagged with the reference's action bits
+(listen-plus 1, like 2, skip 4). Histories are gathered per batch from the flat event arrays (never materialised
+as [N, max_history]). Training anchors fall in day windows (window_seconds); the test events are the one
+evaluated window, strictly in the future. A malformed or mismatched file is refused naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from suite.data.base import DataMissing
+from suite.data.locate import find_dir, named_dir
+from suite.registry import Component
+
+FILES = ("train_sessions.parquet", "test_events.parquet", "session_index.parquet", "item_popularity.npy",
+         "split_meta.json")
+SESSION_LISTS = ("item_ids", "timestamps", "event_types", "is_organic", "played_ratio_pct")
+EVENT_COLUMNS = ("uid", "item_id", "timestamp", "event_type", "is_organic", "played_ratio_pct")
+INDEX_COLUMNS = ("uid", "session_id", "n_events")
+META_FIELDS = ("split_timestamp", "window_seconds", "n_train_events", "n_test_events", "n_items")
+LISTEN, LIKE = 0, 1  # the reference's event_types
+LISTEN_PLUS_PCT = 50  # the reference's LISTEN_PLUS_THRESHOLD
+LP_BIT, LIKE_BIT, SKIP_BIT = 1, 2, 4  # the reference's action_weights [1, 2, 4]
+ACTION_ROWS = 8  # action bits 0-7 (the model's candidate token, 6, is never a real combination: the pools exclude)
+
+HINT = "set data.path to the folder (or put the files under $TRAINBENCH_DATA/yambda)"
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str | None = Field(default=None, description="folder holding the processed Yambda files")
+    max_history: int = Field(default=4096, ge=1, description="previous events of the user kept per sample")
+    limit: int | None = Field(default=None, gt=0, description="keep only the first N training anchors in time")
+
+
+class LazyHistory:
+    """`hist[idx]` -> [len(idx), max_history] of the user's previous events (items or action bits), left-padded 0."""
+
+    def __init__(self, values: np.ndarray, position: np.ndarray, user_start: np.ndarray, length: int):
+        self.values, self.position, self.user_start, self.length = values, position, user_start, length
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        p = self.position[idx]
+        cols = p[:, None] - self.length + np.arange(self.length)[None, :]
+        valid = cols >= self.user_start[idx][:, None]
+        return np.where(valid, self.values[np.clip(cols, 0, None)], 0).astype(np.int64)
+
+
+class YambdaAnchors:
+    """Anchors in time order (training windows first, then the test window); ids 1-based (0 is padding)."""
+
+    def __init__(self, *, user: np.ndarray, item: np.ndarray, label: np.ndarray, window: np.ndarray,
+                 is_test: np.ndarray, hist_item: LazyHistory, hist_rating: LazyHistory, n_users: int, n_items: int,
+                 meta: dict[str, Any]):
+        self.user, self.item, self.label, self.window, self.is_test = user, item, label, window, is_test
+        self.hist_item, self.hist_rating = hist_item, hist_rating
+        self.n_users, self.n_items, self.meta = n_users, n_items, meta
+        self.cardinality = {"user": n_users + 1, "item": n_items + 1, "rating": ACTION_ROWS}
+
+    def __len__(self) -> int:
+        return len(self.user)
+
+    def split(self, n_windows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Training anchors (the day windows before the split) and the test anchors (strictly later)."""
+        return np.flatnonzero(~self.is_test), np.flatnonzero(self.is_test)
+
+
+def _read_parquet(path: Path, required: tuple[str, ...]) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for a file that is not parquet
+        raise DataMissing(f"{path}: not a readable parquet file ({e})") from None
+    missing = [c for c in required if c not in table.column_names]
+    if missing:
+        raise DataMissing(f"{path}: no column {missing[0]!r} (it has: {', '.join(table.column_names)})")
+    return {c: table.column(c) for c in required}
+
+
+def _flat(col: Any, path: Path, name: str, dtype: type) -> np.ndarray:
+    try:
+        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise DataMissing(f"{path}: column {name!r} is not numeric ({e})") from None
+
+
+def _sessions(path: Path) -> dict[str, np.ndarray]:
+    """train_sessions.parquet exploded into flat event columns, with each session's uid and length."""
+    import pyarrow as pa
+
+    cols = _read_parquet(path, ("uid", "session_id", *SESSION_LISTS))
+    lengths = None
+    out: dict[str, np.ndarray] = {}
+    for name in SESSION_LISTS:
+        col = cols[name].combine_chunks() if isinstance(cols[name], pa.ChunkedArray) else cols[name]
+        if not pa.types.is_list(col.type) and not pa.types.is_large_list(col.type):
+            raise DataMissing(f"{path}: column {name!r} is {col.type}, not a list per session")
+        n = np.asarray(col.value_lengths().fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if lengths is None:
+            lengths = n
+        elif not np.array_equal(n, lengths):
+            row = int(np.flatnonzero(n != lengths)[0])
+            raise DataMissing(f"{path}: session row {row}: column {name!r} holds {n[row]} events, item_ids holds "
+                              f"{lengths[row]}")
+        out[name] = _flat(col.flatten(), path, name, np.float64 if name == "played_ratio_pct" else np.int64)
+    assert lengths is not None
+    out["session_uid"] = _flat(cols["uid"], path, "uid", np.int64)
+    out["session_id"] = _flat(cols["session_id"], path, "session_id", np.int64)
+    out["session_len"] = lengths
+    return out
+
+
+def _meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise DataMissing(f"{path}: not readable JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise DataMissing(f"{path}: expected a JSON object with {', '.join(META_FIELDS)}")
+    for key in META_FIELDS:
+        if not isinstance(meta.get(key), int) or isinstance(meta.get(key), bool):
+            raise DataMissing(f"{path}: field {key!r} must be an integer, got {meta.get(key)!r}")
+    return meta
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise DataMissing(message)
+
+
+def locate(cfg: Config) -> Path:
+    return find_dir("yambda", [Path(cfg.path) if cfg.path else None, named_dir("yambda")], FILES, HINT)
+
+
+def load(cfg: Config) -> YambdaAnchors:
+    folder = locate(cfg)
+    meta_path, pop_path = folder / "split_meta.json", folder / "item_popularity.npy"
+    meta = _meta(meta_path)
+    sess = _sessions(folder / "train_sessions.parquet")
+    test_path = folder / "test_events.parquet"
+    test_cols = _read_parquet(test_path, EVENT_COLUMNS)
+    test = {k: _flat(v, test_path, k, np.float64 if k == "played_ratio_pct" else np.int64)
+            for k, v in test_cols.items()}
+    index_path = folder / "session_index.parquet"
+    index = {k: _flat(v, index_path, k, np.int64) for k, v in _read_parquet(index_path, INDEX_COLUMNS).items()}
+    try:
+        popularity = np.load(pop_path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise DataMissing(f"{pop_path}: not a readable .npy array ({e})") from None
+
+    n_train, n_test = int(sess["session_len"].sum()), len(test["uid"])
+    _check(popularity.ndim == 1, f"{pop_path}: expected one count per item (1-D), got shape {popularity.shape}")
+    _check(len(popularity) == meta["n_items"], f"{pop_path}: {len(popularity)} items, but {meta_path} field "
+           f"'n_items' says {meta['n_items']}")
+    _check(n_train == meta["n_train_events"], f"{folder / 'train_sessions.parquet'}: {n_train} events, but "
+           f"{meta_path} field 'n_train_events' says {meta['n_train_events']}")
+    _check(n_test == meta["n_test_events"], f"{test_path}: {n_test} events, but {meta_path} field "
+           f"'n_test_events' says {meta['n_test_events']}")
+    ref = {(int(u), int(s)): int(n) for u, s, n in zip(sess["session_uid"], sess["session_id"],
+                                                       sess["session_len"], strict=True)}
+    got = {(int(u), int(s)): int(n) for u, s, n in zip(index["uid"], index["session_id"], index["n_events"],
+                                                       strict=True)}
+    if got != ref:
+        diff = sorted(set(ref.items()) ^ set(got.items()))[0]
+        raise DataMissing(f"{index_path}: does not match train_sessions.parquet (first difference: uid {diff[0][0]} "
+                          f"session {diff[0][1]}, n_events {diff[1]})")
+    n_items = meta["n_items"]
+    for name, items in (("train_sessions.parquet", sess["item_ids"]), ("test_events.parquet", test["item_id"])):
+        bad = np.flatnonzero((items < 0) | (items >= n_items))
+        _check(len(bad) == 0, f"{folder / name}: item id {int(items[bad[0]]) if len(bad) else 0} is out of range "
+               f"[0, {n_items}) of {pop_path.name}")
+    split_ts = meta["split_timestamp"]
+    late = np.flatnonzero(sess["timestamps"] >= split_ts)
+    _check(len(late) == 0, f"{folder / 'train_sessions.parquet'}: event at timestamp "
+           f"{int(sess['timestamps'][late[0]]) if len(late) else 0} is not before {meta_path} split_timestamp "
+           f"{split_ts}")
+    early = np.flatnonzero(test["timestamp"] < split_ts)
+    _check(len(early) == 0, f"{test_path}: event at timestamp {int(test['timestamp'][early[0]]) if len(early) else 0}"
+           f" is before {meta_path} split_timestamp {split_ts}: the evaluated window must be strictly in the future")
+    _check(meta["window_seconds"] > 0, f"{meta_path}: field 'window_seconds' must be > 0")
+
+    # every event, train then test, in (user, time) order
+    uid = np.concatenate([np.repeat(sess["session_uid"], sess["session_len"]), test["uid"]])
+    ts = np.concatenate([sess["timestamps"], test["timestamp"]])
+    item = np.concatenate([sess["item_ids"], test["item_id"]]) + 1
+    etype = np.concatenate([sess["event_types"], test["event_type"]])
+    played = np.nan_to_num(np.concatenate([sess["played_ratio_pct"], test["played_ratio_pct"]]))
+    is_test = np.concatenate([np.zeros(n_train, bool), np.ones(n_test, bool)])
+    order = np.lexsort((ts, uid))
+    uid, ts, item, etype, played, is_test = (a[order] for a in (uid, ts, item, etype, played, is_test))
+    listen = etype == LISTEN
+    plus = listen & (played >= LISTEN_PLUS_PCT)
+    action = np.where(plus, LP_BIT, 0) | np.where(etype == LIKE, LIKE_BIT, 0) | np.where(listen & ~plus, SKIP_BIT, 0)
+    starts = np.r_[0, np.flatnonzero(np.diff(uid)) + 1]
+    user_start = np.repeat(starts, np.diff(np.r_[starts, len(uid)]))
+    _, dense_user = np.unique(uid, return_inverse=True)
+
+    anchors = np.flatnonzero(listen)
+    anchors = anchors[np.lexsort((anchors, ts[anchors], is_test[anchors]))]  # train windows, then test; by time
+    train = anchors[~is_test[anchors]][: cfg.limit]
+    anchors = np.concatenate([train, anchors[is_test[anchors]]])
+    _check(len(train) > 0, f"{folder / 'train_sessions.parquet'}: no LISTEN event (event_type {LISTEN}) to train on")
+    t0 = int(ts[train].min())
+    window = np.where(is_test[anchors], -1, (ts[anchors] - t0) // meta["window_seconds"])
+    window[window < 0] = int(window.max()) + 1
+    n_users = int(dense_user.max()) + 1
+    return YambdaAnchors(
+        user=dense_user[anchors].astype(np.int64) + 1, item=item[anchors].astype(np.int64),
+        label=plus[anchors].astype(np.float32), window=window.astype(np.int64), is_test=is_test[anchors],
+        hist_item=LazyHistory(item, anchors, user_start[anchors], cfg.max_history),
+        hist_rating=LazyHistory(action, anchors, user_start[anchors], cfg.max_history),
+        n_users=n_users, n_items=n_items,
+        meta={"source": str(folder), "license": "the Yambda data set card's terms", "train_events": n_train,
+              "test_events": n_test, "positive_rate": float(plus[anchors].mean())})
+
+
+def prepare(source: Path | None) -> str:
+    data = load(Config(path=str(source) if source else None))
+    train, test = data.split()
+    return f"yambda: {data.meta['source']} ({len(train)} training anchors, {len(test)} test anchors)"
+
+
+COMPONENT = Component(Config, load=load, prepare=prepare)
