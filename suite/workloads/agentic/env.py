@@ -181,7 +181,10 @@ def rollout(policy: nn.Module, envs: Sequence[Environment], tok: Tokenizer, samp
 def _batch(prompts, body, body_mask, body_logp, trajs, pad, context, gen_s, tool_s, reward_s, gen_tokens,
            positions) -> Rollout:
     p_ids, p_keys = _left_pad(prompts, pad)
-    width = max(1, max(len(b) for b in body))
+    # every batch is as wide as the context: the update's FLOPs are then the same each step (the analytic figure
+    # the harness divides is exact), at the price of computing the padding
+    width = max(1, context - p_ids.shape[1], max(len(b) for b in body)) if context > p_ids.shape[1] else \
+        max(1, max(len(b) for b in body))
     width = min(width, context - p_ids.shape[1]) if context > p_ids.shape[1] else width
     seq = torch.full((len(body), width), pad, dtype=torch.long)
     mask = torch.zeros((len(body), width))

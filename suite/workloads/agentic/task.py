@@ -267,11 +267,16 @@ class AgenticGRPO(WorkloadBase):
     # ---- FLOPs and the report ---------------------------------------------------------------------------
 
     def tokens_per_sample(self) -> int:
-        return self.cfg.group_size * self.context
+        """Positions the update's forward computes for one task: G episodes padded to the context, less one."""
+        return self.cfg.group_size * (self.context - 1)
 
     def flops_per_sample(self) -> float:
-        n = float(self.model_component.active_matmul_params(self.model_cfg, self.meta))
-        return 6.0 * n * self.tokens_per_sample()
+        """The update of one task's G episodes: 6N per position plus attention (12 L H Q T, the `full`
+        convention), as task grpo counts it; generation is not in it (its positions vary with the episode)."""
+        cfg = self.model_cfg
+        n = float(self.model_component.active_matmul_params(cfg, self.meta))
+        attention = 12.0 * cfg.n_layer * cfg.n_head * cfg.head_size * (self.context - 1)
+        return self.tokens_per_sample() * (6.0 * n + attention)
 
     def train_samples(self) -> int:
         return int(self.repos.train_size)
