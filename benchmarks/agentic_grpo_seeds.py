@@ -32,7 +32,8 @@ def run(seed: int, extra: list[str], results: Path) -> dict:
     if out.returncode not in (0, 1):
         raise SystemExit(out.stderr[-2000:])
     (row,) = json.loads(out.stdout)
-    return {**row, "load_before": before, "load_after": load()}
+    full = json.loads(Path(row["path"]).read_text())  # the Result file: phases, steps to target
+    return {**full, "load_before": before, "load_after": load()}
 
 
 def main() -> None:
@@ -49,7 +50,7 @@ def main() -> None:
             r = run(seed, extra, args.results)
             ph = r.get("phases") or {}
             s = ph.get("seconds", {})
-            print(f"| {mode} | {seed} | {r['status']} | {r.get('time_to_target_s')} | {r.get('steps')} | "
+            print(f"| {mode} | {seed} | {r['status']} | {r.get('time_to_target_s')} | {r.get('steps_to_target') or r.get('steps')} | "
                   + " | ".join(f"{s.get(k, 0):.1f}" for k in ("gen", "tool", "reward", "old_log_prob", "update",
                                                                 "weight_sync", "wait"))
                   + f" | {ph.get('overlap_s', 0):.1f} | {ph.get('mean_turns', 0):.2f} | "

@@ -87,3 +87,6 @@ def test_a_tiny_run_through_the_harness_records_phases_and_episodes(mode):
     assert ph["episodes"] >= 3 * 2 * 2 and ph["mean_turns"] >= 1 and ph["tokens_tool"] > 0
     assert ph["sandbox"]["cpu"].startswith("enforced") and ph["staleness"] == int(mode == "async")
     assert {p.metrics.get("pass_at_k") is not None for p in result.eval_curve} == {True}
+    # what is recorded holds counts and reasons, never a tool's output or a sandbox's path
+    recorded = result.model_dump_json()
+    assert "tb-sandbox" not in recorded and "Traceback" not in recorded and "fail " not in recorded

@@ -128,3 +128,22 @@ def test_what_is_enforced_is_said():
                          "process_tree"}
     assert all(isinstance(v, str) and v for v in said.values())
     assert Path(python_for_commands()).exists()
+
+
+def test_without_util_linux_the_preexec_path_sets_the_same_limits(monkeypatch):
+    """Where unshare / prlimit / setpriv are missing, the limits are set between fork and exec instead."""
+    from suite.workloads.agentic import sandbox
+
+    monkeypatch.setattr(sandbox, "_util_linux", lambda: None)
+    monkeypatch.setenv("TB_API_TOKEN", SECRET)
+    with Sandbox(None, Limits(wall_s=60, file_bytes=1 << 20, processes=8)) as b:
+        assert b._wrapped(["true"]) is None
+        r = _py(b, "import os\nprint(os.getuid(), open('/proc/self/environ').read())")
+        assert r.reason == "ok" and SECRET not in r.output
+        assert (int(r.output.split()[0]) == b.uid) == ROOT
+        assert _py(b, "open('big', 'wb').write(b'0' * 2**21)").reason == "file_size_limit"
+        assert _py(b, "import os\nwhile True:\n    os.fork()").reason == "process_limit"
+        if enforced()["network"].startswith("enforced"):
+            code = "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=5)"
+            assert _py(b, code).reason == "network_denied"
+        assert b.live_processes() == 0
