@@ -37,6 +37,7 @@ class Config(BaseModel):
     eval_temperature: float = Field(default=1.0, ge=0, description="sampling temperature of the k attempts")
     wall_s: float = Field(default=5.0, gt=0, description="sandbox: wall-clock limit of one tool command")
     cpu_s: int = Field(default=2, gt=0, description="sandbox: RLIMIT_CPU of one command")
+    tool_workers: int = Field(default=2, gt=0, description="episodes whose tools run at once (threads)")
 
 
 @dataclass(frozen=True)

@@ -124,3 +124,20 @@ def test_the_single_turn_case_is_the_existing_reward_plug_in():
     env.reset()
     env.step("ab")
     assert env.reward() == 1.0 and F is not None
+
+
+def test_tools_run_in_threads_give_the_same_batch():
+    from suite.workloads.agentic.bugfix import BugFixEnv
+    from suite.workloads.agentic.sandbox import Limits
+
+    repos = load_repos(RepoConfig(eval_tasks=3))
+    policy = _policy(4)
+    s = Sampling(temperature=1.0, max_new_tokens=6, stop_tokens=TOK.stop_ids)
+    outs = []
+    for workers in (1, 3):
+        envs = [BugFixEnv(t, Limits(wall_s=30)) for t in repos.held_out] + [Echo(2)]
+        outs.append(rollout(policy, envs, TOK, s, torch.Generator().manual_seed(4), 3, 96, workers))
+    a, b = outs
+    assert torch.equal(a.sequences, b.sequences) and torch.equal(a.mask, b.mask)
+    assert a.rewards.tolist() == b.rewards.tolist()
+    assert [t.record()["reasons"] for t in a.trajectories] == [t.record()["reasons"] for t in b.trajectories]

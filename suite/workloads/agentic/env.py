@@ -121,9 +121,11 @@ def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def rollout(policy: nn.Module, envs: Sequence[Environment], tok: Tokenizer, sampling: Sampling,
-            gen: torch.Generator, max_turns: int, context: int) -> Rollout:
+            gen: torch.Generator, max_turns: int, context: int, tool_workers: int = 1) -> Rollout:
     """Run every environment to its end (done, `max_turns` actions, or a context of `context` tokens full) with
-    `policy` sampling each turn's action; return the token batch and the trajectories."""
+    `policy` sampling each turn's action; return the token batch and the trajectories. `tool_workers` > 1 runs a
+    turn's tools (and the rewards) of different episodes at once in threads (a tool that waits on a child process
+    releases the GIL); the results are placed by episode, so the batch is the same for any number of workers."""
     prompts = [tok.encode(env.reset()) for env in envs]
     trajs = [Trajectory(prompt=tok.decode(p)) for p in prompts]
     body: list[list[int]] = [[] for _ in envs]
@@ -146,16 +148,19 @@ def rollout(policy: nn.Module, envs: Sequence[Environment], tok: Tokenizer, samp
         gen_tokens += out.tokens
         positions += int(keys.sum()) + out.tokens
         still: list[int] = []
+        actions: list[tuple[int, list[int], str]] = []
         for row, i in enumerate(live):
             n = int(out.mask[row].sum())
             action_ids = out.completion[row, :n].tolist()
             body[i] += action_ids
             body_mask[i] += [1.0] * n
             body_logp[i] += out.logprobs[row, :n].tolist()
-            text = tok.decode([a for a in action_ids if a not in stop])
-            t = time.perf_counter()
-            res = envs[i].step(text)
-            tool_s += time.perf_counter() - t
+            actions.append((i, action_ids, tok.decode([a for a in action_ids if a not in stop])))
+        t = time.perf_counter()
+        results = _map(lambda a: envs[a[0]].step(a[2]), actions, tool_workers)
+        tool_s += time.perf_counter() - t
+        for (i, action_ids, text), res in zip(actions, results, strict=True):
+            n = len(action_ids)
             obs_ids = tok.encode(res.observation)
             body[i] += obs_ids
             body_mask[i] += [0.0] * len(obs_ids)
@@ -166,16 +171,30 @@ def rollout(policy: nn.Module, envs: Sequence[Environment], tok: Tokenizer, samp
             else:
                 still.append(i)
         live = still
-    reward_s = 0.0
-    for i, env in enumerate(envs):
-        if trajs[i].end == "running":
-            trajs[i].end = "max_turns" if len(trajs[i].turns) >= max_turns else "context_full"
+    for tr in trajs:
+        if tr.end == "running":
+            tr.end = "max_turns" if len(tr.turns) >= max_turns else "context_full"
+
+    def score(i: int) -> float:
         t = time.perf_counter()
-        trajs[i].reward = float(env.reward())
+        trajs[i].reward = float(envs[i].reward())
         trajs[i].reward_s = time.perf_counter() - t
-        reward_s += trajs[i].reward_s
+        return trajs[i].reward
+
+    t = time.perf_counter()
+    _map(score, list(range(len(envs))), tool_workers)
+    reward_s = time.perf_counter() - t  # wall seconds of the reward phase
     return _batch(prompts, body, body_mask, body_logp, trajs, tok.pad_id, context, gen_s, tool_s, reward_s,
                   gen_tokens, positions)
+
+
+def _map(fn: Callable, items: list, workers: int) -> list:
+    if workers <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="tool") as pool:
+        return list(pool.map(fn, items))
 
 
 def _batch(prompts, body, body_mask, body_logp, trajs, pad, context, gen_s, tool_s, reward_s, gen_tokens,

@@ -148,7 +148,7 @@ class AgenticGRPO(WorkloadBase):
         tasks = self.repos.draw(rng, self.spec.data.batch_size)
         gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
         ro: Rollout = rollout(net, self._envs(tasks, g), self.repos, self.sampling, gen, self.repos.cfg.max_turns,
-                              self.context)
+                              self.context, self.repos.cfg.tool_workers)
         c.add("gen", ro.gen_s)
         c.add("tool", ro.tool_s)
         c.add("reward", ro.reward_s)
@@ -258,7 +258,7 @@ class AgenticGRPO(WorkloadBase):
         k, tasks = self.repos.cfg.pass_k, self.repos.held_out
         gen = torch.Generator().manual_seed(0xE7A1)
         ro = rollout(_unwrap(model), self._envs(tasks, k), self.repos, self.eval_sampling, gen,
-                     self.repos.cfg.max_turns, self.context)
+                     self.repos.cfg.max_turns, self.context, self.repos.cfg.tool_workers)
         solved = ro.rewards.view(len(tasks), k)
         self._eval_s += time.perf_counter() - t
         return {"pass_at_k": float((solved.max(1).values > 0).float().mean()), "pass_at_1": float(solved.mean()),
