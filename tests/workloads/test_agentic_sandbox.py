@@ -147,3 +147,16 @@ def test_without_util_linux_the_preexec_path_sets_the_same_limits(monkeypatch):
             code = "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=5)"
             assert _py(b, code).reason == "network_denied"
         assert b.live_processes() == 0
+
+
+def test_each_sandbox_is_a_throw_away_copy(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "m.py").write_text("a=1\n")
+    tmp_path.chmod(0o755)
+    with Sandbox(repo) as b:
+        assert _py(b, "open('m.py', 'w').write('a=2\\n')").reason == "ok"
+        assert b.read_text("m.py") == "a=2\n"
+        with Sandbox(repo) as other:  # a second rollout sees the original
+            assert other.read_text("m.py") == "a=1\n"
+    assert (repo / "m.py").read_text() == "a=1\n" and not b.top.exists()

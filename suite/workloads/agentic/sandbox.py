@@ -151,9 +151,10 @@ class Sandbox:
     def __init__(self, source: Path | None, limits: Limits = Limits(), parent: str | None = None):
         self.limits = limits
         self.root_mode = os.geteuid() == 0
-        if self.root_mode and parent is not None and not _world_reachable(Path(parent)):
-            raise ValueError(f"sandbox parent {parent}: the sandbox's own uid must be able to reach its folder "
-                             "(o+x on every folder above it); use the default temporary folder")
+        base = Path(parent or tempfile.gettempdir())
+        if self.root_mode and not _world_reachable(base):
+            raise ValueError(f"sandbox parent {base}: the sandbox's own uid must be able to reach its folder "
+                             "(o+x on every folder above it); pass another parent or set TMPDIR")
         self.top = Path(tempfile.mkdtemp(prefix="tb-sandbox-", dir=parent))
         self.folder = self.top / "repo"
         if source is not None:
