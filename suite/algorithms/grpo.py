@@ -90,13 +90,9 @@ def check(block: dict[str, Any] | None, task: str) -> list[tuple[str, str]]:
                 if task in ("grpo", "agentic_grpo") else [])
     if task not in ("grpo", "agentic_grpo"):
         return [("grpo", f"a `grpo:` block is read by tasks grpo and agentic_grpo only, not {task!r}; remove it")]
+    # task agentic_grpo's block (more fields) is checked by suite/algorithms/grpo_agentic.py: check(block)
     try:
-        if task == "agentic_grpo":
-            from suite.algorithms import grpo_agentic
-
-            cfg: Config = grpo_agentic.Config.model_validate(block)
-        else:
-            cfg = Config.model_validate(block)
+        cfg = Config.model_validate(block)
     except ValidationError as e:
         return format_validation(e, "grpo")
     return grpo_rewards.check(cfg.reward)

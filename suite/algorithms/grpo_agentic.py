@@ -9,11 +9,11 @@ max_trajectory_age_steps 1).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from suite.algorithms import grpo
+from suite.algorithms import grpo, grpo_rewards
 
 
 class Config(grpo.Config):
@@ -32,3 +32,18 @@ class Config(grpo.Config):
             raise ValueError("task agentic_grpo recomputes old log-probs with the rollout's weights "
                              "(old_logprob: recompute)")
         return self
+
+
+def check(block: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Problems of task agentic_grpo's `grpo:` block (validated with its reward) for spec load."""
+    from pydantic import ValidationError
+
+    from suite.spec import format_validation
+
+    if block is None:
+        return [("grpo", "task agentic_grpo needs a `grpo:` block (group_size, rollout, warm_start, ...)")]
+    try:
+        cfg = Config.model_validate(block)
+    except ValidationError as e:
+        return format_validation(e, "grpo")
+    return grpo_rewards.check(cfg.reward)

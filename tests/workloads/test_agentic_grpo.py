@@ -90,3 +90,12 @@ def test_a_tiny_run_through_the_harness_records_phases_and_episodes(mode):
     # what is recorded holds counts and reasons, never a tool's output or a sandbox's path
     recorded = result.model_dump_json()
     assert "tb-sandbox" not in recorded and "Traceback" not in recorded and "fail " not in recorded
+
+
+def test_a_bad_agentic_block_names_its_field():
+    from suite.spec import SpecError
+
+    with pytest.raises(SpecError, match="grpo.staleness"):
+        load_spec(SPEC, {"grpo.rollout_mode": "async", "grpo.staleness": 2})
+    with pytest.raises(SpecError, match="grpo.tool_wrkers"):
+        load_spec(SPEC, {"grpo.tool_wrkers": 2})
