@@ -67,6 +67,7 @@ DATASETS: dict[str, str] = {
     "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)
     "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
     "bugfix_repos": "suite.data.bugfix_repos:COMPONENT",   # generated repos with a one-line bug (agentic GRPO)
+    "r2e_gym": "suite.data.r2e_gym:COMPONENT",   # MLPerf qwen35_397b_grpo's R2E-Gym task JSONL (NeMo Gym rows)
     "gsm8k": "suite.data.gsm8k:COMPONENT",             # GSM8K from a local path: veRL parquet or the jsonl (GRPO)
     "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
 }

@@ -74,6 +74,31 @@ class AgenticClock:
                 "episode_ends": dict(self.ends), "tool_reasons": dict(self.reasons)}
 
 
+def mllog_keys(spec: Any) -> dict[str, Any]:
+    """The GRPO keys of MLPerf Training 6.1's closed_qwen35_397b_grpo.yaml, from the spec alone (what a run logs,
+    and what the full recipe's settings give without its data): the global batch counts completions (prompts x
+    G), the validation temperature is the one evaluation samples with (data.eval_temperature), the maximum
+    sequence is the context (model.seq_len)."""
+    cfg = grpo_agentic.Config.model_validate(getattr(spec, "grpo", None) or {})
+    opt, sched, data = spec.optimizer.params(), spec.schedule, spec.data
+    betas = opt.get("betas", (0.9, 0.999))
+    prompts = spec.data.batch_size
+    return {"global_batch_size": prompts * cfg.group_size, "num_prompts_per_step": prompts,
+            "num_generations_per_prompt": cfg.group_size,
+            "generation_training_rollout_temperature": cfg.rollout.temperature,
+            "generation_training_rollout_top_p": cfg.rollout.top_p,
+            "generation_validation_rollout_temperature": float(getattr(data, "eval_temperature", 1.0)),
+            "generation_validation_rollout_top_p": cfg.eval_sampling.top_p,
+            "max_sequence_length": int(spec.model.params()["seq_len"]),
+            "init_checkpoint_step": 0, "max_steps": spec.budget.max_steps or 0,
+            "opt_adamw_beta_1": float(betas[0]), "opt_adamw_beta_2": float(betas[1]),
+            "opt_adamw_epsilon": float(opt.get("eps", 1e-8)),
+            "opt_adamw_weight_decay": float(opt.get("weight_decay", 0.0)),
+            "opt_gradient_clip_norm": float(spec.backends.get("torch", {}).get("grad_clip") or 0.0),
+            "opt_learning_rate_warmup_steps": int(getattr(sched, "warmup_steps", 0) or 0),
+            "opt_learning_rate_decay_schedule": getattr(sched, "name", None) or "constant"}
+
+
 class AgenticGRPO(WorkloadBase):
     reported_metrics = frozenset({"pass_at_k", "pass_at_1", "mean_turns"})
 
@@ -283,6 +308,9 @@ class AgenticGRPO(WorkloadBase):
 
     def eval_samples(self) -> int:
         return len(self.repos.held_out)
+
+    def mllog_hyperparameters(self) -> dict[str, Any]:
+        return mllog_keys(self.spec)
 
     def phase_report(self, peak_flops_per_s: float | None, dtype: str) -> dict[str, Any]:
         out = self.clock.report()
