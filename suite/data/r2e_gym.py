@@ -174,4 +174,10 @@ def load(cfg: Config, *args: Any, **kwargs: Any) -> Any:
                       "here runs them yet")
 
 
-COMPONENT = Component(Config, load=load)
+def requires() -> str | None:
+    """What `trainbench list --matrix` says of a workload on these tasks: None when a container runtime is here."""
+    return None if container_runtime()[0] else container_runtime()[1] + " (a runner provides it and the per-task " \
+        "SIF images in data.sif_dir: docs/grpo.md, 'qwen35_397b_grpo')"
+
+
+COMPONENT = Component(Config, load=load, requires=requires)

@@ -237,3 +237,22 @@ def test_qwen35_counts_equal_transformers_and_the_published_397b_17b():
     assert qwen35.param_count() / 1e9 == pytest.approx(397, abs=1.0)  # 396.3B: no MTP head
     assert qwen35.active_param_count() / 1e9 == pytest.approx(17, abs=0.5)  # 17.3B
     assert qwen35.layer_types(qwen35.QWEN35_397B).count("full_attention") == 15
+
+
+def test_list_matrix_says_the_task_containers_need_a_runtime(tmp_path):
+    """Without apptainer or singularity on PATH the matrix names what the runner must provide; with one, nothing."""
+    from support.backend_util import env
+
+    def matrix(path: Path) -> str:
+        r = subprocess.run([sys.executable, "-m", "suite.cli", "list", "--matrix"], capture_output=True, text=True,
+                           env={**env(), "PATH": str(path)}, timeout=300, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    (tmp_path / "empty").mkdir()
+    line = [t for t in matrix(tmp_path / "empty").splitlines() if t.startswith("rl/qwen35_397b_grpo (any backend)")]
+    assert line and "neither `apptainer` nor `singularity` is on PATH" in line[0] and "data.sif_dir" in line[0]
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "singularity").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "singularity").chmod(0o755)
+    assert "rl/qwen35_397b_grpo (any backend)" not in matrix(tmp_path / "bin")
