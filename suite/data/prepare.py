@@ -41,6 +41,7 @@ DATA_SETS: dict[str, DataSet] = {d.name: d for d in (
     DataSet("lora_text", "local", "made here: a Llama pretrained on Austen (needs austen) + pydoc topics"),
     DataSet("ogbg_molpcba", "local", "OGB ogbg-molpcba on-disk layout (download or --from)"),
     DataSet("gsm8k", "local", "GSM8K: veRL's train/test.parquet or the original train/test.jsonl (--from)"),
+    DataSet("r2e_gym", "local", "MLPerf qwen35_397b_grpo's R2E-Gym task JSONL (llm_moe_grpo download_dataset.sh; --from)"),
 )}
 
 

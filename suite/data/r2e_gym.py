@@ -145,15 +145,34 @@ def _folder(cfg: Config) -> Path:
     return named_dir("r2e_gym")
 
 
+def locate(cfg: Config) -> Path:
+    """The folder holding both task files (DataMissing naming the missing one)."""
+    folder = _folder(cfg)
+    for name in (cfg.train_file, cfg.val_file):
+        if not (folder / name).is_file():
+            raise DataMissing(f"R2E-Gym task file {folder / name} is missing (mlcommons/training llm_moe_grpo's "
+                              "download_dataset.sh writes it; `trainbench data prepare r2e_gym --from PATH`)")
+    return folder
+
+
+def prepare(source: Path | None) -> str:
+    """Check both files row by row, then link the folder as $TRAINBENCH_DATA/r2e_gym."""
+    from suite.data.locate import link_local, named_dir
+
+    if source is None:
+        raise DataMissing("r2e_gym: give --from PATH, the folder with the reference's two task JSONL files")
+    cfg = Config(path=str(Path(source).expanduser().resolve()))
+    folder = locate(cfg)
+    train, val = read_tasks(folder / cfg.train_file), read_tasks(folder / cfg.val_file)
+    link_local("r2e_gym", folder)
+    return f"r2e_gym: {len(train)} training and {len(val)} validation tasks in {folder}, linked as {named_dir('r2e_gym')}"
+
+
 def load(cfg: Config, *args: Any, **kwargs: Any) -> Any:
     """Read and check both files (format, row counts, disjoint splits, an image per task, a runtime); the agent
     environment that runs the tasks in their containers is not in this suite yet: say so after the checks."""
-    folder = _folder(cfg)
+    folder = locate(cfg)
     files = [folder / cfg.train_file, folder / cfg.val_file]
-    for f in files:
-        if not f.is_file():
-            raise DataMissing(f"R2E-Gym task file {f} is missing (mlcommons/training llm_moe_grpo's "
-                              "download_dataset.sh writes it; set data.path)")
     train, val = read_tasks(files[0]), read_tasks(files[1])
     if len(train) != cfg.train_tasks:
         raise DataFormatError(f"{files[0]}: {len(train)} tasks, data.train_tasks is {cfg.train_tasks}")
@@ -180,4 +199,4 @@ def requires() -> str | None:
         "SIF images in data.sif_dir: docs/grpo.md, 'qwen35_397b_grpo')"
 
 
-COMPONENT = Component(Config, load=load, requires=requires)
+COMPONENT = Component(Config, load=load, prepare=prepare, requires=requires)

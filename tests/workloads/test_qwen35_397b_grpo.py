@@ -256,3 +256,17 @@ def test_list_matrix_says_the_task_containers_need_a_runtime(tmp_path):
     (tmp_path / "bin" / "singularity").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "singularity").chmod(0o755)
     assert "rl/qwen35_397b_grpo (any backend)" not in matrix(tmp_path / "bin")
+
+
+def test_data_prepare_checks_the_rows_and_links_the_folder(tmp_path, monkeypatch):
+    from suite.data import prepare
+
+    monkeypatch.setenv("TRAINBENCH_DATA", str(tmp_path / "data"))
+    assert not prepare.status("r2e_gym")[0]
+    (tmp_path / "src").mkdir()
+    folder = _folder(tmp_path / "src", [_row(1, "train"), _broken("container")], [_row(9, "val")])
+    with pytest.raises(r2e_gym.DataFormatError, match=f"{r2e_gym.TRAIN_FILE}:2: .*container_formatter"):
+        prepare.prepare("r2e_gym", folder)
+    _write(folder / r2e_gym.TRAIN_FILE, [_row(1, "train"), _row(2, "train")])
+    assert "2 training and 1 validation tasks" in prepare.prepare("r2e_gym", folder)
+    assert prepare.status("r2e_gym") == (True, str(tmp_path / "data" / "r2e_gym"))
