@@ -64,7 +64,9 @@ ALSO_ON_DEVICE = ("rl/arithmetic_grpo", "rec/movielens_hstu", "rec/movielens_dcn
 VERL_STEPS = 4
 PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sync_s_per_step", "updates",
               "gen_tokens_per_s", "trained_tokens_per_s", "tokens_per_s_per_gpu", "mfu_gen", "mfu_update",
-              "startup_s", "trainer_exit_code", "trainer_stopped_by_run", "source")
+              "startup_s", "trainer_exit_code", "trainer_stopped_by_run", "source",
+              # agentic GRPO (rl/qwen35_397b_grpo's tiny variant): the async overlap, staleness and the episodes' turns
+              "rollout_mode", "staleness", "max_staleness", "overlap_s", "overlap_fraction", "mean_turns", "sandbox")
 
 
 # tiny variants whose files a fixture writes in the real formats (no data set needed on the device): workload ->

@@ -31,6 +31,7 @@ TASKS: dict[str, str] = {
     "graph_classification": "suite.workloads.graph_classification:GraphClassification",
     "ppo": "suite.workloads.ppo:PPO",
     "grpo": "suite.workloads.grpo:GRPO",   # RL post-training of a causal LM on verifiable problems
+    "agentic_grpo": "suite.workloads.agentic.task:AgenticGRPO",   # multi-turn tool use in a sandbox, async GRPO
     "diffusion": "suite.workloads.diffusion:Diffusion",   # rectified-flow DiT (MLPerf flux1)
     "sequential_recommendation": "suite.workloads.recsys:SequentialRecommendation",   # HSTU, temporal windows (dlrmv4)
     "streaming_recommendation": "suite.workloads.recsys:StreamingRecommendation",   # MLPerf dlrmv4 on Yambda
@@ -71,6 +72,8 @@ DATASETS: dict[str, str] = {
     "lora_text": "suite.data.lora_text:COMPONENT",   # an Austen-pretrained Llama base + pydoc topics to fine-tune on
     "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)
     "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
+    "bugfix_repos": "suite.data.bugfix_repos:COMPONENT",   # generated repos with a one-line bug (agentic GRPO)
+    "r2e_gym": "suite.data.r2e_gym:COMPONENT",   # MLPerf qwen35_397b_grpo's R2E-Gym task JSONL (NeMo Gym rows)
     "gsm8k": "suite.data.gsm8k:COMPONENT",             # GSM8K from a local path: veRL parquet or the jsonl (GRPO)
     "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
     "yambda": "suite.data.rec.yambda:COMPONENT",   # MLPerf dlrmv4's processed Yambda (parquet + npy + json)

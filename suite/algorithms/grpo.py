@@ -94,9 +94,11 @@ def check(block: dict[str, Any] | None, task: str) -> list[tuple[str, str]]:
     from suite.spec import format_validation
 
     if block is None:
-        return [("grpo", "task grpo needs a `grpo:` block (group_size, rollout, reward, ...)")] if task == "grpo" else []
-    if task != "grpo":
-        return [("grpo", f"a `grpo:` block is read by task grpo only, not {task!r}; remove it")]
+        return ([("grpo", f"task {task} needs a `grpo:` block (group_size, rollout, reward, ...)")]
+                if task in ("grpo", "agentic_grpo") else [])
+    if task not in ("grpo", "agentic_grpo"):
+        return [("grpo", f"a `grpo:` block is read by tasks grpo and agentic_grpo only, not {task!r}; remove it")]
+    # task agentic_grpo's block (more fields) is checked by suite/algorithms/grpo_agentic.py: check(block)
     try:
         cfg = Config.model_validate(block)
     except ValidationError as e:

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from suite import registry
-from suite.algorithms import compression, grpo, losses, optimizers, precision, schedules
+from suite.algorithms import compression, grpo, grpo_agentic, losses, optimizers, precision, schedules
 
 
 def check_spec(spec: Any) -> list[tuple[str, str]]:
     problems = optimizers.check(spec.optimizer)
     problems += schedules.check(spec.schedule, spec.budget.max_steps)
     problems += compression.check(spec.compression, spec.budget.max_steps)
-    problems += grpo.check(spec.grpo, spec.task)
+    problems += grpo_agentic.check(spec.grpo) if spec.task == "agentic_grpo" else grpo.check(spec.grpo, spec.task)
     if spec.loss is not None:
         try:
             task_cls = registry.resolve(spec.task, registry.TASKS, "task")

@@ -239,6 +239,7 @@ def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:
         "nlp/gpt2_124m": {"data.path": str(write_shards(base / "fw", vocab=512))},
         "gnn/ogbg_molpcba": {"data.path": str(write_ogbg(base, graphs=40))},
         "rl/halfcheetah_ppo": {},
+        "rl/qwen35_397b_grpo": {},  # its tiny variant runs on generated repositories (suite/data/bugfix_repos.py)
         **{name: {"data.path": str(write_c4_indexed(base / "c4", vocab=512))}
            for name in ("nlp/llama31_8b", "nlp/gpt_oss_20b", "nlp/deepseekv3_671b")},
         "nlp/llama2_70b_lora": {"data.path": str(write_govreport(base / "govreport", seq_len=64, vocab=512)),

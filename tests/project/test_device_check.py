@@ -205,3 +205,16 @@ def test_a_fine_tune_without_its_extra_is_skipped_with_the_packages_named(monkey
     assert dc.missing_extras(spec) == ["peft", "pyarrow"]
     digits = load_spec(registry.find_workload("cv/digits_cnn"), variant="tiny")
     assert dc.missing_extras(digits) == []
+
+
+@pytest.mark.slow  # one tiny agentic GRPO run on CPU, ~30-40 s
+def test_dry_mode_runs_the_agentic_grpo_tiny_variant_with_its_phases(tmp_path):
+    """rl/qwen35_397b_grpo's tiny variant is a full-tier leg: its row carries the async overlap and staleness."""
+    proc, report = _check(tmp_path, "--steps", "3", "--backends", "torch", "--no-llama8b", "--workloads",
+                          "rl/qwen35_397b_grpo")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run,) = report["runs"]
+    ph = run["phases"]
+    assert run["status"] in ("reached", "budget") and run["flops"]["relative_error"] <= 0.10
+    assert ph["rollout_mode"] == "async" and ph["staleness"] == 1 and ph["max_staleness"] <= 1
+    assert ph["seconds"]["tool"] > 0 and ph["mean_turns"] >= 1 and "overlap_s" in ph
