@@ -425,20 +425,10 @@ class Run:
             error=self.error,
             mode=req.mode,  # type: ignore[arg-type]
             synthetic_data=bool(synthetic_data),
-            step_times_s=_compact_steps(self) if req.mode == "throughput" else [],
+            step_times_s=throughput.compact_steps(self) if req.mode == "throughput" else [],
             goodput=recovery.account_record(self),
             **{**measured, **self.reported, "warnings": self.warnings + measured["warnings"]},
         )
-
-
-def _compact_steps(the_run: Run) -> list[float]:
-    if cpu_times := getattr(the_run, "step_cpu_times", None):  # throughput.clock cpu (suite/throughput.py)
-        return throughput.compact(cpu_times)
-    try:  # device events where the device has them (the step's device time), else the host's synced timings
-        device_times = the_run.inst.timer.device_times_s()
-    except Exception:  # noqa: BLE001 - result_fields reports the unreadable timers
-        device_times = []
-    return throughput.compact(device_times or the_run.step_times)
 
 
 def record(the_run: Run, result: Result) -> Path | None:

@@ -157,3 +157,15 @@ def _progress(run: Any, elapsed_s: float) -> Any:
 def compact(times_s: list[float]) -> list[float]:
     """Step times rounded to 0.1 µs: far below any timer's resolution, a third of the JSON."""
     return [round(t, 7) for t in times_s]
+
+
+def compact_steps(the_run: Any) -> list[float]:
+    """A throughput run's step times for its result, compacted: the CPU clock's when the run timed on it (`clock cpu`),
+    else the device's events where the device has them (the step's device time), else the host's synced timings."""
+    if cpu_times := getattr(the_run, "step_cpu_times", None):
+        return compact(cpu_times)
+    try:
+        device_times = the_run.inst.timer.device_times_s()
+    except Exception:  # noqa: BLE001 - result_fields reports the unreadable timers
+        device_times = []
+    return compact(device_times or the_run.step_times)
