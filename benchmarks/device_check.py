@@ -340,7 +340,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="default: $OUT/device_check.json when OUT is set, else ./device_check.json")
     args = p.parse_args(argv)
     if args.synthetic_data is not None:
-        from suite.data.synthetic import full_tier_overrides
+        from suite.data.synthetic_overrides import full_tier_overrides
 
         synthetic = full_tier_overrides(args.synthetic_data)
         args.set_json = {name: {**sets, **args.set_json.get(name, {})} for name, sets in synthetic.items()} | {

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from suite.compare.ab_signals import sigterm_unwinds
+
 SIDES = ("base", "head")
 HEARTBEAT_S = 20.0  # a round runs minutes: say it is still running this often (issue 49: two silent minutes a round)
 
@@ -337,28 +339,6 @@ def run_lockstep(first: Side, second: Side, plan: ABPlan, round_: int,
         for fd in holder:
             os.close(fd)
         shutil.rmtree(turn_dir, ignore_errors=True)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM to the driver: unwinds as Ctrl-C does, so every side is stopped and the FIFOs' folder removed."""
-
-
-@contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """SIGTERM raises Terminated in the main thread while the sides run (its default would end the driver at once
-    and leave them running, writing results after it, with their turn folder in the temp dir: issue 50 item 6)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise Terminated(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 @contextmanager

@@ -44,6 +44,8 @@ DATA_SETS: dict[str, DataSet] = {d.name: d for d in (
     DataSet("ogbg_molpcba", "local", "OGB ogbg-molpcba on-disk layout (download or --from)"),
     DataSet("gsm8k", "local", "GSM8K: veRL's train/test.parquet or the original train/test.jsonl (--from)"),
     DataSet("flux_latents", "local", "MLPerf flux1's preprocessed CC12M/COCO latents ($TRAINBENCH_DATA/flux1)"),
+    DataSet("yambda", "local", "MLPerf dlrmv4's processed Yambda-5b (the reference's preprocessing; --from)"),
+    DataSet("criteo_1tb", "local", "MLPerf dlrm_dcnv2's preprocessed Criteo 1TB days (the reference's scripts; --from)"),
     DataSet("r2e_gym", "local", "MLPerf qwen35_397b_grpo's R2E-Gym task JSONL (llm_moe_grpo download_dataset.sh; --from)"),
 )}
 

@@ -15,7 +15,7 @@ def test_each_round_announces_itself_and_beats_while_it_runs(tmp_path: Path, mon
     monkeypatch.setattr(ab, "prepare", lambda plan, base, head, log: sides)
     monkeypatch.setattr(ab, "HEARTBEAT_S", 0.05)
 
-    def slow_round(first, second, plan, round_):
+    def slow_round(first, second, plan, round_, log=None):
         time.sleep(0.3)
         return [ab.Block(round_, first.name, 0.3, 0), ab.Block(round_, second.name, 0.3, 0)]
 

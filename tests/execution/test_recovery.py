@@ -53,6 +53,7 @@ def _check_recovery(r, whole_curve) -> None:
     assert r.goodput.checkpoint["format"] == "torch.distributed.checkpoint"
 
 
+@pytest.mark.timeout(960)  # above its children's 900 s guard (tests/project/test_hang_guards.py)
 @pytest.mark.slow
 def test_a_killed_single_process_job_restarts_from_its_checkpoint(tmp_path):
     spec = load_spec(DIGITS, dict(s.split("=") for s in RECIPE), "tiny")
@@ -62,6 +63,7 @@ def test_a_killed_single_process_job_restarts_from_its_checkpoint(tmp_path):
     _check_recovery(r, [p.metrics for p in whole.eval_curve])
 
 
+@pytest.mark.timeout(960)  # above its children's 900 s guard (tests/project/test_hang_guards.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", [[], ["--parallel", "fsdp=2"]], ids=["ddp", "fsdp2"])
 def test_a_killed_rank_of_a_two_rank_job_restarts_both_from_the_checkpoint(tmp_path, layout):

@@ -52,6 +52,7 @@ def test_too_few_steps_name_nobody():
     assert warnings == []
 
 
+@pytest.mark.timeout(960)  # above its children's 900 s guard (tests/project/test_hang_guards.py)
 @pytest.mark.slow
 def test_a_slowed_rank_of_a_real_ddp_run_is_named_and_a_quiet_one_is_not(tmp_path):
     """Two real 2-rank runs under torchrun: rank 1 sleeps as long again as its step after every step (a test hook,

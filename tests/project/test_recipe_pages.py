@@ -36,6 +36,7 @@ def test_every_full_mlperf_recipe_has_a_page_with_runnable_commands() -> None:
         assert "--synthetic" in text and "mllog check" in text and "--nproc" in text and "slurm" in text.lower()
 
 
+@pytest.mark.timeout(960)  # above its children's 900 s guard (tests/project/test_hang_guards.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
 def test_a_recipe_page_runs_as_written(page: Path, tmp_path: Path) -> None:

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from suite.data.synthetic import (  # noqa: F401 - re-exported for the tests
     MARKER,
-    flux1_overrides,
-    full_tier_overrides,
-    gsm8k_overrides,
-    rec_overrides,
     write_c4_indexed,
     write_cifar10,
     write_fashion,
@@ -22,4 +18,10 @@ from suite.data.synthetic import (  # noqa: F401 - re-exported for the tests
     write_modded_shard,
     write_ogbg,
     write_shards,
+)
+from suite.data.synthetic_overrides import (  # noqa: F401 - re-exported for the tests
+    flux1_overrides,
+    full_tier_overrides,
+    gsm8k_overrides,
+    rec_overrides,
 )

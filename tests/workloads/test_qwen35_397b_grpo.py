@@ -244,7 +244,7 @@ def test_list_matrix_says_the_task_containers_need_a_runtime(tmp_path):
     from support.backend_util import env
 
     def matrix(path: Path) -> str:
-        r = subprocess.run([sys.executable, "-m", "suite.cli", "list", "--matrix"], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-m", "suite.cli", "list", "--matrix", "--why"], capture_output=True, text=True,
                            env={**env(), "PATH": str(path)}, timeout=300, cwd=ROOT)
         assert r.returncode == 0, r.stderr
         return r.stdout
