@@ -45,11 +45,18 @@ function makeSortable(table) {
 function applyFilters(form, updateUrl) {
   const selects = Array.from(form.querySelectorAll("select[data-attr]"));
   const want = selects.map((s) => [s.getAttribute("data-attr"), s.value]);
+  // on a workload page a chosen round keeps the local runs beside that round's published systems
+  const keepLocal = form.hasAttribute("data-keep-local");
   let shown = 0, total = 0;
-  for (const section of document.querySelectorAll("section.workload")) {
+  for (const section of document.querySelectorAll("section.workload, div.boards")) {
     let visible = 0;
     for (const row of section.querySelectorAll("table.lb tbody tr")) {
-      const ok = want.every(([attr, value]) => value === "" || (row.getAttribute("data-" + attr) ?? (attr === "round" ? "local" : null)) === value);  // a local row has no round
+      const ok = want.every(([attr, value]) => {
+        if (value === "") return true;
+        const have = row.getAttribute("data-" + attr);
+        if (attr === "round" && have === null) return keepLocal || value === "local";  // a local row has no round
+        return have === value;
+      });
       row.hidden = !ok;
       total += 1;
       if (ok) { visible += 1; shown += 1; }

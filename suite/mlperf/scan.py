@@ -2,21 +2,25 @@
 
 The cache (`<results>/.mlperf-cache.json`, a hidden file no results reader walks) maps a log's sha256 to what
 was read from it, under the mlperf_logging version and ruleset that read it; a stat key (path, size, mtime)
-spares re-hashing a file that did not change. A log already read is never parsed or checked again.
+spares re-hashing a file that did not change. A log already read is never parsed or checked again. As git's index
+does, a stat key is not kept for a file modified within RACY_NS of being read: a rewrite of the same size in the
+same timestamp tick would look unchanged, so such a file is read again next time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from suite.mlperf.logs import LogInfo, hash_file, read_log
+from suite.mlperf.logs import MAX_LOG_BYTES, LogInfo, hash_file, read_log
 
 CACHE_NAME = ".mlperf-cache.json"
+RACY_NS = 2_000_000_000  # coarser than any file system's mtime tick
 
 
 def checker_version() -> str:
@@ -50,6 +54,14 @@ class Cache:
         known = self.stat.get(path)
         if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
             return known[2]
+        if self.logs and st.st_size <= MAX_LOG_BYTES:  # a new stat (a touched, copied or changed log): hashed,
+            try:                                       # its hash may be one already read
+                sha, hashed_bytes = hash_file(path)
+            except OSError:
+                return None
+            if sha in self.logs:
+                self._remember(path, sha, hashed_bytes)
+                return sha
         return None
 
     def get(self, path: str) -> LogInfo | None:
@@ -63,13 +75,24 @@ class Cache:
     def put(self, info: LogInfo) -> None:
         if not info.sha256:
             return
-        try:
-            st = os.stat(info.path)
-        except OSError:
-            return
-        self.stat[info.path] = [st.st_size, st.st_mtime_ns, info.sha256]
         self.logs[info.sha256] = {**info.to_json(), "path": ""}
         self.dirty = True
+        self._remember(info.path, info.sha256, info.size)
+
+    def _remember(self, path: str, sha: str, size: int) -> None:
+        """The stat key of a file just hashed (its size must be the one hashed), unless it is too fresh to trust."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        if st.st_size != size or st.st_mtime_ns > time.time_ns() - RACY_NS:
+            if self.stat.pop(path, None) is not None:  # changed while read, or may still change unseen: hashed
+                self.dirty = True                        # next time
+            return
+        key = [st.st_size, st.st_mtime_ns, sha]
+        if self.stat.get(path) != key:
+            self.stat[path] = key
+            self.dirty = True
 
     def note_imported(self, sha: str, rel: str) -> None:
         if self.imported.get(sha) != rel:

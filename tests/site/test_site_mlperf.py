@@ -4,7 +4,9 @@ local curves, and a page of its own for a benchmark TrainBench does not run."""
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,5 +69,75 @@ def test_published_systems_are_reference_rows_beside_local_runs(site, browser):
     page.wait_for_load_state("load")
     chart = page.locator("#chart-convergence").inner_html()
     assert "nvidia-h100-x8" in chart and "AMD SMCI355X" in chart and "Krai" in chart
+    assert errors == []
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def two_rounds_site(site) -> Path:
+    """The site above with a second round: Krai's `_v5.0` system relabelled as a round-5.0 publication (the shared
+    subset holds one round only), so that choosing a round has another round's reference rows to hide."""
+    tmp = site.parent
+    results = tmp / "results-two-rounds"
+    # the index trusts an unchanged folder's files (results are never edited in place): built afresh here
+    shutil.copytree(tmp / "results", results, ignore=shutil.ignore_patterns(".index"))
+    relabelled = 0
+    for path in results.rglob("*.json"):
+        doc = json.loads(path.read_text())
+        imp = doc.get("imported") if isinstance(doc, dict) else None
+        if isinstance(imp, dict) and imp.get("submitter") == "Krai" and imp["system"].endswith("_v5.0"):
+            imp["round"] = "5.0"
+            path.write_text(json.dumps(doc))
+            relabelled += 1
+    assert relabelled > 0
+    build_site(results, tmp / "out-two-rounds")
+    return tmp / "out-two-rounds"
+
+
+def _shown(rows) -> list[tuple[str, bool]]:
+    return [(rows.nth(i).get_attribute("data-round") or "local", rows.nth(i).is_visible()) for i in range(rows.count())]
+
+
+@pytest.mark.slow  # a second site build on top of the module's: ~15 s quiet
+def test_workload_page_filters_by_round_and_hardware(two_rounds_site, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    url = (two_rounds_site / workload_page("nlp/llama2_70b_lora")).resolve().as_uri()
+    page.goto(url)
+    page.wait_for_load_state("load")
+    assert page.locator("#filters").is_visible()
+    assert page.locator("#f-round option").all_inner_texts() == ["all", "local", "MLPerf v5.0", "MLPerf v5.1"]
+    hw_options = page.locator("#f-hw option").all_inner_texts()
+    assert hw_options[0] == "all" and "nvidia-h100-x8" in hw_options and "amd-instinct-mi355x-x8" in hw_options
+    rows = page.locator("table.lb tbody tr")
+    assert sorted(r for r, _ in _shown(rows)) == ["MLPerf v5.0", "MLPerf v5.1", "MLPerf v5.1", "local"]
+    assert all(v for _, v in _shown(rows))
+    # a round: its published systems and the local runs; the other round's reference row hidden
+    page.select_option("#f-round", "MLPerf v5.1")
+    assert all(v == (r in ("MLPerf v5.1", "local")) for r, v in _shown(rows)), _shown(rows)
+    assert page.locator("#f-count").inner_text() == "3 of 4 rows"
+    assert "round=MLPerf" in page.url
+    page.screenshot(path=str(tmp_path / "filter.png"), full_page=False)
+    page.select_option("#f-round", "MLPerf v5.0")
+    assert all(v == (r in ("MLPerf v5.0", "local")) for r, v in _shown(rows)), _shown(rows)
+    page.select_option("#f-round", "local")
+    assert all(v == (r == "local") for r, v in _shown(rows)), _shown(rows)
+    # hardware: both Krai systems run on 8xMI300X; combined with a round, one of them
+    page.select_option("#f-round", "")
+    krai_hw = page.locator('table.lb tbody tr[data-round="MLPerf v5.0"]').get_attribute("data-hw")
+    page.select_option("#f-hw", krai_hw)
+    assert sorted(r for r, v in _shown(rows) if v) == ["MLPerf v5.0", "MLPerf v5.1"]
+    page.select_option("#f-round", "MLPerf v5.0")
+    assert [r for r, v in _shown(rows) if v] == ["MLPerf v5.0"]
+    # the filtered view is in the URL: a reload restores it
+    page.reload()
+    page.wait_for_load_state("load")
+    assert page.locator("#f-round").input_value() == "MLPerf v5.0" and page.locator("#f-hw").input_value() == krai_hw
+    assert [r for r, v in _shown(rows) if v] == ["MLPerf v5.0"]
+    page.select_option("#f-hw", "nvidia-h100-x8")
+    assert [r for r, v in _shown(rows) if v] == ["local"]  # the local runs stay under a round, on their hardware
+    assert page.locator(".boards .nomatch").is_hidden()
     assert errors == []
     page.close()
