@@ -206,9 +206,19 @@ class Cluster:
         p = self.run("scontrol", "show", "job", "-o", job_id, check=False)
         return next((f.split("=", 1)[1] for f in p.stdout.split() if f.startswith("JobState=")), "")
 
-    def end_now(self, job_id: str) -> None:
-        """Shorten a running job's time limit to now: Slurm ends it at its next time-limit check (every 30 s)."""
-        self.run("scontrol", "update", f"JobId={job_id}", "EndTime=now")
+    def end_now(self, job_id: str, tries: int = 5) -> None:
+        """Shorten a running job's time limit to now: Slurm ends it at its next time-limit check (every 30 s).
+        scontrol turns `now` into a time to the second before it asks slurmctld, which refuses an end time
+        already past ("Invalid time specified", Slurm 22.05): on a loaded machine the second can turn in
+        between, so that refusal (and only it) is asked again."""
+        argv = ("scontrol", "update", f"JobId={job_id}", "EndTime=now")
+        for _ in range(tries):
+            p = self.run(*argv, check=False)
+            if p.returncode == 0:
+                return
+            if "Invalid time specified" not in p.stderr:
+                break
+        raise RuntimeError(f"{' '.join(argv)}: exit {p.returncode}: {p.stderr.strip()}")
 
     def preempt(self, cpus: int = 1) -> str:
         """A job of the higher-priority `urgent` partition: when the node is full, Slurm preempts (cancels) a job
