@@ -5,7 +5,6 @@ the table gradients left out (the fbgemm convention), which a torch-sharded run 
 from __future__ import annotations
 
 import json
-import os
 import socket
 from pathlib import Path
 
@@ -26,15 +25,14 @@ PLAN = {"a": "row_wise", "b": "table_wise:1", "c": "column_wise"}
 LOCAL_BS = 64
 
 
-def _worker(rank: int, world: int, port: int, out: str) -> None:
+def _worker(rank: int, world: int, init: str, out: str) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from support.memtrack import second_step_peak
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
         model = shard_model(dcnv2.build(CFG, META), PLAN, rank, world)
@@ -64,11 +62,15 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> list[dict]:
+    """Spawned, not forked, and told their rendezvous in init_method, not the environment: the ranks inherit nothing
+    from this pytest process (the default process group the deepspeed backend leaves in it, by design, when a test
+    ran it in-process before this one; MASTER_PORT or RANK in the environment)."""
+    folder = tmp_path_factory.mktemp("mem")
+    out = str(folder / "peak")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    out = str(tmp_path_factory.mktemp("mem") / "peak")
-    mp.start_processes(_worker, args=(2, port, out), nprocs=2, start_method="fork")
+        init = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    mp.start_processes(_worker, args=(2, init, out), nprocs=2, start_method="spawn")
     return [json.loads(Path(f"{out}.{r}").read_text()) for r in range(2)]
 
 
