@@ -30,7 +30,8 @@ from suite.results.record import (
 
 # MLPerf benchmark -> the TrainBench workload that runs it; any other benchmark is imported as mlperf/<name>
 WORKLOADS = {"llama31_8b": "nlp/llama31_8b", "llama2_70b_lora": "nlp/llama2_70b_lora", "flux1": "cv/flux1",
-             "gpt_oss_20b": "nlp/gpt_oss_20b", "deepseekv3_671b": "nlp/deepseekv3_671b"}
+             "gpt_oss_20b": "nlp/gpt_oss_20b", "deepseekv3_671b": "nlp/deepseekv3_671b", "dlrmv4": "rec/dlrmv4",
+             "dlrm_dcnv2": "rec/dlrm_dcnv2", "qwen35_397b_grpo": "rl/qwen35_397b_grpo"}
 BACKEND = "mlperf"
 _INDEX = re.compile(r"result_(\d+)\.txt$")
 

@@ -142,3 +142,18 @@ def test_an_imported_system_is_blessed_only_when_named(subset, tmp_path):
             "--imported", "AMD/MI355X_EPYC_9575F_pytorch")
     assert p.returncode == 0, p.stdout + p.stderr
     assert len(list((tmp_path / "baselines").rglob("*.json"))) == 2  # llama2_70b_lora and llama31_8b
+
+
+def test_every_mlperf_benchmark_we_run_imports_under_its_workload():
+    """A benchmark TrainBench has a recipe for lands on that recipe's leaderboard, never under mlperf/<name>: the map
+    names real workloads, each the one whose spec logs that MLPerf benchmark (dlrm_dcnv2 is v5.1's, so its spec names
+    none), and every spec that logs an MLPerf benchmark is in the map."""
+    from suite import registry
+    from suite.mlperf.importer import WORKLOADS, workload_of
+    from suite.specload import load_spec
+
+    files = registry.workload_files()
+    logged = {load_spec(p).mlperf_benchmark: n for n, p in files.items() if load_spec(p).mlperf_benchmark}
+    assert logged.items() <= WORKLOADS.items(), set(logged.items()) - set(WORKLOADS.items())
+    assert set(WORKLOADS.values()) <= set(files)
+    assert workload_of("dlrm_dcnv2") == "rec/dlrm_dcnv2" and workload_of("rgat") == "mlperf/rgat"
