@@ -235,11 +235,11 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
         for wl, row in grid.items():
             for b, r in row.items():
                 if r is not None:
-                    out.print(f"{wl} x {b}: {r}", markup=False, highlight=False)
+                    out.print(f"{wl} x {b}: {r}", markup=False, highlight=False, soft_wrap=True)
         for wl, spec in specs.items():  # what a workload needs beyond its backend (a data component's `requires`)
             needs = getattr(registry.data_component(spec.data.name), "requires", None)
             if needs is not None and (why := needs()) is not None:
-                out.print(f"{wl} (any backend): {why}", markup=False, highlight=False)
+                out.print(f"{wl} (any backend): {why}", markup=False, highlight=False, soft_wrap=True)
         layout_table = Table(title="layouts beyond data parallel (--parallel; the reasons follow)")
         layout_table.add_column("workload")
         layout_table.add_column("backend")
