@@ -5,25 +5,15 @@ one logged constant set to another value fails on that key too (the check is rea
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from support.mllog_rules import failed_rules
 
 from suite import registry
 from suite.data.rec import yambda_fixture
 from suite.harness import RunRequest, run
 from suite.measure.mllog import check_benchmark, parse
 from suite.specload import load_spec
-
-
-def failed_rules(messages: list[str]) -> set[str]:
-    """The keys whose rules the checker's messages report as failed (as tests/measure/test_mlperf_llm_logs.py)."""
-    keys = set()
-    for m in messages:
-        keys.update(re.findall(r"CHECK for '(\w+)' failed", m))
-        keys.update(re.findall(r"Failed checks for (\w+)", m))
-        keys.update(re.findall(r"Required (?:EXACTLY_ONE|AT_LEAST_ONE) occurrence\(s\) of '(\w+)'", m))
-    return keys
-
 
 # what the tiny variant changes (sequence, lr and warm-up at batch 32), and what generated files cannot have (the
 # 2,290,835,423 training and 2,058,204 evaluation samples of Yambda-5b, hence also the 0.1% cadence and the fixed

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.datafiles import write_c4_indexed, write_megatron_indexed
+from support.mllog_rules import failed_rules
 
 from suite import registry
 from suite.harness import RunRequest, run
@@ -25,13 +26,6 @@ CHECKER = Path(__import__("mlperf_logging.compliance_checker", fromlist=["x"])._
 TINY_CHANGES = {"max_sequence_length", "max_steps", "opt_learning_rate_decay_steps", "eval_samples", "eval_accuracy"}
 
 
-def failed_rules(messages: list[str]) -> set[str]:
-    keys = set()
-    for m in messages:
-        keys.update(re.findall(r"CHECK for '(\w+)' failed", m))
-        keys.update(re.findall(r"Failed checks for (\w+)", m))
-        keys.update(re.findall(r"Required (?:EXACTLY_ONE|AT_LEAST_ONE) occurrence\(s\) of '(\w+)'", m))
-    return keys
 
 
 def test_the_benchmark_names_are_the_checkers():
