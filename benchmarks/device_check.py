@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from suite import devices, registry
-from suite.backends.support import unsupported_reason
+from suite.backends.matrix import unsupported_reason
 from suite.data.base import DataMissing
 from suite.harness import RunRequest, run
 from suite.measure import environment, flops, llm_memory, memory, peaks
@@ -72,7 +72,7 @@ PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sy
 # tiny variants whose files a fixture writes in the real formats (no data set needed on the device): workload ->
 # (the fixture's `write(folder)`, the overrides pointing the tiny variant at that folder)
 FIXTURES: dict[str, tuple[str, dict[str, str]]] = {
-    "rl/gsm8k_grpo": ("suite.data.gsm8k_fixture:write", {"data.path": "data", "data.tokenizer": "model",
+    "rl/gsm8k_grpo": ("suite.data.rl.gsm8k_fixture:write", {"data.path": "data", "data.tokenizer": "model",
                                                          "model.checkpoint": "model"}),
     "rec/movielens_hstu": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
     "rec/movielens_dcnv2": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
@@ -340,7 +340,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="default: $OUT/device_check.json when OUT is set, else ./device_check.json")
     args = p.parse_args(argv)
     if args.synthetic_data is not None:
-        from suite.data.synthetic_overrides import full_tier_overrides
+        from suite.data.synthetic.overrides import full_tier_overrides
 
         synthetic = full_tier_overrides(args.synthetic_data)
         args.set_json = {name: {**sets, **args.set_json.get(name, {})} for name, sets in synthetic.items()} | {

@@ -24,7 +24,7 @@ def titan_llama8b_row(device: torch.device, device_bytes: int | None, compile: b
     (the dry mode's test) a small flavor with attention sdpa runs the same code."""
     from torchtitan.models.llama3 import llama3_configs
 
-    from suite.backends.titan_model import use_sdpa
+    from suite.backends.torchtitan.model import use_sdpa
 
     config = llama3_configs[flavor](attn_backend="flex" if attention == "sdpa" else attention)
     if attention == "sdpa":
@@ -46,7 +46,7 @@ def titan_llama8b_row(device: torch.device, device_bytes: int | None, compile: b
         n = max(1, n * 3 // 4)
         torch.cuda.empty_cache()
     if flavor == "8B" and row.get("tokens_per_s"):  # achieved model FLOP/s: comparable across layer counts
-        from suite.models import llama
+        from suite.models.llama import model as llama
 
         def per_token(layers: int) -> float:
             return llama.flops_per_token(llama.Config(preset="llama3.1-8b", n_layer=layers, seq_len=seq_len), {})
@@ -60,7 +60,7 @@ def _titan_steps(config: Any, device: torch.device, compile: bool, steps: int, s
                  attention: str) -> dict[str, Any]:
     from suite.backends.base import RunOptions
     from suite.backends.layout import Layout
-    from suite.backends.torchtitan import TorchtitanBackend
+    from suite.backends.torchtitan.backend import TorchtitanBackend
 
     backend = TorchtitanBackend(devices.current())
     try:

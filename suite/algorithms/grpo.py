@@ -2,7 +2,7 @@
 policy-gradient loss with an optional KL penalty to a frozen reference, averaged per token or per sequence.
 
 Names follow veRL's (`actor_rollout_ref.actor.clip_ratio`, `kl_loss_coef`, `loss_agg_mode`, the `low_var_kl`
-estimator) so that suite/backends/verl.py translates the block field by field.
+estimator) so that suite/backends/verl/backend.py translates the block field by field.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from suite.algorithms import grpo_rewards
 
 
 class Sampling(BaseModel):
-    """How completions are drawn (the fields of suite.models.generation.Sampling, which the task builds from it)."""
+    """How completions are drawn (the fields of suite.models.common.generation.Sampling, which the task builds from it)."""
 
     model_config = ConfigDict(extra="forbid")
     temperature: float = Field(default=1.0, ge=0, description="0: greedy")

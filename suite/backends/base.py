@@ -122,7 +122,7 @@ class Backend(ABC):
 
     def own_trainer(self, state: TrainState) -> Any:
         """A backend that runs a whole trainer of its own (veRL's main_ppo) returns an object whose `drive(run)` the
-        harness hands the clock to after the untimed init, instead of its step loop (suite/backends/verl_launch.py
+        harness hands the clock to after the untimed init, instead of its step loop (suite/backends/verl/launch.py
         is one); None, the default: the harness's loop calls train_step."""
         return None
 

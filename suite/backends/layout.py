@@ -16,15 +16,14 @@ OPTIONS = ("schedule", "ac", "sp", "loss_parallel")
 
 
 def _is_model(arch: str, name: str) -> bool:
-    """The spec's model.arch is the suite's model `name` (suite/models/<name>.py), by name or by import path."""
+    """The spec's model.arch is the suite's model `name` (the registry's entry of that name), by name or by import
+    path."""
     if arch == name:
         return True
-    import importlib
-
     from suite import registry
 
     try:
-        return registry.model_component(arch) is importlib.import_module(f"suite.models.{name}").COMPONENT
+        return registry.model_component(arch) is registry.model_component(name)
     except registry.RegistryError:
         return False
 
@@ -35,12 +34,12 @@ def is_gpt(arch: str) -> bool:
 
 
 def is_llama(arch: str) -> bool:
-    """The spec's model is the suite Llama (suite/models/llama.py)."""
+    """The spec's model is the suite Llama (suite/models/llama/model.py)."""
     return _is_model(arch, "llama")
 
 
 def is_pretrained_llama(arch: str) -> bool:
-    """The spec's model is `hf_llama` (suite/models/pretrained.py): the suite Llama from a checkpoint, maybe LoRA."""
+    """The spec's model is `hf_llama` (suite/models/hf/pretrained.py): the suite Llama from a checkpoint, maybe LoRA."""
     return _is_model(arch, "pretrained")
 
 

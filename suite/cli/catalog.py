@@ -52,8 +52,8 @@ def list_(
     if json_:
         # the backends of each workload are the support matrix's (the spec's `backends:` blocks are options, not
         # support); reading it imports the backends, so only --json (for scripts) pays for it
-        from suite.backends.support import load_all
-        from suite.backends.support import matrix as support_matrix
+        from suite.backends.matrix import load_all
+        from suite.backends.matrix import matrix as support_matrix
 
         specs, _ = load_all({r["name"]: registry.workload_files()[r["name"]] for r in rows})
         grid = support_matrix(specs)
@@ -195,7 +195,7 @@ def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")
 
 def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results"), why: bool = False) -> int:
     from suite import registry
-    from suite.backends.support import layout_matrix, load_all, matrix
+    from suite.backends.matrix import layout_matrix, load_all, matrix
     from suite.cli.notes import HARDWARE_UNTESTED, hardware_tested
 
     specs, problems = load_all(registry.workload_files())

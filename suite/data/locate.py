@@ -68,7 +68,7 @@ def link_local(name: str, source: Path) -> Path:
         if dest.resolve() == source:
             return dest
         if not dest.is_symlink() and (dest / "TRAINBENCH_SYNTHETIC.json").is_file():
-            import shutil  # a synthetic stand-in (suite/data/synthetic.py's MARKER) gives way to the real copy
+            import shutil  # a synthetic stand-in (suite/data/synthetic/files.py's MARKER) gives way to the real copy
 
             shutil.rmtree(dest)
         elif not dest.is_symlink():

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from suite import registry
-from suite.data import synthetic
 from suite.data.base import DataMissing
 from suite.data.locate import data_root
+from suite.data.synthetic import files as synthetic
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,11 @@ def status(name: str) -> tuple[bool, str]:
     locate = getattr(sys.modules[component.load.__module__], "locate", None)
     try:
         if name == "austen":
-            from suite.data.text import AustenConfig, locate_austen
+            from suite.data.text.streams import AustenConfig, locate_austen
 
             return True, str(locate_austen(AustenConfig()))
         if name == "fineweb10B":
-            from suite.data.text import ShardConfig, locate_shards
+            from suite.data.text.streams import ShardConfig, locate_shards
 
             return True, str(locate_shards(ShardConfig())[0])
         if locate is None:

@@ -112,7 +112,7 @@ def check_supported(backend: str, specs: list[tuple[Path, Any]], skip: bool = Fa
     only a tier with nothing this backend can run is an error.
     """
     from suite import devices, registry
-    from suite.backends.support import unsupported_reason
+    from suite.backends.matrix import unsupported_reason
 
     avail = registry.backend_class(backend)(devices.current()).available()
     if not avail.ok:

@@ -1,4 +1,4 @@
-"""Device memory of one training step of the Llama-class decoder (suite/models/llama.py): grouped-query attention,
+"""Device memory of one training step of the Llama-class decoder (suite/models/llama/model.py): grouped-query attention,
 SwiGLU, Mixture-of-Experts layers, and their layout over devices (FSDP shards every parameter, gradient and
 optimizer slot; expert parallelism `ep` places each expert's on ep-th of the devices, the rest of the FSDP degree
 sharding them further, torchtitan's dp_mod_ep). The same phases as the GPT estimator (suite/measure/memory.py):
@@ -51,8 +51,8 @@ def per_token_layer_bytes(cfg: Any, layer: int, a: int) -> int:
 
 def layer_params(cfg: Any, layer: int) -> tuple[int, int]:
     """(dense, expert) parameters of one block: attention, norms, router and shared experts are dense."""
-    from suite.models import llama
-    from suite.models.llm_layers import swiglu_params
+    from suite.models.common.layers import swiglu_params
+    from suite.models.llama import model as llama
 
     d = cfg.d_model
     dense = llama._attention_params(cfg) + 2 * d
@@ -65,7 +65,7 @@ def layer_params(cfg: Any, layer: int) -> tuple[int, int]:
 
 def estimate_llama(cfg: Any, *, micro_batch: int, vocab_size: int, precision: str = "bf16",
                    optimizer: str = "adamw", ac: str = "none", fsdp: int = 1, ep: int = 1) -> MemoryEstimate:
-    """The step's peak on one device for a suite.models.llama Config at `micro_batch` sequences of cfg.seq_len."""
+    """The step's peak on one device for a suite.models.llama.model Config at `micro_batch` sequences of cfg.seq_len."""
     if precision not in RECIPE_BYTES:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(RECIPE_BYTES)}")
     if ac not in ("none", "full", "selective"):
@@ -119,7 +119,7 @@ def estimate_llama(cfg: Any, *, micro_batch: int, vocab_size: int, precision: st
 
 def estimate_llama_spec(spec: Any, precision: str | None = None, ep: int = 1) -> MemoryEstimate:
     """The estimate for a Llama workload spec at its micro-batch, precision and layout (parallel.fsdp, .ac)."""
-    from suite.models import llama
+    from suite.models.llama import model as llama
 
     cfg = llama.Config.model_validate(spec.model.params())
     vocab = cfg.vocab_size or getattr(spec.data, "vocab_size", None) or spec.data.params().get("vocab_size")

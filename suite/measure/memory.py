@@ -1,4 +1,4 @@
-"""Device memory of one training step of a GPT (suite/models/gpt.py), estimated from its config: weights,
+"""Device memory of one training step of a GPT (suite/models/gpt/model.py), estimated from its config: weights,
 gradients and optimizer state by precision recipe, the activations autograd saves per layer by micro-batch and
 sequence length (with and without activation checkpointing), and the loss's logits. The full tier's "fits the
 device" check (`fits`) uses it; tests/measure/test_memory_estimate.py holds it against torch's own count on the CPU.
@@ -62,12 +62,12 @@ def per_token_layer_bytes(d_model: int, n_head: int, mlp_ratio: int, compute_byt
 
 def estimate_gpt(cfg: Any, *, micro_batch: int, precision: str = "fp32", optimizer: str = "adamw",
                  ac: str = "none", real_vocab: int | None = None, vocab_size: int | None = None) -> MemoryEstimate:
-    """The step's memory for a suite.models.gpt Config at `micro_batch` sequences of cfg.seq_len tokens."""
+    """The step's memory for a suite.models.gpt.model Config at `micro_batch` sequences of cfg.seq_len tokens."""
     if precision not in RECIPE_BYTES:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(RECIPE_BYTES)}")
     if ac not in AC_MODES:
         raise ValueError(f"ac {ac!r}: expected one of {', '.join(AC_MODES)}")
-    from suite.models import gpt
+    from suite.models.gpt import model as gpt
 
     v = int(vocab_size or cfg.vocab_size or 0)
     if not v:
@@ -123,7 +123,7 @@ def estimate_spec(spec: Any, precision: str | None = None) -> MemoryEstimate:
     precision (or `precision`), with its activation checkpointing (parallel.ac)."""
     if spec.model.arch != "gpt":
         raise ValueError(f"{spec.name}: the memory estimator models the gpt architecture, not {spec.model.arch!r}")
-    from suite.models import gpt
+    from suite.models.gpt import model as gpt
 
     cfg = gpt.Config.model_validate(spec.model.params())
     micro = spec.data.micro_batch_size or spec.data.batch_size

@@ -49,12 +49,12 @@ def per_token_layer_bytes(cfg: Any, compute_bytes: int, targets: list[str], rank
 
 def estimate_lora(cfg: Any, *, micro_batch: int, dtype: str = "bfloat16", ac: str = "none", shard: int = 1,
                   tp: int = 1) -> MemoryEstimate:
-    """The step's memory on one device for a suite.models.pretrained Config with `lora`, at `micro_batch` sequences
+    """The step's memory on one device for a suite.models.hf.pretrained Config with `lora`, at `micro_batch` sequences
     of cfg.seq_len tokens, weights and compute in `dtype` (the MLPerf reference: bf16 throughout). shard: ZeRO-3 /
     FSDP degree over which the weights and adapter state are split (one layer gathered at a time); tp: tensor
     parallel degree (weights and the blocks' activations split, norms and logits not)."""
-    from suite.models import llama
-    from suite.models import lora as lora_mod
+    from suite.models.common import lora as lora_mod
+    from suite.models.llama import model as llama
 
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
@@ -100,7 +100,7 @@ def estimate_lora(cfg: Any, *, micro_batch: int, dtype: str = "bfloat16", ac: st
         phases.pop("backward")
     if shard > 1:
         notes.append(f"checkpoint load (untimed init, host memory a rank): {load_peak_bytes(cfg, dtype, shard) / GIB:.1f} "
-                     f"GiB streamed into its ZeRO-3 partitions (suite/models/hf_zero3.py), not the whole base's "
+                     f"GiB streamed into its ZeRO-3 partitions (suite/backends/deepspeed/zero3.py), not the whole base's "
                      f"{base * a / GIB:.0f} GiB")
     phase = max(phases, key=lambda k: phases[k])
     return MemoryEstimate(params=base + adapters, weights_bytes=weights, grads_bytes=grads,
@@ -114,7 +114,7 @@ def load_peak_bytes(cfg: Any, dtype: str = "bfloat16", shard: int = 1) -> int:
     model plus the one tensor being read. Under ZeRO-3 over `shard` (hf_zero3): the rank's partitions plus the
     larger of zero.Init's one module built whole before it is partitioned (a linear layer, the embedding, an MoE
     layer's stacked experts) and one tensor's share read (never more than that tensor)."""
-    from suite.models import llama
+    from suite.models.llama import model as llama
 
     a = DTYPE_BYTES[dtype]
     d, vocab = cfg.d_model, llama.vocab(cfg, {})
@@ -137,7 +137,7 @@ def estimate_spec(spec: Any, precision: str | None = None, **layout: Any) -> Mem
     else bf16 for a bf16 recipe, else fp32), with `layout` (shard, tp, ac)."""
     if spec.model.arch != "hf_llama":
         raise ValueError(f"{spec.name}: the LoRA memory estimator models arch hf_llama, not {spec.model.arch!r}")
-    from suite.models import pretrained
+    from suite.models.hf import pretrained
 
     cfg = pretrained.Config.model_validate(spec.model.params())
     dtype = cfg.dtype or ("bfloat16" if (precision or spec.precision or "fp32").startswith("bf16") else "float32")

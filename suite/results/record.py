@@ -145,7 +145,7 @@ class Result(_Model):
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
     synthetic_data: bool = Field(default=False, description="the run read files `trainbench data prepare --synthetic` "
-                                 "wrote (suite/data/synthetic.py): its figures mean nothing of the real task")
+                                 "wrote (suite/data/synthetic/files.py): its figures mean nothing of the real task")
     mllog: str | None = Field(default=None, description="file name of the :::MLLOG log beside this result")
     phases: dict[str, Any] = Field(
         default_factory=dict, description="RL post-training (task grpo): seconds per phase (weight_sync, gen, "

@@ -1,7 +1,7 @@
-"""`task: diffusion`: rectified-flow training of a diffusion transformer (suite/models/flux.py), MLPerf flux1's task.
+"""`task: diffusion`: rectified-flow training of a diffusion transformer (suite/models/flux/model.py), MLPerf flux1's task.
 
 The data is either an image set with labels (digits, Fashion-MNIST: pixels rescaled to [-1, 1] are the "latents",
-the one-hot label is the conditioning) or latents with text embeddings (suite/data/flux_latents.py, the MLPerf
+the one-hot label is the conditioning) or latents with text embeddings (suite/data/diffusion/flux_latents.py, the MLPerf
 reference's preprocessed CC12M / COCO). Everything random in a step (which samples, the noise, the timesteps, the
 latent drawn from the VAE's mean and log-variance, the dropped captions) is drawn for the whole global batch from a
 generator seeded by (seed, step), and each rank takes its slice: any layout trains on the same numbers as one
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suite.data.base import TensorSplits
-from suite.models import flux
+from suite.models.flux import model as flux
 from suite.workloads import rectified_flow as rf
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.data.graphs import GraphSplits, PackedGraphs
+from suite.data.graph.graphs import GraphSplits, PackedGraphs
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 

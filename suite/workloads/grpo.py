@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suite.algorithms import grpo, grpo_rewards
-from suite.models.generation import Generated, Sampling, generate, token_logprobs
+from suite.models.common.generation import Generated, Sampling, generate, token_logprobs
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 from suite.workloads.grpo_phases import PhaseClock

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from suite.models.generation import Generated, Sampling, generate
+from suite.models.common.generation import Generated, Sampling, generate
 
 
 def require_ray() -> None:

@@ -1,6 +1,6 @@
 """Image classification streamed from files (ImageNet): DataLoader workers decode and augment with Pillow, or
-(data.decode) only read the bytes for the device to decode (suite/data/imagenet_device.py), or one NVIDIA DALI
-pipeline per rank reads, decodes and augments (suite/data/imagenet_dali.py); each rank reads its slice of a
+(data.decode) only read the bytes for the device to decode (suite/data/vision/imagenet_device.py), or one NVIDIA DALI
+pipeline per rank reads, decodes and augments (suite/data/vision/imagenet_dali.py); each rank reads its slice of a
 per-epoch permutation that depends on (seed, epoch) only (DALI: its shard, reshuffled each epoch); top-1 on the
 val images."""
 
@@ -16,10 +16,10 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from suite.algorithms import losses
-from suite.data import imagenet_dali
-from suite.data import imagenet_device as device_decode
 from suite.data.base import DataMissing
-from suite.data.imagenet import ImageDataset, ImageFolderSplits, dali_missing
+from suite.data.vision import imagenet_dali
+from suite.data.vision import imagenet_device as device_decode
+from suite.data.vision.imagenet import ImageDataset, ImageFolderSplits, dali_missing
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.data.text import TokenSplits
+from suite.data.text.streams import TokenSplits
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 

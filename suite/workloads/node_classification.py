@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.data.graphs import NodeGraph
-from suite.models.gcn import normalized_adjacency
+from suite.data.graph.graphs import NodeGraph
+from suite.models.graph.gcn import normalized_adjacency
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 

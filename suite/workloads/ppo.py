@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from suite.data.gym_env import Config as EnvConfig
-from suite.data.gym_env import make_vec
+from suite.data.rl.gym_env import Config as EnvConfig
+from suite.data.rl.gym_env import make_vec
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 

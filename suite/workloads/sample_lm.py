@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.data.govreport import IGNORE, SampleSplits
+from suite.data.text.govreport import IGNORE, SampleSplits
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
 

@@ -10,7 +10,7 @@ from support.backend_util import CHAR_GPT, trainbench
 from torch import nn
 
 from suite.algorithms import float8, precision
-from suite.models import gpt
+from suite.models.gpt import model as gpt
 
 torch.set_num_threads(1)
 

@@ -9,7 +9,7 @@ import torch
 from support.backend_util import CHAR_GPT, DIGITS, json_rows, run_hang_guard_s, trainbench
 from support.promised import require
 
-from suite.backends.deepspeed import Options, ds_config, supports
+from suite.backends.deepspeed.backend import Options, ds_config, supports
 from suite.results.record import read_result
 from suite.spec import SpecError
 from suite.specload import load_spec

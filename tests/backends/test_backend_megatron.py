@@ -10,7 +10,7 @@ from support.promised import require
 
 from suite import devices, registry
 from suite.backends.base import RunOptions
-from suite.backends.megatron import MegatronBackend, supports
+from suite.backends.megatron.backend import MegatronBackend, supports
 from suite.harness import seed_everything
 from suite.results.record import read_result
 from suite.spec import SpecError

@@ -9,7 +9,7 @@ import pytest
 from support.backend_util import CHAR_GPT, DIGITS, trainbench
 
 from suite import devices
-from suite.backends.npu import NpuBackend, supports
+from suite.backends.npu.backend import NpuBackend, supports
 from suite.spec import SpecError
 from suite.specload import load_spec
 

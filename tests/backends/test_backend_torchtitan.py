@@ -1,4 +1,4 @@
-"""The torchtitan backend (suite/backends/torchtitan.py, titan_model.py) against torchtitan 0.3.0's own code.
+"""The torchtitan backend (suite/backends/torchtitan/backend.py, titan_model.py) against torchtitan 0.3.0's own code.
 
 - Built from torchtitan's configs: the suite's llama3.1-8b preset gives the same parameter shapes and rope settings
   as torchtitan's own `llama3_configs["8B"]` (on the meta device).
@@ -28,14 +28,15 @@ from support.curves import loss_curve
 from support.promised import require
 
 from suite import devices, registry
-from suite.backends import support
-from suite.models import llama, moe
+from suite.backends import matrix as support
+from suite.models.common import moe
+from suite.models.llama import model as llama
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
 SAME_MATH = 2.0  # x this module's own scale, the largest gap of its reorderings (tests/support/noise.py bounds instead)
 require("torchtitan.models.llama3", extra="torchtitan")
-from suite.backends import titan_model  # noqa: E402 - after the promised-dependency check
+from suite.backends.torchtitan import model as titan_model  # noqa: E402 - after the promised-dependency check
 
 CHAR_LLAMA = ROOT / "tests" / "specs" / "char_llama.yaml"
 STEPS = 20
@@ -210,7 +211,7 @@ def test_flex_attention_has_no_cpu_backward_and_the_backend_says_so():
     from torch.nn.attention.flex_attention import create_block_mask
     from torchtitan.models.common.attention import FlexAttention
 
-    from suite.backends.torchtitan import NO_CPU_BACKWARD
+    from suite.backends.torchtitan.backend import NO_CPU_BACKWARD
 
     q = torch.randn(1, 16, 2, 8, requires_grad=True)  # (B, L, N, H), torchtitan's layout
     mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, 1, None, 16, 16, device="cpu", _compile=False)
@@ -237,7 +238,7 @@ def test_flex_attention_with_the_masks_the_backend_makes_gives_the_same_logits(m
     import torchtitan.models.common.attention as attention
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    from suite.backends.torchtitan import _WithMasks
+    from suite.backends.torchtitan.backend import _WithMasks
 
     monkeypatch.setattr(attention, "_compiled_create_block_mask", create_block_mask)
     monkeypatch.setattr(attention.FlexAttention, "_compiled_flex_attn", staticmethod(flex_attention))

@@ -1,4 +1,4 @@
-"""veRL as a backend, the parts that run without a GPU (suite/backends/verl_adapt.py, suite/backends/verl.py):
+"""veRL as a backend, the parts that run without a GPU (suite/backends/verl/adapt.py, suite/backends/verl/backend.py):
 the spec's translation (checked by veRL's own config code where veRL is installed), the parquet data, the reward
 adapter, reading veRL's file-logger metrics, and the refusal that says why veRL cannot train here."""
 
@@ -14,10 +14,12 @@ import torch
 
 from suite import devices, registry
 from suite.algorithms.grpo_rewards import RewardError
-from suite.backends import support, verl_adapt, verl_launch
-from suite.backends.verl import VerlBackend
-from suite.data import arithmetic
+from suite.backends import matrix as support
+from suite.backends.verl import adapt as verl_adapt
+from suite.backends.verl import launch as verl_launch
+from suite.backends.verl.backend import VerlBackend
 from suite.data.base import DataMissing
+from suite.data.rl import arithmetic
 from suite.specload import load_spec
 from suite.workloads.contract import Context
 
@@ -165,7 +167,7 @@ def test_a_cuda_node_without_verls_rollout_engine_is_refused_naming_it(monkeypat
     node without them is refused before the clock, naming what to install."""
     import importlib.util
 
-    from suite.backends import verl as verl_backend
+    from suite.backends.verl import backend as verl_backend
 
     monkeypatch.setattr(verl_backend, "_cuda_count", lambda: 1)
     present = importlib.util.find_spec

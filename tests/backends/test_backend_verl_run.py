@@ -1,4 +1,4 @@
-"""veRL's trainer driven by the harness (suite/backends/verl_launch.py), on a machine without a GPU: the harness
+"""veRL's trainer driven by the harness (suite/backends/verl/launch.py), on a machine without a GPU: the harness
 prepares the run (model folder, parquet, the command line checked by veRL's own Hydra config), starts the trainer
 as its child, follows the metrics log veRL's own FileLogger writes into the Result, stops the trainer at the
 target, and records veRL's own failure as `error`. Where a GPU would be needed, the CUDA count is set to 1; the
@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from suite import harness
-from suite.backends import verl as verl_backend
-from suite.backends import verl_launch
+from suite.backends.verl import backend as verl_backend
+from suite.backends.verl import launch as verl_launch
 from suite.specload import load_spec
 
 torch.set_num_threads(1)

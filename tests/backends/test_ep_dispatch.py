@@ -13,7 +13,7 @@ import threading
 import torch
 
 from suite.backends.parallel import expert
-from suite.models.moe import Experts
+from suite.models.common.moe import Experts
 
 torch.set_num_threads(1)
 EP, LOCAL, DIM, HIDDEN = 3, 2, 8, 12

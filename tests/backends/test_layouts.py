@@ -410,7 +410,7 @@ def test_run_with_a_layout_reaches_its_target_and_records_it(tmp_path, backend, 
 
 def test_the_matrix_says_which_layouts_each_backend_supports():
     from suite import registry
-    from suite.backends.support import layout_matrix
+    from suite.backends.matrix import layout_matrix
     from suite.specload import load_spec as load
 
     specs = {n: load(registry.find_workload(n)) for n in ("nlp/topics_gpt", "cv/digits_cnn")}

@@ -120,7 +120,7 @@ def test_the_cli_refuses_ep_that_does_not_divide_the_experts_before_starting(tmp
 
 
 def test_megatron_runs_the_llama_with_ep_and_refuses_what_it_does_not_map():
-    from suite.backends import megatron
+    from suite.backends.megatron import backend as megatron
 
     assert megatron.supports(load_spec(TINY_MOE, {"parallel.ep": 2})) is None
     assert megatron.supports(load_spec(TINY_LLAMA)) is None
@@ -136,7 +136,7 @@ def test_megatron_runs_the_llama_with_ep_and_refuses_what_it_does_not_map():
 
 
 def test_deepspeed_refuses_ep():
-    from suite.backends import deepspeed
+    from suite.backends.deepspeed import backend as deepspeed
 
     assert "--parallel ep=2" in deepspeed.supports(load_spec(TINY_MOE, {"parallel.ep": 2}))
 

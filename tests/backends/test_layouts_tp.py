@@ -55,7 +55,7 @@ def test_tp_implies_sequence_and_loss_parallel_as_torchtitan():
     assert layout.resolve(load_spec(CHAR_GPT, {"parallel.fsdp": 2}).parallel, 2).sp is False
     assert "needs parallel.tp > 1" in layout.check(load_spec(CHAR_GPT, {"parallel.sp": True}), 2)
     assert "parallel.loss_parallel" in layout.check(load_spec(CHAR_GPT, {"parallel.loss_parallel": True}), 2)
-    from suite.backends import megatron
+    from suite.backends.megatron import backend as megatron
 
     no_lp = load_spec(CHAR_GPT, {"parallel.tp": 2, "parallel.loss_parallel": False})
     assert "always computes the vocab-parallel cross-entropy" in megatron.supports(no_lp)
@@ -159,7 +159,7 @@ def test_a_padded_vocabulary_turns_the_default_loss_parallel_off():
     logits: loss_parallel() then fails, seen on 2 ranks): the default gives loss parallel up (recorded in the
     layout), an explicit `loss_parallel: true` is refused with the reason."""
     from suite import devices, registry
-    from suite.backends.torch import TorchBackend
+    from suite.backends.torch.backend import TorchBackend
     from suite.workloads.contract import Context, data_root
 
     def fit(overrides: dict) -> layout.Layout:

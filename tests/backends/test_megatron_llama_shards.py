@@ -1,5 +1,5 @@
 """A Hugging Face Llama checkpoint under Megatron-core's tensor and pipeline parallelism
-(suite/backends/megatron_llama.py `llama_state`): the logits equal transformers' own, and a few training steps equal
+(suite/backends/megatron/llama.py `llama_state`): the logits equal transformers' own, and a few training steps equal
 one process's.
 
 The checkpoint is a tiny `transformers` LlamaForCausalLM with GQA (4 query heads in 2 key/value groups, so each tp=2
@@ -27,8 +27,8 @@ from support.backend_util import ROOT, TESTS, env
 from support.noise import OTHER_KERNELS, measure
 from support.promised import require
 
-from suite.backends import megatron
-from suite.models import llama
+from suite.backends.megatron import backend as megatron
+from suite.models.llama import model as llama
 from suite.specload import load_spec
 
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""LoRA under Megatron-core (suite/backends/megatron_lora.py, megatron_lora_layers.py) against peft on the same weights:
+"""LoRA under Megatron-core (suite/backends/megatron/lora.py, megatron_lora_layers.py) against peft on the same weights:
 the column- and row-parallel adapters at tp=2 (2 gloo ranks) against peft's LoRA on an nn.Linear holding the full
 weight; a whole Megatron Llama built by the backend from a checkpoint transformers saved, with adapters on linear_proj
 and linear_fc2, against peft on transformers' LlamaForCausalLM (o_proj, down_proj); only adapters train through
@@ -17,10 +17,11 @@ from support.backend_util import ROOT, TESTS, env
 from support.promised import require
 
 from suite import devices, registry
-from suite.backends import megatron_lora
 from suite.backends.base import RunOptions
+from suite.backends.megatron import lora as megatron_lora
 from suite.harness import seed_everything
-from suite.models import lora, pretrained
+from suite.models.common import lora
+from suite.models.hf import pretrained
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root
 
@@ -60,7 +61,7 @@ def test_adapter_count_of_the_70b_reference_in_megatrons_fused_layout():
     ({"parallel.sp": True}, "parallel.sp with model.lora"),
 ])
 def test_what_megatron_cannot_adapt_is_refused_naming_the_field(sets, message):
-    from suite.backends.megatron import supports
+    from suite.backends.megatron.backend import supports
 
     assert supports(_spec()) is None
     assert supports(_spec(targets=("linear_qkv", "wo", "linear_fc1", "down_proj"))) is None
@@ -122,7 +123,7 @@ def checkpoint(tmp_path_factory):
 
 
 def _backend(spec):
-    from suite.backends.megatron import MegatronBackend
+    from suite.backends.megatron.backend import MegatronBackend
 
     seed_everything(0)
     workload = registry.task_class(spec.task)(spec, Context(data_root=data_root(), seed=0, device=torch.device("cpu")))

@@ -1,6 +1,6 @@
 """MLPerf's llama2_70b_lora under --backend megatron: its task (`causal_lm_samples`, suite/workloads/sample_lm.py:
 labels -100 on each sample's prompt, the loss each micro-batch's mean over its labelled tokens) through Megatron's
-own step (suite/backends/megatron_step.py: the -100 targets are its loss mask) against the torch backend (peft), in
+own step (suite/backends/megatron/step.py: the -100 targets are its loss mask) against the torch backend (peft), in
 one process, on the tiny variant with a fused-qkv checkpoint in the reference's layout and GovReport files in the
 reference's parquet format whose train rows carry prompts of different lengths (so the two micro-batches of a step
 count different numbers of tokens).

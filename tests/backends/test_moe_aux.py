@@ -1,4 +1,4 @@
-"""A Mixture-of-Experts model's load-balancing loss in training (suite/models/moe.py): it joins the gradient inside
+"""A Mixture-of-Experts model's load-balancing loss in training (suite/models/common/moe.py): it joins the gradient inside
 the model (Megatron's MoEAuxLossAutoScaler), so under gradient accumulation the backend gives it the factor it gives
 the language-model loss (1/micro-batches), and the loss a step reports stays the language-model loss.
 
@@ -18,7 +18,7 @@ from support.promised import require
 from suite import devices, registry
 from suite.backends.base import RunOptions
 from suite.harness import seed_everything
-from suite.models import moe
+from suite.models.common import moe
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root
 

@@ -9,7 +9,7 @@ import torch
 from support.backend_util import json_rows, trainbench
 from support.promised import require
 
-from suite.models.ppo_mlp import ActorCritic, Config, ObsNorm
+from suite.models.rl.ppo_mlp import ActorCritic, Config, ObsNorm
 from suite.results.record import read_result
 from suite.workloads.ppo import _unwrap
 

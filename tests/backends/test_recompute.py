@@ -88,7 +88,7 @@ def test_torch_llama_checkpointing_changes_nothing_but_memory():
     assert lay["activation_checkpointing"] == "full" and 0.5 < lay["recompute_fraction"] < 1, lay
     # the share against the model's own count: the layers' matmuls and attention of the forward, not the head
     from suite.backends.parallel.checkpoint import recompute_fraction
-    from suite.models import llama
+    from suite.models.llama import model as llama
 
     cfg = llama.Config(preset="llama3.1-tiny", seq_len=64, vocab_size=100)
     model = llama.build(cfg, {"vocab_size": 100})
@@ -113,7 +113,7 @@ def test_megatron_checkpointing_changes_nothing_but_memory(ac):
 
 def test_the_matrix_lists_megatron_checkpointing():
     from suite import registry
-    from suite.backends.support import layout_matrix
+    from suite.backends.matrix import layout_matrix
     from suite.specload import load_spec as load
 
     grid = layout_matrix({"nlp/topics_gpt": load(registry.find_workload("nlp/topics_gpt"))}, ["megatron"])

@@ -53,7 +53,7 @@ def _nan_weight(folder: Path) -> str:
 
 def _shard_outside(folder: Path) -> str:
     """item 9: an index naming `../` (a shard outside the folder, a whole working copy of it)."""
-    from suite.models import hf_checkpoint
+    from suite.models.hf import checkpoint as hf_checkpoint
 
     hf_checkpoint.save_llama(hf_checkpoint.load_llama(folder, hf_checkpoint.config_for(folder)), folder,
                              max_shard_bytes=100_000)
@@ -72,7 +72,7 @@ def test_a_broken_checkpoint_is_refused_naming_file_and_field(breaks, tmp_path):
     takes one of them through `trainbench run` (every DataMissing there is exit 2 with nothing recorded)."""
     from support.datafiles import write_fused_qkv_llama
 
-    from suite.models import hf_checkpoint
+    from suite.models.hf import checkpoint as hf_checkpoint
 
     folder = write_fused_qkv_llama(tmp_path / "model")
     expected = breaks(folder)
@@ -98,7 +98,7 @@ def test_nan_weights_exit_2_before_the_clock_naming_file_and_tensor(tmp_path):
 
 
 def test_config_sizes_are_checked_field_by_field(tmp_path):
-    from suite.models import hf_checkpoint
+    from suite.models.hf import checkpoint as hf_checkpoint
 
     base = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300}
@@ -120,8 +120,8 @@ RAISES = "{{ raise_exception('this template takes no system role') }}"
     ("{% set seen = [] %}{{ seen.append(1) }}", "chat_template raised SecurityError"),  # the sandbox's refusal
 ])
 def test_a_chat_template_that_raises_is_refused_naming_the_file(template, said, tmp_path):
-    from suite.data import gsm8k
-    from suite.data import gsm8k_fixture as fixture
+    from suite.data.rl import gsm8k
+    from suite.data.rl import gsm8k_fixture as fixture
 
     root = fixture.write(tmp_path / "gsm8k-tiny")
     config = root / "model" / "tokenizer_config.json"
@@ -134,7 +134,7 @@ def test_a_chat_template_that_raises_is_refused_naming_the_file(template, said, 
 @pytest.mark.slow  # ~20 s at load 7: one run through the CLI
 def test_a_chat_template_that_raises_exits_2_and_records_nothing(tmp_path):
     template, said = RAISES, "chat_template raised TemplateError: this template takes no system role"
-    from suite.data import gsm8k_fixture as fixture
+    from suite.data.rl import gsm8k_fixture as fixture
 
     root = fixture.write(tmp_path / "data" / "gsm8k-tiny")
     config = root / "model" / "tokenizer_config.json"
@@ -153,7 +153,7 @@ def test_a_chat_template_that_raises_exits_2_and_records_nothing(tmp_path):
 def _indexed(prefix: Path, tokens: list[int]) -> None:
     """A one-document .bin/.idx pair, in the format megatron-core writes (tests/data/test_megatron_indexed.py
     checks this reader against megatron's own builder)."""
-    from suite.data import megatron_indexed as mi
+    from suite.data.text import megatron_indexed as mi
 
     data = np.asarray(tokens, dtype=np.int32)
     prefix.with_name(prefix.name + ".bin").write_bytes(data.tobytes())
@@ -168,7 +168,7 @@ def _indexed(prefix: Path, tokens: list[int]) -> None:
 @pytest.mark.parametrize("bad, position", [(500, "token 6 (sequence 1, position 2) is id 500"),
                                            (-3, "token 6 (sequence 1, position 2) is id -3")])
 def test_token_ids_outside_the_vocabulary_are_refused_naming_file_and_position(bad, position, tmp_path):
-    from suite.data import megatron_indexed as mi
+    from suite.data.text import megatron_indexed as mi
 
     folder = tmp_path / "we[ir]d c4"  # item 12: glob characters in data.path are part of its name
     folder.mkdir()
@@ -182,7 +182,7 @@ def test_token_ids_outside_the_vocabulary_are_refused_naming_file_and_position(b
 
 
 def test_text_shards_are_found_in_a_folder_named_with_glob_characters(tmp_path):
-    from suite.data import text
+    from suite.data.text import streams as text
 
     folder = tmp_path / "runs [v2]*"
     folder.mkdir()

@@ -10,7 +10,7 @@ import sys
 from support.backend_util import env
 
 from suite import registry
-from suite.backends.support import unsupported_reason
+from suite.backends.matrix import unsupported_reason
 from suite.specload import load_spec
 
 LLM = ("nlp/topics_llama", "nlp/austen_llama", "nlp/austen_moe", "nlp/llama31_8b", "nlp/gpt_oss_20b",

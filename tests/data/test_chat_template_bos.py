@@ -1,5 +1,5 @@
 """A chat template that writes `{{ bos_token }}` renders the checkpoint's BOS token, as transformers'
-`apply_chat_template` renders it (issue 50 item 16). The other tokenizer fixture (suite/data/gsm8k_fixture.py) is
+`apply_chat_template` renders it (issue 50 item 16). The other tokenizer fixture (suite/data/rl/gsm8k_fixture.py) is
 Qwen2-style, without a BOS, so nothing else pins this: here a Llama-3-style folder (a byte-level BPE with Llama 3's
 special tokens, `bos_token` written as an AddedToken dict as Llama 2's tokenizer_config.json writes it) is checked
 against transformers on the same files."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.promised import require
 
-from suite.data.chat_template import ChatTemplate
+from suite.data.text.chat_template import ChatTemplate
 
 # Meta-Llama-3-8B-Instruct's tokenizer_config.json `chat_template` (as published on the Hugging Face hub; the BOS
 # goes in front of the first message through `bos_token`)
@@ -61,7 +61,7 @@ def test_bos_token_renders_as_transformers_renders_it(llama3_folder, generation_
     require("transformers")
     from transformers import AutoTokenizer
 
-    from suite.data import tokenizer as tokenizer_mod
+    from suite.data.text import tokenizer as tokenizer_mod
 
     theirs = AutoTokenizer.from_pretrained(llama3_folder)
     assert theirs.bos_token == "<|begin_of_text|>"

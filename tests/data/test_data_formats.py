@@ -20,8 +20,10 @@ from support.datafiles import (
     write_shards,
 )
 
-from suite.data import cifar10, fashion_mnist, imagenet, ogbg, text
 from suite.data.base import DataMissing
+from suite.data.graph import ogbg
+from suite.data.text import streams as text
+from suite.data.vision import cifar10, fashion_mnist, imagenet
 
 ROOT = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)

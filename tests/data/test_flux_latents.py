@@ -1,4 +1,4 @@
-"""The MLPerf flux1 reader (suite/data/flux_latents.py) on small files in the real format (Hugging Face save_to_disk
+"""The MLPerf flux1 reader (suite/data/diffusion/flux_latents.py) on small files in the real format (Hugging Face save_to_disk
 Arrow folders of .npy bfloat16 bits, tests/support/datafiles.py): rows across files, the VAE sample and scaling,
 dropped captions, and refusals that name the file, the column and the expected shape."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 from support.datafiles import write_flux1, write_flux_split
 
-from suite.data import flux_latents
+from suite.data.diffusion import flux_latents
 
 SMALL = {"latent": (16, 4, 4), "t5": (6, 8), "clip": 12}
 CFG = {"latent_shape": [16, 4, 4], "t5_shape": [6, 8], "clip_dim": 12}

@@ -1,4 +1,4 @@
-"""GSM8K for GRPO (suite/data/gsm8k.py): both on-disk layouts (veRL's parquet, the original jsonl) read from files
+"""GSM8K for GRPO (suite/data/rl/gsm8k.py): both on-disk layouts (veRL's parquet, the original jsonl) read from files
 the fixture writes in those formats; the prompt rendered through the checkpoint's chat template exactly as
 transformers' apply_chat_template renders it; bad files refused naming file and field; the gsm8k reward scored as
 veRL's own compute_score scores it."""
@@ -11,9 +11,9 @@ import pytest
 from support.promised import require
 
 from suite.algorithms import grpo_rewards
-from suite.data import gsm8k
-from suite.data import gsm8k_fixture as fixture
 from suite.data.base import DataMissing
+from suite.data.rl import gsm8k
+from suite.data.rl import gsm8k_fixture as fixture
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""ImageNet through NVIDIA DALI (suite/data/imagenet_dali.py), on DALI's CPU backend: the same labels, shapes and
+"""ImageNet through NVIDIA DALI (suite/data/vision/imagenet_dali.py), on DALI's CPU backend: the same labels, shapes and
 validation tensors as the Pillow path, disjoint shards per rank, the decoder recorded; and `data.decode: dali`
 without DALI refused by name. The GPU ("mixed" nvJPEG) graph is the same graph with device_id set; it needs a
 CUDA device, which these machines do not have."""
@@ -23,7 +23,7 @@ from suite.workloads.contract import Context
 require("nvidia.dali")
 require("PIL")
 
-from suite.data import imagenet_dali  # noqa: E402
+from suite.data.vision import imagenet_dali  # noqa: E402
 
 torch.set_num_threads(1)
 SPEC = registry.workload_files()["cv/imagenet_resnet50"]

@@ -1,4 +1,4 @@
-"""The Megatron indexed dataset reader (suite/data/megatron_indexed.py) on small real files written by
+"""The Megatron indexed dataset reader (suite/data/text/megatron_indexed.py) on small real files written by
 megatron-core's own IndexedDatasetBuilder, cross-checked against megatron-core's reader; mismatched pairs refused."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 from support.promised import require
 
 from suite import registry
-from suite.data import megatron_indexed as mi
 from suite.data.base import DataMissing
+from suite.data.text import megatron_indexed as mi
 from suite.workloads.language_model import window_batches
 
 

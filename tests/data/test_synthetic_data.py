@@ -1,6 +1,6 @@
 """`trainbench data prepare NAME --synthetic`: every MLPerf recipe's tiny variant runs from the CLI on a machine with
 no data (an empty $TRAINBENCH_DATA, as on a fresh clone), its results say synthetic; real data is never written over;
-the generator is the product's (suite/data/synthetic.py) and imports none of the readers it stands in for."""
+the generator is the product's (suite/data/synthetic/files.py) and imports none of the readers it stands in for."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.data import synthetic
 from suite.data.locate import link_local
+from suite.data.synthetic import files as synthetic
 from suite.registry import workload_files
 from suite.specload import load_spec
 
@@ -24,7 +24,7 @@ MLPERF_DATA = {"nlp/llama31_8b": "megatron_indexed", "nlp/gpt_oss_20b": "megatro
                "nlp/deepseekv3_671b": "megatron_indexed", "nlp/llama2_70b_lora": "govreport",
                "cv/flux1": "flux_latents", "rl/gsm8k_grpo": "gsm8k", "rec/dlrmv4": "yambda"}
 # rl/qwen35_397b_grpo's tasks run in per-task container images that no generator stands in for; its tiny variant reads
-# generated repositories (suite/data/bugfix_repos.py), so no `data prepare` comes before it
+# generated repositories (suite/data/rl/bugfix_repos.py), so no `data prepare` comes before it
 NO_FILES = {"gym", "r2e_gym"}
 
 
@@ -52,11 +52,15 @@ def test_every_full_recipe_data_set_has_a_generator_and_every_mlperf_recipe_is_c
 
 
 def test_the_generator_imports_no_reader_and_no_test_helper():
-    tree = ast.parse((ROOT / "suite/data/synthetic.py").read_text())
+    tree = ast.parse((ROOT / "suite/data/synthetic/files.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                 for a in n.names}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    readers = {f"suite.data.{p.stem}" for p in (ROOT / "suite/data").glob("*.py")} - {
-        "suite.data.synthetic", "suite.data.gsm8k_fixture"}  # the fixture is itself a writer (of gsm8k-tiny)
+    readers = {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "suite/data").rglob("*.py")
+               if p.stem != "__init__" and "synthetic" not in p.parts and not p.stem.endswith("_fixture")}
+    readers -= {"suite.data.base", "suite.data.locate"}  # the error type and the folder rules, not readers
+    assert "suite.data.text.streams" in readers and "suite.data.rec.yambda" in readers, readers
     assert not imported & readers, imported & readers
     bench = (ROOT / "benchmarks/device_check.py").read_text()
     assert "support.datafiles" not in bench and "suite.data.synthetic" in bench

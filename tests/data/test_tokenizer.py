@@ -1,4 +1,4 @@
-"""Tokenizers from a local tokenizer.json (suite/data/tokenizer.py) against transformers' own reading of the same
+"""Tokenizers from a local tokenizer.json (suite/data/text/tokenizer.py) against transformers' own reading of the same
 file, the vocabulary check, and the MLPerf llama2_70b_lora prompt template with its loss mask."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from support.promised import require
 
-from suite.data import tokenizer as tk
 from suite.data.base import DataMissing
-from suite.data.text import pydoc_topics_text
+from suite.data.text import tokenizer as tk
+from suite.data.text.streams import pydoc_topics_text
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from torch import nn
 from suite import harness
 from suite import spec as spec_module
 from suite.execution.watchdog import Limits, Watchdog
-from suite.models import cnn
+from suite.models.vision import cnn
 from suite.specload import load_spec
 
 torch.set_num_threads(1)

@@ -104,9 +104,9 @@ finally:
     assert "None" not in line and "[]" not in line, (line, "torch was imported before the fork server started")
     mods = next(x for x in p.stdout.splitlines() if x.startswith("preload")).split()[1].split(",")
     assert mods[:4] == forkserver.PRELOAD
-    assert {"suite.workloads.image_classification", "suite.workloads.language_model", "suite.models.gpt",
-            "suite.data.digits", "suite.backends.torch"} <= set(mods), mods
-    assert not any(m.startswith(("suite.backends.deepspeed", "suite.backends.megatron")) for m in mods), mods
+    assert {"suite.workloads.image_classification", "suite.workloads.language_model", "suite.models.gpt.model",
+            "suite.data.vision.digits", "suite.backends.torch.backend"} <= set(mods), mods
+    assert not any(m.startswith(("suite.backends.deepspeed.backend", "suite.backends.megatron.backend")) for m in mods), mods
 
 
 def test_no_fork_server_is_started_for_a_cold_start_or_a_multi_process_run():

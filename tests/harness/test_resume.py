@@ -16,7 +16,7 @@ import torch
 
 from suite import harness
 from suite.backends import resume
-from suite.backends.torch import TorchBackend
+from suite.backends.torch.backend import TorchBackend
 from suite.specload import load_spec
 
 # dropout draws from the RNG every step; a cosine schedule moves the lr every step; AdamW keeps moments

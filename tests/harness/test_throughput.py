@@ -90,7 +90,7 @@ def test_the_cpu_clock_times_work_not_waits(digits_path: Path, tmp_path: Path, m
     """throughput.clock cpu: the step times are the process's CPU time, so a step that waits (here a 200 ms sleep in
     every step) is not slower on it, while train_s (wall) still holds the waits; the clock is in the comparison
     key, so a cpu-clock side is never compared with a wall-clock one."""
-    from suite.backends.torch import TorchBackend
+    from suite.backends.torch.backend import TorchBackend
     from suite.results import key as compare_key
 
     original = TorchBackend.train_step

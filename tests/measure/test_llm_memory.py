@@ -10,7 +10,7 @@ from support.memtrack import in_fresh_process, second_step_peak
 
 from suite import registry
 from suite.measure import llm_memory, memory
-from suite.models import llama
+from suite.models.llama import model as llama
 from suite.specload import load_spec
 
 torch.set_num_threads(1)

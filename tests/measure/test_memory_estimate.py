@@ -15,7 +15,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from suite import registry
 from suite.backends.parallel.checkpoint import apply_ac
 from suite.measure import memory
-from suite.models import gpt
+from suite.models.gpt import model as gpt
 from suite.specload import load_spec
 
 torch.set_num_threads(1)

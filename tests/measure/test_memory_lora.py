@@ -12,7 +12,8 @@ from support.memtrack import in_fresh_process, second_step_peak
 from support.promised import require
 
 from suite.measure import memory, memory_lora
-from suite.models import lora, pretrained
+from suite.models.common import lora
+from suite.models.hf import pretrained
 
 torch.set_num_threads(1)
 MICRO, VOCAB = 8, 256

@@ -117,7 +117,7 @@ def test_aborted_status_and_open_block_closed():
 def test_a_failed_run_still_logs_run_stop_aborted(tmp_path, monkeypatch):
     """An exception mid-run is recorded as status error; its log still closes the block and the run."""
     from suite import registry
-    from suite.backends.torch import TorchBackend
+    from suite.backends.torch.backend import TorchBackend
     from suite.harness import RunRequest, run
     from suite.specload import load_spec
 

@@ -219,7 +219,7 @@ def test_hfu_counts_recomputation_the_backend_reports():
 
 
 def test_components_split_their_flops_by_class():
-    from suite.models import gpt
+    from suite.models.gpt import model as gpt
 
     cfg = gpt.Config(n_layer=2, n_head=4, d_model=64, seq_len=32, vocab_size=100)
     by_class = gpt.flops_by_class(cfg, {})

@@ -1,4 +1,4 @@
-"""The Flux-style DiT (suite/models/flux.py): forward parity with torchtitan 0.3.0's `flux` model on identical
+"""The Flux-style DiT (suite/models/flux/model.py): forward parity with torchtitan 0.3.0's `flux` model on identical
 weights, analytic FLOPs against FlopCounterMode, patchify round trip, presets and refused shapes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from pydantic import ValidationError
 
 from suite.measure import flops
-from suite.models import flux
+from suite.models.flux import model as flux
 
 torch.set_num_threads(1)
 META = {"latent_shape": (1, 8, 8), "conditioning": {"label": {"context_dim": 10, "vec_dim": 10, "tokens": 1}}}

@@ -15,8 +15,11 @@ from test_llama import _max_abs, _tokens
 
 from suite import registry
 from suite.data.base import DataMissing
-from suite.models import hf_checkpoint as ckpt
-from suite.models import hf_tensors, llama, lora, pretrained
+from suite.models.common import lora
+from suite.models.hf import checkpoint as ckpt
+from suite.models.hf import pretrained
+from suite.models.hf import tensors as hf_tensors
+from suite.models.llama import model as llama
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
@@ -136,7 +139,7 @@ def test_one_peft_adapter_on_wqkv_is_the_hand_computed_lora_update():
 
 
 def test_mlperf_spec_counts_the_references_44_564_480_adapter_parameters():
-    from suite.backends import megatron_lora
+    from suite.backends.megatron import lora as megatron_lora
 
     cfg = pretrained.Config.model_validate(load_spec(registry.workload_files()["nlp/llama2_70b_lora"]).model.params())
     assert cfg.fused_qkv and lora.adapter_param_count(cfg, cfg.lora, 32000) == 44_564_480
@@ -156,8 +159,8 @@ def test_split_target_names_with_a_fused_model_and_wqkv_without_one_are_refused(
 
 def test_megatron_copy_splits_wqkv_and_torchtitan_refuses_it():
     """Megatron's llama_state reads wq/wk/wv: from a fused model it gives exactly the unfused model's tensors."""
-    from suite.backends import megatron_llama
-    from suite.backends.torchtitan import supports
+    from suite.backends.megatron import llama as megatron_llama
+    from suite.backends.torchtitan.backend import supports
 
     split = llama.build(TINY, {})
     fused = llama.Llama(FUSED, 256)

@@ -1,12 +1,12 @@
-"""KV-cached generation (suite/models/generation.py) against recomputing the whole sequence at every step."""
+"""KV-cached generation (suite/models/common/generation.py) against recomputing the whole sequence at every step."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from suite.models import llama
-from suite.models.generation import Sampling, generate, token_logprobs
+from suite.models.common.generation import Sampling, generate, token_logprobs
+from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""Hugging Face model folders into the suite's Llama-class decoder and back (suite/models/hf_checkpoint.py), against
+"""Hugging Face model folders into the suite's Llama-class decoder and back (suite/models/hf/checkpoint.py), against
 transformers' own save_pretrained / from_pretrained on the same weights; and each bad folder refused by name."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from support.promised import require
 from test_llama import _max_abs, _tokens
 
 from suite.data.base import DataMissing
-from suite.models import hf_checkpoint as ckpt
-from suite.models import llama
+from suite.models.hf import checkpoint as ckpt
+from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""A Hugging Face checkpoint under DeepSpeed ZeRO-3 (suite/models/hf_zero3.py): built partitioned and streamed,
+"""A Hugging Face checkpoint under DeepSpeed ZeRO-3 (suite/backends/deepspeed/zero3.py): built partitioned and streamed,
 each rank reading only its share of each tensor. Against transformers' logits for the same folder, with the
 checkpoint bytes each path held counted; and the range reader that does it, against the whole-tensor reader."""
 
@@ -18,8 +18,9 @@ from support.promised import require
 from test_llama import _max_abs, _tokens
 
 from suite.measure import memory_lora
-from suite.models import hf_checkpoint as ckpt
-from suite.models import hf_tensors, llama
+from suite.models.hf import checkpoint as ckpt
+from suite.models.hf import tensors as hf_tensors
+from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 

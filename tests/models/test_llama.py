@@ -1,4 +1,4 @@
-"""The Llama-3-class decoder (suite/models/llama.py) against Hugging Face transformers' LlamaForCausalLM on the
+"""The Llama-3-class decoder (suite/models/llama/model.py) against Hugging Face transformers' LlamaForCausalLM on the
 same weights, its Llama 3.1 rope scaling, its presets and its refusals."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pydantic import ValidationError
 from support.hf_reference import hf_llama, load_into_suite, randomize
 from support.promised import require
 
-from suite.models import llama, llm_presets
-from suite.models.llm_layers import RopeScaling, rope_inv_freq
+from suite.models.common.layers import RopeScaling, rope_inv_freq
+from suite.models.llama import model as llama
+from suite.models.llama import presets as llm_presets
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""Analytic FLOPs of the Llama-class decoder and its MoE (suite/models/llama.py: 6N over the active matmul
+"""Analytic FLOPs of the Llama-class decoder and its MoE (suite/models/llama/model.py: 6N over the active matmul
 parameters + 12*L*H*Q*T, the repo's full attention convention) within 2% of FlopCounterMode under the math SDPA
 kernel (suite/measure/flops.counting), for every preset's tiny shape and the variants each option adds."""
 
@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from suite.measure import flops
-from suite.models import llama, llm_presets
+from suite.models.llama import model as llama
+from suite.models.llama import presets as llm_presets
 
 torch.set_num_threads(1)
 TOLERANCE = 0.02

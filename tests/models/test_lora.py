@@ -1,4 +1,4 @@
-"""LoRA on the suite's Llama decoder (suite/models/lora.py, `arch: hf_llama`): the same outputs and adapter
+"""LoRA on the suite's Llama decoder (suite/models/common/lora.py, `arch: hf_llama`): the same outputs and adapter
 gradients as peft on transformers' LlamaForCausalLM with the same weights; only adapters train; the frozen-base
 FLOPs convention (docs/metrics.md) against FlopCounterMode."""
 
@@ -11,7 +11,8 @@ from support.hf_reference import hf_llama, load_into_suite, randomize
 from support.promised import require
 from test_llama import _max_abs, _tokens
 
-from suite.models import lora, pretrained
+from suite.models.common import lora
+from suite.models.hf import pretrained
 
 torch.set_num_threads(1)
 PAIRS = {"wq": "q_proj", "wk": "k_proj", "wv": "v_proj", "wo": "o_proj", "w1": "gate_proj", "w3": "up_proj",
@@ -116,7 +117,7 @@ def test_frozen_base_flops_match_flop_counter_within_2_percent(targets, fused):
     counted = counter.get_total_flops() / idx.numel()
     analytic = pretrained.flops_per_token(cfg, {})
     assert analytic == pytest.approx(counted, rel=0.02), (analytic, counted)
-    from suite.models import llama
+    from suite.models.llama import model as llama
 
     full = llama.flops_per_token(pretrained.shape(cfg), {})
     assert abs(full / counted - 1) > 0.25  # the convention matters

@@ -1,4 +1,4 @@
-"""The Mixture-of-Experts block (suite/models/moe.py) and the MoE decoder against Hugging Face transformers on the
+"""The Mixture-of-Experts block (suite/models/common/moe.py) and the MoE decoder against Hugging Face transformers on the
 same weights: MixtralForCausalLM for softmax top-k routing (the whole model, and its load-balancing loss), and
 DeepSeek-V3's MoE block for sigmoid routing with the choice bias, group-limited choice and a shared expert.
 
@@ -18,7 +18,8 @@ from support.hf_reference import hf_mixtral, load_into_suite, randomize
 from support.promised import require
 from test_llama import _max_abs, _tokens, assert_parity, parity
 
-from suite.models import llama, moe
+from suite.models.common import moe
+from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 

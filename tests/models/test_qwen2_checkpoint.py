@@ -10,8 +10,8 @@ from support.hf_reference import _common, randomize
 from support.promised import require
 from test_llama import _max_abs, _tokens
 
-from suite.models import hf_checkpoint as ckpt
-from suite.models import llama
+from suite.models.hf import checkpoint as ckpt
+from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 

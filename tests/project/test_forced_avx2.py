@@ -20,7 +20,7 @@ def _has_avx512() -> bool:
 
 def test_the_variables_cap_aten_and_onednn_at_avx2():
     """ATen's dispatch and oneDNN's ISA (which decides its bf16/fp16 support, and so DeepSpeed's zero.Init dtype:
-    suite/models/hf_zero3.py) both say AVX2, on any x86 CPU."""
+    suite/backends/deepspeed/zero3.py) both say AVX2, on any x86 CPU."""
     code = ("import torch; print(torch.backends.cpu.get_cpu_capability(), "
             "bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()), bool(torch.ops.mkldnn._is_mkldnn_fp16_supported()))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

@@ -13,7 +13,7 @@ from collections import Counter
 from support.backend_util import ROOT, env
 
 from suite import registry
-from suite.backends.support import load_all, matrix
+from suite.backends.matrix import load_all, matrix
 from suite.specload import load_spec_schema
 
 README = ROOT / "README.md"

@@ -12,7 +12,7 @@ from support.curves import loss_curve
 
 from suite.algorithms import bundles, plugins
 from suite.algorithms import precision as recipes
-from suite.backends.torch import split_batch
+from suite.backends.torch.backend import split_batch
 from suite.execution import plan
 from suite.spec import PRECISIONS, SpecError
 from suite.specload import load_spec

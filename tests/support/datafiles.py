@@ -1,9 +1,9 @@
 """The writers of small data sets in the exact on-disk formats of the full-tier readers now live in the product
-(suite/data/synthetic.py: `trainbench data prepare NAME --synthetic` uses them); the tests take them from there."""
+(suite/data/synthetic/files.py: `trainbench data prepare NAME --synthetic` uses them); the tests take them from there."""
 
 from __future__ import annotations
 
-from suite.data.synthetic import (  # noqa: F401 - re-exported for the tests
+from suite.data.synthetic.files import (  # noqa: F401 - re-exported for the tests
     MARKER,
     write_c4_indexed,
     write_cifar10,
@@ -19,7 +19,7 @@ from suite.data.synthetic import (  # noqa: F401 - re-exported for the tests
     write_ogbg,
     write_shards,
 )
-from suite.data.synthetic_overrides import (  # noqa: F401 - re-exported for the tests
+from suite.data.synthetic.overrides import (  # noqa: F401 - re-exported for the tests
     flux1_overrides,
     full_tier_overrides,
     gsm8k_overrides,

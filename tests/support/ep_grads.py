@@ -25,7 +25,7 @@ from suite import devices, distributed, registry
 from suite.backends.base import RunOptions
 from suite.backends.parallel.expert import ExpertShard
 from suite.harness import seed_everything
-from suite.models import moe
+from suite.models.common import moe
 from suite.specload import load_spec
 from suite.workloads.contract import Context, data_root
 

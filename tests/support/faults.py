@@ -22,7 +22,7 @@ import yaml
 from pydantic import Field
 from torch import nn
 
-from suite.models import cnn
+from suite.models.vision import cnn
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from suite.models import llama
+from suite.models.llama import model as llama
 
 
 def _common(cfg: llama.Config) -> dict[str, Any]:

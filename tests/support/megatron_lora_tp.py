@@ -1,4 +1,4 @@
-"""The Megatron LoRA adapters (suite/backends/megatron_lora_layers.py) at tp=2 on the inputs that `inputs` draws, for a
+"""The Megatron LoRA adapters (suite/backends/megatron/lora_layers.py) at tp=2 on the inputs that `inputs` draws, for a
 ColumnParallelLinear and a RowParallelLinear: their outputs, adapter gradients (gathered over tp) and the input's
 gradient; then the same with each adapter's tp collective removed. Two gloo ranks started by
 tests/backends/test_megatron_lora.py, which compares their tensors with `peft_reference` (peft's LoRA on an nn.Linear
@@ -55,8 +55,8 @@ def _megatron(kind: str, weight, a, b, x, upstream) -> dict[str, torch.Tensor]:
     from megatron.core import ModelParallelConfig
     from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 
-    from suite.backends import megatron_lora_layers
-    from suite.models.lora import LoraConfig
+    from suite.backends.megatron import lora_layers as megatron_lora_layers
+    from suite.models.common.lora import LoraConfig
 
     tp, rank = dist.get_world_size(), dist.get_rank()
     cfg = ModelParallelConfig(tensor_model_parallel_size=tp, use_cpu_initialization=True,
@@ -105,8 +105,8 @@ def main(out: str) -> None:
     dist.init_process_group("gloo")
     from megatron.core import parallel_state
 
-    from suite.backends import megatron_lora_layers
-    from suite.backends.megatron_cpu import CpuShim
+    from suite.backends.megatron import lora_layers as megatron_lora_layers
+    from suite.backends.megatron.cpu import CpuShim
 
     shim = CpuShim()
     shim.install()

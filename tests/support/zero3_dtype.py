@@ -1,5 +1,5 @@
 """One rank of tests/models/test_hf_zero3.py's dtype test: a float32 checkpoint loaded by ZeRO-3 streaming
-(suite/models/hf_zero3.py) as each kind of x86 CPU answers DeepSpeed's accelerator: with oneDNN fp16 (AVX512-FP16
+(suite/backends/deepspeed/zero3.py) as each kind of x86 CPU answers DeepSpeed's accelerator: with oneDNN fp16 (AVX512-FP16
 or AMX-FP16, Intel Sapphire Rapids+) and without it (every AVX2-only CPU, AMD Zen 4/5, ONEDNN_MAX_CPU_ISA=AVX2).
 Writes, per answer, the dtype a bare `deepspeed.zero.Init(dtype=float32)` builds in (the control: DeepSpeed
 0.19.8's own choice), the dtypes of the loader's partitions, and its logits' gap from the whole-model path's.
@@ -29,14 +29,17 @@ def main(out: str, folder: str) -> None:
     torch.set_num_threads(1)
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(_free_port()))
-    from suite.backends.deepspeed import Options, _import_deepspeed, _skip_shm_build, ds_config
+    from suite.backends.deepspeed.backend import Options, _import_deepspeed, _skip_shm_build, ds_config
 
     deepspeed = _import_deepspeed("cpu")
     _skip_shm_build()
     dist.init_process_group("gloo")
     from deepspeed.accelerator import get_accelerator
 
-    from suite.models import hf_checkpoint, hf_zero3, llama, pretrained
+    from suite.backends.deepspeed import zero3 as hf_zero3
+    from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import pretrained
+    from suite.models.llama import model as llama
 
     shape = hf_checkpoint.config_for(folder, pretrained.shape(pretrained.Config(preset="llama3.1-tiny",
                                                                                 checkpoint=folder)))

@@ -1,5 +1,5 @@
 """One rank of tests/models/test_hf_zero3.py: a Hugging Face folder loaded under DeepSpeed ZeRO-3 by streaming
-(suite/models/hf_zero3.py): a bad folder refused before anything is built; the checkpoint bytes each path held;
+(suite/backends/deepspeed/zero3.py): a bad folder refused before anything is built; the checkpoint bytes each path held;
 the logits (partitions gathered, and through the engine) against transformers' (saved by the test); LoRA on it.
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 -m support.zero3_load OUT_DIR FOLDER REF.pt BAD
@@ -32,14 +32,17 @@ def main(out_dir: str, folder: str, ref_path: str, bad: str) -> None:
 
     t0 = time.perf_counter()
     torch.set_num_threads(1)
-    from suite.backends.deepspeed import Options, _import_deepspeed, _skip_shm_build, ds_config
+    from suite.backends.deepspeed.backend import Options, _import_deepspeed, _skip_shm_build, ds_config
 
     deepspeed = _import_deepspeed("cpu")
     _skip_shm_build()
     dist.init_process_group("gloo")  # as the harness does: deepspeed.comm is the loader's to set up
+    from suite.backends.deepspeed import zero3 as hf_zero3
     from suite.data.base import DataMissing
-    from suite.models import hf_checkpoint, hf_tensors, hf_zero3, pretrained
-    from suite.models import lora as lora_mod
+    from suite.models.common import lora as lora_mod
+    from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import pretrained
+    from suite.models.hf import tensors as hf_tensors
 
     rank, world = dist.get_rank(), dist.get_world_size()
     times = {"imports_s": time.perf_counter() - t0}

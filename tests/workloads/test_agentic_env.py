@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from suite.algorithms import grpo, grpo_rewards
-from suite.data.bugfix_repos import Config as RepoConfig
-from suite.data.bugfix_repos import load as load_repos
-from suite.models import llama
-from suite.models.generation import Sampling, generate, token_logprobs
+from suite.data.rl.bugfix_repos import Config as RepoConfig
+from suite.data.rl.bugfix_repos import load as load_repos
+from suite.models.common.generation import Sampling, generate, token_logprobs
+from suite.models.llama import model as llama
 from suite.workloads.agentic.env import SingleTurn, StepResult, rollout
 
 torch.set_num_threads(1)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.data.bugfix_repos import Config as RepoConfig
-from suite.data.bugfix_repos import load as load_repos
+from suite.data.rl.bugfix_repos import Config as RepoConfig
+from suite.data.rl.bugfix_repos import load as load_repos
 from suite.workloads.agentic.bugfix import BugFixEnv
 from suite.workloads.agentic.sandbox import Limits, PathEscape, Sandbox, enforced, python_for_commands
 

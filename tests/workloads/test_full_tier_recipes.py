@@ -16,7 +16,7 @@ from suite.algorithms.airbench import schedule as airbench_schedule
 from suite.algorithms.lars import LARS
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import lr_multiplier
-from suite.models import airbench
+from suite.models.vision import airbench
 from suite.spec import OptimizerSpec, ScheduleSpec
 from suite.workloads.image_classification import airbench_batches
 from suite.workloads.language_model import epoch_batches
@@ -229,7 +229,7 @@ def test_device_decode_path_matches_the_pillow_path(tmp_path):
     from support.datafiles import write_imagefolder
 
     from suite import registry
-    from suite.data import imagenet_device
+    from suite.data.vision import imagenet_device
     from suite.specload import load_spec
     from suite.workloads.contract import Context
 

@@ -11,8 +11,8 @@ import torch
 from support.grpo_checker import grpo_rules_check
 
 from suite import harness
-from suite.data import gsm8k_fixture as fixture
-from suite.models.generation import Sampling, generate, token_logprobs
+from suite.data.rl import gsm8k_fixture as fixture
+from suite.models.common.generation import Sampling, generate, token_logprobs
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
@@ -27,8 +27,8 @@ def data_root(tmp_path_factory):
 
 
 def test_left_padded_prompts_give_each_row_its_own_logits_and_completion(data_root):
-    from suite.data import gsm8k
-    from suite.models import hf_checkpoint
+    from suite.data.rl import gsm8k
+    from suite.models.hf import checkpoint as hf_checkpoint
 
     model_dir = data_root / "gsm8k-tiny" / "model"
     model = hf_checkpoint.load_llama(model_dir, hf_checkpoint.config_for(model_dir)).eval()
@@ -72,7 +72,7 @@ def test_the_tiny_recipe_runs_and_its_mllog_carries_mlperfs_grpo_keys(data_root,
 
 def test_the_full_recipe_maps_to_verls_run_qwen2_7b_values():
     """The full spec's values, read back through the grpo workload's MLLOG keys and veRL's overrides."""
-    from suite.backends import verl_adapt
+    from suite.backends.verl import adapt as verl_adapt
 
     spec = load_spec(SPEC)
     o = verl_adapt.overrides(spec, Path("train.parquet"), Path("test.parquet"), "Qwen2-7B-Instruct",
@@ -88,7 +88,8 @@ def test_a_tokenizer_larger_than_the_checkpoints_embedding_is_refused(data_root,
     """A padded embedding (more rows than the tokenizer has ids, as Qwen2's) loads; fewer rows is another vocabulary."""
     from suite import registry
     from suite.data.base import DataMissing
-    from suite.models import hf_checkpoint, llama
+    from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.llama import model as llama
     from suite.workloads.contract import Context
 
     small = {**fixture.SHAPE, "vocab_size": 256}
@@ -105,7 +106,7 @@ def test_verl_gets_the_released_model_and_the_data_sets_own_parquet(data_root, t
     GSM8K's parquet in veRL's layout; the command line is composed by veRL's Hydra config and checked by its code."""
     pytest.importorskip("verl")
     from suite import registry
-    from suite.backends import verl_launch
+    from suite.backends.verl import launch as verl_launch
     from suite.workloads.contract import Context
 
     monkeypatch.setenv("TRAINBENCH_DATA", str(data_root))

@@ -17,8 +17,8 @@ from support.datafiles import write_govreport
 from support.promised import require
 
 from suite import registry
-from suite.data import govreport
 from suite.data.base import DataMissing
+from suite.data.text import govreport
 from suite.measure.mllog import check_benchmark, parse
 from suite.results.record import load_results
 from suite.specload import load_spec
@@ -74,7 +74,7 @@ def test_loss_is_transformers_causal_lm_loss_with_masked_labels():
     require("transformers")
     from support.hf_reference import hf_llama, load_into_suite, randomize
 
-    from suite.models import llama
+    from suite.models.llama import model as llama
     from suite.workloads.sample_lm import token_losses
 
     cfg = llama.Config(preset="llama3.1-tiny")
@@ -99,8 +99,8 @@ def test_only_adapter_tensors_change_in_a_lora_run_through_the_torch_backend(tmp
     require("pyarrow")
     from suite import devices
     from suite.backends.base import RunOptions
-    from suite.backends.torch import TorchBackend
-    from suite.models import lora
+    from suite.backends.torch.backend import TorchBackend
+    from suite.models.common import lora
 
     sets = {"data.path": str(write_govreport(tmp_path, seq_len=64, vocab=512))}
     spec = load_spec(FULL, overrides=sets, variant="tiny")
@@ -166,7 +166,7 @@ def test_partial_checkpoint_exits_2_before_the_clock_and_records_nothing(tmp_pat
     require("pyarrow")
     from support.datafiles import write_fused_qkv_llama
 
-    from suite.models import hf_checkpoint
+    from suite.models.hf import checkpoint as hf_checkpoint
 
     data = write_govreport(tmp_path / "gr", seq_len=64, vocab=512)
     folder = write_fused_qkv_llama(tmp_path / "model")
@@ -184,7 +184,9 @@ def test_partial_checkpoint_exits_2_before_the_clock_and_records_nothing(tmp_pat
 
 
 def test_vocabulary_of_the_data_other_than_the_checkpoints_is_refused_naming_both(tmp_path):
-    from suite.models import hf_checkpoint, llama, pretrained
+    from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import pretrained
+    from suite.models.llama import model as llama
 
     cfg = pretrained.Config(preset="llama3.1-tiny", checkpoint=str(tmp_path))
     hf_checkpoint.save_llama(llama.build(pretrained.shape(cfg), {}), tmp_path)

@@ -17,8 +17,8 @@ import torch
 from support.grpo_checker import grpo_rules_check
 
 from suite import harness
-from suite.data import r2e_gym
 from suite.data.base import DataMissing
+from suite.data.rl import r2e_gym
 from suite.measure.mllog import MLLogRecorder
 from suite.specload import load_spec
 from suite.workloads.agentic.task import mllog_keys
@@ -226,7 +226,7 @@ def _hf_count(cfg: dict) -> int:
 def test_qwen35_counts_equal_transformers_and_the_published_397b_17b():
     """transformers 5.10's Qwen3_5MoeForCausalLM (built on the meta device) holds exactly the counted parameters,
     at the reference's shape and a tiny one; the shape gives the model card's 397B total, 17B active."""
-    from suite.models import qwen35
+    from suite.models.qwen35 import model as qwen35
 
     tiny = {**qwen35.QWEN35_397B, "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 4,
             "num_attention_heads": 4, "head_dim": 8, "linear_num_value_heads": 4, "linear_num_key_heads": 2,

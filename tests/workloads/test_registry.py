@@ -24,7 +24,7 @@ def test_every_built_in_name_resolves(table):
 def test_digits_equal_scikit_learns_load_digits_without_importing_it():
     from sklearn.datasets import load_digits
 
-    from suite.data import digits
+    from suite.data.vision import digits
 
     images, target = digits.read_arrays()
     bunch = load_digits()

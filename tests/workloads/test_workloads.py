@@ -141,7 +141,7 @@ def test_analytic_flops_match_counted(name, full_data):
 
 
 def test_resnet50_is_resnet50():
-    from suite.models import resnet
+    from suite.models.vision import resnet
 
     cfg, meta = resnet.Config(), {"input_shape": (3, 224, 224), "num_classes": 1000}
     assert sum(p.numel() for p in resnet.build(cfg, meta).parameters()) == 25_557_032  # torchvision's count
@@ -149,7 +149,7 @@ def test_resnet50_is_resnet50():
 
 
 def test_gpt2_124m_param_count():
-    from suite.models import gpt
+    from suite.models.gpt import model as gpt
 
     spec = load_spec(SPECS["nlp/gpt2_124m"])
     cfg = gpt.Config.model_validate(spec.model.params())

@@ -91,7 +91,7 @@ def _llama_recompute(model: nn.Module, cfg: Any) -> float:
     """full AC on the Llama-class decoder: every layer's forward again, its matmuls over the active parameters (the
     routed experts a token uses, the router, shared experts) and its attention (4·L·H·Q·T per token: a third of the
     12·L·H·Q·T the FLOPs count); the output head is not recomputed. Forward = 2·N_active + 4·L·H·Q·T."""
-    from suite.models import llama
+    from suite.models.llama import model as llama
 
     vocab = int(model.output.weight.shape[0])
     active = llama.active_matmul_params(cfg, {"vocab_size": vocab})

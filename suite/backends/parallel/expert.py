@@ -1,4 +1,4 @@
-"""Expert parallelism (`--parallel ep=N`) of the Llama decoder's Mixture-of-Experts layers (suite/models/moe.py).
+"""Expert parallelism (`--parallel ep=N`) of the Llama decoder's Mixture-of-Experts layers (suite/models/common/moe.py).
 
 The experts of each MoE layer are split over the ep group: rank j keeps experts [j E/N, (j+1) E/N). Every other
 parameter (attention, router, shared experts, embeddings) is replicated over ep, which behaves like dp for them:
@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.models.moe import Experts, MoE, combine, swiglu_experts
+from suite.models.common.moe import Experts, MoE, combine, swiglu_experts
 
 
 def spec_refusal(spec: Any) -> str | None:
@@ -32,7 +32,7 @@ def spec_refusal(spec: Any) -> str | None:
         return None
     flag = f"--parallel ep={par.ep}"
     from suite import registry
-    from suite.models import llama
+    from suite.models.llama import model as llama
 
     try:
         component = registry.model_component(spec.model.arch)
@@ -58,7 +58,7 @@ def spec_refusal(spec: Any) -> str | None:
 def ep_unsupported(model: nn.Module, ep: int) -> str | None:
     moes = [m for m in model.modules() if isinstance(m, MoE)]
     if not moes:
-        return f"--parallel ep={ep}: the model has no Mixture-of-Experts layer (suite/models/moe.py) to split"
+        return f"--parallel ep={ep}: the model has no Mixture-of-Experts layer (suite/models/common/moe.py) to split"
     if moes[0].cfg.experts % ep:
         return f"--parallel ep={ep} does not divide the {moes[0].cfg.experts} experts of each MoE layer"
     return None

@@ -29,7 +29,7 @@ from torch import nn
 
 
 def tp_unsupported(model: nn.Module, tp: int) -> str | None:
-    if hasattr(model, "tp_plan_unsupported"):  # a model that carries its own plan (the Flux DiT: suite/models/flux.py)
+    if hasattr(model, "tp_plan_unsupported"):  # a model that carries its own plan (the Flux DiT: suite/models/flux/model.py)
         return model.tp_plan_unsupported(tp)  # type: ignore[operator]
     blocks = getattr(model, "blocks", None)
     cfg = getattr(model, "cfg", None)

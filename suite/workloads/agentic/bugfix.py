@@ -1,4 +1,4 @@
-"""The CPU tier's environment: fix a one-line bug in a generated repository (suite/data/bugfix_repos.py) with
+"""The CPU tier's environment: fix a one-line bug in a generated repository (suite/data/rl/bugfix_repos.py) with
 tools that run in a sandbox (suite/workloads/agentic/sandbox.py).
 
 Actions, one line each: `cat` (m.py with numbered lines, read through the sandbox's confined file tool), `test`
@@ -9,7 +9,7 @@ test file is written back and run once more in the sandbox, 1.0 when it exits 0.
 
 from __future__ import annotations
 
-from suite.data.bugfix_repos import PROMPT, Task, listing
+from suite.data.rl.bugfix_repos import PROMPT, Task, listing
 from suite.workloads.agentic.env import StepResult
 from suite.workloads.agentic.sandbox import Limits, PathEscape, Sandbox, python_for_commands
 

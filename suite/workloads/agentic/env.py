@@ -21,7 +21,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from suite.models.generation import Sampling, generate
+from suite.models.common.generation import Sampling, generate
 
 
 @dataclass

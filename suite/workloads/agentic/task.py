@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from suite.algorithms import grpo, grpo_agentic
-from suite.models.generation import Sampling, token_logprobs
+from suite.models.common.generation import Sampling, token_logprobs
 from suite.workloads.agentic.bugfix import BugFixEnv
 from suite.workloads.agentic.env import Rollout, rollout
 from suite.workloads.agentic.sandbox import Limits, enforced

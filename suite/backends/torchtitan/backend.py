@@ -1,0 +1,287 @@
+"""torchtitan 0.3.0: the spec's `llama` model built as torchtitan's own model (Llama3Model, or DeepSeekV3Model for
+an MoE preset: suite/backends/torchtitan/model.py) and parallelised by torchtitan's own `parallelize_llama` /
+`parallelize_deepseekv3` (tensor parallel, activation checkpointing, per-block compile, FSDP2 with its
+MixedPrecisionPolicy), then trained by the suite's harness: its clock, evaluation cadence, stop rules and
+instruments, the workload's data and loss, the spec's optimizer and schedule (suite.algorithms, as the DeepSpeed
+backend hands DeepSpeed a client optimizer), so a curve differs from the torch backend's only by the model code.
+
+Not torchtitan's Trainer: it owns the data loader (Hugging Face `datasets`), the loss, the optimizer container,
+checkpointing and its own step timer, which would put everything the harness measures outside the harness.
+The model starts from the weights the workload's own model was initialised with (the same seed gives the same
+checkpoint under every backend), mapped by titan_model.suite_to_titan.
+
+Attention (`backends.torchtitan.attention`): `sdpa` (default) is torchtitan's ScaledDotProductAttention, causal,
+put into each layer's config in place of the language-model default; torchtitan's own `get_attention_config`
+refuses "sdpa" for LMs only because its data loader packs documents, which the suite's window batches do not.
+`flex` is torchtitan's LM default; FlexAttention has no backward on CPU, so it trains on CUDA only.
+
+Layouts (`--parallel`): dp -> data_parallel_replicate_degree, fsdp -> data_parallel_shard_degree, tp ->
+tensor_parallel_degree (+ sp -> enable_sequence_parallel), ac -> FullAC / SelectiveAC, `--compile` ->
+CompileConfig(components=["model"]). pp, cp, loss_parallel and tp on an MoE model are refused (`supports`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from typing import Any, ClassVar, Literal
+
+import torch
+import torch.distributed as dist
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from suite import devices
+from suite.algorithms.optimizers import build_optimizer
+from suite.algorithms.schedules import build_scheduler
+from suite.backends import layout as layouts
+from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.torch.backend import split_batch, to_device
+from suite.measure.environment import package_version
+from suite.workloads.contract import Batch, Workload
+
+NO_CPU_BACKWARD = ("FlexAttention has no backward on CPU (torch raises \"FlexAttention does not support backward "
+                   "on CPU\"): torchtitan's language-model attention (flex, flex_flash, varlen) trains on CUDA only")
+
+
+class Options(BaseModel):
+    """The spec's `backends.torchtitan` block."""
+
+    model_config = ConfigDict(extra="forbid")
+    attention: Literal["sdpa", "flex", "varlen"] = Field(
+        default="sdpa", description="torchtitan's inner attention: sdpa (causal; trains on CPU) or its LM default flex")
+    grad_clip: float | None = Field(default=None, gt=0)
+
+
+def supports(spec: Any) -> str | None:
+    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets); flux waits
+    for the diffusion issue."""
+    if not layouts.is_llama(spec.model.arch):
+        return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
+                "models from the suite's `llama` configs (dense and MoE presets); use model.arch llama")
+    try:
+        opts = Options.model_validate(spec.backends.get("torchtitan", {}))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        return f"backends.torchtitan: {e}"
+    del opts
+    from suite.models.llama import presets as llm_presets
+
+    params = llm_presets.expand(dict(spec.model.params()))
+    if params.get("fused_qkv"):
+        return ("model.fused_qkv: the suite -> torchtitan weight map (titan_model.py) copies separate wq, wk, wv into "
+                "torchtitan's qkv_linear; a fused wqkv is not mapped. Set model.fused_qkv: false (the same weights "
+                "and outputs; it only changes how a LoRA adapter on qkv_proj is shaped)")
+    par = spec.parallel
+    if par is None:
+        return None
+    if par.pp > 1:
+        return ("parallel.pp: torchtitan's pipeline (pipeline_llm) runs its own schedule and loss on the last stage, "
+                "outside the workload's loss; not wired in this backend")
+    if par.cp > 1:
+        return "parallel.cp: context parallel needs torchtitan's CP-sharded inputs and loss; not wired"
+    if par.tp > 1 and par.loss_parallel is False:
+        return ("parallel.loss_parallel=false: torchtitan's tensor-parallel plan always shards the LM head's logits "
+                "by vocabulary (its lm_head output is Shard(-1)); leave loss_parallel unset or true")
+    if par.tp > 1:
+        if params.get("moe"):
+            return ("parallel.tp with an MoE model: the MoE layers use torchtitan's DeepSeek-V3 sharding plan, written "
+                    "for its MLA attention, not the GQA attention the suite's MoE presets have")
+        for field in ("n_head", "n_kv_head"):
+            heads = params.get(field) or params.get("n_head")
+            if heads and int(heads) % par.tp:
+                return f"parallel.tp={par.tp} does not divide model.{field}={heads}"
+    return None
+
+
+def version() -> str | None:
+    return package_version("torchtitan")
+
+
+class TorchtitanBackend(Backend):
+    name: ClassVar[str] = "torchtitan"
+    Options = Options
+    supports = staticmethod(supports)
+
+    def __init__(self, device: devices.Device):
+        self.device = device
+        self.world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        self.opts = Options()
+        self.layout = layouts.Layout(dp=self.world)
+        self.n_micro = 1
+        self.micro: int | None = None
+        self.compiled: str | None = None
+        self._own_group = False
+        self._saved_device_type: str | None = None
+
+    def available(self) -> Availability:
+        try:
+            importlib.import_module("torchtitan.models.llama3")
+        except Exception as e:  # noqa: BLE001 - never raises: the reason says what to install
+            return Availability(False, f"torchtitan is not importable ({type(e).__name__}: {e}); install "
+                                       "`pip install 'trainbench[torchtitan]'` (torchtitan 0.3.0 needs triton to "
+                                       "import, also on CPU)")
+        note = "" if self.device.type == "cuda" else (
+            f"trains with attention: sdpa only ({NO_CPU_BACKWARD}); backends.torchtitan.attention: flex is refused here")
+        return Availability(True, note, version())
+
+    def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
+        from suite.backends.torchtitan import model as titan_model
+        from suite.models.llama import model as llama
+
+        self.opts = Options.model_validate(opts.options)
+        if opts.precision not in ("fp32", "bf16"):
+            raise ValueError(f"--precision {opts.precision}: the torchtitan backend runs fp32 or bf16 (torchtitan's "
+                             "FSDP MixedPrecisionPolicy); float8/MXFP8 converters are not wired")
+        if self.opts.attention != "sdpa" and self.device.type != "cuda":
+            raise ValueError(f"backends.torchtitan.attention: {self.opts.attention} on {self.device.type}: "
+                             f"{NO_CPU_BACKWARD}; use attention: sdpa")
+        spec = workload.spec
+        if reason := supports(spec):
+            raise ValueError(reason)
+        self.layout = lay = layouts.resolve(spec.parallel, self.world)
+        self.micro, self.n_micro = layouts.micro_batches(spec, lay)
+        cfg = llama.Config.model_validate(spec.model.params())
+        suite_model = workload.build_model()  # seeded like every backend's: its weights are the shared checkpoint
+        vocab = suite_model.tok_embeddings.num_embeddings
+        model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,
+                                  sequence_parallel=lay.sp if lay.tp > 1 else None)
+        titan_model.load_suite_weights(model, suite_model, cfg)
+        del suite_model
+        model = self.parallelize(model, cfg.moe is not None, lay, opts)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = build_optimizer(spec.optimizer, params)
+        scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
+        self.workload = workload
+        call = model if self.opts.attention == "sdpa" else _WithMasks(model)
+        return TrainState(model=call, raw_model=model, optimizer=optimizer, scheduler=scheduler,
+                          extra={"params": params})
+
+    def parallelize(self, model: nn.Module, moe: bool, lay: layouts.Layout, opts: RunOptions) -> nn.Module:
+        """torchtitan's ParallelDims and parallelize function on its `model`, as its Trainer calls them
+        (partial-DTensor mode); also used by benchmarks/device_check.py on torchtitan's own 8B config."""
+        import torchtitan.distributed.parallel_dims as parallel_dims_module
+        from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
+        from torchtitan.distributed import ParallelDims
+        from torchtitan.distributed import utils as dist_utils
+        from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
+
+        if not dist.is_initialized():  # one process: a group of one, as torchtitan always runs under torchrun
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            self._own_group = True
+        # torchtitan picks its mesh device from the accelerator it finds, "cuda" when there is none (put back in close)
+        self._saved_device_type = parallel_dims_module.device_type  # type: ignore[attr-defined]
+        parallel_dims_module.device_type = self.device.type  # type: ignore[attr-defined]
+        par = ParallelismConfig(data_parallel_replicate_degree=lay.dp, data_parallel_shard_degree=lay.fsdp,
+                                tensor_parallel_degree=lay.tp, enable_sequence_parallel=lay.sp,
+                                spmd_backend="partial_dtensor")
+        dist_utils.set_spmd_backend("partial_dtensor")
+        self.parallel_dims = dims = ParallelDims.from_config(par, self.world)
+        dims.build_mesh()
+        ac = {"none": None, "full": FullAC.Config(), "selective": SelectiveAC.Config()}[lay.ac]
+        training = TrainingConfig(mixed_precision_param="bfloat16" if opts.precision == "bf16" else "float32")
+        compile_config = CompileConfig(enable=opts.compile, components=["model"])
+        if not moe:
+            from torchtitan.models.llama3 import parallelize_llama as parallelize
+        else:
+            from torchtitan.models.deepseek_v3 import parallelize_deepseekv3 as parallelize
+        model = parallelize(model, parallel_dims=dims, training=training, parallelism=par,
+                            compile_config=compile_config, ac_config=ac, dump_folder="")
+        self.compiled = "blocks" if opts.compile else None
+        if self.device.type == "cpu":  # gloo has no PREMUL_SUM: the same reduction as SUM then x 1 (the factor
+            from torch.distributed.fsdp import FSDPModule  # torchtitan sets, disable_fsdp_gradient_division)
+
+            for module in model.modules():
+                if isinstance(module, FSDPModule):
+                    module.set_force_sum_reduction_for_comms(True)
+        return model
+
+    def data_shard(self) -> tuple[int, int]:
+        """torchtitan's mesh is [pp, dp_replicate, dp_shard, cp, tp], tp innermost: tp peers read one batch."""
+        rank = dist.get_rank() if self.world > 1 else 0
+        return (rank // self.layout.tp) % self.layout.data_parallel, self.layout.data_parallel
+
+    def train_step(self, state: TrainState, batch: Batch) -> StepOut:
+        batch = to_device(batch, self.device.torch)
+        opt = state.optimizer
+        opt.zero_grad(set_to_none=True)
+        chunks = split_batch(batch, self.n_micro, self.workload.batch_samples(batch)) if self.n_micro > 1 else [batch]
+        total = torch.zeros((), device=self.device.torch)
+        for i, micro in enumerate(chunks):
+            sync = getattr(state.model, "set_requires_gradient_sync", None)  # FSDP2: reduce on the last only
+            if sync is not None:
+                sync(i == len(chunks) - 1)
+            with self._loss_context():
+                loss = self.workload.loss(state.model, micro)
+                # torchtitan's FSDP sums gradients over data-parallel ranks (disable_fsdp_gradient_division) and its
+                # Trainer divides the loss by the global token count instead: here, the rank's mean over the ranks
+                (loss / (len(chunks) * self.layout.data_parallel)).backward()
+            total += _local(loss.detach()).float()
+        if self.opts.grad_clip:
+            from torchtitan.distributed import utils as dist_utils
+
+            dist_utils.clip_grad_norm_(state.extra["params"], self.opts.grad_clip, foreach=True)
+        opt.step()
+        state.scheduler.step()
+        return StepOut(total / len(chunks))
+
+    def _loss_context(self) -> Any:
+        """Under tp the logits come sharded by vocabulary: the workload's cross-entropy runs in loss_parallel."""
+        if self.layout.tp == 1:
+            return contextlib.nullcontext()
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        return loss_parallel()
+
+    def eval_model(self, state: TrainState) -> nn.Module:
+        if self.layout.tp > 1:  # the workload's evaluation reads whole logits
+            from suite.backends.parallel.tensor import GatherLogits
+
+            return GatherLogits(state.model)
+        return state.model
+
+    def synchronize(self) -> None:
+        self.device.synchronize()
+
+    def parallel_layout(self) -> dict[str, Any]:
+        return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
+                "activation_checkpointing": self.layout.ac, "compile": self.compiled,
+                "attention": self.opts.attention, "framework": "torchtitan"}
+
+    def close(self) -> None:
+        if self._saved_device_type is not None:
+            import torchtitan.distributed.parallel_dims as parallel_dims_module
+
+            parallel_dims_module.device_type = self._saved_device_type  # type: ignore[attr-defined]
+            self._saved_device_type = None
+        if self._own_group and dist.is_initialized():
+            dist.destroy_process_group()
+        self._own_group = False
+
+
+class _WithMasks(nn.Module):
+    """flex / varlen attention need the masks torchtitan's Decoder makes from token positions (its data loader
+    passes them): the workload's `model(x)` gets them for one causal document per row, cached per shape."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self._masks: dict[tuple[int, int], Any] = {}
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        key = tuple(tokens.shape)
+        if key not in self._masks:
+            positions = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
+            self._masks[key] = self.model.get_attention_masks(positions=positions)  # type: ignore[operator]
+        return self.model(tokens, attention_masks=self._masks[key])
+
+    def set_requires_gradient_sync(self, sync: bool) -> None:
+        setter = getattr(self.model, "set_requires_gradient_sync", None)
+        if setter is not None:
+            setter(sync)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor loss (tensor parallel) as a plain tensor."""
+    full = getattr(t, "full_tensor", None)
+    return full() if full is not None else t
+

@@ -1,0 +1,352 @@
+"""A Llama-3-class decoder: RMSNorm, rotary embeddings with Llama 3.1's frequency scaling, grouped-query
+attention, SwiGLU MLP, untied embeddings; optionally Mixture-of-Experts feed-forward layers (suite/models/common/moe.py)
+after `dense_layers` dense ones (DeepSeek-V3's first_k_dense_replace).
+
+Presets (`preset: llama3.1-8b`, ...) are in suite/models/llama/presets.py. `HF_TO_SUITE` maps Hugging Face
+`LlamaForCausalLM` / `MixtralForCausalLM` / DeepSeek-V3 parameter names to this module's (`from_hf_state_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch import nn
+
+from suite.models.common.layers import (
+    LayerCache,
+    RMSNorm,
+    RopeScaling,
+    Rotary,
+    SwiGLU,
+    apply_rotary,
+    swiglu_params,
+)
+from suite.models.common.moe import MoE, MoEConfig, moe_active_params, moe_total_params
+from suite.models.llama import presets as llm_presets
+from suite.registry import Component
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    preset: str | None = Field(default=None, description=f"named shape: {', '.join(llm_presets.PRESETS)}")
+    n_layer: int = Field(gt=0)
+    d_model: int = Field(gt=0)
+    n_head: int = Field(gt=0, description="query heads")
+    n_kv_head: int | None = Field(default=None, gt=0, description="key/value heads (GQA); default n_head")
+    head_dim: int | None = Field(default=None, gt=0, description="default d_model / n_head")
+    ffn_dim: int = Field(gt=0, description="SwiGLU hidden width of a dense layer")
+    seq_len: int = Field(gt=0, description="context length (tokens per sample)")
+    vocab_size: int | None = Field(default=None, gt=0, description="default: the data set's vocabulary")
+    rope_theta: float = Field(default=500000.0, gt=0)
+    rope_scaling: RopeScaling | None = Field(default=None, description="Llama 3.1's (rope_type llama3)")
+    norm_eps: float = Field(default=1e-5, gt=0)
+    attention_bias: bool = False
+    qkv_bias: bool = Field(default=False, description="biases on the q, k and v projections only, not o "
+                           "(Qwen2); attention_bias puts one on all four")
+    tie_embeddings: bool = False
+    fused_qkv: bool = Field(default=False, description=(
+        "q, k and v as ONE linear `wqkv` (rows [q; k; v], the layout of MLPerf's fused qkv_proj checkpoint), its "
+        "output split: LoRA's qkv_proj is then one adapter over the fused layer, as in MLPerf's reference"))
+    init_std: float = Field(default=0.02, gt=0)
+    moe: MoEConfig | None = Field(default=None, description="Mixture-of-Experts feed-forward layers")
+    dense_layers: int = Field(default=0, ge=0, description="with moe: the first layers that stay dense")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        return llm_presets.expand(data)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> Config:
+        if self.head_dim is None and self.d_model % self.n_head:
+            raise ValueError(f"n_head ({self.n_head}) does not divide d_model ({self.d_model}): choose n_head "
+                             "dividing d_model, or set head_dim")
+        if self.n_head % self.kv_heads:
+            raise ValueError(f"n_kv_head ({self.n_kv_head}) does not divide n_head ({self.n_head}): each key/value "
+                             "head serves a whole group of query heads; choose a divisor of n_head")
+        if self.head_size % 2:
+            raise ValueError(f"head_dim ({self.head_size}) is odd: rotary embeddings rotate pairs of dimensions")
+        if self.dense_layers and self.moe is None:
+            raise ValueError("dense_layers is set without moe: it counts the dense layers before the MoE ones")
+        if self.moe is not None and self.dense_layers >= self.n_layer:
+            raise ValueError(f"dense_layers ({self.dense_layers}) leaves no MoE layer of n_layer ({self.n_layer})")
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_head or self.n_head
+
+    @property
+    def head_size(self) -> int:
+        return self.head_dim or self.d_model // self.n_head
+
+    def is_moe(self, layer: int) -> bool:
+        return self.moe is not None and layer >= self.dense_layers
+
+    @property
+    def qkv_sizes(self) -> tuple[int, int, int]:
+        """Output widths of q, k and v: the rows of each in a fused [q; k; v] matrix."""
+        kv = self.kv_heads * self.head_size
+        return self.n_head * self.head_size, kv, kv
+
+
+def vocab(cfg: Config, meta: dict[str, Any]) -> int:
+    v = cfg.vocab_size or meta.get("vocab_size")
+    if not v:
+        raise ValueError("model.vocab_size is not set and the data set does not declare one")
+    return int(v)
+
+
+class Attention(nn.Module):
+    """Causal grouped-query attention: n_kv_head key/value heads, each shared by n_head / n_kv_head query heads.
+    q, k and v are three linears (wq, wk, wv), or with `fused_qkv` one (wqkv, rows [q; k; v]) whose output is split."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.head_dim = cfg.head_size
+        qkv_bias = cfg.attention_bias or cfg.qkv_bias
+        self.qkv_sizes, self.fused = list(cfg.qkv_sizes), cfg.fused_qkv
+        if self.fused:
+            self.wqkv = nn.Linear(cfg.d_model, sum(self.qkv_sizes), bias=qkv_bias)
+        else:
+            self.wq = nn.Linear(cfg.d_model, self.qkv_sizes[0], bias=qkv_bias)
+            self.wk = nn.Linear(cfg.d_model, self.qkv_sizes[1], bias=qkv_bias)
+            self.wv = nn.Linear(cfg.d_model, self.qkv_sizes[2], bias=qkv_bias)
+        self.wo = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=cfg.attention_bias)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: LayerCache | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
+        b, t, _ = x.shape
+        parts = self.wqkv(x).split(self.qkv_sizes, dim=-1) if self.fused else (self.wq(x), self.wk(x), self.wv(x))
+        q, k, v = (p.view(b, t, -1, self.head_dim).transpose(1, 2) for p in parts)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        mask, causal = None, True
+        past = 0
+        if cache is not None:  # generation: attend to every cached position plus the new ones, causally
+            past = cache.length
+            k, v = cache.extend(k, v)
+            if past:
+                causal = False
+                if t > 1:
+                    mask = torch.ones(t, past + t, dtype=torch.bool, device=x.device).tril(diagonal=past)
+        if keys is not None:  # left padding: no query attends to a pad key (a pad query to itself only: no NaN)
+            s = past + t
+            allowed = torch.ones(t, s, dtype=torch.bool, device=x.device).tril(diagonal=past)
+            own = torch.zeros(t, s, dtype=torch.bool, device=x.device)
+            own[torch.arange(t), past + torch.arange(t)] = True
+            mask, causal = (allowed[None, None] & keys[:, None, None, :s]) | own, False
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                           enable_gqa=k.shape[1] != q.shape[1])
+        return self.wo(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: Config, layer: int):
+        super().__init__()
+        self.attention_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attention = Attention(cfg)
+        self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        # one of the two, so a layer's parameter names say which it is (and map to Hugging Face's by name)
+        self.moe = MoE(cfg.d_model, cfg.moe) if cfg.moe is not None and cfg.is_moe(layer) else None
+        self.feed_forward = None if self.moe is not None else SwiGLU(cfg.d_model, cfg.ffn_dim)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: LayerCache | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, cache, keys)
+        ffn = self.moe if self.moe is not None else self.feed_forward
+        assert ffn is not None
+        return x + ffn(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg: Config, vocab_size: int):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embeddings = nn.Embedding(vocab_size, cfg.d_model)
+        self.rotary = Rotary(cfg.head_size, cfg.rope_theta, cfg.rope_scaling)
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.output = nn.Linear(cfg.d_model, vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.output.weight = self.tok_embeddings.weight
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """N(0, init_std) for every matrix, the residual projections (wo, w2) scaled by 1/sqrt(2 n_layer) (GPT-2's
+        rule), zero biases and score biases, unit norms."""
+        std, residual_std = self.cfg.init_std, self.cfg.init_std / math.sqrt(2 * self.cfg.n_layer)
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                nn.init.ones_(p) if name.endswith("norm.weight") else nn.init.zeros_(p)
+            else:
+                nn.init.normal_(p, 0.0, residual_std if name.endswith(("wo.weight", "w2.weight", "w2")) else std)
+        for name, buf in self.named_buffers():
+            if name.endswith("score_bias"):
+                nn.init.zeros_(buf)
+
+    def forward(self, idx: torch.Tensor, cache: list[LayerCache] | None = None,
+                keys: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of every position; with `cache` (one LayerCache per layer, suite/models/common/generation.py) `idx`
+        continues the cached positions, whose keys and values are reused, not recomputed. keys: (B, past + T) bool,
+        False at left-padding positions, which no position attends to (rotary embeddings are relative, so a row's
+        real tokens get the logits they would have unpadded)."""
+        x = self.tok_embeddings(idx)
+        past = cache[0].length if cache else 0
+        cos, sin = self.rotary(past + idx.shape[1], x.dtype)
+        cos, sin = cos[past:], sin[past:]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache[i] if cache else None, keys)
+        return self.output(self.norm(x))
+
+    def aux_loss(self) -> torch.Tensor:
+        """The last forward's load-balancing loss, summed over the MoE layers, unweighted (0 for a dense model)."""
+        losses = [m.aux_loss for m in self.modules() if isinstance(m, MoE)]
+        return torch.stack(losses).sum() if losses else torch.zeros(())
+
+
+def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
+    return Llama(cfg, vocab(cfg, meta))
+
+
+# ---- parameters and FLOPs -------------------------------------------------------------------------------
+
+
+def _attention_params(cfg: Config, biases: bool = True) -> int:
+    d, hd = cfg.d_model, cfg.head_size
+    n = d * cfg.n_head * hd * 2 + d * cfg.kv_heads * hd * 2  # wq, wo; wk, wv
+    if (cfg.attention_bias or cfg.qkv_bias) and biases:
+        n += cfg.n_head * hd + 2 * cfg.kv_heads * hd + (d if cfg.attention_bias else 0)
+    return n
+
+
+def param_count(cfg: Config, meta: dict[str, Any]) -> int:
+    """Every parameter (all experts), computed from the config: what memory holds."""
+    d, v = cfg.d_model, vocab(cfg, meta)
+    n = v * d * (1 if cfg.tie_embeddings else 2) + d  # embeddings, output, final norm
+    for layer in range(cfg.n_layer):
+        ffn = moe_total_params(d, cfg.moe) if cfg.is_moe(layer) and cfg.moe else swiglu_params(d, cfg.ffn_dim)
+        n += _attention_params(cfg) + ffn + 2 * d
+    return n
+
+
+def active_matmul_params(cfg: Config, meta: dict[str, Any]) -> int:
+    """N of 6N: the matmul parameters one token passes through. The input embedding is a lookup (tied or not,
+    the output projection counts once); norms are element-wise; MoE layers count the router, the token's k
+    experts and the shared experts, not the idle ones."""
+    d = cfg.d_model
+    n = vocab(cfg, meta) * d
+    for layer in range(cfg.n_layer):
+        ffn = moe_active_params(d, cfg.moe) if cfg.is_moe(layer) and cfg.moe else swiglu_params(d, cfg.ffn_dim)
+        n += _attention_params(cfg, biases=False) + ffn
+    return n
+
+
+def attention_flops_per_token(cfg: Config) -> float:
+    """12 * L * H * Q * T (PaLM; H the query heads, whatever the KV heads: GQA shares K and V, not the score
+    and value products; causal masking not discounted, the repo's `full` convention)."""
+    return 12.0 * cfg.n_layer * cfg.n_head * cfg.head_size * cfg.seq_len
+
+
+def flops_per_token(cfg: Config, meta: dict[str, Any]) -> float:
+    """6N + 12*L*H*Q*T per token, forward + backward, N the active matmul parameters (MFU for MoE counts
+    active FLOPs)."""
+    return 6.0 * active_matmul_params(cfg, meta) + attention_flops_per_token(cfg)
+
+
+def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
+    return flops_per_token(cfg, meta) * cfg.seq_len
+
+
+def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
+    attention = attention_flops_per_token(cfg) * cfg.seq_len
+    return {"matmul": flops_per_sample(cfg, meta) - attention, "attention": attention}
+
+
+# ---- Hugging Face weight names ----------------------------------------------------------------------------
+
+# Hugging Face parameter name (transformers 5: LlamaForCausalLM, MixtralForCausalLM, DeepseekV3ForCausalLM's MoE
+# parts) -> this module's. Rotary weights need no permutation: both use rotate_half. Not covered: gpt-oss
+# checkpoints (`mlp.router` with a bias, gate_up_proj (E, dim, 2*hidden) with gate and up interleaved, expert
+# biases, attention sinks: parts this decoder does not have), Qwen3-MoE's q/k norms, DeepSeek-V3's MLA.
+HF_TO_SUITE: list[tuple[str, str]] = [
+    (r"model\.embed_tokens\.weight", "tok_embeddings.weight"),
+    (r"model\.norm\.weight", "norm.weight"),
+    (r"lm_head\.weight", "output.weight"),
+    (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"layers.\1.attention_norm.weight"),
+    (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"layers.\1.ffn_norm.weight"),
+    (r"model\.layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)", r"layers.\1.attention.wq.\2"),
+    (r"model\.layers\.(\d+)\.self_attn\.k_proj\.(weight|bias)", r"layers.\1.attention.wk.\2"),
+    (r"model\.layers\.(\d+)\.self_attn\.v_proj\.(weight|bias)", r"layers.\1.attention.wv.\2"),
+    (r"model\.layers\.(\d+)\.self_attn\.o_proj\.(weight|bias)", r"layers.\1.attention.wo.\2"),
+    (r"model\.layers\.(\d+)\.mlp\.gate_proj\.weight", r"layers.\1.feed_forward.w1.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.up_proj\.weight", r"layers.\1.feed_forward.w3.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.down_proj\.weight", r"layers.\1.feed_forward.w2.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.gate\.weight", r"layers.\1.moe.router.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.gate\.e_score_correction_bias", r"layers.\1.moe.router.score_bias"),
+    # stacked experts: gate_up_proj (E, 2*hidden, dim) is [w1; w3] along dim 1, split by from_hf_state_dict
+    (r"model\.layers\.(\d+)\.mlp\.experts\.gate_up_proj", r"layers.\1.moe.experts.w1+w3"),
+    (r"model\.layers\.(\d+)\.mlp\.experts\.down_proj", r"layers.\1.moe.experts.w2"),
+    (r"model\.layers\.(\d+)\.mlp\.shared_experts\.gate_proj\.weight", r"layers.\1.moe.shared.w1.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.shared_experts\.up_proj\.weight", r"layers.\1.moe.shared.w3.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.shared_experts\.down_proj\.weight", r"layers.\1.moe.shared.w2.weight"),
+]
+
+
+def suite_name(hf_name: str) -> str:
+    for pattern, target in HF_TO_SUITE:
+        if re.fullmatch(pattern, hf_name):
+            return re.sub(pattern, target, hf_name)
+    raise KeyError(f"Hugging Face parameter {hf_name!r} has no counterpart in suite.models.llama.model (HF_TO_SUITE)")
+
+
+def from_hf_state_dict(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A Hugging Face state dict renamed (and stacked experts split) into this module's names."""
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in hf.items():
+        if name.endswith("rotary_emb.inv_freq"):  # derived from the config, not a weight
+            continue
+        target = suite_name(name)
+        if target.endswith("w1+w3"):
+            prefix = target[: -len("w1+w3")]
+            out[prefix + "w1"], out[prefix + "w3"] = tensor.chunk(2, dim=1)
+        else:
+            out[target] = tensor
+    return out
+
+
+_QKV = re.compile(r"(layers\.\d+\.attention\.)wqkv\.(weight|bias)")
+
+
+def split_qkv(state: dict[str, torch.Tensor], cfg: Config) -> dict[str, torch.Tensor]:
+    """A state dict with `fused_qkv`'s wqkv (rows [q; k; v]) as separate wq, wk, wv (views), in place of it; the
+    rest as it is. The layout transformers' LlamaForCausalLM and the backends that read wq/wk/wv take."""
+    out: dict[str, torch.Tensor] = {}
+    for name, t in state.items():
+        if m := _QKV.fullmatch(name):
+            for proj, part in zip(("wq", "wk", "wv"), t.split(list(cfg.qkv_sizes), dim=0), strict=True):
+                out[f"{m[1]}{proj}.{m[2]}"] = part
+        else:
+            out[name] = t
+    return out
+
+
+def fuse_qkv(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The other way: each layer's wq, wk, wv concatenated into wqkv (rows [q; k; v]), where wq stood."""
+    out: dict[str, torch.Tensor] = {}
+    for name, t in state.items():
+        m = re.fullmatch(r"(layers\.\d+\.attention\.)w([qkv])\.(weight|bias)", name)
+        if m is None:
+            out[name] = t
+        elif m[2] == "q":
+            out[f"{m[1]}wqkv.{m[3]}"] = torch.cat([state[f"{m[1]}w{x}.{m[3]}"] for x in "qkv"])
+    return out
+
+
+COMPONENT = Component(Config, build=build, flops_per_sample=flops_per_sample, flops_per_token=flops_per_token,
+                      param_count=param_count, flops_by_class=flops_by_class,
+                      active_matmul_params=active_matmul_params)
