@@ -40,7 +40,7 @@ def is_llama(arch: str) -> bool:
 
 def is_pretrained_llama(arch: str) -> bool:
     """The spec's model is `hf_llama` (suite/models/hf/pretrained.py): the suite Llama from a checkpoint, maybe LoRA."""
-    return _is_model(arch, "pretrained")
+    return _is_model(arch, "hf_llama")
 
 
 class LayoutError(ValueError):
