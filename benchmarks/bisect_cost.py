@@ -1,6 +1,6 @@
 """How often does `trainbench bisect` name the right commit, and in how many comparisons?
 
-Simulated timings (tests/support/bisect_sim.py: ab_factory's noise model, each comparison decided by the gate's own
+Simulated timings (benchmarks/sim/bisect.py: benchmarks/sim/ab.py's noise model, each comparison decided by the gate's own
 interval and verdict at its settings: 10 lockstep rounds of 200 steps, 2,000 resamples, 1% floor), over a range of
 --commits commits with one --slowdown at a random commit (or two, --two), --trials times:
 
@@ -24,12 +24,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from support.ab_factory import Noise  # noqa: E402
-from support.bisect_sim import comparator, levels  # noqa: E402
-
+from benchmarks.sim.ab import Noise  # noqa: E402
+from benchmarks.sim.bisect import comparator, levels  # noqa: E402
 from suite.compare import bisect as bis  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """`trainbench bisect` for real, end to end: a generated 3-commit repository of this project whose last commit
-spins 10 ms of CPU per forward (tests/support/bisect_repo.py), bisected with real `trainbench ab` comparisons
+spins 10 ms of CPU per forward (benchmarks/sim/git_repo.py), bisected with real `trainbench ab` comparisons
 (shared deps, lockstep, 4 rounds of 30 steps, CPU clock: load-proof). It must end `found`, naming the last commit,
 after two comparisons (`no change`, then `regressed`).
 
@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
-from support.bisect_repo import make_range_repo  # noqa: E402
+from benchmarks.sim.git_repo import make_range_repo  # noqa: E402
 
 
 def main() -> int:
@@ -34,7 +33,7 @@ def main() -> int:
         where = args.keep or Path(tmp)
         where.mkdir(parents=True, exist_ok=True)
         repo, shas = make_range_repo(where, 3, {2: 0.01}, spin=True)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
         t = time.perf_counter()
         p = subprocess.run([sys.executable, "-m", "suite.cli", "bisect", "--repo", str(repo), "--good", shas[0],
                             "--bad", shas[2], "-w", "cv/digits_cnn", "--out", str(where / "b"), "--rounds", "4",

@@ -24,11 +24,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from suite.compare import tta as cmp
-from suite.registry import find_workload
-from suite.results import baselines as bl
-from suite.results.record import EvalPoint, GitInfo, HardwareInfo, Result, result_path
-from suite.specload import load_spec
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.sim
+
+from benchmarks.sim.results import make_result  # noqa: E402
+from suite.compare import tta as cmp  # noqa: E402
+from suite.registry import find_workload  # noqa: E402
+from suite.results import baselines as bl  # noqa: E402
+from suite.results.record import EvalPoint, GitInfo, HardwareInfo, Result, result_path  # noqa: E402
+from suite.specload import load_spec  # noqa: E402
 
 BACKENDS = ("torch", "deepspeed", "megatron", "npu")
 HARDWARE = ("cpu-amd-epyc-7b13-16c", "nvidia-h200-x1", "nvidia-h200-x8", "ascend-910b-x8", "nvidia-a100-x8")
@@ -40,7 +43,7 @@ def make(seed: int, group: int, rng: random.Random, spec: dict, slow: float) -> 
     curve = [EvalPoint(step=s, samples=s * 64, elapsed_s=s * tps * 1.05, train_s=s * tps,
                        metrics={"accuracy": min(0.99, 0.1 + s / steps * 0.87), "loss": 2.3 / (1 + s / 100)})
              for s in range(0, steps + 1, max(1, steps // 60))]
-    return Result(
+    return make_result(
         run_id=f"{group:05d}{seed:03d}", started_at=datetime(2026, 12, 1, tzinfo=UTC) + timedelta(seconds=group * 10 + seed),
         workload=f"cv/bench_{group // (len(BACKENDS) * len(HARDWARE)):04d}" + ("_slowed" if group % 10 == 0 else ""), workload_version=1, spec_hash="0123456789abcdef",
         backend=BACKENDS[group % len(BACKENDS)], config={"spec": spec, "overrides": {}, "variant": None, "threads": 16},

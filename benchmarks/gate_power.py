@@ -3,9 +3,9 @@
 Two parts, both at the PR workflow's settings (scripts/ci/bench_ab.sh: lockstep rounds, paired two-level
 bootstrap, 95% interval, the noise floor):
 
-  simulate   >= 1,000 A/A and >= 1,000 A/B comparisons from tests/support/ab_factory.py's noise model, its spreads
+  simulate   >= 1,000 A/A and >= 1,000 A/B comparisons from benchmarks/sim/ab.py's noise model, its spreads
              either given or estimated from real A/A results (--noise-from DIR, e.g. the real part's output);
-  real       `trainbench ab` for real on this machine against a throw-away git repository (tests/support/ab_repo.py):
+  real       `trainbench ab` for real on this machine against a throw-away git repository (benchmarks/sim/git_repo.py):
              head = base + a sleep (--inject sleep) or a busy spin of that much CPU time (--inject spin) in the
              CNN's forward of 5% of the measured median step, and head = base (A/A). Each session runs
              --rounds-real x --runs-per-block runs a side (a fresh process pair per round, who starts
@@ -35,10 +35,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
-from support.ab_factory import Noise, simulate  # noqa: E402
-
+from benchmarks.sim.ab import Noise, simulate  # noqa: E402
 from suite.compare import ab_verdict as compare_ab  # noqa: E402
 from suite.compare import tta as cmp  # noqa: E402
 
@@ -152,7 +150,7 @@ def _measured_s(out: Path) -> float:
 
 
 def run_real(args: argparse.Namespace) -> dict:
-    from support.ab_repo import make_repo
+    from benchmarks.sim.git_repo import make_repo
 
     work = args.out.resolve()
     work.mkdir(parents=True, exist_ok=True)

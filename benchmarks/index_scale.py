@@ -1,6 +1,6 @@
 """Index scale benchmark (issue 18): the results index, and the readers on it, at N results plus a night of 10,000.
 
-Results are real Result objects from tests/support/site_factory.py in benchmarks/site_scale.py's mix (20 workloads x 4
+Results are real Result objects from benchmarks/sim/results.py in benchmarks/site_scale.py's mix (20 workloads x 4
 hardware x 3 backends, 5-seed submissions, one a day per combination, 8 evaluations per curve), one in ten with
 a 100-point series (2 metrics) as a per-step throughput run writes. Files are written with
 Result.model_dump_json(indent=1) at results.result_path, as write_result does, but without its fsync per file
@@ -36,10 +36,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "tests")]  # support.*
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.sim
 
-from support.site_factory import T0, make_result  # noqa: E402
-
+from benchmarks.sim.results import T0, site_result  # noqa: E402
 from benchmarks.site_scale import BACKENDS, HARDWARE, SEEDS  # noqa: E402
 from suite.results import index  # noqa: E402
 from suite.results.record import result_path  # noqa: E402
@@ -58,7 +57,7 @@ def populate(root: Path, start: int, n: int, per_day: int) -> list[Path]:
         w, h, b = COMBOS[ci % len(COMBOS)]
         base_tta = 5.0 + (ci % 17) * 3.0
         reached = (seed + day + ci) % 23 != 0
-        r = make_result(
+        r = site_result(
             w, h, b, seed=seed, evals=100 if i % 10 == 0 else 8,
             tta_s=base_tta * (1 - 0.0002 * day) * (1 + 0.02 * seed) if reached else None,
             status="reached" if reached else "budget",

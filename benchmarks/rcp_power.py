@@ -1,7 +1,7 @@
 """How often does the convergence guard (MLPerf's RCP check, suite/compare/rcp_guard.py) cry wolf, and how often
 does it catch a candidate that needs fewer samples than its reference?
 
-Simulated seeds (tests/support/rcp_sim.py: log-normal steps to target rounded up to the evaluation cadence, at
+Simulated seeds (benchmarks/sim/rcp.py: log-normal steps to target rounded up to the evaluation cadence, at
 coefficients of variation spanning MLPerf 6.1's own RCPs), each set decided by mlperf_logging's checker through
 rcp_guard.check_samples, the code compare runs:
 
@@ -23,10 +23,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from support.rcp_sim import rates  # noqa: E402
+from benchmarks.sim.rcp import rates  # noqa: E402
 
 
 def main() -> None:

@@ -22,10 +22,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "tests")]  # support.*
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.sim
 
-from support.site_factory import T0, make_result  # noqa: E402
-
+from benchmarks.sim.results import T0, site_result  # noqa: E402
 from suite.results.record import write_result  # noqa: E402
 from suite.site.build import build_site  # noqa: E402
 
@@ -47,7 +46,7 @@ def populate(root: Path, n: int) -> int:
                 if written >= n:
                     return written
                 reached = (seed + day + ci) % 23 != 0  # about one run in 23 misses its target
-                r = make_result(
+                r = site_result(
                     w, h, b, seed=seed, evals=8,
                     tta_s=base_tta * (1 - 0.002 * day) * (1 + 0.02 * seed) if reached else None,
                     status="reached" if reached else "budget",

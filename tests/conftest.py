@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -53,19 +52,6 @@ def slurm_cluster(tmp_path_factory):
 @pytest.fixture
 def digits_path() -> Path:
     return DIGITS
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """Environment for `python -m suite.cli` children: this checkout and tests/ first on the path."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), env.get("PYTHONPATH", "")])
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.update(extra)
-    return env
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "suite.cli", *args]
 
 
 # ---- a skip is a failure unless it is for hardware that cannot exist here (tests/support/promised.py) --------------

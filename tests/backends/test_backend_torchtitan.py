@@ -38,7 +38,7 @@ SAME_MATH = 2.0  # x this module's own scale, the largest gap of its reorderings
 require("torchtitan.models.llama3", extra="torchtitan")
 from suite.backends.torchtitan import model as titan_model  # noqa: E402 - after the promised-dependency check
 
-CHAR_LLAMA = ROOT / "tests" / "specs" / "char_llama.yaml"
+CHAR_LLAMA = ROOT / "tests" / "support" / "specs" / "char_llama.yaml"
 STEPS = 20
 
 
@@ -277,4 +277,4 @@ def test_what_it_cannot_run_is_refused_with_the_field_to_change(overrides, reaso
     got = support.unsupported_reason("torchtitan", changed)
     assert got is not None and reason in got, got
     assert support.unsupported_reason("torchtitan", spec) is None
-    assert support.unsupported_reason("torchtitan", load_spec(ROOT / "tests" / "specs" / "char_gpt.yaml"))
+    assert support.unsupported_reason("torchtitan", load_spec(ROOT / "tests" / "support" / "specs" / "char_gpt.yaml"))

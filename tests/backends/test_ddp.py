@@ -6,8 +6,9 @@ import json
 import subprocess
 
 import pytest
-from conftest import cli, subprocess_env
+from support.backend_util import env as subprocess_env
 from support.backend_util import run_hang_guard_s, set_flags
+from support.faults import cli
 from support.tests_paths import DIGITS
 
 from suite import harness

@@ -36,8 +36,8 @@ from suite.specload import load_spec
 
 torch.set_num_threads(1)
 
-TINY_MOE = TESTS / "specs" / "tiny_moe.yaml"  # gpt-oss-tiny: 8 experts, top-2; batch 16
-TINY_LLAMA = TESTS / "specs" / "tiny_llama.yaml"
+TINY_MOE = TESTS / "support" / "specs" / "tiny_moe.yaml"  # gpt-oss-tiny: 8 experts, top-2; batch 16
+TINY_LLAMA = TESTS / "support" / "specs" / "tiny_llama.yaml"
 EVAL_AT: tuple[int, ...] = ()  # the evaluation after step 20 only: cheaper (measure() re-runs to each EVAL_AT step)
 
 
@@ -102,7 +102,7 @@ def test_ep_is_a_layout_dimension_that_reads_different_data():
 @pytest.mark.parametrize(("spec", "sets", "message"), [
     (TINY_MOE, {"parallel.ep": 3}, "--parallel ep=3 does not divide model.moe.experts=8"),
     (TINY_LLAMA, {"parallel.ep": 2}, "--parallel ep=2: this model is dense"),
-    (TESTS / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "--parallel ep=2: expert parallelism splits"),
+    (TESTS / "support" / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "--parallel ep=2: expert parallelism splits"),
     (TINY_MOE, {"parallel.ep": 2, "parallel.tp": 2}, "--parallel ep=2 with tp/pp/cp/ac is not implemented"),
     (TINY_MOE, {"parallel.ep": 2, "parallel.ac": "full"}, "--parallel ep=2 with tp/pp/cp/ac is not implemented"),
 ])
@@ -130,7 +130,7 @@ def test_megatron_runs_the_llama_with_ep_and_refuses_what_it_does_not_map():
         (TINY_MOE, {"parallel.tp": 2}, "parallel.tp=2 with model.moe"),
         (TINY_MOE, {"model.attention_bias": True}, "model.attention_bias"),
         (TINY_MOE, {"model.moe.score": "sigmoid"}, "sigmoid scores"),
-        (TESTS / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "expert parallelism needs a Mixture-of-Experts"),
+        (TESTS / "support" / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "expert parallelism needs a Mixture-of-Experts"),
     ]:
         assert message in (megatron.supports(load_spec(spec, sets)) or ""), (sets, message)
 

@@ -34,8 +34,8 @@ from suite.specload import load_spec
 torch.set_num_threads(1)
 require("megatron.core")
 
-TINY_LLAMA = TESTS / "specs" / "tiny_llama.yaml"
-TINY_MOE = TESTS / "specs" / "tiny_moe.yaml"
+TINY_LLAMA = TESTS / "support" / "specs" / "tiny_llama.yaml"
+TINY_MOE = TESTS / "support" / "specs" / "tiny_moe.yaml"
 VOCAB = 57  # the characters of the first 5,000 of the test text (data.max_chars): odd, so tp=2 pads one row
 STEPS = 5
 LAUNCH_GUARD_S = 600

@@ -27,7 +27,7 @@ from suite.workloads.contract import Context, data_root
 
 torch.set_num_threads(1)
 require("megatron.core")
-TINY_LLAMA = TESTS / "specs" / "tiny_llama.yaml"
+TINY_LLAMA = TESTS / "support" / "specs" / "tiny_llama.yaml"
 FULL = registry.workload_files()["nlp/llama2_70b_lora"]
 
 
@@ -56,7 +56,7 @@ def test_adapter_count_of_the_70b_reference_in_megatrons_fused_layout():
     ({"targets": ("gate_proj",)}, "target linear_fc1 (one adapter over both)"),
     ({"targets": ("lm_head",)}, "no adapter on the vocabulary-parallel output layer"),
     ({"targets": ("attn",)}, "'attn' is not a linear layer of Megatron's GPTModel"),
-    ({"targets": ("qkv_proj", "linear_fc1"), "base": TESTS / "specs" / "tiny_moe.yaml"},
+    ({"targets": ("qkv_proj", "linear_fc1"), "base": TESTS / "support" / "specs" / "tiny_moe.yaml"},
      "adapters on the MLP of a Mixture-of-Experts model"),
     ({"parallel.sp": True}, "parallel.sp with model.lora"),
 ])

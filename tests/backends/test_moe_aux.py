@@ -24,7 +24,7 @@ from suite.workloads.contract import Context, data_root
 
 torch.set_num_threads(1)
 
-TINY_MOE = TESTS / "specs" / "tiny_moe.yaml"
+TINY_MOE = TESTS / "support" / "specs" / "tiny_moe.yaml"
 AUX = {"model.moe.aux_loss_coeff": 1.0}  # large, so that a wrong aux factor is far outside fp32 rounding
 SGD = {"optimizer.name": "sgd", "optimizer.lr": 1.0}
 

@@ -1,6 +1,6 @@
 """Parity: the same spec and seed give the same loss curve under torch, DeepSpeed (ZeRO 0-3) and Megatron-core.
 
-Curves are compared step by step over the first N steps of the test char GPT (tests/specs/char_gpt.yaml).
+Curves are compared step by step over the first N steps of the test char GPT (tests/support/specs/char_gpt.yaml).
 Tolerances (absolute, per-step loss in nats, fp32 on CPU) are multiples of the one-process curve's bound,
 measured first on the machine that runs the test (tests/support/noise.py: the spread of the same run with each
 batch's samples in four other orders; the bound 1.5e-5 over 12 steps on an AMD Zen 5, 2.9e-5 with AVX2 kernels):

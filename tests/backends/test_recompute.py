@@ -19,7 +19,7 @@ from suite.specload import load_spec
 torch.set_num_threads(1)
 
 STEPS = 20
-TINY_LLAMA = Path(__file__).parents[1] / "specs" / "tiny_llama.yaml"
+TINY_LLAMA = Path(__file__).parents[1] / "support" / "specs" / "tiny_llama.yaml"
 
 
 def _forward_calls(backend: str, ac: str, modules: dict[str, Any], spec_path: Any = CHAR_GPT) -> dict[str, int]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import cli, subprocess_env
+from support.backend_util import env as subprocess_env
+from support.faults import cli
 
 
 def sh(*args: str, timeout: float = 300):
@@ -78,7 +79,7 @@ def test_failed_run_exits_1_but_is_recorded(tmp_path):
     # --threads 1: with torch's default (a thread per core) on two busy cores, digits took more than its 60 s
     # budget before its third step (a full-suite run under a hog): the run ended `budget` before the fault, exit 0
     env = subprocess_env(FAULT_AT_STEP="3")
-    p = subprocess.run(cli("run", "cv/digits_cnn", "--set", "task=support.faulty:RaiseAt", "--results", str(tmp_path),
+    p = subprocess.run(cli("run", "cv/digits_cnn", "--set", "task=support.faults:RaiseAt", "--results", str(tmp_path),
                            "--json", "--quiet", "--threads", "1"), capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 1, p.stdout[-2000:]
     assert json.loads(p.stdout)[0]["status"] == "error"

@@ -216,13 +216,12 @@ def test_set_of_an_unknown_nested_field_names_the_flag():
 
 
 def test_a_huge_error_is_clipped_on_the_run_page_and_whole_in_the_result(tmp_path):
-    from support.site_factory import make_result
-
+    from benchmarks.sim.results import site_result
     from suite.results.record import write_result
     from suite.site.build import build_site
 
     error = "E" * 3_000_000 + " the end"
-    write_result(tmp_path / "res", make_result(status="error", tta_s=None, error=error))
+    write_result(tmp_path / "res", site_result(status="error", tta_s=None, error=error))
     build_site(tmp_path / "res", tmp_path / "out")
     page = next((tmp_path / "out" / "r").glob("*.html"))
     assert page.stat().st_size < 200_000 and "characters left out here" in page.read_text()
@@ -328,9 +327,9 @@ def test_matrix_says_npu_is_untested_on_hardware_until_a_result_exists(tmp_path,
 
 
 def _ran(workload: str, seed: int, status: str, steps: int, load: float | None, end: float | None = None):
-    from support.site_factory import make_result
+    from benchmarks.sim.results import site_result
 
-    r = make_result(workload, "cpu-amd-epyc-2c", seed=seed, status=status, tta_s=None if status != "reached" else 5.0)
+    r = site_result(workload, "cpu-amd-epyc-2c", seed=seed, status=status, tta_s=None if status != "reached" else 5.0)
     r.steps = steps
     r.hardware.cpu_cores = 2
     r.hardware.load_avg_start = None if load is None else [load, load, load]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from support.backend_util import ROOT, env
-from support.compare_factory import noisy_runs, write_all
+
+from benchmarks.sim.results import noisy_runs, write_all
 
 
 def cli(*args: str | Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:
@@ -159,8 +160,8 @@ def test_compare_promote_and_gh_refuse_negative_counts(sides: Path) -> None:
 
 def _throughput_runs(root: Path, n: int = 4, slowdown: float = 1.0) -> list[Path]:
     import numpy as np
-    from support.ab_factory import throughput_result
 
+    from benchmarks.sim.ab import throughput_result
     from suite.results.record import write_result
 
     rng = np.random.default_rng(5)
@@ -316,9 +317,9 @@ import torch
 torch.set_num_threads(1)
 from suite import harness
 from suite.specload import load_spec
-# support.faulty:Slow: digits with a 20 ms sleep in each step (a run of several seconds, whatever the machine), which
+# support.faults:Slow: digits with a 20 ms sleep in each step (a run of several seconds, whatever the machine), which
 # touches FAULT_READY at its third step: training is under way
-spec = load_spec(Path(sys.argv[1]), {"budget.max_train_s": 300, "task": "support.faulty:Slow"})
+spec = load_spec(Path(sys.argv[1]), {"budget.max_train_s": 300, "task": "support.faults:Slow"})
 result, path = harness.run(harness.RunRequest(spec=spec, results_dir=Path(sys.argv[2]), threads=1,
                                               measure_peak=False))
 print(json.dumps({"path": str(path)}))
@@ -361,14 +362,13 @@ def test_a_paused_run_says_so_in_its_result_in_compare_and_on_the_site(tmp_path:
     assert 3.0 <= took <= 6.0 and r.time_to_target_s > took, warning
     assert "its time to target includes this" in warning
     # compare names it on the side it is on (the lean reader, the full schema and the index agree)
-    from support.compare_factory import make_result
-
+    from benchmarks.sim.results import simulated_result
     from suite.compare import tta as cmp
     from suite.results.record import write_result
 
-    cand = [make_result(s, steps_to_target=1000, time_per_step_s=0.01) for s in range(5)]
+    cand = [simulated_result(s, steps_to_target=1000, time_per_step_s=0.01) for s in range(5)]
     cand[2] = cand[2].model_copy(update={"warnings": [warning]})
-    base = [make_result(s, steps_to_target=1000, time_per_step_s=0.01) for s in range(10, 15)]
+    base = [simulated_result(s, steps_to_target=1000, time_per_step_s=0.01) for s in range(10, 15)]
     for side, rs in (("base", base), ("cand", cand)):
         for x in rs:
             write_result(tmp_path / side, x)

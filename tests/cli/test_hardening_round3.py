@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from support.backend_util import env
-from support.site_factory import make_result, write_standard
+from support.site_factory import write_standard
 from support.unprivileged import unprivileged
 from typer.testing import CliRunner
 
+from benchmarks.sim.results import site_result
 from suite.cli import app
 from suite.results import index
 from suite.results.index import archive
@@ -134,7 +135,7 @@ def _long_result(n: int, cross: int, dip: int):
             acc = 0.05
         curve.append(EvalPoint(step=i + 1, samples=128 * (i + 1), elapsed_s=0.01 * (i + 1), train_s=0.009 * (i + 1),
                                metrics={"accuracy": acc, "loss": 1.0 / (i + 1)}))
-    return make_result(evals=6, target=TARGET, eval_curve=curve, steps=n, final_metrics=dict(curve[-1].metrics))
+    return site_result(evals=6, target=TARGET, eval_curve=curve, steps=n, final_metrics=dict(curve[-1].metrics))
 
 
 def test_a_long_series_makes_a_bounded_run_page_with_its_shape_kept(tmp_path):

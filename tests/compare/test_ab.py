@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.ab_repo import make_repo
 
+from benchmarks.sim.git_repo import make_repo
 from suite.compare import ab
 
 ROOT = Path(__file__).resolve().parents[2]

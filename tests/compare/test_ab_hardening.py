@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.ab_repo import _git, make_repo
-from support.bisect_sim import comparator, levels
 from support.faults import ROOT, TESTS, write_spec
 
+from benchmarks.sim.bisect import comparator, levels
+from benchmarks.sim.git_repo import _git, make_repo
 from suite.compare import ab
 from suite.compare import bisect as bis
 from suite.execution.processes import descendants

@@ -1,6 +1,6 @@
 """`trainbench bisect`: the first slower commit of a range, each comparison decided by the A/B gate.
 
-The search's promises are tested over simulated timings (tests/support/bisect_sim.py: ab_factory's noise model,
+The search's promises are tested over simulated timings (benchmarks/sim/bisect.py: benchmarks/sim/ab.py's noise model,
 decided by the gate's own interval and verdict at its settings); one slow test runs the whole thing for real
 (`trainbench bisect` on a generated git repository, `trainbench ab` per comparison)."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.bisect_repo import make_range_repo
-from support.bisect_sim import comparator, levels
 
+from benchmarks.sim.bisect import comparator, levels
+from benchmarks.sim.git_repo import make_range_repo
 from suite.compare import bisect as bis
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from scipy.stats import binom
-from support.compare_factory import make_result, noisy_runs, write_all
 
+from benchmarks.sim.results import noisy_runs, simulated_result, write_all
 from suite.compare import tta as cmp
 from suite.results import stats
 from suite.results.baselines import Loaded, record_of_result, sides
@@ -247,7 +247,7 @@ def test_bad_files_are_named_and_skipped_or_fatal_under_strict(tmp_path: Path) -
     write_all(tmp_path / "base", noisy_runs(rng, 5))
     write_all(tmp_path / "cand", noisy_runs(rng, 5))
     (tmp_path / "cand" / "truncated.json").write_text('{"schema_version": 1, "run_id": ')
-    good = make_result(99, steps_to_target=10, time_per_step_s=0.01).model_dump(mode="json")
+    good = simulated_result(99, steps_to_target=10, time_per_step_s=0.01).model_dump(mode="json")
     good["steps"] = "many"
     (tmp_path / "cand" / "wrong-type.json").write_text(json.dumps(good))
     report = cmp.compare([tmp_path / "base"], [tmp_path / "cand"])

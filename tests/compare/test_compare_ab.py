@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.ab_factory import Noise, simulate, throughput_result, write_sides
-from support.compare_factory import noisy_runs, write_all
 
+from benchmarks.sim.ab import Noise, simulate, throughput_result, write_sides
+from benchmarks.sim.results import noisy_runs, write_all
 from suite.compare import ab_verdict as compare_ab
 from suite.compare import tta as cmp
 from suite.compare.ab_verdict import CompareInputError

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from support.backend_util import DIGITS, run_hang_guard_s, set_flags
-from support.compare_factory import noisy_runs, write_all
+
+from benchmarks.sim.results import noisy_runs, write_all
 
 ROOT = Path(__file__).resolve().parents[2]
 

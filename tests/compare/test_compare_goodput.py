@@ -5,15 +5,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from support.compare_factory import make_result, write_all
-
+from benchmarks.sim.results import simulated_result, write_all
 from suite.compare import tta as cmp
 from suite.measure.goodput import PARTS
 from suite.results.record import Goodput
 
 
 def _with_account(seed: int, rng: random.Random, compile_s: float) -> object:
-    r = make_result(seed, steps_to_target=1000, time_per_step_s=0.01 * (1 + rng.gauss(0, 0.01)))
+    r = simulated_result(seed, steps_to_target=1000, time_per_step_s=0.01 * (1 + rng.gauss(0, 0.01)))
     parts = dict.fromkeys(PARTS, 0.0)
     parts.update(init_s=2.0 * (1 + rng.gauss(0, 0.02)), steps_s=10.0 * (1 + rng.gauss(0, 0.02)),
                  compile_s=compile_s * (1 + rng.gauss(0, 0.02)))

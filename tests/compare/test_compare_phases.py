@@ -8,8 +8,7 @@ import math
 import random
 from pathlib import Path
 
-from support.compare_factory import make_result, write_all
-
+from benchmarks.sim.results import simulated_result, write_all
 from suite.compare import output
 from suite.compare import tta as cmp
 
@@ -20,7 +19,7 @@ def _grpo_runs(rng: random.Random, n: int, gen_s: float, train_s: float, first_s
     for i in range(n):
         gen = gen_s * math.exp(rng.gauss(0, 0.01))
         train = train_s * math.exp(rng.gauss(0, 0.01))
-        r = make_result(first_seed + i, steps_to_target=200, time_per_step_s=gen + train, workload="rl/arithmetic_grpo")
+        r = simulated_result(first_seed + i, steps_to_target=200, time_per_step_s=gen + train, workload="rl/arithmetic_grpo")
         r.phases = {"rollout_s_per_step": gen, "training_s_per_step": train, "seconds": {"gen": gen * 200}}
         out.append(r)
     return out
@@ -56,8 +55,8 @@ def test_a_slower_update_is_a_training_regression_and_noise_is_neither(tmp_path:
 
 def test_results_without_phases_compare_as_before(tmp_path: Path) -> None:
     rng = random.Random(5)
-    base = [make_result(i, steps_to_target=100, time_per_step_s=0.01 * math.exp(rng.gauss(0, 0.02))) for i in range(5)]
-    cand = [make_result(i + 9, steps_to_target=100, time_per_step_s=0.01 * math.exp(rng.gauss(0, 0.02)))
+    base = [simulated_result(i, steps_to_target=100, time_per_step_s=0.01 * math.exp(rng.gauss(0, 0.02))) for i in range(5)]
+    cand = [simulated_result(i + 9, steps_to_target=100, time_per_step_s=0.01 * math.exp(rng.gauss(0, 0.02)))
             for i in range(5)]
     (pair,) = _compare(tmp_path, base, cand).pairs
     assert pair.phase is None and pair.metric("rollout_s_per_step").note.startswith("not measured")

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from support.ab_factory import throughput_result
 
+from benchmarks.sim.ab import throughput_result
 from suite.compare import history
 from suite.results.record import write_result
 

@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 from support import mlperf_fixture
-from support.compare_factory import noisy_runs, write_all
 from support.faults import cli
 from support.faults import env as subprocess_env
 
+from benchmarks.sim.results import noisy_runs, write_all
 from suite.mlperf import importer
 
 SYSTEM = "AMD/MI355X_EPYC_9575F_pytorch"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.compare_factory import noisy_runs, write_all
-from support.rcp_sim import rates
 
+from benchmarks.sim.rcp import rates
+from benchmarks.sim.results import noisy_runs, write_all
 from suite.compare import rcp_guard
 
 ROOT = Path(__file__).resolve().parents[2]

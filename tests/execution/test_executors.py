@@ -72,8 +72,8 @@ def test_local_jobs_cli_runs_seeds_in_parallel_processes(tmp_path):
 
 @pytest.mark.slow
 def test_local_worker_crash_and_raise_are_recorded_not_lost(tmp_path):
-    crash = _fault_spec(tmp_path, "fault_crash", "support.executor_faults:CrashingTask")
-    raising = _fault_spec(tmp_path, "fault_raise", "support.executor_faults:MissingDataTask")
+    crash = _fault_spec(tmp_path, "fault_crash", "support.faults:CrashingTask")
+    raising = _fault_spec(tmp_path, "fault_raise", "support.faults:MissingDataTask")
     good = ROOT / "workloads/cv/digits_cnn.yaml"
     reqs = [_req(crash, 0), _req(good, 0), _req(raising, 0)]
     results = list(execute(reqs, "local", jobs=2))
@@ -133,7 +133,7 @@ def test_ray_smoke_tier_writes_every_result_and_records_failures(ray_cluster, tm
     for path in smoke:
         variant = "tiny" if "tiny" in load_spec(path).variants else None
         reqs.append(_req(path, 0, variant))  # one seed each keeps the tier within the CI budget
-    raising = _fault_spec(tmp_path, "fault_raise", "support.executor_faults:MissingDataTask")
+    raising = _fault_spec(tmp_path, "fault_raise", "support.faults:MissingDataTask")
     reqs.append(_req(raising, 0))
     res = tmp_path / "res"
     for result in execute(reqs, "ray"):

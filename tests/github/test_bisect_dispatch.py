@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 from pytest_httpserver import HTTPServer
-from support.bisect_sim import comparator, levels
 from support.gh_cli import HANG_GUARD_S, run_cli
 
+from benchmarks.sim.bisect import comparator, levels
 from suite.compare import bisect as bis
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.faulty import PROBE
+from support.faults import PROBE
 
 from suite import devices, harness, registry
 from suite.measure import environment, mllog
@@ -75,7 +75,7 @@ def test_budget_by_time(digits_path, tmp_path):
 
 def test_diverged_on_nan_loss(digits_path, tmp_path, monkeypatch):
     monkeypatch.setenv("FAULT_AT_STEP", "7")
-    result, path = run(digits_path, tmp_path, {"task": "support.faulty:NaNAt"})
+    result, path = run(digits_path, tmp_path, {"task": "support.faults:NaNAt"})
     assert result.status == "diverged" and result.steps == 7
     assert "non-finite loss nan at step 7" in result.error
     assert path.exists()
@@ -83,16 +83,16 @@ def test_diverged_on_nan_loss(digits_path, tmp_path, monkeypatch):
 
 def test_error_keeps_what_was_measured(digits_path, tmp_path, monkeypatch):
     monkeypatch.setenv("FAULT_AT_STEP", "30")
-    result, path = run(digits_path, tmp_path, {"task": "support.faulty:RaiseAt"})
+    result, path = run(digits_path, tmp_path, {"task": "support.faults:RaiseAt"})
     assert result.status == "error" and result.steps == 29
     assert "RuntimeError: injected fault in model code" in result.error
-    assert "faulty.py" in result.error  # a short traceback that points at the code
+    assert "faults.py" in result.error  # a short traceback that points at the code
     assert len(result.eval_curve) == 1 and result.total_s > 0
     assert read_result(path).status == "error"
 
 
 def test_error_during_init_is_recorded(digits_path, tmp_path):
-    result, path = run(digits_path, tmp_path, {"optimizer.name": "support.faulty:BrokenOptimizer"})
+    result, path = run(digits_path, tmp_path, {"optimizer.name": "support.faults:BrokenOptimizer"})
     assert result.status == "error" and "injected fault while building the optimizer" in result.error
     assert result.steps == 0 and path.exists()
 
@@ -102,7 +102,7 @@ def test_interrupted_by_sigterm_in_process(digits_path, tmp_path, monkeypatch):
     timer = threading.Timer(1.5, lambda: signal.raise_signal(signal.SIGTERM))
     timer.start()
     try:
-        result, path = run(digits_path, tmp_path, {"task": "support.faulty:Slow", "target.value": 0.9999})
+        result, path = run(digits_path, tmp_path, {"task": "support.faults:Slow", "target.value": 0.9999})
     finally:
         timer.cancel()
     assert result.status == "interrupted" and result.error == "stopped by signal SIGTERM"
@@ -150,7 +150,7 @@ def test_init_hands_the_workload_what_it_needs_and_is_recorded_off_the_clock(dig
     monkeypatch.setenv("TRAINBENCH_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("FAULT_SLEEP_S", str(staging_s))
     monkeypatch.setenv("FAULT_EVAL_SLEEP_S", str(eval_s))
-    spec = load_spec(digits_path, {"task": "support.faulty:Probe"}, "tiny")
+    spec = load_spec(digits_path, {"task": "support.faults:Probe"}, "tiny")
     events: list[harness.Progress] = []
     req = harness.RunRequest(spec=spec, seed=5, results_dir=None, threads=1, measure_peak=False)
     started = time.perf_counter()
@@ -201,7 +201,7 @@ def test_an_init_over_mlperfs_limit_is_recorded_and_said(digits_path, monkeypatc
     the result says it is not compliant, in the clock record and in a warning that gives both figures."""
     monkeypatch.setitem(mllog.MLPERF_INIT_LIMIT_S, "open", 0.2)
     monkeypatch.setenv("FAULT_SLEEP_S", "0.5")
-    spec = load_spec(digits_path, {"task": "support.faulty:Probe", "budget.max_steps": 2}, "tiny")
+    spec = load_spec(digits_path, {"task": "support.faults:Probe", "budget.max_steps": 2}, "tiny")
     result, _ = harness.run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False))
     assert result.status == "budget", result.error
     assert (result.clock["init_within_limit"], result.clock["init_limit_s"]) == (False, 0.2)
@@ -213,7 +213,7 @@ def test_threads_are_the_requested_count_or_the_cores_this_process_may_use(digit
     """Set first thing in init, so even a run whose data set fails to load records them. (No tensor work runs at
     those counts here: an OpenMP team of several threads in this process would deadlock every child forked from
     it afterwards, mutmut's among them.)"""
-    spec = load_spec(digits_path, {"task": "support.faulty:BrokenData"}, "tiny")
+    spec = load_spec(digits_path, {"task": "support.faults:BrokenData"}, "tiny")
     before = torch.get_num_threads()
     try:
         for threads, want in ((3, 3), (None, devices.cpu_cores())):
@@ -254,11 +254,11 @@ def test_the_runs_precision_and_the_specs_backend_options_reach_the_backend(digi
 
 
 def test_a_progress_line_each_second_of_the_clock(digits_path, monkeypatch):
-    """A step progress line once the clock passes each whole second, never sooner: steps of 50 ms (support.faulty:Slow),
+    """A step progress line once the clock passes each whole second, never sooner: steps of 50 ms (support.faults:Slow),
     no evaluation in between. The line comes with the first step that ends past the second, so the step before it
     started within the second (a few statements of slack)."""
     monkeypatch.setenv("FAULT_SLEEP_S", "0.05")
-    sets = {"task": "support.faulty:Slow", "budget.max_steps": 60, "eval.every_steps": 1000, "target.value": 1.01}
+    sets = {"task": "support.faults:Slow", "budget.max_steps": 60, "eval.every_steps": 1000, "target.value": 1.01}
     spec = load_spec(digits_path, sets, "tiny")
     events: list[harness.Progress] = []
     the_run = harness.Run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False),

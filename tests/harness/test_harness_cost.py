@@ -71,7 +71,7 @@ def test_a_late_loss_read_still_stops_a_diverged_run_and_names_its_step(digits_p
     """As on an accelerator: the loss of a checked step is read after the next step is queued, so the run stops
     one step after the non-finite loss, and the error names the step whose loss it was."""
     monkeypatch.setenv("FAULT_AT_STEP", "7")
-    spec = load_spec(digits_path, {"task": "support.faulty:NaNAt"})
+    spec = load_spec(digits_path, {"task": "support.faults:NaNAt"})
     the_run = harness.Run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False))
     assert the_run.loss_check == (1, False)  # CPU: every step, read at once
     the_run.loss_check = (1, True)

@@ -99,12 +99,11 @@ def test_per_device_clocks_power_ecc_mig_and_interconnect(fake_cuda, monkeypatch
 
 
 def test_load_warning_reaches_compare_figures(tmp_path):
-    from support.compare_factory import make_result, write_all
-
+    from benchmarks.sim.results import simulated_result, write_all
     from suite.compare.tta import compare, host_load_warnings, to_json, to_markdown
 
     def with_load(seed: int, load: list[float] | None):
-        r = make_result(seed=seed, steps_to_target=100, time_per_step_s=0.01)
+        r = simulated_result(seed=seed, steps_to_target=100, time_per_step_s=0.01)
         return r.model_copy(update={"hardware": r.hardware.model_copy(update={"load_avg_end": load})})
 
     cores = with_load(0, None).hardware.cpu_cores
@@ -142,15 +141,14 @@ def test_a_real_result_carries_every_fingerprint_key(tmp_path):
 
 
 def test_the_run_page_warns_about_a_busy_host(tmp_path):
-    from support.site_factory import make_result
-
+    from benchmarks.sim.results import site_result
     from suite.results.record import write_result
     from suite.site.build import build_site
 
-    r = make_result(seed=0)
+    r = site_result(seed=0)
     busy = r.model_copy(update={"hardware": r.hardware.model_copy(update={"cpu_cores": 2, "load_avg_start": [7.5, 3, 1]}),
                                 "run_id": "busy0001"})
-    quiet = make_result(seed=1).model_copy(update={"run_id": "quiet001"})
+    quiet = site_result(seed=1).model_copy(update={"run_id": "quiet001"})
     results = tmp_path / "results"
     paths = {x.run_id: write_result(results, x) for x in (busy, quiet)}
     build_site(results, tmp_path / "out")

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITE, TESTS = ROOT / "suite", ROOT / "tests"
 LOOSE_MODULES_AT_MOST = 8  # spec, specload, registry, harness, throughput, devices, distributed (+ room for one)
 # test folders that are not a suite/ package or module: the repository's own promises, the shared helpers, specs
-NOT_A_PACKAGE = {"project", "support", "specs"}
+NOT_A_PACKAGE = {"project", "support"}
 
 
 def test_suite_has_few_loose_modules_and_every_package_says_what_it_owns():
@@ -53,3 +53,19 @@ def test_a_test_module_imports_test_modules_of_its_own_folder_only():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("test_"):
                 assert (path.parent / f"{node.module}.py").is_file(), \
                     f"{path.relative_to(ROOT)} imports {node.module}, which is not beside it: share it via support/"
+
+
+def test_benchmarks_import_no_test_helper_and_each_shared_builder_is_one() -> None:
+    """Issue 43: a benchmark imports no test helper (what both need lives in benchmarks/sim/), there is one Result
+    factory (every other builder calls it), one fault module and one throw-away git repository helper."""
+    for path in (ROOT / "benchmarks").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "from support" not in text and '"tests")' not in text, f"{path.relative_to(ROOT)} imports a test helper"
+    constructors = []
+    for path in [*TESTS.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Result":
+                constructors.append(path.relative_to(ROOT).as_posix())
+    assert constructors == ["benchmarks/sim/results.py"], constructors
+    support = {p.name for p in (TESTS / "support").glob("*.py")}
+    assert not support & {"faulty.py", "executor_faults.py", "ab_repo.py", "bisect_repo.py", "compare_factory.py"}

@@ -14,9 +14,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support.compare_factory import noisy_runs, write_all
 from support.site_factory import write_hostile, write_standard
 
+from benchmarks.sim.results import make_result, noisy_runs, write_all
 from suite import harness
 from suite.compare import tta as cmp
 from suite.execution.watchdog import Limits
@@ -45,7 +45,7 @@ def _run(digits_path: Path, tmp_path: Path, task: str, monkeypatch, **overrides)
 def test_the_clock_starts_before_the_first_batch_is_touched(digits_path, tmp_path, monkeypatch):
     """A first batch that takes DELAY_S to fetch: that time is on the clock, in total_s, in the first
     evaluation's elapsed_s, and in the data wait."""
-    r = _run(digits_path, tmp_path, "support.faulty:SlowFirstBatch", monkeypatch)
+    r = _run(digits_path, tmp_path, "support.faults:SlowFirstBatch", monkeypatch)
     assert r.total_s >= DELAY_S
     assert r.eval_curve[0].step == 5 and r.eval_curve[0].elapsed_s >= DELAY_S
     assert r.eval_curve[0].train_s >= DELAY_S  # train-only time (AlgoPerf's view) holds it too: it is not eval
@@ -56,7 +56,7 @@ def test_the_clock_starts_before_the_first_batch_is_touched(digits_path, tmp_pat
 def test_the_clock_never_pauses_for_evaluation(digits_path, tmp_path, monkeypatch):
     """Evaluation is on the clock: every evaluation point's elapsed time is its train time plus the eval time
     so far, and the run's total is train + eval."""
-    r = _run(digits_path, tmp_path, "support.faulty:SlowFirstBatch", monkeypatch, **{"eval.every_steps": 2})
+    r = _run(digits_path, tmp_path, "support.faults:SlowFirstBatch", monkeypatch, **{"eval.every_steps": 2})
     assert r.train_s + r.eval_s == pytest.approx(r.total_s, rel=1e-9)
     prev = 0.0
     for point in r.eval_curve:
@@ -72,7 +72,7 @@ def test_steady_throughput_leaves_out_the_slow_first_step(digits_path, tmp_path,
     """The first step sleeps DELAY_S. Steps 2..n together took at most total_s - DELAY_S, so a steady figure
     over them is at least (n-1) * batch / (total_s - DELAY_S); one that counted the first step would be at
     most n * batch / DELAY_S, which is far lower (the other steps take milliseconds)."""
-    r = _run(digits_path, tmp_path, "support.faulty:SlowFirstStep", monkeypatch, **{"eval.every_steps": 100})
+    r = _run(digits_path, tmp_path, "support.faults:SlowFirstStep", monkeypatch, **{"eval.every_steps": 100})
     steady = r.throughput["steady_samples_per_s"]
     batch = r.samples // r.steps
     assert steady >= (r.steps - 1) * batch / (r.total_s - DELAY_S) * 0.999
@@ -142,7 +142,6 @@ def test_write_atomic_links_from_a_flushed_temporary_in_the_same_folder_and_leak
 
 
 def test_write_run_writes_the_side_car_before_the_result_each_atomically(tmp_path, monkeypatch):
-    from support.faults import make_result
 
     order: list[str] = []
     real = results_mod.write_atomic
@@ -159,7 +158,6 @@ def test_write_run_writes_the_side_car_before_the_result_each_atomically(tmp_pat
 
 def _write_run_failing(tmp_path, monkeypatch, fail: dict[str, BaseException], mllog: str | None = ":::MLLOG {}\n"):
     """write_run with write_atomic failing once per suffix named in `fail` (the first time that suffix is written)."""
-    from support.faults import make_result
 
     real, failed = results_mod.write_atomic, set()
 
@@ -175,7 +173,6 @@ def _write_run_failing(tmp_path, monkeypatch, fail: dict[str, BaseException], ml
 
 
 def test_write_run_without_a_log_names_none_and_is_diffable_json(tmp_path):
-    from support.faults import make_result
 
     path = results_mod.write_run(tmp_path, make_result(), None)
     assert results_mod.read_result(path).mllog is None and not list(tmp_path.rglob("*.mllog"))
@@ -436,11 +433,10 @@ def test_a_run_that_did_not_reach_counts_as_infinite_whatever_time_it_carries():
     """DESIGN: a run that never converges counts as infinite, never as missing, and never as its own time."""
     import math
 
-    from support.compare_factory import make_result
-
+    from benchmarks.sim.results import simulated_result
     from suite.results.stats import tta_or_inf
 
-    reached = make_result(0, steps_to_target=100, time_per_step_s=0.01)
+    reached = simulated_result(0, steps_to_target=100, time_per_step_s=0.01)
     assert tta_or_inf(reached) == reached.time_to_target_s
     assert tta_or_inf(reached.model_copy(update={"status": "budget"})) == math.inf  # a time, but not reached
     assert tta_or_inf(reached.model_copy(update={"time_to_target_s": None})) == math.inf

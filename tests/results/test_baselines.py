@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
-from support.compare_factory import make_result, noisy_runs, write_all
 
+from benchmarks.sim.results import noisy_runs, simulated_result, write_all
 from suite.compare import tta as cmp
 from suite.results import baselines as bl
 from suite.results.record import ResultError, parse_result, result_files
@@ -94,7 +94,7 @@ def test_refuses_too_few_seeds_duplicates_and_silent_replacement(tmp_path: Path)
 def test_lean_reader_agrees_with_the_full_schema(tmp_path: Path) -> None:
     rng = random.Random(6)
     runs = noisy_runs(rng, 6, fail_p=0.3)
-    runs.append(make_result(50, steps_to_target=None, time_per_step_s=0.02, status="error", mfu=None))
+    runs.append(simulated_result(50, steps_to_target=None, time_per_step_s=0.02, status="error", mfu=None))
     write_all(tmp_path / "res", runs)
     for path in result_files(tmp_path / "res"):
         lean = bl.read_file(path)
@@ -118,7 +118,7 @@ def test_lean_reader_agrees_with_the_full_schema(tmp_path: Path) -> None:
     ("started_at", "yesterday", r"started_at: Input should be a valid datetime"),
 ])
 def test_lean_reader_names_file_and_field(tmp_path: Path, field: str, value, message: str) -> None:
-    data = make_result(0, steps_to_target=100, time_per_step_s=0.01).model_dump(mode="json")
+    data = simulated_result(0, steps_to_target=100, time_per_step_s=0.01).model_dump(mode="json")
     data[field] = value
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(data))

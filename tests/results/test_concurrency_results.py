@@ -11,8 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from support.faults import env, make_result, sh, wait_for
+from support.faults import env, sh, wait_for
 
+from benchmarks.sim.results import make_result
 from suite.results.record import load_results, read_result, result_files, write_result
 
 WRITERS, PER_WRITER = 8, 25

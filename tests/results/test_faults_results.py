@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.faults import env, make_result, sh
+from support.faults import env, sh
 from support.unprivileged import unprivileged
 
+from benchmarks.sim.results import make_result
 from suite.results import record as results
 from suite.results.record import ResultError, load_results, parse_result, read_result, write_result
 

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from support.site_factory import make_result
 
 import suite.site.workloads as site_workloads
+from benchmarks.sim.results import site_result
 from suite.results import baselines as bl
 from suite.results.record import ResultError, ResultWriteError, load_results, parse_result, write_result
 from suite.site.build import SiteError, build_site
@@ -28,7 +28,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def _write(root: Path, n: int = 2, **kw) -> list[Path]:
-    return [write_result(root, make_result(seed=s, **kw)) for s in range(n)]
+    return [write_result(root, site_result(seed=s, **kw)) for s in range(n)]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -172,7 +172,7 @@ def test_cli_on_a_deeply_nested_result_has_no_traceback(tmp_path, cmd):
 def test_a_year_1_start_is_invalid_for_validate_compare_and_site(tmp_path):
     res = tmp_path / "results"
     _write(res, 1)
-    bad = write_result(res, make_result(seed=9, started_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    bad = write_result(res, site_result(seed=9, started_at=datetime(2026, 1, 1, tzinfo=UTC)))
     data = json.loads(bad.read_text())
     data["started_at"] = "0001-01-01T00:00:00Z"
     bad.write_text(json.dumps(data))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from support.backend_util import ROOT, env
-from support.site_factory import make_result
 from support.unprivileged import unprivileged as _drop_caps
 
+from benchmarks.sim.results import site_result
 from suite.results import baselines as bl
 from suite.results.noise_floor import AAMeasurement, NoiseFloor, write_floor
 from suite.results.record import write_result, write_run
@@ -37,7 +37,7 @@ def _cli(*args: str, unprivileged: bool = False) -> subprocess.CompletedProcess[
 
 
 def _seeds(root: Path, n: int = N, **kw) -> list[Path]:
-    return [write_result(root, make_result(seed=s, **kw)) for s in range(n)]
+    return [write_result(root, site_result(seed=s, **kw)) for s in range(n)]
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -54,11 +54,11 @@ def linked(tmp_path: Path) -> dict[str, Path]:
     res, other, secret = tmp_path / "results", tmp_path / "other", tmp_path / "environ"
     secret.write_text(SECRET + "\n")
     own = _seeds(res, N - 1, started_at=JAN)
-    with_log = write_result(res, make_result(seed=N - 1, started_at=JAN, mllog="run.mllog"))
+    with_log = write_result(res, site_result(seed=N - 1, started_at=JAN, mllog="run.mllog"))
     (with_log.parent / "run.mllog").symlink_to(secret)
     _seeds(other, 3, workload="cv/elsewhere", started_at=JAN)
     (res / "ext").symlink_to(other, target_is_directory=True)
-    stray = write_result(tmp_path / "stray", make_result(seed=9, workload="cv/stray", started_at=JAN))
+    stray = write_result(tmp_path / "stray", site_result(seed=9, workload="cv/stray", started_at=JAN))
     (own[0].parent / "linked.json").symlink_to(stray)
     return {"res": res, "other": other, "secret": secret, "log": with_log.parent / "run.mllog",
             "stray": stray.parent, "tmp": tmp_path}
@@ -199,7 +199,7 @@ def test_result_log_and_baseline_files_take_the_umask(tmp_path, umask_set, mask)
     umask_set(mask)
     want = 0o666 & ~mask
     res = tmp_path / "results"
-    paths = [write_run(res, make_result(seed=s), mllog_text=":::MLLOG {}\n") for s in range(3)]
+    paths = [write_run(res, site_result(seed=s), mllog_text=":::MLLOG {}\n") for s in range(3)]
     loaded = bl.load_paths([res])
     (built,) = bl.build_baselines(loaded.records, min_seeds=3, promoted_by_git_sha=None)
     base = bl.write_baseline(tmp_path / "baselines", built)
@@ -237,7 +237,7 @@ def test_names_that_are_not_utf8_are_skipped_and_named_by_every_command(tmp_path
     _seeds(cand, N, started_at=JAN)
     odd = os.path.join(os.fsencode(res), b"caf\xe9")
     os.makedirs(odd)
-    write_result(Path(os.fsdecode(odd)), make_result(seed=7, started_at=JAN))
+    write_result(Path(os.fsdecode(odd)), site_result(seed=7, started_at=JAN))
     shutil.copy(own[0], os.path.join(os.fsencode(own[0].parent), b"r\xe9sult.json"))
     named = [f"{res}/caf\\xe9: its name is not UTF-8", f"{own[0].parent}/r\\xe9sult.json: its name is not UTF-8"]
     site = tmp_path / "site"
@@ -305,7 +305,7 @@ def test_every_reader_walks_the_files_when_another_users_index_is_not_writable(t
     probe = subprocess.run(_drop_caps([sys.executable, "-c", PROBE, str(folder / "results.duckdb")]),
                            capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip() == "denied", probe  # the modes really apply to the child: the test is not vacuous
-    write_result(res, make_result(seed=9, started_at=JAN))  # newer than the index: the walk must see it
+    write_result(res, site_result(seed=9, started_at=JAN))  # newer than the index: the walk must see it
     for argv, says in _readers(res, tmp_path):
         p = _cli(*argv, unprivileged=True)
         _falls_back(p, says.replace(f"from {N} results", f"from {N + 1} results"))

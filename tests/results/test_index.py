@@ -11,9 +11,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from support.site_factory import T0, make_result, write_hostile, write_standard
+from support.site_factory import write_hostile, write_standard
 from typer.testing import CliRunner
 
+from benchmarks.sim.results import T0, site_result
 from suite.cli import app
 from suite.results import index
 from suite.results.baselines import load_paths
@@ -35,7 +36,7 @@ def _manifest(out: Path) -> tuple[str, ...]:
 def _fixture(root: Path) -> None:
     write_standard(root)
     write_hostile(root)
-    r = make_result("cv/digits_cnn", "nvidia-h200-x8", "torch", seed=9, started_at=T0 - timedelta(days=40),
+    r = site_result("cv/digits_cnn", "nvidia-h200-x8", "torch", seed=9, started_at=T0 - timedelta(days=40),
                     mllog="run.mllog.txt")
     path = write_result(root, r)
     (path.parent / "run.mllog.txt").write_text(":::MLLOG {\"key\": \"run_start\"}\n", encoding="utf-8")
@@ -57,7 +58,7 @@ def test_site_from_index_is_byte_identical_to_walking_the_files(tmp_path):
     assert a.keys() == b.keys() and len(a) > 50
     assert [k for k in a if a[k] != b[k]] == []
     # and an incremental build through the index (a new result) equals a fresh walk of the same files
-    write_result(res, make_result("nlp/char_gru", "nvidia-a100-x8", "torch", seed=0, started_at=T0 + timedelta(days=20)))
+    write_result(res, site_result("nlp/char_gru", "nvidia-a100-x8", "torch", seed=0, started_at=T0 + timedelta(days=20)))
     build_site(res, tmp_path / "indexed", use_index=True)
     build_site(res, tmp_path / "walked2", use_index=False)
     assert _tree(tmp_path / "indexed") == _tree(tmp_path / "walked2")
@@ -91,7 +92,7 @@ def test_archive_round_trips_every_result_and_the_site_is_unchanged(tmp_path):
     assert _tree(tmp_path / "site_after", _manifest(tmp_path / "site_after")) == \
         _tree(tmp_path / "site_before", _manifest(tmp_path / "site_before"))
     # a second archive run into the same month keeps the old members
-    write_result(res, make_result("rl/cartpole", "nvidia-h200-x8", "torch", seed=1, started_at=T0 + timedelta(days=2)))
+    write_result(res, site_result("rl/cartpole", "nvidia-h200-x8", "torch", seed=1, started_at=T0 + timedelta(days=2)))
     assert index.pack(res, datetime(2027, 1, 1, tzinfo=UTC)).archives == {"archive/2026-11.zip": 1}
     assert len(index.load(res).entries) == len(before.results) + 1
 
@@ -103,7 +104,7 @@ def test_index_is_incremental_and_follows_changes(tmp_path):
     assert first.rebuilt == "new" and first.read == first.runs == 29
     assert index.update(res).read == 0
     for seed in range(3):
-        write_result(res, make_result("rl/cartpole", "nvidia-h200-x8", "torch", seed=seed, started_at=T0))
+        write_result(res, site_result("rl/cartpole", "nvidia-h200-x8", "torch", seed=seed, started_at=T0))
     again = index.update(res)
     assert (again.read, again.runs, again.removed) == (3, 32, 0)
     victim = next(res.rglob("*.json"))
@@ -155,7 +156,7 @@ def test_a_damaged_or_older_index_is_rebuilt_from_the_files(tmp_path, damage):
 
 def _writer(res: str, n: int) -> None:
     for seed in range(n):
-        write_result(Path(res), make_result("rl/cartpole", "cpu-amd-epyc-2c", "torch", seed=seed, evals=5,
+        write_result(Path(res), site_result("rl/cartpole", "cpu-amd-epyc-2c", "torch", seed=seed, evals=5,
                                             started_at=T0 + timedelta(minutes=seed)))
         if seed % 5 == 4:
             index.update(Path(res))
@@ -247,7 +248,7 @@ def test_unchanged_folders_are_not_statted_file_by_file_and_rescan_finds_an_in_p
     again = index.update(res, rescan=True)
     assert (again.read, again.errors, again.runs) == (1, 1, 28)
     # a new file changes its folder's mtime, so it is found without --rescan
-    write_result(res, make_result("cv/digits_cnn", "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=30)))
+    write_result(res, site_result("cv/digits_cnn", "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=30)))
     assert index.update(res).read == 1
 
 

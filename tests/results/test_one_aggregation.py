@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from support.compare_factory import make_result, write_all
 
+from benchmarks.sim.results import simulated_result, write_all
 from suite.results import baselines as bl
 from suite.results import stats
 from suite.results.record import load_results
@@ -23,7 +23,7 @@ def _runs(missed: int) -> list:
     out = []
     for seed, steps in enumerate(STEPS):
         miss = seed >= len(STEPS) - missed
-        out.append(make_result(seed, steps_to_target=None if miss else steps, time_per_step_s=0.01 + 0.001 * seed,
+        out.append(simulated_result(seed, steps_to_target=None if miss else steps, time_per_step_s=0.01 + 0.001 * seed,
                                status="budget" if miss else "reached", run_id=f"run{seed}"))
     return out
 

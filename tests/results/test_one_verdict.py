@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
-from support.site_factory import make_result
 
+from benchmarks.sim.results import site_result
 from suite.compare import history
 from suite.results import baselines as bl
 from suite.results import index
@@ -37,7 +37,7 @@ from suite.results.record import (
 )
 from suite.site.build import build_site
 
-GOOD = make_result(seed=0).model_dump(mode="json")
+GOOD = site_result(seed=0).model_dump(mode="json")
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
@@ -175,7 +175,7 @@ READERS: dict[str, Callable[[Path, dict[str, Path], Path], set[str]]] = {
 
 def test_every_reader_gives_each_odd_file_the_same_verdict(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    write_result(root, make_result(seed=1, started_at=datetime(2026, 10, 1, tzinfo=UTC)))
+    write_result(root, site_result(seed=1, started_at=datetime(2026, 10, 1, tzinfo=UTC)))
     files: dict[str, Path] = {}
     for i, (name, text, _) in enumerate(ODD):
         files[name] = path = root / "odd" / f"odd-{i:02d}.json"

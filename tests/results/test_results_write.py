@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from support.faults import cli, env, make_result, write_spec
+from support.faults import cli, env, write_spec
 
+from benchmarks.sim.results import make_result
 from suite.execution import processes
 from suite.results import record as results
 

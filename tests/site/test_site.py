@@ -15,14 +15,13 @@ from support.site_factory import (
     EXPECTED_TTA,
     NEW_SHA,
     OLD_SHA,
-    T0,
     XSS,
-    make_result,
     write_compare_report,
     write_hostile,
     write_standard,
 )
 
+from benchmarks.sim.results import T0, site_result
 from suite.compare import tta as cmp
 from suite.results.baselines import Baseline, Provenance, aggregate_figures
 from suite.results.record import ResultError, write_result
@@ -135,14 +134,14 @@ def test_refuses_to_write_into_a_folder_it_did_not_build(standard: Path, tmp_pat
 def test_mllog_is_copied_only_from_beside_the_result(tmp_path: Path) -> None:
     root = tmp_path / "results"
     (tmp_path / "secret.txt").write_text("outside the results folder")
-    good = make_result(seed=0, mllog="run.mllog")
+    good = site_result(seed=0, mllog="run.mllog")
     p = write_result(root, good)
     (p.parent / "run.mllog").write_text(':::MLLOG {"key": "run_start"}\n')
-    write_result(root, make_result(seed=1, mllog="../../../../../secret.txt"))
+    write_result(root, site_result(seed=1, mllog="../../../../../secret.txt"))
     link = p.parent / "link.mllog"
     link.symlink_to(tmp_path / "secret.txt")
-    write_result(root, make_result(seed=2, mllog="link.mllog"))
-    write_result(root, make_result(seed=3, mllog="missing.mllog"))
+    write_result(root, site_result(seed=2, mllog="link.mllog"))
+    write_result(root, site_result(seed=3, mllog="missing.mllog"))
     out = tmp_path / "out"
     build_site(root, out)
     logs = list((out / "r").glob("*.mllog.txt"))
@@ -300,8 +299,8 @@ def test_rebuild_rerenders_a_page_when_its_log_appears_or_the_site_code_changes(
     import suite.site.build as site_mod
 
     root, out = tmp_path / "results", tmp_path / "out"
-    p = write_result(root, make_result(seed=0, mllog="run.mllog"))
-    write_result(root, make_result(seed=1))
+    p = write_result(root, site_result(seed=0, mllog="run.mllog"))
+    write_result(root, site_result(seed=1))
     build_site(root, out)
     page = next(f for f in (out / "r").glob("*.html") if "run.mllog" in f.read_text())
     assert 'id="mllog"' not in page.read_text() and "not beside it" in page.read_text()
@@ -321,7 +320,7 @@ def test_leaderboards_of_an_algorithm_study_name_the_algorithm(tmp_path: Path) -
     """`--algo` runs differ in spec hash; each board says which algorithm made it."""
     for label, tta in (("muon", 5.0), ("adamw", 7.0)):
         for seed in range(3):
-            r = make_result(seed=seed, tta_s=tta + seed / 10)
+            r = site_result(seed=seed, tta_s=tta + seed / 10)
             r.spec_hash = f"{label:x<16}"[:16]
             r.config = {**r.config, "algorithm": {"label": label}}
             write_result(tmp_path / "results", r)

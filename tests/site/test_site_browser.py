@@ -255,14 +255,15 @@ def test_an_earlier_month_has_its_own_page_that_works_with_and_without_javascrip
                                                                                  tmp_path: Path) -> None:
     from datetime import timedelta
 
-    from support.site_factory import T0, WL, make_result
+    from support.site_factory import WL
 
+    from benchmarks.sim.results import T0, site_result
     from suite.results.record import load_results, write_result
     from suite.site.data import month_page, workload_page
 
     res, out = tmp_path / "results", tmp_path / "out"
     write_standard(res)  # November 2026
-    write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=0, started_at=T0 + timedelta(days=32)))
+    write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=0, started_at=T0 + timedelta(days=32)))
     build_site(res, out)
     nov, wl = out / month_page(WL, "2026-11"), out / workload_page(WL)
     # with JS, under the CSP: no console errors, and the month's tables got their sort buttons
@@ -291,15 +292,14 @@ def test_an_earlier_month_has_its_own_page_that_works_with_and_without_javascrip
 def test_the_convergence_chart_by_samples_shows_the_rcp_band(tab: Page, tmp_path: Path) -> None:
     """A workload with an RCP beside its baselines: its page draws the curves of the RCP's spec by samples with the
     reference band (mean +- sd) and the significantly-faster line; the page without one draws no such chart."""
-    from support.site_factory import make_result
-
+    from benchmarks.sim.results import site_result
     from suite.results.baseline_schema import Baseline, BaselineAggregate, Provenance
     from suite.results.rcp import build_rcp, write_rcp
     from suite.results.record import write_result
     from suite.results.stats import RunFigures
 
     for seed in range(4):
-        write_result(tmp_path / "results", make_result(seed=seed, tta_s=10.0 + seed, evals=6))
+        write_result(tmp_path / "results", site_result(seed=seed, tta_s=10.0 + seed, evals=6))
     runs = [RunFigures(run_id=f"r{i}", seed=i, status="reached", time_to_target_s=10.0, steps_to_target=s)
             for i, s in enumerate([500, 520, 480, 510, 530, 490, 505, 515])]
     from suite.results import stats

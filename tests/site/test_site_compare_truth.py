@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-from support.ab_factory import simulate, write_sides
 
+from benchmarks.sim.ab import simulate, write_sides
 from suite.compare import tta as cmp
 from suite.site.build import build_site
 

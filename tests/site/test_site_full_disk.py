@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.compare_factory import noisy_runs, write_all
+from benchmarks.sim.results import noisy_runs, write_all
 
 ROOT = Path(__file__).resolve().parents[2]
 

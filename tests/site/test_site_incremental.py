@@ -12,8 +12,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support.site_factory import T0, WL, make_result, write_hostile, write_standard
+from support.site_factory import WL, write_hostile, write_standard
 
+from benchmarks.sim.results import T0, site_result
 from suite.results import index
 from suite.results.record import write_result
 from suite.site import data as site_data
@@ -45,7 +46,7 @@ def _runs_table(page: Path) -> str:
 def _fixture(res: Path) -> None:
     write_standard(res)
     write_hostile(res)
-    write_result(res, make_result("rl/cartpole", "nvidia-a100-x8", "torch", seed=0, started_at=T0 + timedelta(days=3)))
+    write_result(res, site_result("rl/cartpole", "nvidia-a100-x8", "torch", seed=0, started_at=T0 + timedelta(days=3)))
 
 
 def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(tmp_path, monkeypatch):
@@ -68,7 +69,7 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
 
     # one new run of cv/digits_cnn in the same month: its run page, its workload page and the index are
     # rendered, nothing else
-    new = write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=12)))
+    new = write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=12)))
     incr = build_site(res, out, use_index=True)
     assert fetched == [new.relative_to(res).as_posix()]
     assert incr.rendered == 3 and incr.results == cold.results + 1
@@ -81,7 +82,7 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     # a run in the next month: the workload page now lists December's runs, November's move to a page of
     # their own (rendered once), and the workload page links it
     fetched.clear()
-    dec = write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=8, started_at=T0 + timedelta(days=30)))
+    dec = write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=8, started_at=T0 + timedelta(days=30)))
     incr = build_site(res, out, use_index=True)
     assert fetched == [dec.relative_to(res).as_posix()] and incr.rendered == 4
     nov = month_page(WL, "2026-11")
@@ -97,7 +98,7 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
 
     # another December run: November's page is kept as it was (same inode and mtime), not rendered
     fetched.clear()
-    write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=9, started_at=T0 + timedelta(days=31)))
+    write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=9, started_at=T0 + timedelta(days=31)))
     incr = build_site(res, out, use_index=True)
     assert len(fetched) == 1 and incr.rendered == 3
     before, after = after, _stamps(out)
@@ -105,7 +106,7 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
 
     # a late run of November: its month page is rendered again (and the workload page: its history changed)
     fetched.clear()
-    late = write_result(res, make_result(WL, "nvidia-a100-x8", "torch", seed=5, started_at=T0 + timedelta(days=13)))
+    late = write_result(res, site_result(WL, "nvidia-a100-x8", "torch", seed=5, started_at=T0 + timedelta(days=13)))
     incr = build_site(res, out, use_index=True)
     assert fetched == [late.relative_to(res).as_posix()] and incr.rendered == 4
     before, after = after, _stamps(out)
@@ -118,7 +119,7 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     build_site(res, tmp_path / "walked", use_index=False)
     assert _tree(out) == _tree(tmp_path / "walked")
     # and the walk's own incremental build agrees too
-    write_result(res, make_result("rl/cartpole", "nvidia-a100-x8", "torch", seed=1, started_at=T0 + timedelta(days=4)))
+    write_result(res, site_result("rl/cartpole", "nvidia-a100-x8", "torch", seed=1, started_at=T0 + timedelta(days=4)))
     build_site(res, tmp_path / "walked", use_index=False)
     build_site(res, out, use_index=True)
     assert _tree(out) == _tree(tmp_path / "walked")
@@ -170,7 +171,7 @@ def test_a_killed_build_is_rolled_back_by_the_next_one(tmp_path):
     write_standard(res)
     build_site(res, out, use_index=True)
     before = _tree(out)
-    write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=8, started_at=T0 + timedelta(days=31)))
+    write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=8, started_at=T0 + timedelta(days=31)))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(res), str(out)], env=env, capture_output=True,
                           text=True, timeout=300)
@@ -195,7 +196,7 @@ def _nights(res: Path, workload: str, nights: range, step_at: int = 6, hardware:
     for night in nights:
         tta = 10.0 * (1.3 if night >= step_at else 1.0) * (1 + 0.01 * ((night * 7919) % 13 - 6) / 6)
         for seed in range(3):
-            write_result(res, make_result(workload, hardware, "torch", seed=seed, tta_s=tta * (1 + 0.01 * seed),
+            write_result(res, site_result(workload, hardware, "torch", seed=seed, tta_s=tta * (1 + 0.01 * seed),
                                           started_at=T0 + timedelta(days=night, minutes=seed), sha=f"{night:040x}"))
 
 
@@ -216,7 +217,7 @@ def test_an_unchanged_month_is_one_row_and_a_changed_one_reads_only_its_own_rows
     build_site(res, out, use_index=True)
     assert asked == [[]] and opened == []  # nothing new: no month's rows, no month's file
     # a night in December: only December's rows are read (the workload page shows its runs), and only its file
-    write_result(res, make_result(WL, "nvidia-h200-x8", "torch", seed=0, started_at=T0 + timedelta(days=46)))
+    write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=0, started_at=T0 + timedelta(days=46)))
     rows: list[int] = []
     monkeypatch.setattr(index, "site_unit_rows", lambda root, cols, units: asked.append(list(units)) or
                         rows.append(len(found := real_rows(root, cols, units))) or found)
@@ -281,7 +282,7 @@ def test_a_damaged_month_entry_or_file_is_made_again_from_its_rows(tmp_path):
     (out / MARKER).write_text(json.dumps(marker), encoding="utf-8")
     for f in (out / UNITS_DIR).glob("*-2026-11.json"):
         f.write_text("{damaged", encoding="utf-8")  # and its run pages' entries
-    late = write_result(res, make_result(WL, "nvidia-a100-x8", "torch", seed=0, started_at=T0 + timedelta(days=5)))
+    late = write_result(res, site_result(WL, "nvidia-a100-x8", "torch", seed=0, started_at=T0 + timedelta(days=5)))
     build_site(res, out, use_index=True)
     build_site(res, tmp_path / "walked", use_index=False)
     assert _tree(out) == _tree(tmp_path / "walked")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from support import mlperf_fixture
-from support.compare_factory import noisy_runs, write_all
 
+from benchmarks.sim.results import noisy_runs, write_all
 from suite.mlperf import importer
 from suite.results.record import EvalPoint
 from suite.site.build import build_site

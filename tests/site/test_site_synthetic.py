@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support.site_factory import T0, make_result
 
+from benchmarks.sim.results import T0, site_result
 from suite.results.record import write_result
 from suite.site.build import build_site
 
@@ -18,9 +18,9 @@ REAL_SHA, SYN_SHA = "a" * 40, "b" * 40
 
 def _results(root: Path) -> Path:
     for seed in range(3):  # real data, older and slower
-        write_result(root, make_result(seed=seed, tta_s=20.0 + seed, sha=REAL_SHA, started_at=T0 + timedelta(minutes=seed)))
+        write_result(root, site_result(seed=seed, tta_s=20.0 + seed, sha=REAL_SHA, started_at=T0 + timedelta(minutes=seed)))
     for seed in range(3):  # synthetic data, newer and faster: it would top the board if it were ranked
-        write_result(root, make_result(seed=seed, tta_s=2.0 + seed, sha=SYN_SHA, synthetic_data=True,
+        write_result(root, site_result(seed=seed, tta_s=2.0 + seed, sha=SYN_SHA, synthetic_data=True,
                                        started_at=T0 + timedelta(hours=1, minutes=seed)))
     return root
 
@@ -49,11 +49,11 @@ def test_variant_runs_are_labelled_and_kept_off_the_leaderboards(tmp_path: Path)
     sequence 8192"): its runs are listed with the variant's name, and no leaderboard ranks them."""
     results = tmp_path / "results"
     for seed in range(3):
-        write_result(results, make_result(seed=seed, tta_s=20.0 + seed, sha=REAL_SHA,
+        write_result(results, site_result(seed=seed, tta_s=20.0 + seed, sha=REAL_SHA,
                                           started_at=T0 + timedelta(minutes=seed)))
     tiny_sha = "c" * 40
     for seed in range(3):
-        r = make_result(seed=seed, tta_s=1.0 + seed, sha=tiny_sha, spec_hash="7171717171717171",
+        r = site_result(seed=seed, tta_s=1.0 + seed, sha=tiny_sha, spec_hash="7171717171717171",
                         started_at=T0 + timedelta(hours=2, minutes=seed))
         r.config = {**r.config, "variant": "tiny"}
         write_result(results, r)

@@ -11,8 +11,9 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.faults import digits_data, make_result
+from support.faults import digits_data
 
+from benchmarks.sim.results import make_result
 from suite.results.record import ResultError, parse_result, result_path
 from suite.spec import SpecError, parse_override, parse_yaml
 from suite.specload import validate_spec

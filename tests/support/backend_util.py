@@ -12,7 +12,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parents[1]
 DIGITS = ROOT / "workloads" / "cv" / "digits_cnn.yaml"
-CHAR_GPT = TESTS / "specs" / "char_gpt.yaml"  # test-only char GPT on pydoc_data.topics (tests/support/char_lm.py)
+CHAR_GPT = TESTS / "support" / "specs" / "char_gpt.yaml"  # test-only char GPT on pydoc_data.topics (tests/support/char_lm.py)
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -1,5 +1,7 @@
-"""Faults injected through real code: a model component (`model.arch: support.faults:FAULTY`) that wraps the
-real digits CNN and misbehaves at training step k, plus the helpers the fault tests share.
+"""Every fault the tests inject through real code, in one module: a model component (`model.arch:
+support.faults:FAULTY`) that wraps the real digits CNN and misbehaves at training step k; workload tasks that fail
+on purpose (`task: support.faults:NaNAt`, ...), inside the harness's handling or outside it (the executors');
+plus the helpers the fault tests share.
 
 The fault is declared in the spec itself (validated by this component's pydantic Config), so it reaches
 every rank of a torchrun job and every child process without environment variables.
@@ -22,7 +24,9 @@ import yaml
 from pydantic import Field
 from torch import nn
 
+from suite.data.base import DataMissing
 from suite.models.vision import cnn
+from suite.workloads.image_classification import ImageClassification
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parents[1]
@@ -168,22 +172,135 @@ def json_rows(stdout: str) -> list[dict[str, Any]]:
     return json.loads(stdout[stdout.index("["):])
 
 
-def make_result(**fields: Any) -> Any:
-    """A complete, valid Result, as the harness writes one (fields override)."""
-    from datetime import UTC, datetime
+# ---- tasks that fail on purpose (task: support.faults:NaNAt, ...) --------------------------------------------
 
-    from suite.results.record import EvalPoint, HardwareInfo, Result
+def _at() -> int:
+    return int(os.environ.get("FAULT_AT_STEP", "5"))
 
-    base: dict[str, Any] = dict(
-        run_id="0123abcd", started_at=datetime(2026, 12, 3, 7, 0, 0, tzinfo=UTC), workload="cv/digits_cnn",
-        workload_version=1, spec_hash="f" * 16, backend="torch", config={"spec": {"name": "cv/digits_cnn"}},
-        status="reached", time_to_target_s=4.2, train_s=4.0, eval_s=0.2, init_s=1.0, total_s=4.2, steps=120,
-        samples=7680, steps_to_target=120,
-        eval_curve=[EvalPoint(step=20 * i, samples=1280 * i, elapsed_s=0.7 * i, train_s=0.68 * i,
-                              metrics={"accuracy": 0.1 * i}) for i in range(1, 7)],
-        hardware=HardwareInfo(slug="cpu-test-2c", device_type="cpu", device_name="test cpu", device_count=1,
-                              cpu_model="test cpu", cpu_cores=2),
-        seed=0,
-    )
-    base.update(fields)
-    return Result(**base)
+
+class NaNAt(ImageClassification):
+    """Digits, but the loss turns NaN at step FAULT_AT_STEP."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        loss = super().loss(model, batch)
+        return loss * float("nan") if self.calls >= _at() else loss
+
+
+class RaiseAt(ImageClassification):
+    """Digits, but model code raises at step FAULT_AT_STEP."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls >= _at():
+            raise RuntimeError("injected fault in model code")
+        return super().loss(model, batch)
+
+
+class OOMAt(ImageClassification):
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls >= _at():
+            raise torch.OutOfMemoryError("injected: CUDA out of memory. Tried to allocate 80.00 GiB")
+        return super().loss(model, batch)
+
+
+class Slow(ImageClassification):
+    """Digits with a sleep in every step, so a signal can arrive mid-run; touches FAULT_READY when running."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls == 3 and os.environ.get("FAULT_READY"):
+            open(os.environ["FAULT_READY"], "w").close()
+        time.sleep(float(os.environ.get("FAULT_SLEEP_S", "0.05")))
+        return super().loss(model, batch)
+
+
+class BrokenData(ImageClassification):
+    """A workload whose data set fails to load (in init, before any tensor work)."""
+
+    def __init__(self, spec, ctx):
+        raise RuntimeError("injected fault while reading the data set")
+
+
+class BrokenOptimizer(torch.optim.SGD):
+    """An optimizer that resolves and validates, then fails while the backend builds it (during init)."""
+
+    def __init__(self, params, lr: float = 0.1, weight_decay: float = 0.0):
+        raise RuntimeError("injected fault while building the optimizer")
+
+
+class SlowFirstBatch(ImageClassification):
+    """Digits whose first training batch takes FAULT_SLEEP_S longer to fetch (a cold data pipeline): MLPerf's
+    clock starts before the first batch is touched, so that time is on the clock."""
+
+    def train_batches(self, rank: int, world: int):
+        for i, batch in enumerate(super().train_batches(rank, world)):
+            if i == 0:
+                time.sleep(float(os.environ.get("FAULT_SLEEP_S", "1.5")))
+            yield batch
+
+
+class SlowFirstStep(ImageClassification):
+    """Digits whose first training step takes FAULT_SLEEP_S longer (a compile or lazy init): steady-state
+    throughput, and the MFU behind it, leave that step out."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(float(os.environ.get("FAULT_SLEEP_S", "1.5")))
+        return super().loss(model, batch)
+
+
+PROBE: dict = {}  # what the last Probe was handed (tests run one harness run at a time in a process)
+
+
+class Probe(ImageClassification):
+    """Digits that keeps what the harness hands it: its context, the model attached after the backend's setup,
+    and the model each evaluation gets. Constructing it takes FAULT_SLEEP_S longer (a data set read and staged
+    during init), each evaluation FAULT_EVAL_SLEEP_S longer, and it describes its data pipeline (as ImageNet's
+    reader does)."""
+
+    def __init__(self, spec, ctx):
+        time.sleep(float(os.environ.get("FAULT_SLEEP_S", "0")))
+        super().__init__(spec, ctx)
+        PROBE.clear()
+        PROBE.update(ctx=ctx, attached=None, evaluated=[])
+
+    def attach(self, model):
+        PROBE["attached"] = model
+        super().attach(model)
+
+    def evaluate(self, model):
+        PROBE["evaluated"].append(model)
+        time.sleep(float(os.environ.get("FAULT_EVAL_SLEEP_S", "0")))
+        return super().evaluate(model)
+
+    def data_pipeline(self):
+        return {"reader": "probe"}
+
+
+# ---- tasks that fail outside the harness's own error handling (the executor fault tests) ------------------
+
+class MissingDataTask(ImageClassification):
+    """Raises DataMissing on the worker (the harness re-raises it): data not installed on that node."""
+
+    def __init__(self, spec, ctx):
+        raise DataMissing("fault injection: data set not installed on this worker")
+
+
+class CrashingTask(ImageClassification):
+    """Kills its own process without a word, as an OOM kill or a segfault would."""
+
+    def __init__(self, spec, ctx):
+        os._exit(3)

@@ -1,6 +1,6 @@
 """A simulated comparator for `trainbench bisect` (suite/compare/bisect.py): each commit's step is slower by the
 product of the slowdowns of the commits up to it; a comparison draws lockstep rounds from tests/support/
-ab_factory.py's noise model, writes both sides as throughput result files and decides them with the real gate
+benchmarks/sim/ab.py's noise model, writes both sides as throughput result files and decides them with the real gate
 (suite.compare.tta.compare at the PR workflow's settings). Only the timing is simulated."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.sim.ab import Noise, simulate, write_sides
 from suite.compare import ab_verdict, tta
 from suite.compare.bisect import Comparator, Decision
 from suite.compare.bisect_ab import decision_of
-from support.ab_factory import Noise, simulate, write_sides
 
 STEPS = 200  # measured steps per run: the gate's simulated power figures (docs/compare.md) use 10 rounds of 200
 

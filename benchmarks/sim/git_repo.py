@@ -40,8 +40,8 @@ class _InjectedSleep(nn.Module):
 
 # where head's slow layer goes: (module under suite/models, the line, the line with the layer in it)
 INJECT_AT = (
-    ("cnn.py", "    return nn.Sequential(*mods)", "    return nn.Sequential(_InjectedSleep(), *mods)"),
-    ("gpt.py", "        x = self.wte(idx) + self.wpe(pos)\n",
+    ("vision/cnn.py", "    return nn.Sequential(*mods)", "    return nn.Sequential(_InjectedSleep(), *mods)"),
+    ("gpt/model.py", "        x = self.wte(idx) + self.wpe(pos)\n",
      "        x = _InjectedSleep()(self.wte(idx) + self.wpe(pos))\n"),
 )
 
@@ -76,7 +76,36 @@ def make_repo(where: Path, slow_s: float | None, spin: bool = False) -> tuple[Pa
             path = repo / "suite" / "models" / module
             text = path.read_text()
             if text.count(before) != 1:  # the model changed shape: a head that is not slower would pass as A/A
-                raise RuntimeError(f"ab_repo: cannot inject the slow layer into {path} (no single {before!r})")
+                raise RuntimeError(f"git_repo: cannot inject the slow layer into {path} (no single {before!r})")
             path.write_text(text.replace(before, after) + layer)
     _git(repo, "commit", "-q", "-am", "head")
     return repo, base, _git(repo, "rev-parse", "HEAD")
+
+
+# ---- N commits for `trainbench bisect` -------------------------------------------------------------------
+# A throw-away git repository of this project's code over N commits for `trainbench bisect`'s tests: commit 0 is
+# the project as it is, each later commit changes a text file, except those in `slow_at`, which add a layer to the
+# CNN that sleeps (or spins) that many seconds per forward: a slower step without a spec change. Slow layers stack,
+# so two of them in the range make two changes (make_repo above makes the two-commit A/B repository).
+
+ANCHOR = "    return nn.Sequential("
+
+
+def make_range_repo(where: Path, n: int, slow_at: dict[int, float], spin: bool = False) -> tuple[Path, list[str]]:
+    """(repo, the n shas oldest first)."""
+    repo, base, _ = make_repo(where, None)  # base, then a text-only commit: both the same code
+    shas = [base, _git(repo, "rev-parse", "HEAD")]
+    cnn = repo / "suite" / "models" / "vision" / "cnn.py"
+    if cnn.read_text().count(ANCHOR) != 1:
+        raise RuntimeError(f"git_repo: no single {ANCHOR!r} in {cnn} to add a slow layer to")
+    for i in range(2, n):
+        if i in slow_at:
+            layer = (SPIN_LAYER if spin else SLEEP_LAYER).format(seconds=slow_at[i]).replace("_InjectedSleep",
+                                                                                               f"_Slow{i}")
+            text = cnn.read_text().replace(ANCHOR, f"{ANCHOR}_Slow{i}(), ")
+            cnn.write_text(text + layer)
+        else:
+            (repo / "README.md").write_text(f"bisect test repository, commit {i}\n")
+        _git(repo, "commit", "-q", "-am", f"commit {i}" + (" (slower)" if i in slow_at else ""))
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return repo, shas

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.sim.results import make_result
 from suite.results.record import GitInfo, HardwareInfo, Result, write_result
 
 HW = "cpu-test-2c"
@@ -53,7 +54,7 @@ def throughput_result(seed: int, times: list[float] | np.ndarray, *, workload: s
                       warmup_steps: int = 20) -> Result:
     times = [float(t) for t in times]
     train_s = sum(times)
-    return Result(
+    return make_result(
         run_id=f"t{seed:04d}{abs(hash((seed, git_sha, train_s))) % 16**6:06x}",
         started_at=START + timedelta(minutes=seed), workload=workload, workload_version=1, spec_hash=spec_hash,
         backend=backend, mode="throughput", status=status,  # type: ignore[arg-type]
@@ -66,7 +67,7 @@ def throughput_result(seed: int, times: list[float] | np.ndarray, *, workload: s
         step_time_s={"p50": float(np.median(times))},
         hardware=HardwareInfo(slug=hardware, device_type="cpu", device_name="test cpu", device_count=1,
                               cpu_model="test cpu", cpu_cores=2),
-        git=GitInfo(sha=git_sha, dirty=False), seed=seed,
+        git=GitInfo(sha=git_sha, dirty=False), seed=seed, time_to_target_s=None, steps_to_target=None, eval_curve=[],
     )
 
 
