@@ -72,7 +72,7 @@ PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sy
 # tiny variants whose files a fixture writes in the real formats (no data set needed on the device): workload ->
 # (the fixture's `write(folder)`, the overrides pointing the tiny variant at that folder)
 FIXTURES: dict[str, tuple[str, dict[str, str]]] = {
-    "rl/gsm8k_grpo": ("suite.data.rl.gsm8k_fixture:write", {"data.path": "data", "data.tokenizer": "model",
+    "rl/gsm8k_grpo": ("suite.data.synthetic.gsm8k:write", {"data.path": "data", "data.tokenizer": "model",
                                                          "model.checkpoint": "model"}),
     "rec/movielens_hstu": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
     "rec/movielens_dcnv2": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
