@@ -1,12 +1,19 @@
 """The import graph of suite/ (built with ast: module-level, function-level AND annotation-only `if TYPE_CHECKING:`
 imports of suite modules) has no circles, and suite/spec.py is pure: it imports no suite module (no registry, no
-user code). An annotation-only circle runs nothing, but it says a type sits in the wrong module (issue 29)."""
+user code). An annotation-only circle runs nothing, but it says a type sits in the wrong module (issue 29).
+
+Every package's docstring says what it may import ("May import: ... Never: ..."); those sentences are the rules
+checked here (tests/support/import_rules.py), on every kind of import, and an import that bends one says why at the
+import (`# layer: <reason>`). Issue 43."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from support.import_graph import Edge, import_graph
+import pytest
+from support import import_rules
+from support.import_graph import SUITE, Edge, import_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # with its reason or removed. None are left (see docs/architecture.md, "No import circles").
 ALLOWED_LATE_CYCLES: dict[frozenset[str], str] = {}
 
-
+# the imports that bend their package's rules, each with its `# layer:` reason at the import; keep these few
+MAX_BENDS = 3
 
 
 def cycles(edges: list[Edge]) -> list[list[str]]:
@@ -102,3 +110,95 @@ def test_no_test_imports_the_tests_folder_as_a_package() -> None:
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py")
                  if pattern.search(p.read_text(encoding="utf-8"))]
     assert offenders == [], f"import helpers as support.<module>, not tests.<module>: {offenders}"
+
+
+# ---- the rules the docstrings write (issue 43) ----------------------------------------------------------------------
+
+
+def _listed(found: list[tuple[Edge, import_rules.Rules]]) -> str:
+    return "\n".join(f"  {e.source}:{e.line} imports {e.target}, which {r.owner}'s docstring does not allow "
+                     f"(May import: {', '.join(r.allowed) or 'nothing'}; Never: {', '.join(r.never) or '-'})"
+                     for e, r in found)
+
+
+def test_every_package_states_its_rules() -> None:
+    rules = import_rules.declared()
+    tops = [p for p in import_rules.packages() if p.count(".") == 1]
+    assert len(tops) >= 14, tops
+    missing = [p for p in tops if p not in rules]
+    assert not missing, f"packages whose docstring has no \"May import: ...\" sentence: {missing}"
+    for p in import_rules.packages()[1:]:  # [0] is suite itself
+        assert import_rules.rules_for(p, rules) is not None, p
+    for r in rules.values():
+        assert not set(r.allowed) & set(r.never), f"{r.owner}: a name both allowed and never: {r}"
+        for name in r.allowed + r.never:
+            assert name == "suite" or (SUITE.parent / (name.replace(".", "/") + ".py")).is_file() or \
+                (SUITE.parent / name.replace(".", "/") / "__init__.py").is_file(), f"{r.owner}'s rules name {name}: no such module"
+
+
+def test_the_rules_read_as_written() -> None:
+    rules = import_rules.declared()
+    assert rules["suite.data"].allowed == ("suite.registry", "suite.workloads.contract")
+    assert "suite.models" in rules["suite.data"].never
+    assert rules["suite.results"].allowed == ()  # "May import: no other suite package"
+    assert "suite.data.rl" not in rules  # says no rules of its own: inherits suite.data's
+    assert import_rules.rules_for("suite.data.rl.gsm8k", rules) is rules["suite.data"]
+    assert rules["suite.data.rec"].never == ("suite.models", "suite.workloads", "suite.backends")  # its own, stricter
+    assert rules["suite.studies"].permits("suite.execution.launch")
+    assert not rules["suite.studies"].permits("suite.site.charts")
+    assert rules["suite.site"].permits("suite.studies.report") and not rules["suite.site"].permits("suite.studies.runner")
+
+
+def test_every_import_keeps_its_packages_rules() -> None:
+    found = import_rules.violations(import_graph())
+    assert not found, ("imports against the rules their package's docstring writes (move the shared piece to a "
+                       "layer both may import, or write `# layer: <reason>` at the import):\n" + _listed(found))
+
+
+def test_the_bends_are_few_and_each_says_why() -> None:
+    bent = import_rules.bends(import_graph())
+    assert len(bent) <= MAX_BENDS, "imports that bend a rule: " + ", ".join(f"{e.source}:{e.line}" for e in bent)
+
+
+@pytest.fixture
+def suite_copy(tmp_path):
+    shutil.copytree(SUITE, tmp_path / "suite", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "suite"
+
+
+def _append(path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["module level", "deferred", "TYPE_CHECKING"])
+def test_a_forbidden_import_added_to_a_copy_fails(suite_copy, kind) -> None:
+    """Negative control: a data reader that imports a model (data's docstring says Never: `suite.models`), in each
+    kind of import the graph sees, is reported; the untouched copy is clean."""
+    assert import_rules.violations(import_graph(suite_copy), suite_copy) == []
+    reader = suite_copy / "data" / "vision" / "digits.py"
+    line = "from suite.models.vision import cnn\n"
+    text = {"module level": line,
+            "deferred": "\n\ndef _late():\n    " + line,
+            "TYPE_CHECKING": "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    " + line}[kind]
+    _append(reader, "\n" + text)
+    found = import_rules.violations(import_graph(suite_copy), suite_copy)
+    assert [(e.source, e.target) for e, _ in found] == [("suite.data.vision.digits", "suite.models.vision.cnn")]
+    assert found[0][1].owner == "suite.data"
+
+
+def test_a_subpackage_that_states_stricter_rules_is_held_to_them(suite_copy) -> None:
+    """suite.data may import `suite.workloads.contract`; suite.data.rec says Never: `suite.workloads`."""
+    _append(suite_copy / "data" / "rec" / "movielens.py", "\n\ndef _late():\n    from suite.workloads.contract import data_root\n")
+    found = import_rules.violations(import_graph(suite_copy), suite_copy)
+    assert [(e.source, e.target, r.owner) for e, r in found] == [
+        ("suite.data.rec.movielens", "suite.workloads.contract", "suite.data.rec")]
+
+
+def test_a_bend_is_accepted_only_with_its_reason_at_the_import(suite_copy) -> None:
+    reader = suite_copy / "data" / "vision" / "digits.py"
+    _append(reader, "\n\ndef _late():\n    from suite.models.vision import cnn  # layer: a test's reason\n")
+    assert import_rules.violations(import_graph(suite_copy), suite_copy) == []
+    assert [e.source for e in import_rules.bends(import_graph(suite_copy), suite_copy)].count(
+        "suite.data.vision.digits") == 1
+    _append(reader, "\n\ndef _later():\n    from suite.models.vision import cnn  # a comment that gives no layer reason\n")
+    assert len(import_rules.violations(import_graph(suite_copy), suite_copy)) == 1
