@@ -34,7 +34,7 @@ from suite.data.base import DataMissing
 from suite.data.synthetic import files as synthetic
 from suite.execution import faults, ranks, recovery
 from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
-from suite.loop.contract import BUDGET, CONTINUE, DIVERGED, INTERRUPTED, REACHED, Progress, ProgressFn
+from suite.loop.contract import CONTINUE, DIVERGED, INTERRUPTED, REACHED, Progress, ProgressFn
 from suite.loop.figures import Figures
 from suite.measure import bandwidth, environment, goodput, pauses
 from suite.measure.instruments import Instruments
@@ -203,7 +203,6 @@ class Run(Figures):
         recovery.progress_file(self, ckpt)
         ev = spec.eval
         self.t0 = t0
-        max_steps = spec.budget.max_steps
         step_hooks = self.inst.has_step_hooks()  # device events, NVTX, a profiler window; else skipped
         loss_every, loss_late = self.loss_check
         watched: tuple[int, Any] | None = None  # (step, loss) whose read waits for the next step (loss_late)
@@ -264,10 +263,7 @@ class Run(Figures):
                     self.reach_target(time.perf_counter() - t0)
                 now = time.perf_counter()
                 if code == CONTINUE:
-                    if self.flag.signum is not None:
-                        code = INTERRUPTED
-                    elif now - t0 >= spec.budget.max_train_s or (max_steps and self.steps >= max_steps):
-                        code = BUDGET
+                    code = self.stop_rule(now)
                 if self.dist.world > 1:  # each rank's wait here: who comes last (suite/execution/ranks.py)
                     code = ranks.agree(self, code)
                 if now >= next_progress:

@@ -11,7 +11,16 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from suite.loop.contract import CONTINUE, DIVERGED, STATUS_OF, Progress, ProgressFn
+from suite.loop.contract import (
+    BUDGET,
+    CONTINUE,
+    DIVERGED,
+    INTERRUPTED,
+    STATUS_OF,
+    Progress,
+    ProgressFn,
+    StopSignal,
+)
 from suite.measure import mllog
 from suite.results.record import EvalPoint
 
@@ -28,6 +37,7 @@ class Figures:
     inst: Instruments
     account: Account
     progress: ProgressFn
+    flag: StopSignal
     seed: int
     mlperf_division: str
 
@@ -93,6 +103,17 @@ class Figures:
             return CONTINUE
         self.diverged_step = step
         return DIVERGED
+
+    def stop_rule(self, now: float) -> int:
+        """After a step that did not reach the target: INTERRUPTED on a stop signal, else BUDGET past
+        budget.max_train_s on the clock or at budget.max_steps, else CONTINUE."""
+        assert self.t0 is not None, "stop_rule before the clock started"
+        budget = self.spec.budget
+        if self.flag.signum is not None:
+            return INTERRUPTED
+        if now - self.t0 >= budget.max_train_s or (budget.max_steps and self.steps >= budget.max_steps):
+            return BUDGET
+        return CONTINUE
 
     def step_progress(self, elapsed_s: float) -> Progress:
         """The progress line of the step just finished."""

@@ -60,6 +60,8 @@ def declared(suite: Path = SUITE) -> dict[str, Rules]:
     """The rules each package (and each top-level module) of `suite` writes in its own docstring."""
     out = {}
     for name, path in _modules(suite).items():
+        if path.name != "__init__.py" and path.parent != suite:
+            continue  # rules are a package's (or a top-level module's), never a plain module's
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         if (rules := parse(doc)) is not None:
             out[name] = Rules(name, *rules)
