@@ -94,7 +94,7 @@ class Run(Figures):
         self.device = devices.current(self.dist.local_rank)
         self.run_id = new_run_id()
         self.started_at = now_utc()
-        self.flag = StopFlag()
+        self.flag: StopFlag = StopFlag()
         self.init_figures()  # measurements, filled as the run goes so that any ending (error included) reports them
         self.agree_wait_s: list[float] = []  # per step, this rank's wait at the stop agreement
         self.rank_summary: list[dict[str, Any]] = []  # every rank's steps (rank 0, several ranks)

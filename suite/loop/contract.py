@@ -56,7 +56,6 @@ class Sink(Protocol):
     spec: WorkloadSpec
     dist: DistInfo
     device: Device
-    flag: StopSignal
     inst: Instruments
     account: Account
     progress: ProgressFn
@@ -64,6 +63,9 @@ class Sink(Protocol):
     mode: str  # tta | throughput
     mlperf_division: str
     extra_config: dict[str, Any]  # recorded in Result.config (a trainer's own command line)
+
+    @property
+    def flag(self) -> StopSignal: ...  # read only: the harness's signal handlers and watchdog set it
 
     # the figures, written by the driver
     init_s: float

@@ -19,14 +19,14 @@ DIGITS = ROOT / "workloads" / "cv" / "digits_cnn.yaml"
 
 def _members(protocol: type) -> set[str]:
     names = set(protocol.__annotations__)
-    names |= {n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")}
+    names |= {n for n, v in vars(protocol).items() if (callable(v) or isinstance(v, property)) and not n.startswith("_")}
     return names
 
 
 def test_the_harness_run_is_a_sink(tmp_path) -> None:
     members = _members(Sink)
     assert {"spec", "steps", "curve", "record_eval", "reach_target", "start_clock", "stop_clock", "count_step",
-            "end"} <= members, members
+            "end", "flag"} <= members, members
     the_run = harness.Run(harness.RunRequest(spec=load_spec(DIGITS), results_dir=None, threads=1, measure_peak=False))
     missing = sorted(n for n in members if not hasattr(the_run, n))
     assert missing == [], f"harness.Run lacks what the Sink protocol declares: {missing}"
