@@ -282,6 +282,7 @@ class Run(Figures):
             self.stop_clock(time.perf_counter())
             self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
                                                  float(np.median(self.step_times)) if self.step_times else None)
+            self.inst.clock_stopped()
             self.memory = self.device.memory_stats()
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
             self.reach_target(self.total_s, at_start=True)

@@ -150,6 +150,7 @@ def _loop(run: Sink, spec: Any, warmup: int, measure_steps: int, step: Callable[
     run.account.add("steps_s", run.train_s)  # the timed steps; lockstep waits and loss reads are other_s
     run.account.lap("other_s", t_end)
     run.account.parts["other_s"] -= run.train_s
+    run.inst.clock_stopped()
     run.memory = run.device.memory_stats()
     return code
 

@@ -78,11 +78,11 @@ class Figures:
         return t0
 
     def stop_clock(self, t_end: float, train_s: float | None = None) -> None:
-        """run_stop: the run's time from t0, its train-only time (the whole minus evaluations unless given)."""
+        """run_stop: the run's time from t0, its train-only time (the whole minus evaluations unless given). The
+        driver then calls `inst.clock_stopped()` (MLLOG's run_stop, the energy meter) where its ending allows."""
         assert self.t0 is not None, "stop_clock before the clock started"
         self.total_s = t_end - self.t0
         self.train_s = self.total_s - self.eval_s if train_s is None else train_s
-        self.inst.clock_stopped()
 
     # ---- steps ------------------------------------------------------------------------------------------------
 

@@ -216,6 +216,7 @@ class Follow:
                 proc.stop()
             if t0 is not None:
                 run.stop_clock(time.perf_counter())
+                run.inst.clock_stopped()
         phases = verl_adapt.read_metrics(p.metrics)["phases"] if p.metrics.exists() else {}
         run.reported["phases"] = {**phases, "startup_s": (t0 or time.perf_counter()) - launched,
                                   "trainer_exit_code": proc.poll(), "trainer_stopped_by_run": proc.stopped_by_us}
