@@ -5,6 +5,6 @@ prepare`, and one reader per on-disk format (IDX, CIFAR batches, ImageFolder, to
 Readers never download at run time; a fixture that needs a model (a tiny Hugging Face folder) is written by
 `suite.models.hf.fixtures`, a layer up.
 
-May import: `suite.registry`, `suite.workloads.contract` (`data_root`). Never: `suite.models`, `suite.algorithms`,
-`suite.backends`, `suite.execution`, `suite.results`.
+May import: `suite.registry`. Never: `suite.models`, `suite.workloads`, `suite.algorithms`, `suite.backends`,
+`suite.execution`, `suite.results`.
 """

@@ -3,6 +3,5 @@
 (`gsm8k`). The generator writes every full-tier format, model folders included: it sits above the readers and the
 models, and no reader or model imports it.
 
-May import: `suite.data`, `suite.models` (the model folders it writes), `suite.registry`, `suite.workloads.contract`.
-Never: `suite.backends`, `suite.execution`, `suite.results`.
+May import: `suite.data`, `suite.models` (the model folders it writes), `suite.registry`. Never: `suite.backends`, `suite.execution`, `suite.results`.
 """
