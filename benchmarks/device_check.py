@@ -38,10 +38,11 @@ import torch
 from suite import devices, registry
 from suite.backends.matrix import unsupported_reason
 from suite.data.base import DataMissing
+from suite.data.locate import data_root
 from suite.harness import RunRequest, run
 from suite.measure import environment, flops, llm_memory, memory, peaks
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from device_titan import TITAN_PUBLISHED_8B, titan_llama8b_row  # noqa: E402 - beside this script
@@ -72,7 +73,7 @@ PHASE_KEYS = ("seconds", "rollout_s_per_step", "training_s_per_step", "weight_sy
 # tiny variants whose files a fixture writes in the real formats (no data set needed on the device): workload ->
 # (the fixture's `write(folder)`, the overrides pointing the tiny variant at that folder)
 FIXTURES: dict[str, tuple[str, dict[str, str]]] = {
-    "rl/gsm8k_grpo": ("suite.data.rl.gsm8k_fixture:write", {"data.path": "data", "data.tokenizer": "model",
+    "rl/gsm8k_grpo": ("suite.data.synthetic.gsm8k:write", {"data.path": "data", "data.tokenizer": "model",
                                                          "model.checkpoint": "model"}),
     "rec/movielens_hstu": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
     "rec/movielens_dcnv2": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),

@@ -2,6 +2,8 @@
 
 torch_npu is only imported when it is installed (probing with find_spec first): installed without Ascend's
 CANN, it breaks `import torch` itself, so it must never be imported on a machine that lacks it.
+
+May import: no other suite module.
 """
 
 from __future__ import annotations

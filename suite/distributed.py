@@ -1,4 +1,7 @@
-"""Process-group set-up from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT)."""
+"""Process-group set-up from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT).
+
+May import: `suite.devices`.
+"""
 
 from __future__ import annotations
 

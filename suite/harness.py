@@ -5,16 +5,22 @@ paused -> train steps, with evaluations on the clock at the spec's cadence -> ru
 evaluation that meets the target (`reached`), at the budget (`budget`), on a non-finite loss (`diverged`),
 on SIGINT/SIGTERM (`interrupted`), or on an exception (`error`). Train-only time is kept beside.
 Every rank runs this loop; stop decisions are agreed across ranks; only rank 0 writes the result.
+
+The loop's contract (stop codes, `Progress`, the `Sink` a driver writes into) and the run's figures (clock, steps,
+evaluations, time to target) live in suite/loop/; `Run` is the sink, the throughput loop (suite/throughput.py) and
+a trainer of its own (veRL's) write into it.
+
+May import: `suite.loop`, `suite.backends`, `suite.workloads`, `suite.data`, `suite.measure`, `suite.results`,
+`suite.execution` (the run's faults, rank agreement, checkpoints and endings), `suite.throughput`, `suite.registry`,
+`suite.spec`, `suite.devices`, `suite.distributed`. Never: `suite.compare`, `suite.site`, `suite.studies`, `suite.cli`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,19 +31,18 @@ import torch
 from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
+from suite.data.locate import data_root
 from suite.data.synthetic import files as synthetic
 from suite.execution import faults, ranks, recovery
 from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
-from suite.measure import bandwidth, environment, goodput, mllog, pauses
+from suite.loop.contract import CONTINUE, DIVERGED, INTERRUPTED, REACHED, Progress, ProgressFn
+from suite.loop.figures import Figures
+from suite.measure import bandwidth, environment, goodput, pauses
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
-from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
+from suite.results.record import Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
-from suite.workloads.contract import Context, data_root, side_files
-
-# stop codes, ordered so that all_max picks the most severe one when ranks disagree
-CONTINUE, REACHED, BUDGET, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4
-STATUS_OF = {REACHED: "reached", BUDGET: "budget", DIVERGED: "diverged", INTERRUPTED: "interrupted"}
+from suite.workloads.contract import Context, side_files
 
 
 @dataclass
@@ -66,67 +71,39 @@ class RunRequest:
     checkpoint_dir: Path | None = None  # where checkpoints go (default: resume.default_root(run id))
 
 
-@dataclass
-class Progress:
-    """What a live progress line shows. `event` is one of: init, step, eval, stop."""
-
-    event: str
-    workload: str
-    seed: int
-    step: int = 0
-    elapsed_s: float = 0.0
-    loss: float | None = None
-    metric: float | None = None
-    target: float | None = None
-    status: str | None = None
-
-
-ProgressFn = Callable[[Progress], None]
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
-class Run:
-    """One seed of one workload under one backend, on this rank."""
+class Run(Figures):
+    """One seed of one workload under one backend, on this rank: the `suite.loop.contract.Sink` every loop writes
+    into. Its figures (clock, steps, evaluations, time to target) are `Figures`'; this class runs the flow."""
 
     def __init__(self, req: RunRequest, progress: ProgressFn | None = None):
         # the wall-clock account starts first: everything after this line is on it (suite/measure/goodput.py)
         self.account = goodput.Account(launched=os.environ.get("TRAINBENCH_LAUNCHED") == "1")
         self.req = req
         self.spec = req.spec
+        # the request as the Sink protocol (suite/loop/contract.py) reads it
+        self.seed, self.mode, self.mlperf_division, self.extra_config = (req.seed, req.mode, req.mlperf_division,
+                                                                        req.extra_config)
         self.progress = progress or (lambda p: None)
         self.dist = distributed.from_env()
         self.faults = faults.Faults(req.spec.faults, self.dist.rank)
         self.device = devices.current(self.dist.local_rank)
         self.run_id = new_run_id()
         self.started_at = now_utc()
-        self.flag = StopFlag()
-        self.t0: float | None = None  # perf_counter at run_start; suite/execution/watchdog.py measures stalls from it
-        # measurements, filled as the run goes so that any ending (error included) reports them
-        self.init_s = self.train_s = self.eval_s = self.total_s = self.data_wait_s = 0.0
-        self.steps = self.samples = 0
-        self.step_times: list[float] = []
-        self.losses: list[float] = []  # every loss read (on CPU: every step), the resume checks compare them
+        self.flag: StopFlag = StopFlag()
+        self.init_figures()  # measurements, filled as the run goes so that any ending (error included) reports them
         self.agree_wait_s: list[float] = []  # per step, this rank's wait at the stop agreement
         self.rank_summary: list[dict[str, Any]] = []  # every rank's steps (rank 0, several ranks)
         self.train_state: Any = None
         self.job = recovery.JobState()  # checkpoints, restarts, the job's clock
-        self.curve: list[EvalPoint] = []
         self.warnings: list[str] = []
-        self.time_to_target_s: float | None = None
-        self.steps_to_target: int | None = None
-        self.samples_to_target: int | None = None
-        self.status = "error"
-        self.error: str | None = None
-        self.last_loss: float | None = None
         self.flops_per_sample: float | None = None
         self.tokens_per_sample = 1
-        self.memory: dict[str, Any] = {}
-        self.reported: dict[str, Any] = {}  # Result fields a trainer of its own measured (veRL's phases)
         self.backend: Any = None
         self.inst = Instruments(workload=req.spec.name, seed=req.seed, dist=self.dist,
                                 precision=req.precision, peak_tflops=req.peak_tflops, profile_dir=req.profile_dir,
@@ -135,25 +112,10 @@ class Run:
                                 mlperf_org=req.mlperf_org, mlperf_division=req.mlperf_division,
                                 config_filename=Path(req.spec_source).name if req.spec_source else "",
                                 mlperf_benchmark=req.spec.mlperf_benchmark)
-        self.clock: dict[str, Any] = {}
-        self.diverged_step: int | None = None
         # (k, late): every k-th step's loss is read; late: only after the next step is queued. On CPU a read is
         # free: every step, at once. On an accelerator a read waits for the device: every 10th, late, so the
         # device has the next step to run while the host waits and never idles for the read (issue 29)
         self.loss_check = (1, False) if self.device.type == "cpu" else (10, True)
-
-    def _read_loss(self, step: int, loss: Any) -> int:
-        """Read one step's loss (on an accelerator, a host-device sync): DIVERGED when it is not finite."""
-        self.last_loss = float(loss)
-        self.losses.append(self.last_loss)
-        if math.isfinite(self.last_loss):
-            return CONTINUE
-        self.diverged_step = step
-        return DIVERGED
-
-    def step_progress(self, elapsed_s: float) -> Progress:
-        """The progress line of the step just finished (the throughput loop reports through it too)."""
-        return Progress("step", self.spec.name, self.req.seed, self.steps, elapsed_s, self.last_loss)
 
     # ---- the flow --------------------------------------------------------------------------------------
 
@@ -211,9 +173,7 @@ class Run:
                         platform=environment.hardware(self.device, self.dist.world).slug)
         self.device.reset_peak_memory()
         backend.synchronize()
-        self.init_s = time.perf_counter() - t_init
-        self.clock = mllog.clock_record(self.init_s, self.inst.data_staging_s, req.mlperf_division,
-                                        spec.init_limit(req.mlperf_division))
+        self.add_init(time.perf_counter() - t_init)
         if not self.clock["init_within_limit"]:
             self.warnings.append(f"init took {self.init_s:.1f} s, over MLPerf's {self.clock['init_limit_s']:g} s "
                                  f"limit for the {req.mlperf_division} division: not a compliant run")
@@ -231,8 +191,8 @@ class Run:
         ckpt = self.job.ckpt = recovery.checkpointer(self, backend)
 
         # ---- run_start: the clock runs from here, never paused -----------------------------------------
-        self.inst.run_start()
-        t0, self.job.run_start_epoch = time.perf_counter(), time.time()
+        t0 = self.start_clock()
+        self.job.run_start_epoch = time.time()
         (account := self.account).lap("init_s", t0)
         # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)
         shard = backend.data_shard()
@@ -244,7 +204,6 @@ class Run:
         recovery.progress_file(self, ckpt)
         ev = spec.eval
         self.t0 = t0
-        max_steps = spec.budget.max_steps
         step_hooks = self.inst.has_step_hooks()  # device events, NVTX, a profiler window; else skipped
         loss_every, loss_late = self.loss_check
         watched: tuple[int, Any] | None = None  # (step, loss) whose read waits for the next step (loss_late)
@@ -268,17 +227,8 @@ class Run:
                                  "to one of them")
             now = time.perf_counter()
             self.eval_s += now - te
-            elapsed = now - t0
-            self.curve.append(
-                EvalPoint(step=self.steps, samples=self.samples, elapsed_s=elapsed, train_s=elapsed - self.eval_s,
-                          metrics={k: float(v) for k, v in scores.items()})
-            )
-            self.progress(Progress("eval", spec.name, req.seed, self.steps, elapsed, self.last_loss,
-                                   scores.get(spec.target.metric), spec.target.value))
             # a compression method still converging (pruning short of its sparsity) cannot reach the target yet
-            met = spec.target.met(scores) and bool(backend.target_may_count())
-            self.inst.eval_end(self.steps, self.samples, spec.target.metric, scores, met)
-            return met
+            return self.record_eval(now - t0, scores, may_count=bool(backend.target_may_count()))
 
         watch = pauses.PauseWatch(lambda: self.steps).start()  # its own thread: nothing added to the step loop
         try:
@@ -298,29 +248,23 @@ class Run:
                     self.faults.after_step(time.perf_counter() - td)
                 if step_hooks:
                     self.inst.step_end()
-                self.steps += 1
-                self.samples += spec.data.batch_size
+                self.count_step()
                 if watched is not None:  # the loss of an earlier step, read now that the device has moved on
-                    code, watched = self._read_loss(*watched), None
+                    code, watched = self.read_loss(*watched), None
                 if self.steps % loss_every == 0:
                     if loss_late:
                         watched = (self.steps, out.loss)
                     else:
-                        code = self._read_loss(self.steps, out.loss)
+                        code = self.read_loss(self.steps, out.loss)
                 now = time.perf_counter()
                 self.step_times.append(now - ts)
                 if code == CONTINUE and self.steps % ev.every_steps == 0 and self.steps >= (ev.first_step or 0) \
                         and evaluate():
                     code = REACHED
-                    self.time_to_target_s = time.perf_counter() - t0
-                    self.inst.target_reached()
-                    self.steps_to_target, self.samples_to_target = self.steps, self.samples
+                    self.reach_target(time.perf_counter() - t0)
                 now = time.perf_counter()
                 if code == CONTINUE:
-                    if self.flag.signum is not None:
-                        code = INTERRUPTED
-                    elif now - t0 >= spec.budget.max_train_s or (max_steps and self.steps >= max_steps):
-                        code = BUDGET
+                    code = self.stop_rule(now)
                 if self.dist.world > 1:  # each rank's wait here: who comes last (suite/execution/ranks.py)
                     code = ranks.agree(self, code)
                 if now >= next_progress:
@@ -336,15 +280,14 @@ class Run:
             account.lap_around("other_s")  # a step cut short
             if ckpt is not None:
                 recovery.end(self, ckpt, code != CONTINUE)
-            self.total_s = time.perf_counter() - t0
-            self.train_s = self.total_s - self.eval_s
+            self.stop_clock(time.perf_counter())
             self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
                                                  float(np.median(self.step_times)) if self.step_times else None)
             self.inst.clock_stopped()
             self.memory = self.device.memory_stats()
         if code == REACHED and self.time_to_target_s is None:  # reached at the initial evaluation
-            self.time_to_target_s, self.steps_to_target, self.samples_to_target = self.total_s, 0, 0
-        self.status = STATUS_OF[code]
+            self.reach_target(self.total_s, at_start=True)
+        self.end(code)
         ranks.gather(self)  # a collective: every rank got here (the stop was agreed)
         self.side_files = side_files(workload, backend.eval_model(state), self.warnings) if code != DIVERGED else {}
         if code == DIVERGED:

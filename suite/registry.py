@@ -3,6 +3,9 @@
 Entries are `module:attribute` strings. A model or data set component is a module-level object with a
 pydantic `Config` (extra="forbid") that validates the spec block's extra fields, and a builder.
 Users plug in their own code with an import path in place of a name (`mypkg.models:Builder`).
+
+May import: `suite.spec`, `suite.strict_numbers`, `suite.backends.base` (the backend class it hands out is checked
+against the contract). Every implementation is named by a string and imported when asked for, never here.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@ components (task, model, data set, backend options) and the plug-ins (optimizer,
 
 suite/spec.py is pure (it imports no user code and no registry); this module is the one that imports them,
 so the import graph has no circle (tests/project/test_import_graph.py).
+
+May import: `suite.spec`, `suite.registry`, `suite.strict_numbers`, `suite.algorithms` (the plug-ins' load-time
+checks).
 """
 
 from __future__ import annotations

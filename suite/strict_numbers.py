@@ -1,7 +1,9 @@
 """Booleans are never numbers: pydantic's lax mode reads `true` as 1 and `false` as 0 for an int or float field, so
 `--set budget.max_steps=true` ran one step (and YAML writes booleans for yes/no/on/off too). `bool_problems` walks
 raw data against a pydantic model before it is validated: the spec's own blocks (suite/specload.py) and every
-component's Config and backend Options (suite/registry.py). Imports no suite module.
+component's Config and backend Options (suite/registry.py).
+
+May import: no other suite module.
 """
 
 from __future__ import annotations

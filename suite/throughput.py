@@ -5,7 +5,11 @@ own (device events on accelerators; on CPU perf_counter after a synchronize on b
 `throughput.clock: cpu` the process's CPU time, which leaves out the waits for a core on a shared runner). No
 evaluation, no target, no budget stop: the run ends `measured` after its steps (or `interrupted` on a signal,
 `diverged` on a non-finite loss). Every measured step's time goes into the result (`step_times_s`), because
-compare's confidence interval resamples steps within runs (docs/compare.md).
+compare's confidence interval resamples steps within runs (docs/compare.md). The loop writes its figures into the
+run through the loop's `Sink` (suite/loop/contract.py), as every driver does.
+
+May import: `suite.loop`, `suite.distributed`, `suite.backends.base`, `suite.workloads.contract`. Never:
+`suite.harness`, `suite.execution`, `suite.results`.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ import math
 import os
 import select
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from suite import distributed
+from suite.loop.contract import CONTINUE, DIVERGED, INTERRUPTED, Sink
 
-CONTINUE, DIVERGED, INTERRUPTED = 0, 3, 4
+if TYPE_CHECKING:
+    from suite.backends.base import Backend, StepOut
+    from suite.workloads.contract import Workload
+
 TURN_ENV = "TRAINBENCH_AB_TURN"  # "IN_FIFO:OUT_FIFO", set by `trainbench ab --lockstep` (suite/compare/ab.py)
 TURN_WAIT_S = 120.0  # the other side is gone (or measures fewer steps): stop waiting, run free
 
@@ -61,7 +70,7 @@ class Turns:
             self.fds = None
 
 
-def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
+def measure(run: Sink, workload: Workload, backend: Backend, state: Any) -> None:
     """Fill `run` (a harness.Run after init) with the measured steps and its status."""
     spec = run.spec
     warmup, measure_steps = spec.throughput.warmup_steps, spec.throughput.measure_steps
@@ -74,10 +83,10 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
     world = run.dist.world
     turns = Turns(os.environ.get(TURN_ENV) if run.dist.rank == 0 else None)
 
-    def step() -> Any:
+    def step() -> StepOut:
         return backend.train_step(state, next(batches))
 
-    def stop_code(out: Any) -> int:
+    def stop_code(out: StepOut) -> int:
         c = CONTINUE
         run.last_loss = float(out.loss)
         if not math.isfinite(run.last_loss):
@@ -97,13 +106,12 @@ def measure(run: Any, workload: Any, backend: Any, state: Any) -> None:
         run.error = "stopped by a signal"
 
 
-def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_code: Any, backend: Any,
-          turns: Turns) -> int:
+def _loop(run: Sink, spec: Any, warmup: int, measure_steps: int, step: Callable[[], StepOut],
+          stop_code: Callable[[StepOut], int], backend: Backend, turns: Turns) -> int:
     code = CONTINUE
     # cpu: the CPU time of this process (all its threads) per step goes into the result's step times
     # (run.step_cpu_times); the wall times stay in run.step_times for train_s, samples/s and MFU
     cpu_clock = spec.throughput.clock == "cpu"
-    run.step_cpu_times = []
     for _ in range(warmup):  # untimed: caches, the allocator, lazy init and compilation settle here
         turns.wait()
         out = step()
@@ -113,9 +121,7 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
         if code != CONTINUE:
             break
     backend.synchronize()
-    run.inst.run_start()
-    t0 = time.perf_counter()
-    run.account.lap("compile_s", t0)  # the untimed warm-up steps: compilation and caches settling
+    t0 = run.start_clock(lap="compile_s")  # the lap: the untimed warm-up steps, compilation and caches settling
     run.t0 = t0
     next_progress = t0 + 1.0
     while code == CONTINUE and run.steps < measure_steps:
@@ -131,17 +137,16 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
         if cpu_clock:
             run.step_cpu_times.append(time.process_time() - cs)
         turns.done()
-        run.steps += 1
-        run.samples += spec.data.batch_size
+        run.count_step()
         code = stop_code(out)  # outside the timed window: the loss read and the agreement across ranks
         now = time.perf_counter()
         if now >= next_progress:
             next_progress = now + 1.0
-            run.progress(_progress(run, now - t0))
+            run.progress(run.step_progress(now - t0))
     backend.synchronize()
     t_end = time.perf_counter()
-    run.total_s = t_end - t0
-    run.train_s = math.fsum(run.step_times)  # the measured steps only (in lockstep the wall clock holds waits)
+    # train_s: the measured steps only (in lockstep the wall clock holds waits)
+    run.stop_clock(t_end, train_s=math.fsum(run.step_times))
     run.account.add("steps_s", run.train_s)  # the timed steps; lockstep waits and loss reads are other_s
     run.account.lap("other_s", t_end)
     run.account.parts["other_s"] -= run.train_s
@@ -150,19 +155,15 @@ def _loop(run: Any, spec: Any, warmup: int, measure_steps: int, step: Any, stop_
     return code
 
 
-def _progress(run: Any, elapsed_s: float) -> Any:
-    return run.step_progress(elapsed_s)
-
-
 def compact(times_s: list[float]) -> list[float]:
     """Step times rounded to 0.1 µs: far below any timer's resolution, a third of the JSON."""
     return [round(t, 7) for t in times_s]
 
 
-def compact_steps(the_run: Any) -> list[float]:
+def compact_steps(the_run: Sink) -> list[float]:
     """A throughput run's step times for its result, compacted: the CPU clock's when the run timed on it (`clock cpu`),
     else the device's events where the device has them (the step's device time), else the host's synced timings."""
-    if cpu_times := getattr(the_run, "step_cpu_times", None):
+    if cpu_times := the_run.step_cpu_times:
         return compact(cpu_times)
     try:
         device_times = the_run.inst.timer.device_times_s()

@@ -3,6 +3,8 @@
 `run` (run, study), `catalog` (list, env, spec, data), `results` (results, compare, baseline), `site`,
 `gh` (gh, runner), `ab` (ab, calibrate, history), `mllog` (mllog check). Each module's `register` adds its commands; heavy imports happen inside commands so
 that `trainbench --help` is instant. Exit codes and the error style live in `common`.
+
+May import: `suite` (any package: the command line is the top of the graph).
 """
 
 from __future__ import annotations

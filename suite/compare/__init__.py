@@ -3,6 +3,8 @@
 Time-to-accuracy verdicts of a candidate against a baseline (`tta`; its data in `model`, its JSON and Markdown in
 `output`), throughput A/B on one runner (`ab` runs both commits alternating, `ab_verdict` decides) and change
 points over the history (`history`). The comparison key and the noise floors are stored with the baselines, so
-they live in `suite.results` (`key`, `noise_floor`). May import: `suite.results`, `suite.throughput` (the A/B
-runner's lockstep turns); never site, studies or cli.
+they live in `suite.results` (`key`, `noise_floor`).
+
+May import: `suite.results`, `suite.throughput` (the A/B runner's lockstep turns), `suite.execution.processes`
+(the A/B runner ends its children's process trees). Never: `suite.site`, `suite.studies`, `suite.cli`.
 """

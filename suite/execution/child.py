@@ -23,7 +23,8 @@ from suite import harness
 from suite.execution import faults
 from suite.execution.processes import adopt_orphans, alive, end_descendants
 from suite.execution.watchdog import Watchdog
-from suite.harness import ProgressFn, Run, RunRequest
+from suite.harness import Run, RunRequest
+from suite.loop.contract import ProgressFn
 from suite.results import record as results
 from suite.results.record import Result
 

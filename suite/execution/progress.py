@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from suite.harness import Progress, ProgressFn
+    from suite.loop.contract import Progress, ProgressFn
 
 
 def _write(line: str) -> None:

@@ -4,6 +4,8 @@ with bounded retries and a token that never leaks.
 
 Modules: `transport` (token, errors, retries, one call, origin check), `pagination`, `artifacts`
 (download + safe zip extraction), `runners` (registration), `workflows` (workflow_dispatch), `client` (the `GitHub` class the CLI uses).
+
+May import: no other suite package.
 """
 
 from suite.github.artifacts import safe_extract

@@ -6,6 +6,7 @@ reader uses (`tree`: no symlink followed out, only regular files), the one aggre
 baseline files and promote (`baseline_schema`, `baselines`) with what they store beside the figures (the
 comparison key, `key`; A/A noise floors, `noise_floor`), the conditions a run was timed under read back
 (`conditions`: a shared host, a pause), the wall-clock account's schema (`account`, Result.goodput), and the
-embedded DuckDB index with its archives (`index/`). Imports no other suite package: every other one reads
-results through here.
+embedded DuckDB index with its archives (`index/`).
+
+May import: no other suite package (every other one reads results through here).
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from suite.compare import tta as cmp
 from suite.results.record import slug
-from suite.site import charts
+from suite.studies import profile_plot
 from suite.studies.report import StudyReport, StudyReportError, read_study
 
 MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # a compare report larger than this is refused, not parsed
@@ -157,7 +157,7 @@ class StudyView:
     source: str
     report: StudyReport | None = None
     workloads: list[dict[str, object]] = field(default_factory=list)  # {workload, cells: [(time, ratio)]}
-    svg: str = ""  # drawn by suite.site.charts from the numbers, never copied from the input
+    svg: str = ""  # drawn by suite.studies.profile_plot from the numbers, never copied from the input
     error: str = ""
 
     @property
@@ -184,7 +184,7 @@ def study_view(path: Path, index: int) -> StudyView:
     except StudyReportError as e:
         view.error = str(e)
         return view
-    view.name, view.report, view.svg = report.name, report, charts.profile_svg(report)
+    view.name, view.report, view.svg = report.name, report, profile_plot.profile_svg(report)
     for w, per in report.times_s.items():
         view.workloads.append({"workload": w, "cells": [
             (f"{per[a]:.2f} s" if math.isfinite(per[a]) else "missed",

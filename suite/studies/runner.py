@@ -22,10 +22,9 @@ from suite.algorithms import bundles
 from suite.execution.plan import MAX_SEED
 from suite.results import stats
 from suite.results.record import Result, now_utc
-from suite.site import charts
 from suite.spec import TIERS, SpecError, format_validation, parse_yaml, read_spec_file
 from suite.specload import tier_workloads
-from suite.studies import profiles
+from suite.studies import profile_plot, profiles
 from suite.studies import report as study_report
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -249,8 +248,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def _profile_svg(report: dict[str, Any]) -> str:
-    """The same plot the site draws: suite.site.charts from the typed report that study.json reads back as."""
-    return charts.profile_svg(study_report.report_from_json(_finite_or_none(report), "<study>"))
+    """The same plot the site draws (suite/studies/profile_plot.py) from the typed report study.json reads back as."""
+    return profile_plot.profile_svg(study_report.report_from_json(_finite_or_none(report), "<study>"))
 
 
 def html(report: dict[str, Any]) -> str:

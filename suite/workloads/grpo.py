@@ -251,7 +251,7 @@ class GRPO(WorkloadBase):
         step = self.cfg.eval_batch_size or len(problems)
         correct: list[bool] = []
         rewards, lengths = [], []
-        same = getattr(self.problems, "correct", lambda text, answer: text == answer)
+        same = _grader(self.problems)
         for start in range(0, len(problems), step):
             part = problems[start : start + step]
             prompts = self.problems.prompts(part).to(self.device)
@@ -317,3 +317,12 @@ class GRPO(WorkloadBase):
         if self.warm_start_report is not None:  # what the untimed supervised phase took (same for every run seed)
             report["warm_start"] = self.warm_start_report
         return report
+
+
+def _grader(problems: Any) -> Any:
+    """Whether a completion is correct: the built-in reward the problems name as their grader (GSM8K's: veRL's strict
+    `#### N` rule, suite/algorithms/grpo_rewards.py) scoring 1, else the problems' own `correct`, else equal text."""
+    if (name := getattr(problems, "grader", None)) is not None:
+        reward = getattr(grpo_rewards, name)
+        return lambda text, answer: reward(text, answer) == 1.0
+    return getattr(problems, "correct", lambda text, answer: text == answer)

@@ -121,7 +121,7 @@ RAISES = "{{ raise_exception('this template takes no system role') }}"
 ])
 def test_a_chat_template_that_raises_is_refused_naming_the_file(template, said, tmp_path):
     from suite.data.rl import gsm8k
-    from suite.data.rl import gsm8k_fixture as fixture
+    from suite.data.synthetic import gsm8k as fixture
 
     root = fixture.write(tmp_path / "gsm8k-tiny")
     config = root / "model" / "tokenizer_config.json"
@@ -134,7 +134,7 @@ def test_a_chat_template_that_raises_is_refused_naming_the_file(template, said, 
 @pytest.mark.slow  # ~20 s at load 7: one run through the CLI
 def test_a_chat_template_that_raises_exits_2_and_records_nothing(tmp_path):
     template, said = RAISES, "chat_template raised TemplateError: this template takes no system role"
-    from suite.data.rl import gsm8k_fixture as fixture
+    from suite.data.synthetic import gsm8k as fixture
 
     root = fixture.write(tmp_path / "data" / "gsm8k-tiny")
     config = root / "model" / "tokenizer_config.json"

@@ -1,5 +1,5 @@
 """A chat template that writes `{{ bos_token }}` renders the checkpoint's BOS token, as transformers'
-`apply_chat_template` renders it (issue 50 item 16). The other tokenizer fixture (suite/data/rl/gsm8k_fixture.py) is
+`apply_chat_template` renders it (issue 50 item 16). The other tokenizer fixture (suite/data/synthetic/gsm8k.py) is
 Qwen2-style, without a BOS, so nothing else pins this: here a Llama-3-style folder (a byte-level BPE with Llama 3's
 special tokens, `bos_token` written as an AddedToken dict as Llama 2's tokenizer_config.json writes it) is checked
 against transformers on the same files."""

@@ -13,7 +13,7 @@ from support.promised import require
 from suite.algorithms import grpo_rewards
 from suite.data.base import DataMissing
 from suite.data.rl import gsm8k
-from suite.data.rl import gsm8k_fixture as fixture
+from suite.data.synthetic import gsm8k as fixture
 
 
 @pytest.fixture(scope="module")

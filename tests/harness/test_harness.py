@@ -14,6 +14,7 @@ import torch
 from support.faults import PROBE
 
 from suite import devices, harness, registry
+from suite.loop.contract import Progress
 from suite.measure import environment, mllog
 from suite.results.record import read_result
 from suite.specload import load_spec
@@ -151,7 +152,7 @@ def test_init_hands_the_workload_what_it_needs_and_is_recorded_off_the_clock(dig
     monkeypatch.setenv("FAULT_SLEEP_S", str(staging_s))
     monkeypatch.setenv("FAULT_EVAL_SLEEP_S", str(eval_s))
     spec = load_spec(digits_path, {"task": "support.faults:Probe"}, "tiny")
-    events: list[harness.Progress] = []
+    events: list[Progress] = []
     req = harness.RunRequest(spec=spec, seed=5, results_dir=None, threads=1, measure_peak=False)
     started = time.perf_counter()
     the_run = harness.Run(req, events.append)
@@ -188,12 +189,12 @@ def test_init_hands_the_workload_what_it_needs_and_is_recorded_off_the_clock(dig
     assert [(e["metadata"]["step_num"], e["metadata"]["samples_count"]) for e in starts] == [
         (p.step, p.samples) for p in result.eval_curve]
 
-    assert events[0] == harness.Progress("init", spec.name, 5)
+    assert events[0] == Progress("init", spec.name, 5)
     evals = [e for e in events if e.event == "eval"]
     assert [(e.workload, e.seed, e.step, e.elapsed_s, e.metric, e.target) for e in evals] == [
         (spec.name, 5, p.step, p.elapsed_s, p.metrics["accuracy"], 0.97) for p in result.eval_curve]
     assert all(e.loss is not None and math.isfinite(e.loss) for e in evals)
-    assert events[-1] == harness.Progress("stop", spec.name, 5, 40, result.total_s, status="budget")
+    assert events[-1] == Progress("stop", spec.name, 5, 40, result.total_s, status="budget")
 
 
 def test_an_init_over_mlperfs_limit_is_recorded_and_said(digits_path, monkeypatch):
@@ -260,7 +261,7 @@ def test_a_progress_line_each_second_of_the_clock(digits_path, monkeypatch):
     monkeypatch.setenv("FAULT_SLEEP_S", "0.05")
     sets = {"task": "support.faults:Slow", "budget.max_steps": 60, "eval.every_steps": 1000, "target.value": 1.01}
     spec = load_spec(digits_path, sets, "tiny")
-    events: list[harness.Progress] = []
+    events: list[Progress] = []
     the_run = harness.Run(harness.RunRequest(spec=spec, results_dir=None, threads=1, measure_peak=False),
                           events.append)
     result = the_run.execute()

@@ -14,7 +14,7 @@ from support.site_factory import write_compare_report
 from suite.compare import tta as cmp
 from suite.results import baselines as bl
 from suite.results.record import ResultError
-from suite.site import charts
+from suite.studies import profile_plot
 from suite.studies import report as study_report
 from suite.studies import runner as study
 
@@ -85,7 +85,7 @@ def test_study_report_reads_back_typed_and_the_svg_is_the_one_study_wrote(tmp_pa
     assert report.times_s["a"] == {"x": 2.2, "y": 1.1} and math.isinf(report.times_s["b"]["y"])  # missed: inf
     assert {s.algorithm for s in report.scores} == {"x", "y"}
     assert [s.score for s in report.scores] == sorted((s.score for s in report.scores), reverse=True)
-    assert (out / "profile.svg").read_text() == charts.profile_svg(report) + "\n"
+    assert (out / "profile.svg").read_text() == profile_plot.profile_svg(report) + "\n"
 
 
 def test_study_reader_refuses_a_file_that_is_not_a_study(tmp_path: Path) -> None:

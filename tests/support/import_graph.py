@@ -20,10 +20,10 @@ class Edge:
     annotation: bool = False  # under `if TYPE_CHECKING:` (never executed)
 
 
-def _modules() -> dict[str, Path]:
+def _modules(suite: Path = SUITE) -> dict[str, Path]:
     out = {}
-    for path in SUITE.rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
+    for path in suite.rglob("*.py"):
+        parts = path.relative_to(suite.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out
@@ -36,8 +36,9 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return name or None
 
 
-def import_graph() -> list[Edge]:
-    modules = _modules()
+def import_graph(suite: Path = SUITE) -> list[Edge]:
+    """Every import of a suite module by a suite module under `suite` (a copy of the package, in the rules' test)."""
+    modules = _modules(suite)
     edges: list[Edge] = []
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]

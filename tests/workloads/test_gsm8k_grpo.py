@@ -11,7 +11,7 @@ import torch
 from support.grpo_checker import grpo_rules_check
 
 from suite import harness
-from suite.data.rl import gsm8k_fixture as fixture
+from suite.data.synthetic import gsm8k as fixture
 from suite.models.common.generation import Sampling, generate, token_logprobs
 from suite.specload import load_spec
 

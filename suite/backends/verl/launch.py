@@ -1,8 +1,8 @@
 """veRL's trainer run by the harness, on the harness's clock: the untimed preparation (the warm-started policy as a
 Hugging Face model folder with a tokenizer, the problems as veRL's parquet, the command line composed by veRL's own
 Hydra config and checked by its validate_config), then `python -m verl.trainer.main_ppo` as the run's child
-(suite/execution/trainer_process.py), its file-logger JSONL followed line by line into the run's steps, evaluations
-and stop rules, and its phases into the Result.
+(suite/backends/trainer_process.py), its file-logger JSONL followed line by line into the run's steps, evaluations
+and stop rules, and its phases into the Result: written through the loop's `Sink` (suite/loop/contract.py).
 
 The clock: veRL's start-up (Ray, its workers, the rollout engine) is init, as the suite's own GRPO builds its model
 and rollout in init; the clock starts when veRL's trainer opens its metrics log (`Tracking`, the first thing `fit()`
@@ -27,9 +27,10 @@ import numpy as np
 
 import suite
 from suite.algorithms import grpo, grpo_rewards
+from suite.backends.trainer_process import LineReader, TrainerProcess
 from suite.backends.verl import adapt as verl_adapt
 from suite.data.base import DataMissing
-from suite.execution.trainer_process import LineReader, TrainerProcess
+from suite.loop.contract import BUDGET, CONTINUE, INTERRUPTED, REACHED, Sink
 
 MODULE = "verl.trainer.main_ppo"
 _EXCEPTION = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)(: .*)?$")  # a traceback's last line
@@ -182,60 +183,52 @@ class Follow:
         self.prepared = prepared
         self.process: TrainerProcess | None = None
 
-    def drive(self, run: Any) -> None:
-        from suite import harness
-        from suite.measure import mllog
-
-        p, spec = self.prepared, run.spec
-        if run.req.mode != "tta":
-            raise VerlRefused(f"--mode {run.req.mode}: veRL runs its own loop, which has no throughput mode here "
+    def drive(self, run: Sink) -> None:
+        p = self.prepared
+        if run.mode != "tta":
+            raise VerlRefused(f"--mode {run.mode}: veRL runs its own loop, which has no throughput mode here "
                               "(its perf/throughput is in every run's phases); run it to the target (--mode tta)")
         if run.dist.world > 1:
             raise VerlRefused(f"{run.dist.world} processes (--nproc / torchrun): veRL places its own workers on this "
                               "node's GPUs from one driver; run it as one process")
-        run.req.extra_config["verl"] = {"module": MODULE, "args": p.args}
+        run.extra_config["verl"] = {"module": MODULE, "args": p.args}
         _release_device_memory()  # the init's warm start and GEMM benchmark: vLLM sizes its cache by what is free
         self.process = proc = TrainerProcess(p.command, p.env, p.folder, p.log).start()
         launched = time.perf_counter()
         reader = LineReader(p.metrics)
-        code, t0 = harness.CONTINUE, None
+        code, t0 = CONTINUE, None
         try:
             while not reader.exists():  # veRL's start-up: init (see the module docstring)
                 if proc.poll() is not None:
                     raise self._failure(run, "before its trainer started")
                 if run.flag.signum is not None:
-                    code = harness.INTERRUPTED
+                    code = INTERRUPTED
                     break
                 time.sleep(POLL_S)
             else:
                 t0 = time.perf_counter()
-                run.init_s += t0 - launched
-                run.clock = mllog.clock_record(run.init_s, run.inst.data_staging_s, run.req.mlperf_division,
-                                               spec.init_limit(run.req.mlperf_division))
-                run.inst.run_start()
+                run.add_init(t0 - launched)
+                run.start_clock()  # the instruments' run_start; the clock's zero is t0, the log's creation seen
                 run.t0 = t0
                 code = self._follow(run, reader, t0)
         finally:
             if proc.poll() is None:
                 proc.stop()
             if t0 is not None:
-                run.total_s = time.perf_counter() - t0
-                run.train_s = run.total_s - run.eval_s
+                run.stop_clock(time.perf_counter())
                 run.inst.clock_stopped()
         phases = verl_adapt.read_metrics(p.metrics)["phases"] if p.metrics.exists() else {}
         run.reported["phases"] = {**phases, "startup_s": (t0 or time.perf_counter()) - launched,
                                   "trainer_exit_code": proc.poll(), "trainer_stopped_by_run": proc.stopped_by_us}
-        if code == harness.CONTINUE:  # veRL ended by itself
+        if code == CONTINUE:  # veRL ended by itself
             if proc.poll() != 0:
                 raise self._failure(run, f"at step {run.steps}")
-            code = harness.BUDGET  # its total_training_steps (= budget.max_steps) done, or its data
-        run.status = harness.STATUS_OF[code]
-        if code == harness.INTERRUPTED:
+            code = BUDGET  # its total_training_steps (= budget.max_steps) done, or its data
+        run.end(code)
+        if code == INTERRUPTED:
             run.error = run.flag.reason or "stopped by a signal; veRL's trainer was stopped"
 
-    def _follow(self, run: Any, reader: LineReader, t0: float) -> int:
-        from suite import harness
-
+    def _follow(self, run: Sink, reader: LineReader, t0: float) -> int:
         budget = run.spec.budget
         while True:
             exited = self.process.poll() is not None  # type: ignore[union-attr]
@@ -243,52 +236,40 @@ class Follow:
                 if code := self._record(run, line, t0):
                     return code
             if exited:
-                return harness.CONTINUE
+                return CONTINUE
             if run.flag.signum is not None:
-                return harness.INTERRUPTED
+                return INTERRUPTED
             if time.perf_counter() - t0 >= budget.max_train_s:
-                return harness.BUDGET
+                return BUDGET
             time.sleep(POLL_S)
 
-    def _record(self, run: Any, line: str, t0: float) -> int:
+    def _record(self, run: Sink, line: str, t0: float) -> int:
         """One line of veRL's log: a training step (`timing_s/step`), a validation (`val-core/*`), or both."""
-        from suite import harness
-        from suite.harness import Progress
-        from suite.results.record import EvalPoint
-
         try:
             record = json.loads(line)
             step, data = int(record["step"]), dict(record["data"])
         except (ValueError, KeyError, TypeError) as e:
             raise VerlFailed(f"{self.prepared.metrics}: not a veRL file-logger line ({type(e).__name__}: {e}): "
                              f"{line[:200]}") from None
-        spec, now = run.spec, time.perf_counter()
+        now = time.perf_counter()
         if isinstance(secs := data.get("timing_s/step"), int | float):
-            run.steps = step * self.prepared.minibatches  # harness steps are optimizer steps
-            run.samples = run.steps * spec.data.batch_size
+            run.count_step(step * self.prepared.minibatches)  # harness steps are optimizer steps
             run.step_times.append(float(secs))
             run.eval_s += float(data.get("timing_s/testing", 0.0))
-            run.progress(Progress("step", spec.name, run.req.seed, run.steps, now - t0))
+            run.progress(run.step_progress(now - t0))
         scores = val_scores(data, self.prepared.exact_reward)
         if not scores:
-            return harness.CONTINUE
+            return CONTINUE
         if step == 0:  # the validation before training: from the log's creation to the line that reports it
             run.eval_s += now - t0
         run.inst.eval_begin(run.steps, run.samples)
         elapsed = now - t0
-        run.curve.append(EvalPoint(step=run.steps, samples=run.samples, elapsed_s=elapsed,
-                                   train_s=elapsed - run.eval_s, metrics=scores))
-        met = spec.target.met(scores)
-        run.inst.eval_end(run.steps, run.samples, spec.target.metric, scores, met)
-        run.progress(Progress("eval", spec.name, run.req.seed, run.steps, elapsed, None,
-                              scores.get(spec.target.metric), spec.target.value))
-        if not met:
-            return harness.CONTINUE
-        run.time_to_target_s, run.steps_to_target, run.samples_to_target = elapsed, run.steps, run.samples
-        run.inst.target_reached()
-        return harness.REACHED
+        if not run.record_eval(elapsed, scores):
+            return CONTINUE
+        run.reach_target(elapsed)
+        return REACHED
 
-    def _failure(self, run: Any, when: str) -> VerlFailed:
+    def _failure(self, run: Sink, when: str) -> VerlFailed:
         proc = self.process
         assert proc is not None
         tail = proc.tail()

@@ -351,10 +351,10 @@ class Synthetic:
 
 
 def _gsm8k(folder: Path, seed: int) -> None:
-    from suite.data.rl import gsm8k_fixture  # the tiny Qwen2 folder (tokenizer + weights) and veRL's parquet
+    from suite.data.synthetic import gsm8k  # the tiny Qwen2 folder (tokenizer + weights) and veRL's parquet
 
-    gsm8k_fixture.write_data(folder / "data")
-    gsm8k_fixture.write_model(folder / "model", seed=seed)
+    gsm8k.write_data(folder / "data")
+    gsm8k.write_model(folder / "model", seed=seed)
 
 
 SYNTHETIC: dict[str, Synthetic] = {

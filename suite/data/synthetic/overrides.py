@@ -52,14 +52,14 @@ def rec_overrides(base: Path) -> dict[str, dict[str, str]]:
 
 
 def gsm8k_overrides(base: Path) -> dict[str, dict[str, str]]:
-    """rl/gsm8k_grpo's files (suite/data/rl/gsm8k_fixture.py: a tiny Qwen2 folder, veRL's GSM8K parquet; pyarrow)."""
+    """rl/gsm8k_grpo's files (suite/data/synthetic/gsm8k.py: a tiny Qwen2 folder, veRL's GSM8K parquet; pyarrow)."""
     import importlib.util
 
     if importlib.util.find_spec("pyarrow") is None:
         return {}
-    from suite.data.rl import gsm8k_fixture
+    from suite.data.synthetic import gsm8k
 
-    root = gsm8k_fixture.write(base / "gsm8k-tiny")
+    root = gsm8k.write(base / "gsm8k-tiny")
     model = str(root / "model")
     return {"rl/gsm8k_grpo": {"data.path": str(root / "data"), "data.tokenizer": model, "model.checkpoint": model}}
 

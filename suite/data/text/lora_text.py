@@ -95,7 +95,10 @@ def pretrain_base(recipe: BaseRecipe, austen: str, finetune_text: str, folder: P
     import torch
     import torch.nn.functional as F
 
+    # layer: this data set's recipe is a pretrained base, made once (untimed) here: its weights as a HF folder
     from suite.models.hf import checkpoint as hf_checkpoint
+
+    # layer: the base is the suite's Llama, pretrained on Austen
     from suite.models.llama import model as llama
 
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""A trainer of its own started by a run (suite/execution/trainer_process.py) never outlives the run: `stop` ends
+"""A trainer of its own started by a run (suite/backends/trainer_process.py) never outlives the run: `stop` ends
 its whole tree, and when the run's process dies without stopping it, the kernel ends it (PR_SET_PDEATHSIG)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from suite.backends.trainer_process import LineReader, TrainerProcess
 from suite.execution.processes import alive, descendants, process_start_time
-from suite.execution.trainer_process import LineReader, TrainerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def test_stop_ends_the_trainer_and_what_it_started(tmp_path):
 def test_the_trainer_dies_with_the_run_that_started_it(tmp_path):
     """The run's process ends without a word (os._exit, as the watchdog's hard exit): its trainer goes with it."""
     code = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; "
-            "from suite.execution.trainer_process import TrainerProcess; "
+            "from suite.backends.trainer_process import TrainerProcess; "
             f"p = TrainerProcess(['sleep', '60'], dict(os.environ), Path({str(tmp_path)!r}), Path({str(tmp_path / 'log')!r})).start(); "
             "print(p.pid, flush=True); os._exit(0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -2,7 +2,8 @@
 benchmarks/device_check.py): GSM8K-format problems as veRL's parquet (or the original jsonl), and a Qwen2
 model folder (config.json + model.safetensors of random weights, a byte-level BPE tokenizer.json trained on the
 problems with Qwen's special tokens, tokenizer_config.json with a ChatML chat template as Qwen2's,
-generation_config.json with its two stop ids). `write(root)` fills root/data and root/model.
+generation_config.json with its two stop ids). `write(root)` fills root/data and root/model. A model folder is a
+model's files: this writer sits with the synthetic generator, above both the readers and the models.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+# layer: the process-tree helpers (suite/execution/processes.py imports no suite module), shared with the launchers
 from suite.execution.processes import alive, descendants, process_start_time
 
 STOP_GRACE_S = 10.0
