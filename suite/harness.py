@@ -29,6 +29,7 @@ from suite.data.base import DataMissing
 from suite.execution import faults, ranks, recovery
 from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
 from suite.measure import bandwidth, environment, goodput, mllog, pauses
+from suite.measure.host_share import HostShare, host_fields
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
@@ -117,6 +118,7 @@ class Run:
         self.job = recovery.JobState()  # checkpoints, restarts, the job's clock
         self.curve: list[EvalPoint] = []
         self.warnings: list[str] = []
+        self.host: HostShare | None = None  # what a busy host took from the timed run; the budget's clock
         self.time_to_target_s: float | None = None
         self.steps_to_target: int | None = None
         self.samples_to_target: int | None = None
@@ -245,6 +247,7 @@ class Run:
         ev = spec.eval
         self.t0 = t0
         max_steps = spec.budget.max_steps
+        host = self.host = HostShare(spec.budget.max_train_s, spec.budget.clock, self.device.type).start(t0)
         step_hooks = self.inst.has_step_hooks()  # device events, NVTX, a profiler window; else skipped
         loss_every, loss_late = self.loss_check
         watched: tuple[int, Any] | None = None  # (step, loss) whose read waits for the next step (loss_late)
@@ -319,7 +322,7 @@ class Run:
                 if code == CONTINUE:
                     if self.flag.signum is not None:
                         code = INTERRUPTED
-                    elif now - t0 >= spec.budget.max_train_s or (max_steps and self.steps >= max_steps):
+                    elif host.spent(now - t0, now) or (max_steps and self.steps >= max_steps):
                         code = BUDGET
                 if self.dist.world > 1:  # each rank's wait here: who comes last (suite/execution/ranks.py)
                     code = ranks.agree(self, code)
@@ -337,6 +340,7 @@ class Run:
             if ckpt is not None:
                 recovery.end(self, ckpt, code != CONTINUE)
             self.total_s = time.perf_counter() - t0
+            self.warnings += host.stop(self.total_s, devices.cpu_cores())  # its wait read with the clock
             self.train_s = self.total_s - self.eval_s
             self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
                                                  float(np.median(self.step_times)) if self.step_times else None)
@@ -416,7 +420,7 @@ class Run:
             flops_per_sample=self.flops_per_sample,
             memory=self.memory,
             eval_curve=self.curve,
-            hardware=environment.hardware(self.device, world, load_start=self.inst.load_start),
+            hardware=environment.hardware(self.device, world, load_start=self.inst.load_start, **host_fields(self.host)),
             clock=self.clock,
             software=environment.software(),
             git=environment.git_info(),
