@@ -126,13 +126,13 @@ def test_verls_stray_tests_package_cannot_shadow_ours(tmp_path):
     (the hazard); after support.stray_tests.claim it reads this repository's tests/, whose helpers then import as
     `tests.<module>` (the guard tests/conftest.py applies)."""
     code = textwrap.dedent(f"""
-        import importlib.util, sys
+        import importlib, importlib.util, sys
         sys.path.insert(0, {str(TESTS)!r})
         spec = importlib.util.find_spec("tests")
         print("before", spec.origin if spec else None, list(spec.submodule_search_locations or []) if spec else [])
         from support.stray_tests import claim
         print("claimed", claim())
-        import tests.support.tests_paths as p
+        p = importlib.import_module("tests.support.tests_paths")  # what a `tests.<module>` import would read
         print("after", p.__file__)
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,

@@ -1,8 +1,10 @@
 """veRL 0.9.1's wheel installs a top-level `tests` package into site-packages (its own unit tests, with an
 __init__.py). This repository's tests/ is a namespace package (no __init__.py), and a regular package anywhere on
-sys.path wins over a namespace one wherever it stands: `import tests` (pyproject's `pythonpath = ["."]` promises
-`tests.<module>`) would then read veRL's. `claim` makes `tests` this repository's tests/ (tests/conftest.py calls
-it first thing); tests/project/test_install_sets.py checks both the hazard and the guard."""
+sys.path wins over a namespace one wherever it stands: `import tests.x` reads veRL's. The tests import their helpers
+as `support.<module>` (tests/project/test_import_graph.py keeps it so); `claim` makes `tests` this repository's
+tests/ in the test process as well (tests/conftest.py calls it first thing), so a `tests.<module>` import (the form
+pyproject's `pythonpath = ["."]` suggests) cannot read veRL's either. tests/project/test_install_sets.py checks both
+the hazard and the guard."""
 
 from __future__ import annotations
 
