@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -44,6 +45,19 @@ def test_the_extras_name_an_engine_each_and_a_gpu_runner_set():
     assert {"deepspeed", "megatron-core", "torchtitan", "ray", "nvidia-dali-cuda120"} <= names
     assert not names & {"pytest", "playwright", "mutmut", "ruff", "torch-npu", "verl"}
     assert {Requirement(r).name for r in extras["demo"]} == {"gymnasium"}
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_demo_installs_the_demo_set_and_make_test_the_dev_set(tmp_path):
+    """What `make` would run in a fresh venv (`make -n`: printed, nothing executed): the demo installs the core and
+    `[demo]`, never the dev set; `make test` the dev set; a dev install already there spares the demo's."""
+    venv = f"VENV={tmp_path / 'venv'}"
+    demo = subprocess.run(["make", "-n", "demo", venv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert demo.returncode == 0, demo.stderr
+    assert '-e ".[demo]"' in demo.stdout and ".[dev]" not in demo.stdout, demo.stdout
+    assert re.search(r"if \[ ! -e \S+/\.installed-", demo.stdout), "a dev install is reused"
+    test = subprocess.run(["make", "-n", "test", venv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert test.returncode == 0 and '-e ".[dev]"' in test.stdout, test.stderr
 
 
 def _closure(requirements: list[str]) -> set[str]:
