@@ -8,6 +8,7 @@ PIP := $(PY) -m pip
 CONSTRAINTS := constraints/dev.txt
 # the stamp changes whenever the dependency list or the pins change, so a second `make` installs nothing
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) 2>/dev/null | sha1sum | cut -c1-12)
+DEMO_STAMP := $(VENV)/.demo-$(shell cat pyproject.toml $(CONSTRAINTS) 2>/dev/null | sha1sum | cut -c1-12)
 DATA_STAMP := $(VENV)/.data-$(shell cat scripts/install_data.sh 2>/dev/null | sha1sum | cut -c1-12)
 TOOLS_STAMP := $(VENV)/.tools-$(shell cat scripts/install_actionlint.sh 2>/dev/null | sha1sum | cut -c1-12)
 SLURM_STAMP := $(VENV)/.slurm-$(shell cat scripts/install_slurm.sh 2>/dev/null | sha1sum | cut -c1-12)
@@ -17,10 +18,10 @@ SITE ?= site/_build
 # two cores; a file stays on one worker (its module fixtures are built once). PYTEST_ARGS= runs them serially.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help install data tools browser slurm demo test lint lint-workflows mutation clean
+.PHONY: help install install-demo data tools browser slurm demo test lint lint-workflows mutation clean
 
 help:
-	@echo "make demo   install, run the smoke tier on real data (CPU), build the site, say where to look"
+	@echo "make demo   install the demo's set, run the smoke tier on real data (CPU), build the site, say where to look"
 	@echo "make test   install, lint, run the test suite"
 	@echo "make lint   ruff over suite/ tests/ benchmarks/"
 	@echo "make lint-workflows   actionlint and zizmor over .github/workflows/"
@@ -31,13 +32,26 @@ $(VENV)/bin/python:
 
 $(STAMP): $(VENV)/bin/python pyproject.toml $(CONSTRAINTS)
 	$(PIP) install --quiet --upgrade pip
+	$(PIP) uninstall --quiet -y trainbench >/dev/null 2>&1 || true  # the distribution's name before trainbench-suite
 	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[dev]"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 install: $(STAMP)
 
-$(DATA_STAMP): $(STAMP) scripts/install_data.sh
+# the demo's lean set: the core and the `demo` extra (docs/install.md); a dev install (`make test`'s) already holds it
+$(DEMO_STAMP): $(VENV)/bin/python pyproject.toml $(CONSTRAINTS)
+	if [ ! -e $(STAMP) ]; then \
+	  $(PIP) install --quiet --upgrade pip && \
+	  { $(PIP) uninstall --quiet -y trainbench >/dev/null 2>&1 || true; } && \
+	  $(PIP) install --quiet -c $(CONSTRAINTS) -e ".[demo]"; \
+	fi
+	rm -f $(VENV)/.demo-*
+	touch $@
+
+install-demo: $(DEMO_STAMP)
+
+$(DATA_STAMP): $(DEMO_STAMP) scripts/install_data.sh
 	PY=$(PY) bash scripts/install_data.sh
 	rm -f $(VENV)/.data-*
 	touch $@
@@ -57,7 +71,7 @@ lint-workflows: tools
 
 # the site is built from whatever the runs recorded, also when one ended badly (a crash or a stall on a loaded
 # host leaves a result that says so, and the site shows it); then make fails with the runs' status
-demo: install data
+demo: install-demo data
 	@status=0; \
 	echo "$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS)"; \
 	$(VENV)/bin/trainbench run --tier smoke --results $(RESULTS) || status=$$?; \

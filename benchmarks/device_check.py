@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if lacking := missing_extras(spec):
                 skipped.append({"backend": backend, "workload": name, "reason": f"needs {', '.join(lacking)} "
-                                "(pip install 'trainbench[finetune]'; not among the carried wheels)"})
+                                "(pip install 'trainbench-suite[finetune]'; not among the carried wheels)"})
                 continue
             if time.perf_counter() - started > args.time_limit_s:
                 failures.append(f"{name} / {backend}: not run, the {args.time_limit_s:g} s time limit was reached")

@@ -148,8 +148,25 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
+def busy_host(cores: int) -> bool:
+    """Other work already fills the cores: runnable tasks now (/proc/stat procs_running, this one included) or the
+    1-minute load above the core count."""
+    try:
+        running = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("procs_running"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        running = 0
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return running - 1 >= cores or load > cores
+
+
 def set_threads(threads: int | None, local_world: int = 1) -> int:
-    """Set torch's intra-op threads explicitly: cores / processes (torch's default oversubscribes, FACTS.md)."""
+    """Set torch's intra-op threads explicitly: cores / processes (torch's default oversubscribes, FACTS.md); one
+    thread on a busy host, where a second thread that waits for a CPU stalls every op on its barrier (issue 49)."""
     n = threads or max(1, cpu_cores() // max(1, local_world))
+    if threads is None and n > 1 and busy_host(cpu_cores()):
+        n = 1
     torch.set_num_threads(n)
     return n

@@ -38,6 +38,7 @@ from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_tra
 from suite.loop.contract import CONTINUE, DIVERGED, INTERRUPTED, REACHED, Progress, ProgressFn
 from suite.loop.figures import Figures
 from suite.measure import bandwidth, environment, goodput, pauses
+from suite.measure.host_share import HostShare, host_fields
 from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import Result, new_run_id, now_utc, write_run
@@ -102,6 +103,7 @@ class Run(Figures):
         self.train_state: Any = None
         self.job = recovery.JobState()  # checkpoints, restarts, the job's clock
         self.warnings: list[str] = []
+        self.host: HostShare | None = None  # what a busy host took from the timed run; the budget's clock
         self.flops_per_sample: float | None = None
         self.tokens_per_sample = 1
         self.backend: Any = None
@@ -204,6 +206,7 @@ class Run(Figures):
         recovery.progress_file(self, ckpt)
         ev = spec.eval
         self.t0 = t0
+        host = self.host = HostShare(spec.budget.max_train_s, spec.budget.clock, self.device.type).start(t0)
         step_hooks = self.inst.has_step_hooks()  # device events, NVTX, a profiler window; else skipped
         loss_every, loss_late = self.loss_check
         watched: tuple[int, Any] | None = None  # (step, loss) whose read waits for the next step (loss_late)
@@ -281,6 +284,7 @@ class Run(Figures):
             if ckpt is not None:
                 recovery.end(self, ckpt, code != CONTINUE)
             self.stop_clock(time.perf_counter())
+            self.warnings += host.stop(self.total_s, devices.cpu_cores())  # its wait read with the clock
             self.warnings += pauses.warnings_for(watch.stop(), t0, t0 + self.total_s,
                                                  float(np.median(self.step_times)) if self.step_times else None)
             self.inst.clock_stopped()
@@ -359,7 +363,7 @@ class Run(Figures):
             flops_per_sample=self.flops_per_sample,
             memory=self.memory,
             eval_curve=self.curve,
-            hardware=environment.hardware(self.device, world, load_start=self.inst.load_start),
+            hardware=environment.hardware(self.device, world, load_start=self.inst.load_start, **host_fields(self.host)),
             clock=self.clock,
             software=environment.software(),
             git=environment.git_info(),

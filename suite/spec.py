@@ -161,6 +161,10 @@ class Budget(_Strict):
     max_train_s: float = Field(gt=0, le=MAX_BUDGET_S,
                                description="wall-clock limit of the timed run; past it the run ends as budget")
     max_steps: int | None = Field(default=None, gt=0)
+    clock: Literal["auto", "own", "wall"] = Field(
+        default="auto", description="what max_train_s counts: wall = wall time; own = wall time less the time the run "
+        "waited for a CPU on a busy host (capped at 20x max_train_s of wall time; suite/measure/host_share.py); "
+        "auto = own on a CPU device, wall on an accelerator. Time to target is wall time either way")
     max_init_s: float | None = Field(
         default=None, gt=0, le=MAX_BUDGET_S,
         description="limit of the untimed init (model, data, backend); past it the watchdog ends the run. Unset: "
@@ -328,6 +332,8 @@ class WorkloadSpec(_Strict):
             data["optimizer"].pop("decay", None)  # which parameters decay changes nothing when nothing decays
         if data["eval"].get("first_step") is None:  # added later: unset, hashed as before it existed
             data["eval"].pop("first_step", None)
+        if data["budget"].get("clock") == "auto":  # added later: the default, hashed as before it existed
+            data["budget"].pop("clock", None)
         if data["budget"].get("max_init_s") is None:  # derived since (init_limit): hashed as the value it replaced,
             data["budget"]["max_init_s"] = DEFAULT_MAX_INIT_S  # so no spec hash moved when the default became derived
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.stray_tests import claim  # tests/ is on sys.path: pytest put it there for this file
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 DIGITS = ROOT / "workloads" / "cv" / "digits_cnn.yaml"
 
+claim()  # veRL's wheel installs a top-level `tests` package: `tests.<module>` stays this repository's (issue 49)
 torch.set_num_threads(1)  # tests may run beside other processes: never oversubscribe (FACTS.md)
 # Ray in tests stays on loopback: without this it advertises this machine's outbound address to its own
 # processes (the only network tests may use is 127.0.0.0/8). Read by ray when it is first imported.

@@ -58,7 +58,7 @@ SYNTHETIC_DIR = "/tmp/trainbench-data"
 def device_command(extras: list[str]) -> str:
     """Install offline (pip resolves against what the device holds, the wheels fill the gaps), then the check on
     the working tree's code (PYTHONPATH: the wheel of trainbench may be older than the tree)."""
-    target = f"'trainbench[{','.join(extras)}]'" if extras else "trainbench"
+    target = f"'trainbench-suite[{','.join(extras)}]'" if extras else "trainbench-suite"
     return (f"python3 -m pip install -q --no-index --no-compile --find-links {WHEEL_DIR} {target} && "
             f"PYTHONPATH=$PWD python3 benchmarks/device_check.py --synthetic-data {SYNTHETIC_DIR}")
 
@@ -110,7 +110,7 @@ def download(rows: list[dict[str, str]], dest: Path) -> None:
 
 
 def build_own_wheel(dest: Path) -> Path:
-    for old in dest.glob("trainbench-*.whl"):
+    for old in dest.glob("trainbench_suite-*.whl"):
         old.unlink()
     with tempfile.TemporaryDirectory() as tmp:  # a copy: setuptools leaves build/ and *.egg-info where it builds
         src = Path(tmp) / "src"
@@ -121,7 +121,7 @@ def build_own_wheel(dest: Path) -> Path:
         done = pip("wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(dest.resolve()), str(src))
     if done.returncode:
         raise SystemExit(f"prepare_wheels: building trainbench's wheel failed:\n{done.stderr}")
-    return next(dest.glob("trainbench-*.whl"))
+    return next(dest.glob("trainbench_suite-*.whl"))
 
 
 def wheel_problems(dest: Path) -> list[str]:
@@ -168,8 +168,8 @@ def resolves_offline(dest: Path, have: dict[str, str | None], resolved: list[dic
             if canonical(name) not in carried and (version or canonical(name) in picked):
                 stand_in(Path(tmp), canonical(name), version or picked[canonical(name)])
         done = pip("install", "--dry-run", "--quiet", "--no-index", "--find-links", str(dest), "--find-links", tmp,
-                   *TARGET, "--target", str(Path(tmp) / "t"), f"trainbench[{','.join(extras)}]" if extras else
-                   "trainbench")
+                   *TARGET, "--target", str(Path(tmp) / "t"), f"trainbench-suite[{','.join(extras)}]" if extras else
+                   "trainbench-suite")
     return None if done.returncode == 0 else done.stderr.strip()
 
 

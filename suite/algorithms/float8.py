@@ -30,7 +30,7 @@ def unsupported_reason(device_type: str) -> str | None:
         return (f"hardware: float8 training needs compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]}+ "
                 f"(Ada, Hopper or later); this GPU has {cap[0]}.{cap[1]}. Use --precision bf16")
     if importlib.util.find_spec("torchao") is None:
-        return "float8 training needs the torchao package: pip install 'trainbench[float8]' (or torchao)"
+        return "float8 training needs the torchao package: pip install 'trainbench-suite[float8]' (or torchao)"
     return None
 
 

@@ -64,7 +64,8 @@ def recorded_load(hardware: Any) -> tuple[float, int] | None:
     from suite.results.conditions import high_load
 
     cores = int(getattr(hardware, "cpu_cores", 1) or 1)
-    loads = [v for v in (getattr(hardware, "load_avg_start", None), getattr(hardware, "load_avg_end", None)) if v]
+    loads = [v for v in (getattr(hardware, "load_avg_start", None), getattr(hardware, "load_avg_max", None),
+                         getattr(hardware, "load_avg_end", None)) if v]
     high = [v[0] for v in loads if high_load(v, cores)]
     return (max(high), cores) if high else None
 

@@ -11,7 +11,8 @@ Limits, all from the spec's budget:
 - stall: no training step and no evaluation finished for `budget.watchdog_s` seconds, by default
   max(60 s, a quarter of `budget.max_train_s`);
 - whole run: `budget.max_train_s` plus one stall window past run_start (the loop checks the budget after
-  every step, so a healthy run is never that late).
+  every step, so a healthy run is never that late); a budget whose clock may be `own` (a CPU run on a busy host
+  gets the time it waited for a CPU back, suite/measure/host_share.py) lasts up to WALL_CAP x max_train_s.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from suite.measure.host_share import WALL_CAP
 from suite.spec import DEFAULT_MAX_INIT_S
 
 if TYPE_CHECKING:
@@ -59,7 +61,8 @@ class Limits:
             stall = max(MIN_STALL_S, 0.25 * budget.max_train_s)
             source = f"default max({MIN_STALL_S:g} s, budget.max_train_s/4); set budget.watchdog_s to change it"
         init_s = budget.max_init_s if budget.max_init_s is not None else DEFAULT_MAX_INIT_S
-        return cls(init_s=init_s, stall_s=stall, run_s=budget.max_train_s + stall, stall_source=source)
+        run_s = budget.max_train_s * (WALL_CAP if budget.clock != "wall" else 1.0)
+        return cls(init_s=init_s, stall_s=stall, run_s=run_s + stall, stall_source=source)
 
     def worst_case_s(self) -> float:
         """The latest a watched run can end (its watchdog fires by then): the parent's backstop starts here."""
@@ -163,8 +166,8 @@ class Watchdog:
             return (f"timeout: no training step or evaluation finished for {quiet_s:.1f} s "
                     f"({lim.stall_source}); stopped at step {run.steps}")
         if now - t0 > lim.run_s:
-            return (f"timeout: the run is still going {now - t0:.1f} s after run_start, past budget.max_train_s "
-                    f"plus one watchdog window ({lim.run_s:g} s); stopped at step {run.steps}")
+            return (f"timeout: the run is still going {now - t0:.1f} s after run_start, past its budget "
+                    f"(budget.max_train_s, x{WALL_CAP:g} when its clock may be own) plus one watchdog window ({lim.run_s:g} s); stopped at step {run.steps}")
         return None
 
     def _fire(self, reason: str) -> None:

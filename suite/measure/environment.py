@@ -23,8 +23,10 @@ SOFTWARE_PACKAGES = (
 
 
 def hardware(device: devices.Device, devices_used: int = 1, load_start: list[float] | None = None,
-             world: int | None = None) -> HardwareInfo:
-    """The machine; `load_start` is the host load captured when the run began (the end load is read now)."""
+             world: int | None = None, load_max: list[float] | None = None,
+             cpu_wait_s: float | None = None) -> HardwareInfo:
+    """The machine; `load_start` is the host load captured when the run began (the end load is read now);
+    `load_max` and `cpu_wait_s` what a busy host took from the run while its clock ran (suite/measure/host_share.py)."""
     cores = devices.cpu_cores()
     cpu = devices.cpu_model()
     if device.type == "cpu":
@@ -48,6 +50,8 @@ def hardware(device: devices.Device, devices_used: int = 1, load_start: list[flo
         **_accelerator(device, devices_used, world or devices_used),
         load_avg_start=load_start,
         load_avg_end=fp.load_average(),
+        load_avg_max=load_max,
+        cpu_wait_s=cpu_wait_s,
         container_image=fp.container_image(),
         comm_env=fp.comm_env(),
     )

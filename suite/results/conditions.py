@@ -1,6 +1,7 @@
 """The conditions a run was timed under, read back from its record: a shared host, a pause.
 
-The fingerprint records the 1-minute load at the run's start and end (suite/measure/fingerprint.py), the pause watch
+The fingerprint records the 1-minute load at the run's start and end (suite/measure/fingerprint.py), the harness the
+highest while its clock ran (load_avg_max, suite/measure/host_share.py), the pause watch
 a `paused:` warning (suite/measure/pauses.py); compare, the index, the site and the summary read them through here,
 so they all draw the line in the same place.
 """
@@ -22,6 +23,7 @@ def load_warning(hardware: Any) -> str | None:
     """A sentence for compare and the site when a run's host was loaded at its start or end, else None."""
     cores = getattr(hardware, "cpu_cores", 1) or 1
     loads: list[list[float]] = [v for v in (getattr(hardware, "load_avg_start", None),
+                                            getattr(hardware, "load_avg_max", None),
                                             getattr(hardware, "load_avg_end", None)) if v]
     worst = [v[0] for v in loads if high_load(v, cores)]
     if not worst:

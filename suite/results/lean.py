@@ -81,6 +81,8 @@ class LeanHardware(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     interconnect: str | None = None
     load_avg_start: list[float] | None = None
     load_avg_end: list[float] | None = None
+    load_avg_max: list[float] | None = None
+    cpu_wait_s: float | None = None
     container_image: str | None = None
     comm_env: dict[str, str] = {}
 

@@ -26,7 +26,7 @@ from suite.results.imported import ImportedFrom
 from suite.results.tree import create_temp, json_files, leads_out
 
 SCHEMA_VERSION = 3  # 2: throughput mode (status `measured`, `mode`, `step_times_s`); 3: `goodput` (issue 48), and the
-# optional `imported` (a published MLPerf result, issue 44) and `synthetic_data` (issue 49)
+# optional `imported` (a published MLPerf result, issue 44), `synthetic_data` and hardware's load_avg_max, cpu_wait_s (issue 49)
 Status = Literal["reached", "budget", "diverged", "error", "interrupted", "measured"]
 STATUSES: tuple[str, ...] = ("reached", "budget", "diverged", "error", "interrupted", "measured")
 Mode = Literal["tta", "throughput"]
@@ -81,6 +81,10 @@ class HardwareInfo(_Model):
     interconnect: str | None = Field(default=None, description="topology summary (NVLink links, nvidia-smi topo)")
     load_avg_start: list[float] | None = Field(default=None, description="host 1/5/15-min load at run start")
     load_avg_end: list[float] | None = Field(default=None, description="host 1/5/15-min load at run end")
+    load_avg_max: list[float] | None = Field(default=None, description="host 1/5/15-min load with the highest 1-min "
+                                             "figure sampled while the clock ran (suite/measure/host_share.py)")
+    cpu_wait_s: float | None = Field(default=None, description="seconds the run's main thread waited for a CPU while "
+                                     "the clock ran (Linux schedstat): what a busy host took from it")
     container_image: str | None = Field(default=None, description="from TRAINBENCH_CONTAINER_IMAGE when exported")
     comm_env: dict[str, str] = Field(default_factory=dict, description="NCCL_* and HCCL_* environment")
 

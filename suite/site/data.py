@@ -82,7 +82,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
                "rollout_s_per_step", "training_s_per_step", "target", "mllog", "imported", "synthetic_data",
-               "variant")
+               "variant", "host_load")
 
 
 @dataclass(slots=True)
@@ -136,18 +136,19 @@ class RunRow:
     rowid: int = -1  # where the index holds its Result (-1: the file walk holds it)
     synthetic: bool = False  # it read `data prepare --synthetic` files: labelled, never on a leaderboard
     variant: str = ""  # the spec's named variant it ran (`--variant tiny`): labelled, off the leaderboards
+    loaded: bool = False  # measured on a loaded host (suite.results.conditions): labelled, off the leaderboards
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
-        rel, source, run_id, seed, status, started, *rest = values
+        rel, source, run_id, seed, status, started, *rest, host_load = values
         rid = short_hash(rel, 16)
         target = target_of_column(rest[-5])
         when = datetime.fromisoformat(started)
         rr = cls(root, rel, f"r/{rid}.html", f"r/{rid}.json", source, run_id, seed, status, when, *rest[:-5],
                  target, rest[-4], imported_of(rest[-3]))
         rr.month = month_of(when)
-        rr.synthetic, rr.variant = bool(rest[-2]), rest[-1] or ""
+        rr.synthetic, rr.variant, rr.loaded = bool(rest[-2]), rest[-1] or "", bool(host_load)
         return rr
 
     @classmethod
@@ -182,7 +183,7 @@ class RunRow:
     def sub_key(self) -> tuple[str, ...]:
         """The submission the run belongs to: workload, spec hash, hardware, backend, precision, commit, synthetic."""
         return (self.workload, self.spec_hash, self.hardware, self.backend, self.precision, self.git_sha or "unknown",
-                "synthetic" if self.synthetic else "", *published_key(self.imported))
+                ("synthetic" if self.synthetic else "") + (" loaded" if self.loaded else ""), *published_key(self.imported))
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -227,7 +228,8 @@ class Submission(Reference):
     def series(self) -> str:
         return self.reference_series or (f"{self.hardware} · {self.backend} · {self.precision}"
                                          + (" · synthetic data" if self.synthetic else "")
-                                         + (f" · variant {self.variant}" if self.variant else ""))
+                                         + (f" · variant {self.variant}" if self.variant else "")
+                                         + (" · loaded host" if self.loaded else ""))
 
     @property
     def latest(self) -> RunRow:
@@ -248,6 +250,7 @@ class Submission(Reference):
 
     variant = property(lambda self: self.latest.variant)  # `--variant tiny` (it changes the spec hash: every seed's)
     synthetic = property(lambda self: any(rr.synthetic for rr in self.runs))  # read `data prepare --synthetic` files
+    loaded = property(lambda self: any(rr.loaded for rr in self.runs))  # measured on a loaded host (issue 49)
 
     @property
     def backend_version(self) -> str:
@@ -369,10 +372,10 @@ class Workload:
 
     def leaderboards(self) -> list[tuple[str, list[Submission]]]:
         """Per spec hash (newest first): the latest submission of each (hardware, backend, precision), ranked; never
-        a synthetic-data or a variant submission (listed and labelled on the pages, not ranked beside real runs)."""
+        a synthetic-data, a variant or a loaded-host submission (listed and labelled on the pages, not ranked)."""
         by_hash: dict[str, dict[tuple[str, str, str], Submission]] = defaultdict(dict)
         for s in (s for s in self.featured if not s.reference):  # published systems: with_references below
-            if s.synthetic or s.variant:
+            if s.synthetic or s.variant or s.loaded:
                 continue
             k = (s.hardware, s.backend, s.precision)
             cur = by_hash[s.spec_hash].get(k)

@@ -18,6 +18,9 @@ STATUSES = ("reached", "budget", "diverged", "error", "interrupted")
 _SYNTHETIC = ' <span class="badge synthetic" title="read `trainbench data prepare --synthetic` files: ' \
              'off the leaderboards">synthetic data</span>'
 
+_LOADED = ' <span class="badge loaded" title="measured on a loaded host (its load above the core count at the start, ' \
+          'during or at the end of its clock): off the leaderboards">loaded host</span>'
+
 
 def _variant(name: str) -> str:
     return (f' <span class="badge variant" title="the spec\'s variant {escape(name)}: another model or data size than '
@@ -42,7 +45,7 @@ def submission_rows(subs: Sequence[Submission], root: str) -> Markup:
         out.append(
             f'<tr><td class="nowrap" data-sort="{s.timestamp}">{fmt_date(s.latest.started_at)}</td>'
             f"<td>{escape(s.hardware)}</td><td>{escape(s.backend)}{_SYNTHETIC if s.synthetic else ''}"
-            f"{_variant(s.variant)}</td>"
+            f"{_variant(s.variant)}{_LOADED if s.loaded else ''}</td>"
             f"<td>{escape(s.precision)}</td>\n"
             f'<td class="mono">{escape(s.sha[:10])}</td><td class="mono">{escape(s.spec_hash[:8])}</td>'
             f'{_tta_cell(a.tta_olympic_s, "num strong")}{_tta_cell(a.tta_min_s)}{_tta_cell(a.tta_max_s)}\n'
@@ -75,7 +78,7 @@ def run_rows(runs: Sequence[RunRow], root: str) -> Markup:
         out.append(
             f'<tr><td class="nowrap" data-sort="{r.started_at.timestamp()}">{fmt_date(r.started_at)}</td>'
             f'<td>{escape(r.hardware)}</td><td>{escape(r.backend)}</td><td class="num">{r.seed}</td>\n'
-            f"<td>{_status(r.status)}{_SYNTHETIC if r.synthetic else ''}{_variant(r.variant)}</td>{_tta_cell(r.tta())}<td class=\"num\">{r.n_steps}</td>"
+            f"<td>{_status(r.status)}{_SYNTHETIC if r.synthetic else ''}{_variant(r.variant)}{_LOADED if r.loaded else ''}</td>{_tta_cell(r.tta())}<td class=\"num\">{r.n_steps}</td>"
             f'<td class="num" data-sort="{sort_value(r.train_s)}">{fmt_s(r.train_s)}</td>\n'
             f'<td class="num" data-sort="{sort_value(r.samples_per_s)}">{escape(fmt_num(r.samples_per_s))}</td>'
             f'<td class="mono"><a href="{root}{r.page}">{escape(r.run_id)}</a></td></tr>\n')

@@ -161,7 +161,7 @@ def _workflow_ab(tmp_path: Path, slow_s: float | None) -> tuple[int, dict]:
     assert (work / "report.md").read_text().startswith("### TrainBench compare")
     for side in ("base", "head"):  # each side ran from its own pip-installed venv
         assert (tmp_path / "ab" / "env" / side / "bin" / "python").exists()
-        assert any((tmp_path / "ab" / "env" / side / "lib").glob("python3*/site-packages/trainbench-*.dist-info"))
+        assert any((tmp_path / "ab" / "env" / side / "lib").glob("python3*/site-packages/trainbench_suite-*.dist-info"))
     results = [json.loads(p.read_text()) for side in ("base", "head") for p in (tmp_path / "ab" / side).rglob("*.json")]
     assert len(results) == 8 and {r["hardware"]["cpu_cores"] for r in results} == {1}  # each run saw its one core
     return code, json.loads((work / "report.json").read_text())

@@ -127,13 +127,13 @@ def test_dali_asked_where_it_is_not_installed_is_refused_naming_the_field_and_th
     with pytest.raises(SpecError) as e:
         load_spec(SPEC, {"data.path": str(root), "data.decode": "dali"}, "tiny")
     text = " ".join(str(e.value).split())
-    assert "data.decode" in text and "pip install 'trainbench[dali]'" in text
+    assert "data.decode" in text and "pip install 'trainbench-suite[dali]'" in text
     res = CliRunner().invoke(app, ["run", "cv/imagenet_resnet50", "--variant", "tiny", "--quiet",
                                    "--set", f"data.path={root}", "--set", "data.decode=dali",
                                    "--results", str(tmp_path / "res")])
     assert res.exit_code == 2, res.output
     out = " ".join(res.output.split())
-    assert "data.decode" in out and "trainbench[dali]" in out, out
+    assert "data.decode" in out and "trainbench-suite[dali]" in out, out
     assert not (tmp_path / "res").exists() or not list((tmp_path / "res").rglob("*.json"))
     # auto without DALI falls back to the existing path, on CUDA too (torchvision where installed, else Pillow)
     assert workload(root, "auto", "cuda").decode_mode() in ("torchvision", "pillow")

@@ -80,7 +80,7 @@ def own_wheel(tmp_path_factory) -> Path:
 def test_the_offline_resolution_needs_every_dependency(own_wheel, tmp_path):
     """Python 3.12, no index: trainbench's wheel plus the device's packages (stand-ins at the lowest versions
     pyproject allows) resolve; take one dependency away and pip names it."""
-    wheel = next(own_wheel.glob("trainbench-*.whl"))
+    wheel = next(own_wheel.glob("trainbench_suite-*.whl"))
     assert wheel.name.endswith("-py3-none-any.whl") and not prep.wheel_problems(own_wheel)
     assert not (ROOT / "build").exists()  # built in a copy: the tree gets no build/ or egg-info
     have = {"torch": "2.11.0"}  # the device's own, left out of the requirements

@@ -231,11 +231,13 @@ def test_default_noise_floor_is_five_percent(tmp_path, slowdown, verdict):
 
 def test_default_stall_window_is_max_of_a_minute_and_a_quarter_of_the_budget():
     """docs/reliability.md: stall window max(60 s, budget.max_train_s / 4) unless budget.watchdog_s is set;
-    the whole run may take the budget plus one stall window."""
+    the whole run may take the budget plus one stall window; a budget whose clock may be `own` (a CPU run gets the
+    time a busy host made it wait back) up to WALL_CAP times the budget, plus one stall window."""
     assert Limits.for_budget(Budget(max_train_s=60)).stall_s == 60.0
     assert Limits.for_budget(Budget(max_train_s=200)).stall_s == 60.0
     assert Limits.for_budget(Budget(max_train_s=400)).stall_s == 100.0
-    assert Limits.for_budget(Budget(max_train_s=400)).run_s == 500.0
+    assert Limits.for_budget(Budget(max_train_s=400, clock="wall")).run_s == 500.0
+    assert Limits.for_budget(Budget(max_train_s=400)).run_s == 400 * 20 + 100.0
     assert Limits.for_budget(Budget(max_train_s=400, watchdog_s=5)).stall_s == 5.0
 
 

@@ -198,7 +198,7 @@ class DeepSpeedBackend(Backend):
 
     def available(self) -> Availability:
         if importlib.util.find_spec("deepspeed") is None:
-            return Availability(False, "deepspeed is not installed (pip install 'trainbench[deepspeed]')")
+            return Availability(False, "deepspeed is not installed (pip install 'trainbench-suite[deepspeed]')")
         if self.device.type not in ("cpu", "cuda", "npu"):
             return Availability(False, f"deepspeed does not run on {self.device.type}", version())
         return Availability(True, version=version())

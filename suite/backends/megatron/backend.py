@@ -152,7 +152,7 @@ class MegatronBackend(Backend):
 
     def available(self) -> Availability:
         if importlib.util.find_spec("megatron.core") is None:
-            return Availability(False, "megatron-core is not installed (pip install 'trainbench[megatron]')")
+            return Availability(False, "megatron-core is not installed (pip install 'trainbench-suite[megatron]')")
         v = version()
         if v is not None and int(v.split(".")[0]) == 0 and int(v.split(".")[1]) < 16:
             return Availability(False, f"megatron-core {v} is too old; this backend needs >= 0.16", v)

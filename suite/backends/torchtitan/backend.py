@@ -118,7 +118,7 @@ class TorchtitanBackend(Backend):
             importlib.import_module("torchtitan.models.llama3")
         except Exception as e:  # noqa: BLE001 - never raises: the reason says what to install
             return Availability(False, f"torchtitan is not importable ({type(e).__name__}: {e}); install "
-                                       "`pip install 'trainbench[torchtitan]'` (torchtitan 0.3.0 needs triton to "
+                                       "`pip install 'trainbench-suite[torchtitan]'` (torchtitan 0.3.0 needs triton to "
                                        "import, also on CPU)")
         note = "" if self.device.type == "cuda" else (
             f"trains with attention: sdpa only ({NO_CPU_BACKWARD}); backends.torchtitan.attention: flex is refused here")

@@ -3,7 +3,7 @@
 In an RL spec the `data` block describes where the samples come from (environment, parallel envs, rollout
 length, discounting) and `data.batch_size` is the PPO minibatch; `load` probes the spaces only, the
 environments themselves are made by the workload. CartPole ships with gymnasium; MuJoCo tasks need the
-`mujoco` package (which ships its own assets): pip install 'trainbench[mujoco]'.
+`mujoco` package (which ships its own assets): pip install 'trainbench-suite[mujoco]'.
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ def make_vec(cfg: Config, n: int) -> Any:
     try:
         import gymnasium as gym
     except ImportError:
-        raise DataMissing("RL workloads need gymnasium: pip install 'trainbench[rl]'") from None
+        raise DataMissing("RL workloads need gymnasium: pip install 'trainbench-suite[rl]'") from None
     try:
         # env kwargs rule out the native vector envs (CartPole's): step copies of the env in one process
         extra: dict[str, Any] = {"vectorization_mode": "sync", **cfg.env_kwargs} if cfg.env_kwargs else {}
         env = gym.make_vec(cfg.env_id, num_envs=n, **extra)
     except (ImportError, ModuleNotFoundError, gym.error.DependencyNotInstalled) as e:
         raise DataMissing(f"environment {cfg.env_id!r} needs a package that is missing ({e}): "
-                          "pip install 'trainbench[rl]' (MuJoCo tasks: 'trainbench[mujoco]')") from None
+                          "pip install 'trainbench-suite[rl]' (MuJoCo tasks: 'trainbench-suite[mujoco]')") from None
     except gym.error.Error as e:
         raise DataMissing(f"environment {cfg.env_id!r}: {e}") from None
     mode = env.metadata.get("autoreset_mode")

@@ -52,7 +52,7 @@ def read_split(path: Path, cfg: Config, limit: int | None) -> tuple[np.ndarray, 
         import pyarrow.parquet as pq
     except ImportError:
         raise DataMissing("reading the GovReport parquet files needs `pyarrow`: pip install "
-                          "'trainbench[finetune]'") from None
+                          "'trainbench-suite[finetune]'") from None
     try:
         table = pq.read_table(path)
     except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError for a damaged file

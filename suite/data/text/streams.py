@@ -80,7 +80,7 @@ def read_r_lazyload(folder: Path, names: tuple[str, ...]) -> dict[str, Any]:
     try:
         import rdata
     except ImportError:
-        raise DataMissing("reading the Austen texts needs the `rdata` package: pip install 'trainbench[nlp]'") from None
+        raise DataMissing("reading the Austen texts needs the `rdata` package: pip install 'trainbench-suite[nlp]'") from None
     import warnings
 
     def parse(body: bytes) -> Any:

@@ -64,7 +64,7 @@ def load(path: str | Path) -> Tokenizer:
         from tokenizers import Tokenizer as HFTokenizer
     except ImportError:
         raise TokenizerError("reading tokenizer.json needs the `tokenizers` package: pip install "
-                             "'trainbench[finetune]'") from None
+                             "'trainbench-suite[finetune]'") from None
     try:
         inner = HFTokenizer.from_file(str(path))
     except Exception as e:  # noqa: BLE001 - tokenizers raises a bare Exception for a malformed file

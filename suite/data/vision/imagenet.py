@@ -24,7 +24,7 @@ EXTENSIONS = (".jpeg", ".jpg", ".png")
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 INDEX = "trainbench-index.json"
-DALI_INSTALL = "pip install 'trainbench[dali]' (nvidia-dali-cuda120: NVIDIA DALI for CUDA 12)"
+DALI_INSTALL = "pip install 'trainbench-suite[dali]' (nvidia-dali-cuda120: NVIDIA DALI for CUDA 12)"
 
 
 def dali_missing() -> str | None:
@@ -192,7 +192,7 @@ class ImageDataset(torch.utils.data.Dataset):
         try:
             from PIL import Image
         except ImportError:
-            raise DataMissing("decoding ImageNet needs Pillow: pip install 'trainbench[cv]'") from None
+            raise DataMissing("decoding ImageNet needs Pillow: pip install 'trainbench-suite[cv]'") from None
         rel, label = self.items[i]
         with Image.open(self.root / rel) as im:
             img = im.convert("RGB")

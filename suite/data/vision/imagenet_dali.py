@@ -1,4 +1,4 @@
-"""ImageNet through NVIDIA DALI (`pip install 'trainbench[dali]'`, import-guarded): file reading, decoding,
+"""ImageNet through NVIDIA DALI (`pip install 'trainbench-suite[dali]'`, import-guarded): file reading, decoding,
 MLPerf ResNet-50 v1.5 augmentation and normalisation in one DALI pipeline per rank.
 
 With a CUDA device the JPEGs are decoded by nvJPEG ("mixed": Huffman on the CPU, the rest on the GPU) and the

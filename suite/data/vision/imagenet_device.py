@@ -43,7 +43,7 @@ def pillow_decode(blob: torch.Tensor) -> torch.Tensor:
     try:
         from PIL import Image
     except ImportError:
-        raise DataMissing("decoding ImageNet needs Pillow: pip install 'trainbench[cv]'") from None
+        raise DataMissing("decoding ImageNet needs Pillow: pip install 'trainbench-suite[cv]'") from None
     with Image.open(io.BytesIO(blob.numpy().tobytes())) as im:
         return torch.from_numpy(np.asarray(im.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
 

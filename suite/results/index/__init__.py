@@ -113,8 +113,9 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 # suite.site.units.walk_catalog computes from every row of the file walk.
 _MONTH = "strftime(make_timestamp(CAST(round(r.started_ts * 1000000) AS BIGINT)), '%Y-%m')"
 _SUB = "r.workload, r.spec_hash, r.hardware, r.backend, r.precision, coalesce(r.git_sha, 'unknown')"
-_KEY = "workload, spec_hash, hardware, backend, precision, sha, synthetic_data"  # RunRow.sub_key
-_RUNS = (f"SELECT r.rowid AS rid, r.*, {_MONTH} AS month, coalesce(r.git_sha, 'unknown') AS sha, f.size, f.mtime_ns "
+_KEY = "workload, spec_hash, hardware, backend, precision, sha, synthetic_data, loaded_host"  # RunRow.sub_key
+_RUNS = (f"SELECT r.rowid AS rid, r.*, {_MONTH} AS month, coalesce(r.git_sha, 'unknown') AS sha, f.size, f.mtime_ns, "
+         "r.host_load IS NOT NULL AS loaded_host "  # measured on a loaded host: off the leaderboards (issue 49)
          "FROM runs r JOIN files f USING (path)")
 _SUBS = f"SELECT {_KEY}, max(started_ts) AS ts, max(month) AS sub_month, min(month) AS first_month FROM s GROUP BY ALL"
 # the checksum of every (workload, month): members are the runs started in it (role 0) and the earlier seeds of its
@@ -129,7 +130,8 @@ _UNITS = (f"WITH s AS ({_RUNS}), sub AS ({_SUBS}), late AS (SELECT s.workload, s
 
 
 _BEST = ("SELECT * FROM (SELECT *, max(ts) OVER (PARTITION BY workload, spec_hash, hardware, backend, precision, "
-         "synthetic_data) AS lb, max(ts) OVER (PARTITION BY workload, hardware, backend, precision, synthetic_data) AS cfg "
+         "synthetic_data, loaded_host) AS lb, max(ts) OVER (PARTITION BY workload, hardware, backend, precision, synthetic_data, "
+         "loaded_host) AS cfg "
          "FROM sub0) WHERE ts = lb OR ts = cfg")
 
 
