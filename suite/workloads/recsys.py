@@ -172,6 +172,13 @@ class SequentialRecommendation(_Windowed):
                 "hist_rating": torch.from_numpy(d.hist_rating[idx]), "cand_item": torch.from_numpy(d.item[idx]),
                 "label": torch.from_numpy(d.label[idx])}
 
+    def candidate_features(self, cands: np.ndarray) -> dict[str, torch.Tensor]:
+        """The model's candidate inputs for ranked items [N, C]: the item ids (and, on Yambda, their side ids)."""
+        out = {"cand_item": torch.from_numpy(cands)}
+        out.update({f"cand_{n}": torch.from_numpy(m[cands]) for n, (m, _, _) in getattr(self.data, "side",
+                                                                                          {}).items()})
+        return out
+
     def metrics(self, model: nn.Module) -> dict[str, float]:
         out = super().metrics(model)
         positives = self.eval_idx[self.data.label[self.eval_idx] > 0][:RANKING_QUERIES]
@@ -179,8 +186,8 @@ class SequentialRecommendation(_Windowed):
         negatives = rng.integers(1, self.data.n_items + 1, size=(len(positives), EVAL_NEGATIVES))
         clash = negatives == self.data.item[positives][:, None]
         negatives[clash] = negatives[clash] % self.data.n_items + 1
-        cands = torch.from_numpy(np.concatenate([self.data.item[positives][:, None], negatives], axis=1))
-        scores = self._scores(model, positives, {"cand_item": cands})
+        cands = np.concatenate([self.data.item[positives][:, None], negatives], axis=1)
+        scores = self._scores(model, positives, self.candidate_features(cands))
         out.update({"hr@10": hit_rate_at_k(scores, 10), "ndcg@10": ndcg_at_k(scores, 10)})
         return out
 
@@ -188,6 +195,25 @@ class SequentialRecommendation(_Windowed):
 class StreamingRecommendation(SequentialRecommendation):
     """MLPerf dlrmv4: HSTU over the user's Yambda history, the listen-plus bit of the next listen as the label; logs
     the keys closed_dlrmv4.yaml reads, each from what runs (the spec, the data that was read)."""
+
+    def model_meta(self) -> dict[str, Any]:
+        """The reference's eleven tables (configs.py, yambda-5b): user, item and action, the item's artist and album,
+        the seven hashed crosses as contextual tokens."""
+        return {**super().model_meta(), "item_side": list(self.data.side), "contextual": list(self.data.cross)}
+
+    def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        out = super().features(idx)
+        for name, (_, anchor_ids, hist) in self.data.side.items():
+            out[f"cand_{name}"], out[f"hist_{name}"] = torch.from_numpy(anchor_ids[idx]), torch.from_numpy(hist[idx])
+        out.update({f"ctx:{n}": torch.from_numpy(ids[idx]) for n, ids in self.data.cross.items()})
+        return out
+
+    def id_columns(self) -> list[tuple[str, str, np.ndarray]]:
+        out = super().id_columns()
+        for name, (_, anchor_ids, hist) in self.data.side.items():
+            where = f"{name}_item_mapping.parquet field '{name}_id'"
+            out += [(name, where, anchor_ids), (name, where + " (history)", hist.values)]
+        return out + [(n, f"cross feature {n!r} (hashed)", ids) for n, ids in self.data.cross.items()]
 
     def mllog_hyperparameters(self) -> dict[str, Any]:
         spec, opt = self.spec, self.spec.optimizer
@@ -197,7 +223,8 @@ class StreamingRecommendation(SequentialRecommendation):
         dense_name = "Adam" if pair or opt.name == "adam" else opt.name  # MLPerf's spelling of torch.optim.Adam
         out: dict[str, Any] = {
             "opt_name": dense_name,
-            "max_sequence_length": int(self.data_cfg.max_history) + 2,  # user context + history + one candidate
+            # contextual tokens (user, crosses) + history + one candidate
+            "max_sequence_length": 1 + len(self.data.cross) + int(self.data_cfg.max_history) + 1,
             "opt_adam_beta_1": float(beta_1), "opt_adam_beta_2": float(beta_2),
             "opt_adam_epsilon": float(opt.params().get("eps", 1e-8)), "opt_weight_decay": float(opt.weight_decay),
             # the tables' optimizer: row-wise Adagrad under the pair (suite/algorithms/dense_sparse.py), else the
