@@ -51,6 +51,7 @@ def _sharded(tmp_path: Path) -> list[dict]:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow  # five one-process curves and one 2-rank launch: ~80 s under load
 def test_two_ranks_with_sharded_tables_match_one_process(tmp_path: Path, reference) -> None:
     want, want_evals, noise = reference
     rows = _sharded(tmp_path)
@@ -69,6 +70,7 @@ def test_two_ranks_with_sharded_tables_match_one_process(tmp_path: Path, referen
     assert max(abs(a - b) for a, b in zip(other, want, strict=True)) > 100 * noise.tol(SAME_MATH)
 
 
+@pytest.mark.slow  # a 2-rank launch through the CLI
 def test_the_cli_refuses_an_unknown_table_before_the_start(tmp_path: Path) -> None:
     p = trainbench("run", "rec/movielens_dcnv2", "--variant", "tiny", "--nproc", "2", "--set",
                    "parallel.tables={nope: row_wise}", "--results", str(tmp_path), timeout=600)

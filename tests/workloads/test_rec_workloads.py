@@ -94,6 +94,7 @@ def test_an_empty_window_exits_2_before_start(tmp_path: Path) -> None:
     assert not list((tmp_path / "res").rglob("*.json")) if (tmp_path / "res").exists() else True
 
 
+@pytest.mark.slow  # a CLI run
 def test_an_id_past_its_table_exits_2_before_start_naming_file_field_and_table(tmp_path: Path) -> None:
     """A rating of 9 in the .inter file is an id of the HSTU's 7-row rating table: refused during the untimed init
     (it used to end the run mid-step as an error), naming the file, the field, the table and its largest id."""
