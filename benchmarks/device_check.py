@@ -77,6 +77,10 @@ FIXTURES: dict[str, tuple[str, dict[str, str]]] = {
                                                          "model.checkpoint": "model"}),
     "rec/movielens_hstu": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
     "rec/movielens_dcnv2": ("suite.data.rec.movielens_fixture:write", {"data.path": "."}),
+    # the full recommender recipes' tiny variants on generated files in their real layouts (issue 46; the same
+    # writers as --synthetic-data's): processed Yambda (parquet: the device image has pyarrow) and Criteo's days
+    "rec/dlrmv4": ("suite.data.rec.yambda_fixture:write", {"data.path": "."}),
+    "rec/dlrm_dcnv2": ("suite.data.rec.criteo_fixture:write", {"data.path": "."}),
 }
 
 
@@ -154,6 +158,8 @@ def one_run(name: str, backend: str, args: argparse.Namespace, device_type: str)
         dtypes={c: v["dtype"] for c, v in peak.by_class.items()} if peak else {},
         energy_j=result.energy_j, memory=result.memory, warnings=result.warnings,
     )
+    if "embedding_bytes_per_s" in result.throughput:  # recommenders: bytes moved, a share of the cited bandwidth
+        row.update({k: result.throughput.get(k) for k in ("embedding_bytes_per_s", "bandwidth_utilization")})
     if result.phases:  # GRPO: the step's time by phase, the suite's own beside veRL's (its timing_s/* and perf/*)
         row["phases"] = {k: result.phases.get(k) for k in PHASE_KEYS if k in result.phases}
     if backend == "verl":  # veRL's own trainer ran: the FLOPs cross-check would count the suite's model again

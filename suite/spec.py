@@ -128,6 +128,12 @@ class ParallelSpec(_Strict):
                             "over the tp group; default: on when tp > 1 (as torchtitan)")
     loss_parallel: bool | None = Field(default=None, description="vocab-parallel LM head and cross-entropy over "
                                        "the tp group (torchtitan's loss_parallel); default: on when tp > 1")
+    tables: dict[str, str] | str | None = Field(
+        default=None, description="recommenders: embedding tables sharded over the ranks beside data-parallel dense "
+        "layers (suite/backends/parallel/tables.py): auto (the planner), one placement for every table, or "
+        "{table: table_wise[:RANK] | row_wise | column_wise}; default: replicated")
+    table_memory_gib: float | None = Field(default=None, gt=0, description="what one rank may hold of embedding "
+                                           "tables under parallel.tables; a plan that puts more on a rank is refused")
 
 
 class Target(_Strict):

@@ -52,7 +52,10 @@ class AdamRowWiseAdagrad(torch.optim.Optimizer):
                         raise ValueError(f"row-wise Adagrad takes embedding tables (2-D), got a {p.dim()}-D one")
                     if "sum" not in state:
                         state["sum"] = torch.zeros(p.shape[0], dtype=p.dtype, device=p.device)
-                    state["sum"].add_((g * g).sum(1) / max(g.shape[1], 1))
+                    sq, cols = (g * g).sum(1), g.shape[1]
+                    if (row_sum := getattr(p, "row_sum", None)) is not None:  # a column-wise shard: the whole row's
+                        sq, cols = row_sum(p, sq, cols)  # (suite/backends/parallel/tables.py)
+                    state["sum"].add_(sq / max(cols, 1))
                     p.addcdiv_(g, state["sum"].sqrt().add_(eps).unsqueeze(1), value=-lr)
                     continue
                 beta1, beta2 = group["betas"]

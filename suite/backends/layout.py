@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 DIMS = ("dp", "fsdp", "tp", "pp", "cp", "ep")
-OPTIONS = ("schedule", "ac", "sp", "loss_parallel")
+OPTIONS = ("schedule", "ac", "sp", "loss_parallel", "tables")
 
 
 def _is_model(arch: str, name: str) -> bool:
@@ -93,7 +93,7 @@ def parse_flag(text: str) -> dict[str, Any]:
         if not sep or key not in (*DIMS, *OPTIONS):
             raise LayoutError(f"--parallel {text!r}: expected DIM=N[,DIM=N...] with DIM one of {', '.join(DIMS)} "
                               "(and schedule=gpipe|1f1b, ac=none|selective|full, sp=true|false, "
-                              "loss_parallel=true|false), e.g. --parallel fsdp=2,tp=2")
+                              "loss_parallel=true|false, tables=auto|row_wise|...), e.g. --parallel fsdp=2,tp=2")
         if key in DIMS:
             try:
                 out[f"parallel.{key}"] = int(value)

@@ -15,6 +15,9 @@ from suite import registry
 
 def unsupported_reason(backend: str, spec: Any) -> str | None:
     """None when `backend` can run `spec`; else why not, in words that name the field to change."""
+    par = getattr(spec, "parallel", None)
+    if backend != "torch" and par is not None and getattr(par, "tables", None) is not None:
+        return "parallel.tables: sharded embedding tables run under --backend torch only (drop parallel.tables)"
     return registry.backend_class(backend).supports(spec)
 
 

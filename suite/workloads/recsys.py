@@ -27,6 +27,18 @@ EVAL_NEGATIVES = 100  # sampled items each positive is ranked against (HR@10 / N
 DENSE_SPARSE = "suite.algorithms.dense_sparse:AdamRowWiseAdagrad"  # dlrmv4's Adam + RowWiseAdagrad
 MLPERF_EVAL_FRACTION = 0.001  # closed_dlrmv4.yaml: eval_every_data_pct
 RANKING_QUERIES = 1000  # positives of the evaluated window ranked (the first N in time)
+# where each table's ids come from, for the message that refuses one out of range (check_ids)
+SEQUENCE_ID_FIELDS = {
+    "movielens_100k": {"user": "ml-100k.inter field 'user_id'", "item": "ml-100k.inter field 'item_id'",
+                       "rating": "ml-100k.inter field 'rating'"},
+    "yambda": {"user": "train_sessions.parquet / test_events.parquet field 'uid'",
+               "item": "train_sessions.parquet field 'item_ids' / test_events.parquet field 'item_id'",
+               "rating": "fields 'event_type' and 'played_ratio_pct' (action bits)"}}
+MOVIELENS_FEATURE_FIELDS = {
+    "user": "ml-100k.inter field 'user_id'", "item": "ml-100k.inter field 'item_id'",
+    "age": "ml-100k.user field 'age'", "gender": "ml-100k.user field 'gender'",
+    "occupation": "ml-100k.user field 'occupation'", "zip3": "ml-100k.user field 'zip_code'",
+    "year": "ml-100k.item field 'release_year'", "genres": "ml-100k.item field 'class'"}
 
 
 def window_stream(train_idx: np.ndarray, window: np.ndarray, local_bs: int, rank: int, world: int,
@@ -68,12 +80,28 @@ class _Windowed(WorkloadBase):
                               f"{labels[0]:g}): AUC is undefined; raise data.limit or eval.subset")
         self.check_batch_fits(len(self.train_idx), "interactions")
         self.meta = self.model_meta()
+        self.check_ids()
 
     def model_meta(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         raise NotImplementedError
+
+    def id_columns(self) -> list[tuple[str, str, np.ndarray]]:
+        """(table, the file and field its ids come from, the ids) for every table lookup the features make."""
+        raise NotImplementedError
+
+    def check_ids(self) -> None:
+        """Every id the model will look up fits its table: an id past a table's rows is bad input, refused during
+        the untimed init (exit 2) naming the file, the field, the table and its largest id, not an error mid-run."""
+        card, source = self.meta["cardinality"], self.data.meta.get("source", self.spec.data.name)
+        for table, where, ids in self.id_columns():
+            rows = int(card[table])
+            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= rows):
+                bad = int(ids.max()) if int(ids.max()) >= rows else int(ids.min())
+                raise DataMissing(f"{source}: {where}: id {bad} is out of range for embedding table {table!r} "
+                                  f"(ids 0..{rows - 1}, {rows} rows)")
 
     def build_model(self) -> nn.Module:
         return self.model_component.build(self.model_cfg, self.meta)
@@ -130,11 +158,26 @@ class SequentialRecommendation(_Windowed):
     def model_meta(self) -> dict[str, Any]:
         return {"cardinality": self.data.cardinality, "max_history": self.data_cfg.max_history}
 
+    def id_columns(self) -> list[tuple[str, str, np.ndarray]]:
+        d = self.data
+        hist_item, hist_rating = (getattr(h, "values", h) for h in (d.hist_item, d.hist_rating))  # Yambda's: flat
+        fields = SEQUENCE_ID_FIELDS.get(self.spec.data.name, {})
+        return [("user", fields.get("user", "user ids"), d.user), ("item", fields.get("item", "item ids"), d.item),
+                ("item", fields.get("item", "item ids") + " (history)", hist_item),
+                ("rating", fields.get("rating", "ratings / actions") + " (history)", hist_rating)]
+
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         d = self.data
         return {"user": torch.from_numpy(d.user[idx]), "hist_item": torch.from_numpy(d.hist_item[idx]),
                 "hist_rating": torch.from_numpy(d.hist_rating[idx]), "cand_item": torch.from_numpy(d.item[idx]),
                 "label": torch.from_numpy(d.label[idx])}
+
+    def candidate_features(self, cands: np.ndarray) -> dict[str, torch.Tensor]:
+        """The model's candidate inputs for ranked items [N, C]: the item ids (and, on Yambda, their side ids)."""
+        out = {"cand_item": torch.from_numpy(cands)}
+        out.update({f"cand_{n}": torch.from_numpy(m[cands]) for n, (m, _, _) in getattr(self.data, "side",
+                                                                                          {}).items()})
+        return out
 
     def metrics(self, model: nn.Module) -> dict[str, float]:
         out = super().metrics(model)
@@ -143,8 +186,8 @@ class SequentialRecommendation(_Windowed):
         negatives = rng.integers(1, self.data.n_items + 1, size=(len(positives), EVAL_NEGATIVES))
         clash = negatives == self.data.item[positives][:, None]
         negatives[clash] = negatives[clash] % self.data.n_items + 1
-        cands = torch.from_numpy(np.concatenate([self.data.item[positives][:, None], negatives], axis=1))
-        scores = self._scores(model, positives, {"cand_item": cands})
+        cands = np.concatenate([self.data.item[positives][:, None], negatives], axis=1)
+        scores = self._scores(model, positives, self.candidate_features(cands))
         out.update({"hr@10": hit_rate_at_k(scores, 10), "ndcg@10": ndcg_at_k(scores, 10)})
         return out
 
@@ -152,6 +195,25 @@ class SequentialRecommendation(_Windowed):
 class StreamingRecommendation(SequentialRecommendation):
     """MLPerf dlrmv4: HSTU over the user's Yambda history, the listen-plus bit of the next listen as the label; logs
     the keys closed_dlrmv4.yaml reads, each from what runs (the spec, the data that was read)."""
+
+    def model_meta(self) -> dict[str, Any]:
+        """The reference's eleven tables (configs.py, yambda-5b): user, item and action, the item's artist and album,
+        the seven hashed crosses as contextual tokens."""
+        return {**super().model_meta(), "item_side": list(self.data.side), "contextual": list(self.data.cross)}
+
+    def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        out = super().features(idx)
+        for name, (_, anchor_ids, hist) in self.data.side.items():
+            out[f"cand_{name}"], out[f"hist_{name}"] = torch.from_numpy(anchor_ids[idx]), torch.from_numpy(hist[idx])
+        out.update({f"ctx:{n}": torch.from_numpy(ids[idx]) for n, ids in self.data.cross.items()})
+        return out
+
+    def id_columns(self) -> list[tuple[str, str, np.ndarray]]:
+        out = super().id_columns()
+        for name, (_, anchor_ids, hist) in self.data.side.items():
+            where = f"{name}_item_mapping.parquet field '{name}_id'"
+            out += [(name, where, anchor_ids), (name, where + " (history)", hist.values)]
+        return out + [(n, f"cross feature {n!r} (hashed)", ids) for n, ids in self.data.cross.items()]
 
     def mllog_hyperparameters(self) -> dict[str, Any]:
         spec, opt = self.spec, self.spec.optimizer
@@ -161,7 +223,8 @@ class StreamingRecommendation(SequentialRecommendation):
         dense_name = "Adam" if pair or opt.name == "adam" else opt.name  # MLPerf's spelling of torch.optim.Adam
         out: dict[str, Any] = {
             "opt_name": dense_name,
-            "max_sequence_length": int(self.data_cfg.max_history) + 2,  # user context + history + one candidate
+            # contextual tokens (user, crosses) + history + one candidate
+            "max_sequence_length": 1 + len(self.data.cross) + int(self.data_cfg.max_history) + 1,
             "opt_adam_beta_1": float(beta_1), "opt_adam_beta_2": float(beta_2),
             "opt_adam_epsilon": float(opt.params().get("eps", 1e-8)), "opt_weight_decay": float(opt.weight_decay),
             # the tables' optimizer: row-wise Adagrad under the pair (suite/algorithms/dense_sparse.py), else the
@@ -219,6 +282,10 @@ class ClickThrough(_Windowed):
         return np.stack([hist_len / d.hist_item.shape[1], mean_rating / 5.0, np.log1p(item_prior) / 7.0,
                          np.log1p(user_prior) / 7.0], axis=1).astype(np.float32)
 
+    def id_columns(self) -> list[tuple[str, str, np.ndarray]]:
+        out = [(name, MOVIELENS_FEATURE_FIELDS[name], self.sparse[:, j]) for j, name in enumerate(self.SPARSE)]
+        return out + [("genres", MOVIELENS_FEATURE_FIELDS["genres"], self.genres)]
+
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         return {"dense": torch.from_numpy(self.dense[idx]), "sparse": torch.from_numpy(self.sparse[idx]),
                 "multi:genres": torch.from_numpy(self.genres[idx]), "label": torch.from_numpy(self.data.label[idx])}
@@ -237,6 +304,9 @@ class CriteoClickThrough(_Windowed):
         return {"cardinality": d.cardinality, "sparse_features": [names[j] for j in self.one_hot],
                 "multi_features": [names[j] for j in self.multi_hot], "n_dense": int(d.dense.shape[1]),
                 "multi_mean_ids": {names[j]: float(d.multi_hot_sizes[j]) for j in self.multi_hot}}
+
+    def id_columns(self) -> list[tuple[str, str, np.ndarray]]:
+        return [(f"c{j}", f"day_*_sparse_multi_hot.npz key {str(j)!r}", ids) for j, ids in enumerate(self.data.sparse)]
 
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         d = self.data

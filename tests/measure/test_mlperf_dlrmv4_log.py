@@ -36,7 +36,7 @@ def test_the_tiny_variant_fails_exactly_the_rules_it_changes(tmp_path: Path) -> 
             events["opt_weight_decay"], events["opt_gradient_clip_norm"]) == ("Adam", 0.95, 0.999, 1e-8, 0.0, 1.0)
     assert events["opt_sparse_name"] == "RowWiseAdagrad"  # suite/algorithms/dense_sparse.py ran the tables
     assert events["opt_sparse_base_learning_rate"] == events["opt_base_learning_rate"] == 0.001
-    assert events["max_sequence_length"] == 8 + 2 and events["global_batch_size"] == 32
+    assert events["max_sequence_length"] == 8 + 8 + 1 and events["global_batch_size"] == 32
     passed, messages = check_benchmark(log)
     assert not passed and failed_rules(messages) == TINY_FAILS, "\n".join(messages)
     bad = tmp_path / "bad.mllog"

@@ -218,3 +218,25 @@ def test_dry_mode_runs_the_agentic_grpo_tiny_variant_with_its_phases(tmp_path):
     assert run["status"] in ("reached", "budget") and run["flops"]["relative_error"] <= 0.10
     assert ph["rollout_mode"] == "async" and ph["staleness"] == 1 and ph["max_staleness"] <= 1
     assert ph["seconds"]["tool"] > 0 and ph["mean_turns"] >= 1 and "overlap_s" in ph
+
+
+@pytest.mark.slow  # two tiny recommender runs on CPU, ~40 s under load
+def test_dry_mode_runs_the_full_recommender_recipes_on_generated_files(tmp_path):
+    """rec/dlrmv4 and rec/dlrm_dcnv2 (full tier) run their tiny variants without --synthetic-data: FIXTURES writes
+    processed Yambda and Criteo days in their real layouts (a device machine has neither data set)."""
+    env_tmp = tmp_path / "tmp"
+    env_tmp.mkdir()
+    out_file = tmp_path / "device_check.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(env_tmp)}  # fresh fixture folders
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--no-compile", "--threads", "1",
+                           "--no-tta", "--no-gemm", "--no-llama8b", "--steps", "3", "--backends", "torch",
+                           "--workloads", "rec/dlrmv4", "rec/dlrm_dcnv2", "--out", str(out_file)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(out_file.read_text())
+    assert [r["workload"] for r in report["runs"]] == ["rec/dlrmv4", "rec/dlrm_dcnv2"], report["runs"]
+    for r in report["runs"]:
+        assert r["status"] == "budget" and r["steps"] == 3, r
+        assert r["flops"]["relative_error"] <= 0.10 and r["embedding_bytes_per_s"] > 0, r
+    written = {p.name for p in env_tmp.iterdir()}
+    assert {"trainbench-fixture-rec_dlrm_dcnv2", "trainbench-fixture-rec_dlrmv4"} <= written, written

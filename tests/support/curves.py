@@ -99,7 +99,8 @@ def main(argv: list[str]) -> None:
             job = {"backend": backend, "options": json.loads(opts or "{}")}
         losses = loss_curve(job.get("spec", spec), job["backend"], int(steps), job.get("options"),
                             precision=job.get("precision", "fp32"), overrides=job.get("overrides"),
-                            compile=job.get("compile", False), eval_at=tuple(job.get("eval_at", ())))
+                            compile=job.get("compile", False), eval_at=tuple(job.get("eval_at", ())),
+                            variant=job.get("variant"))
         results.append({**job, "options": job.get("options") or {}, "losses": losses,
                         "layout": loss_curve.last_layout, "eval": loss_curve.last_eval,
                         "evals": {str(k): v for k, v in loss_curve.last_evals.items()}})  # type: ignore[attr-defined]

@@ -92,3 +92,31 @@ def test_an_empty_window_exits_2_before_start(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     assert "window" in r.stdout + r.stderr and "is empty" in r.stdout + r.stderr
     assert not list((tmp_path / "res").rglob("*.json")) if (tmp_path / "res").exists() else True
+
+
+@pytest.mark.slow  # a CLI run
+def test_an_id_past_its_table_exits_2_before_start_naming_file_field_and_table(tmp_path: Path) -> None:
+    """A rating of 9 in the .inter file is an id of the HSTU's 7-row rating table: refused during the untimed init
+    (it used to end the run mid-step as an error), naming the file, the field, the table and its largest id."""
+    rows = [f"{1 + k % 5}\t{1 + k % 8}\t{9 if k == 7 else 1 + k % 5}\t{1000 + k}" for k in range(60)]
+    folder = _write(tmp_path / "rating9", "user_id:token\titem_id:token\trating:float\ttimestamp:float", rows)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1", TRAINBENCH_DATA=str(tmp_path / "nodata"))
+    r = subprocess.run([sys.executable, "-m", "suite.cli", "run", "rec/movielens_hstu", "--variant", "tiny", "--set",
+                        f"data.path={folder}", "--results", str(tmp_path / "res")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    text = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 2, text
+    assert ("ml-100k.inter field 'rating' (history): id 9 is out of range for embedding table 'rating' (ids 0..6, "
+            "7 rows)") in text, text
+    assert "step" not in text
+    assert not list((tmp_path / "res").rglob("*.json")) if (tmp_path / "res").exists() else True
+
+
+def test_every_table_lookup_of_the_workloads_is_checked() -> None:
+    """The check covers each table the models build (a table without its ids checked would slip through)."""
+    for name in ("rec/movielens_hstu", "rec/movielens_dcnv2"):
+        spec = _tiny(name)
+        w = registry.task_class(spec.task)(spec, Context(Path("."), 0, torch.device("cpu")))
+        model = w.build_model()
+        assert {t for t, _, _ in w.id_columns()} == set(model.tables.specs), name

@@ -20,7 +20,7 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, tensor
+from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, tables, tensor
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
 
@@ -38,6 +38,8 @@ def supports(spec: Any) -> str | None:
     model; tensor and pipeline plans are written for the suite GPT's blocks, activation checkpointing for the GPT's
     blocks and the Llama-class decoder's layers (dense or MoE, pretrained or with LoRA adapters)."""
     par = spec.parallel
+    if par is not None and (par.tables is not None or par.table_memory_gib is not None):
+        return tables.spec_refusal(spec)  # recommenders' sharded tables: dp only beside them
     if par is not None and par.ep > 1:
         return expert.spec_refusal(spec)
     if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
@@ -92,6 +94,7 @@ class TorchBackend(Backend):
         self.float8_layers: list[str] = []  # the Linear layers --precision float8 converted
         self.compiled: str | None = None  # what torch.compile wraps: "blocks" (each, torchtitan) or "model"
         self.has_moe = False  # Mixture-of-Experts layers: their load-balancing loss's gradient scale is set per step
+        self.tables: dict[str, Any] | None = None  # parallel.tables: the embedding tables' plan, as recorded
 
     def available(self) -> Availability:
         return Availability(True, version=torch.__version__)
@@ -108,6 +111,8 @@ class TorchBackend(Backend):
         self.micro, self.n_micro = layouts.micro_batches(spec, lay)
         raw = workload.build_model().to(self.device.torch)
         self.has_moe = any(isinstance(m, moe.MoE) for m in raw.modules())
+        if spec.parallel is not None and spec.parallel.tables is not None and self.world > 1:  # before any wrapping
+            self.tables = tables.apply(raw, spec, dist.get_rank(), self.world, compile=opts.compile)
         self.layout = lay = self._loss_parallel_fits(raw, lay, spec, workload)
         if hasattr(raw, "apply_tp_plan"):  # a model's own TP plan (the DiT) has no sp or loss parallel: recorded off
             self.layout = lay = dataclasses.replace(lay, sp=False, loss_parallel=False)
@@ -284,6 +289,8 @@ class TorchBackend(Backend):
     def _clip(self, params: list[nn.Parameter]) -> None:
         if self.pipeline is not None:  # the norm over every stage, DTensor parameters included
             self.pipeline.clip_grad_norm(self.opts.grad_clip)  # type: ignore[arg-type]
+        elif self.tables is not None:  # each rank's table shards, the replicated dense gradients once
+            tables.clip_grad_norm(params, self.opts.grad_clip)  # type: ignore[arg-type]
         elif self.layout.ep > 1:  # expert and dense gradients live on different meshes
             expert.clip_grad_norm(params, self.opts.grad_clip, self.mesh["ep"].get_group())  # type: ignore[arg-type]
         else:
@@ -355,7 +362,7 @@ class TorchBackend(Backend):
     def parallel_layout(self) -> dict[str, Any]:
         return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
                 "activation_checkpointing": self.layout.ac, "recompute_fraction": self.recompute,
-                "compile": self.compiled}
+                "compile": self.compiled, **({"tables": self.tables} if self.tables is not None else {})}
 
     def recompute_fraction(self) -> float | None:
         return self.recompute

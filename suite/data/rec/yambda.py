@@ -7,7 +7,13 @@
   played_ratio_pct), every one strictly later than the training stream;
 - `session_index.parquet`: uid, session_id, n_events per training session (must agree with train_sessions);
 - `item_popularity.npy`: one count per item id (its length is the item vocabulary);
-- `split_meta.json`: split_timestamp, window_seconds, n_train_events, n_test_events, n_items.
+- `split_meta.json`: split_timestamp, window_seconds, n_train_events, n_test_events, n_items;
+- `artist_item_mapping.parquet`, `album_item_mapping.parquet`: item_id and its artist_id / album_id (Yambda's own
+  metadata files, which the reference reads from its metadata_dir: put them beside the others).
+
+Beside user, item and action, the reference builds eight more tables (configs.py `get_embedding_table_config
+("yambda-5b")`): artist and album (of every history item and of the candidate) and seven hashed crosses of the
+anchor (suite/data/rec/yambda_cross.py). Artist and album ids are shifted by one like items (0 pads a history).
 
 Where each column comes from: train_sessions.parquet's are the ones the reference's yambda.py reads and explodes,
 and item_popularity.npy is its item vocabulary; the version of the reference read here (2026-12-07) shows no reader
@@ -32,10 +38,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, named_dir
+from suite.data.rec.yambda_cross import CROSS_SPECS, cross_ids
 from suite.registry import Component
 
 FILES = ("train_sessions.parquet", "test_events.parquet", "session_index.parquet", "item_popularity.npy",
-         "split_meta.json")
+         "split_meta.json", "artist_item_mapping.parquet", "album_item_mapping.parquet")
+SIDE = ("artist", "album")  # the item's side tables (configs.py: artist_id, album_id)
 SESSION_LISTS = ("item_ids", "timestamps", "event_types", "is_organic", "played_ratio_pct")
 EVENT_COLUMNS = ("uid", "item_id", "timestamp", "event_type", "is_organic", "played_ratio_pct")
 INDEX_COLUMNS = ("uid", "session_id", "n_events")
@@ -53,6 +61,8 @@ class Config(BaseModel):
     path: str | None = Field(default=None, description="folder holding the processed Yambda files")
     max_history: int = Field(default=4096, ge=1, description="previous events of the user kept per sample")
     limit: int | None = Field(default=None, gt=0, description="keep only the first N training anchors in time")
+    cross_rows: int | None = Field(default=None, gt=0, description="rows of every hashed cross table (the hash's "
+                                   "modulus); default: the reference's per-table sizes (yambda_cross.CROSS_SPECS)")
 
 
 class LazyHistory:
@@ -73,11 +83,16 @@ class YambdaAnchors:
 
     def __init__(self, *, user: np.ndarray, item: np.ndarray, label: np.ndarray, window: np.ndarray,
                  is_test: np.ndarray, hist_item: LazyHistory, hist_rating: LazyHistory, n_users: int, n_items: int,
-                 meta: dict[str, Any]):
+                 meta: dict[str, Any], side: dict[str, Any] | None = None, cross: dict[str, np.ndarray] | None = None,
+                 cross_rows: dict[str, int] | None = None):
         self.user, self.item, self.label, self.window, self.is_test = user, item, label, window, is_test
         self.hist_item, self.hist_rating = hist_item, hist_rating
         self.n_users, self.n_items, self.meta = n_users, n_items, meta
         self.cardinality = {"user": n_users + 1, "item": n_items + 1, "rating": ACTION_ROWS}
+        # side[name] = (the item id -> its id map (shifted, 0 = none), the anchors' ids, the histories' LazyHistory)
+        self.side, self.cross = side or {}, cross or {}
+        self.cardinality.update({n: int(m.max()) + 1 for n, (m, _, _) in self.side.items()})
+        self.cardinality.update(cross_rows or {})
 
     def __len__(self) -> int:
         return len(self.user)
@@ -146,6 +161,21 @@ def _meta(path: Path) -> dict[str, Any]:
     return meta
 
 
+def _item_map(path: Path, name: str, n_items: int) -> np.ndarray:
+    """item id + 1 -> its artist (album) id + 1, 0 for an item the file does not name (the reference's default)."""
+    cols = _read_parquet(path, ("item_id", f"{name}_id"))
+    items, ids = _flat(cols["item_id"], path, "item_id", np.int64), _flat(cols[f"{name}_id"], path, f"{name}_id",
+                                                                         np.int64)
+    bad = np.flatnonzero((items < 0) | (items >= n_items) | (ids < 0))
+    if len(bad):
+        k = int(bad[0])
+        raise DataMissing(f"{path}: row {k}: item_id {int(items[k])} / {name}_id {int(ids[k])} is out of range "
+                          f"(item ids 0..{n_items - 1} of split_meta.json's n_items, {name} ids >= 0)")
+    out = np.zeros(n_items + 1, dtype=np.int64)
+    out[items + 1] = ids + 1
+    return out
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise DataMissing(message)
@@ -166,6 +196,7 @@ def load(cfg: Config) -> YambdaAnchors:
             for k, v in test_cols.items()}
     index_path = folder / "session_index.parquet"
     index = {k: _flat(v, index_path, k, np.int64) for k, v in _read_parquet(index_path, INDEX_COLUMNS).items()}
+    side_maps = {name: _item_map(folder / f"{name}_item_mapping.parquet", name, meta["n_items"]) for name in SIDE}
     try:
         popularity = np.load(pop_path, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -208,9 +239,11 @@ def load(cfg: Config) -> YambdaAnchors:
     item = np.concatenate([sess["item_ids"], test["item_id"]]) + 1
     etype = np.concatenate([sess["event_types"], test["event_type"]])
     played = np.nan_to_num(np.concatenate([sess["played_ratio_pct"], test["played_ratio_pct"]]))
+    organic = np.concatenate([sess["is_organic"], test["is_organic"]])
     is_test = np.concatenate([np.zeros(n_train, bool), np.ones(n_test, bool)])
     order = np.lexsort((ts, uid))
-    uid, ts, item, etype, played, is_test = (a[order] for a in (uid, ts, item, etype, played, is_test))
+    uid, ts, item, etype, played, organic, is_test = (a[order] for a in (uid, ts, item, etype, played, organic,
+                                                                         is_test))
     listen = etype == LISTEN
     plus = listen & (played >= LISTEN_PLUS_PCT)
     action = np.where(plus, LP_BIT, 0) | np.where(etype == LIKE, LIKE_BIT, 0) | np.where(listen & ~plus, SKIP_BIT, 0)
@@ -227,12 +260,18 @@ def load(cfg: Config) -> YambdaAnchors:
     window = np.where(is_test[anchors], -1, (ts[anchors] - t0) // meta["window_seconds"])
     window[window < 0] = int(window.max()) + 1
     n_users = int(dense_user.max()) + 1
+    hist = {"pos": anchors, "start": user_start[anchors], "len": cfg.max_history}
+    side = {name: (m, m[item[anchors]], LazyHistory(m[item], hist["pos"], hist["start"], hist["len"]))
+            for name, m in side_maps.items()}
+    raw = {"uid": uid[anchors], "item_id": item[anchors] - 1, "hour_of_day": (ts[anchors] // 3600) % 24,
+           "is_organic": organic[anchors], **{f"{n}_id": np.maximum(side[n][1] - 1, 0) for n in SIDE}}
+    rows = {name: cfg.cross_rows or n for name, _, n, _ in CROSS_SPECS}
     return YambdaAnchors(
         user=dense_user[anchors].astype(np.int64) + 1, item=item[anchors].astype(np.int64),
         label=plus[anchors].astype(np.float32), window=window.astype(np.int64), is_test=is_test[anchors],
         hist_item=LazyHistory(item, anchors, user_start[anchors], cfg.max_history),
         hist_rating=LazyHistory(action, anchors, user_start[anchors], cfg.max_history),
-        n_users=n_users, n_items=n_items,
+        n_users=n_users, n_items=n_items, side=side, cross=cross_ids(raw, rows), cross_rows=rows,
         meta={"source": str(folder), "license": "the Yambda data set card's terms", "train_events": n_train,
               "test_events": n_test, "positive_rate": float(plus[anchors].mean())})
 

@@ -1,8 +1,9 @@
 """Generated files in the processed Yambda layout (suite/data/rec/yambda.py: train_sessions.parquet,
-test_events.parquet, session_index.parquet, item_popularity.npy, split_meta.json), for the reader's tests and the
+test_events.parquet, session_index.parquet, item_popularity.npy, split_meta.json, artist_item_mapping.parquet,
+album_item_mapping.parquet), for the reader's tests and the
 dlrmv4 tiny variant where the real data is absent. Whether a listen is played to >= 50% follows a planted
 user x item affinity plus
-an item appeal, so AUC can rise above 0.5. `write(folder)` writes the five files."""
+an item appeal, so AUC can rise above 0.5. `write(folder)` writes the seven files."""
 
 from __future__ import annotations
 
@@ -78,6 +79,11 @@ def write(folder: Path, users: int = 40, items: int = 80, sessions_per_user: int
                                 np.asarray(test_rows["item_id"])])
     np.save(folder / "item_popularity.npy", np.bincount(all_items, minlength=items).astype(np.int64))
     n_train = sum(len(x) for x in rows["item_ids"])
+    artist = rng.integers(0, max(2, items // 8), items)  # a few items per artist, a few albums per artist
+    album = artist * 2 + rng.integers(0, 2, items)
+    for name, ids in (("artist", artist), ("album", album)):
+        pq.write_table(pa.table({"item_id": pa.array(np.arange(items), pa.int64()),
+                                 f"{name}_id": pa.array(ids, pa.int64())}), folder / f"{name}_item_mapping.parquet")
     (folder / "split_meta.json").write_text(json.dumps({
         "split_timestamp": split_ts, "window_seconds": DAY_S, "n_train_events": n_train,
         "n_test_events": len(test_rows["uid"]), "n_items": items}, indent=1))

@@ -8,6 +8,11 @@ The sequence is the user's contextual token (user id), the history (item + actio
 preprocessor MLP, plus a learned position), then the candidates: each candidate attends to the context, the history
 and itself (the reference's target-aware mask), and its encoding with the candidate's item embedding gives the logit.
 Presets from the reference's `dlrm_v3/configs.py` (`get_hstu_configs`): `full`; `cpu` and `tiny` are ours.
+
+Yambda (dlrmv4) adds what the reference's yambda-5b config adds: each item's artist and album tables beside the item
+table (concatenated into a history token and into the candidate's item features; `meta["item_side"]`), and seven
+hashed cross features as contextual tokens after the user's (`meta["contextual"]`): 11 tables with user, item and
+the action table. Without those keys in the meta (MovieLens) the model is the three-table one.
 """
 
 from __future__ import annotations
@@ -84,26 +89,36 @@ class STULayer(nn.Module):
 
 
 class HSTU(nn.Module):
-    def __init__(self, cfg: Config, tables: list[TableSpec], max_history: int):
+    def __init__(self, cfg: Config, tables: list[TableSpec], max_history: int, item_side: tuple[str, ...] = (),
+                 contextual: tuple[str, ...] = ()):
         super().__init__()
         self.cfg, self.max_history = cfg, max_history
+        self.item_side, self.contextual = tuple(item_side), tuple(contextual)
         e, d = cfg.embedding_dim, cfg.d_model
+        n_ctx, n_item = 1 + len(self.contextual), 1 + len(self.item_side)
         self.tables = EmbeddingTables(tables)
-        self.context = nn.Linear(e, d)  # the contextual feature (user id) as one token
-        self.pre_in = nn.Linear(2 * e, cfg.preprocessor_hidden)  # item + action embeddings
+        self.context = nn.Linear(e, d)  # each contextual feature (user id, crosses) as one token
+        self.pre_in = nn.Linear((n_item + 1) * e, cfg.preprocessor_hidden)  # item (+ side) + action embeddings
         self.pre_out = nn.Linear(cfg.preprocessor_hidden, d)
-        self.position = nn.Parameter(torch.randn(max_history + 2, d) * 0.02)  # context, history, the candidate slot
+        # positions of the contextual tokens, the history, the candidate slot
+        self.position = nn.Parameter(torch.randn(n_ctx + max_history + 1, d) * 0.02)
         self.input_dropout = nn.Dropout(cfg.input_dropout)
         self.layers = nn.ModuleList(
-            STULayer(d, cfg.num_heads, cfg.linear_dim, cfg.qk_dim, max_history + 2, cfg.linear_dropout)
+            STULayer(d, cfg.num_heads, cfg.linear_dim, cfg.qk_dim, n_ctx + max_history + 1, cfg.linear_dropout)
             for _ in range(cfg.num_layers))
         self.final_norm = nn.LayerNorm(d)
-        self.item_proj = nn.Linear(e, d)
+        self.item_proj = nn.Linear(n_item * e, d)
         self.head_hidden = nn.Linear(3 * d, d)
         self.head_out = nn.Linear(d, 1)
 
-    def _tokens(self, items: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        emb = torch.cat([self.tables.lookup("item", items), self.tables.lookup("rating", actions)], dim=-1)
+    def _item(self, items: torch.Tensor, side: list[torch.Tensor]) -> torch.Tensor:
+        """The item's features: its row, then its side tables' rows (artist, album), concatenated."""
+        rows = [self.tables.lookup("item", items)] + [self.tables.lookup(n, s) for n, s in zip(self.item_side, side,
+                                                                                                strict=True)]
+        return torch.cat(rows, dim=-1) if side else rows[0]
+
+    def _tokens(self, items: torch.Tensor, actions: torch.Tensor, side: list[torch.Tensor]) -> torch.Tensor:
+        emb = torch.cat([self._item(items, side), self.tables.lookup("rating", actions)], dim=-1)
         return self.pre_out(F.silu(self.pre_in(emb)))
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -113,62 +128,72 @@ class HSTU(nn.Module):
         cand = cand.unsqueeze(1) if one else cand
         b, n_hist = hist.shape
         c = cand.shape[1]
-        ctx = self.context(self.tables.lookup("user", batch["user"])).unsqueeze(1)
-        hist_tok = self._tokens(hist, batch["hist_rating"])
-        cand_tok = self._tokens(cand, torch.full_like(cand, UNKNOWN_ACTION))
+        ctx_rows = [self.tables.lookup("user", batch["user"])] + [self.tables.lookup(n, batch[f"ctx:{n}"])
+                                                                  for n in self.contextual]
+        ctx = self.context(torch.stack(ctx_rows, dim=1))  # [B, n_ctx, d]
+        n_ctx = ctx.shape[1]
+        cand_side = [batch[f"cand_{n}"] for n in self.item_side]
+        cand_side = [s.unsqueeze(1) for s in cand_side] if one else cand_side
+        hist_tok = self._tokens(hist, batch["hist_rating"], [batch[f"hist_{n}"] for n in self.item_side])
+        cand_tok = self._tokens(cand, torch.full_like(cand, UNKNOWN_ACTION), cand_side)
         pos = self.position
-        x = torch.cat([ctx + pos[0], hist_tok + pos[1 : n_hist + 1], cand_tok + pos[n_hist + 1]], dim=1)
+        x = torch.cat([ctx + pos[:n_ctx], hist_tok + pos[n_ctx : n_ctx + n_hist], cand_tok + pos[n_ctx + n_hist]],
+                      dim=1)
         x = self.input_dropout(x)
-        mask = self.mask(hist > 0, c)
+        mask = self.mask(hist > 0, c, n_ctx)
         for layer in self.layers:
             x = layer(x, mask)
-        enc = self.final_norm(x[:, n_hist + 1 :])
-        item = self.item_proj(self.tables.lookup("item", cand))
+        enc = self.final_norm(x[:, n_ctx + n_hist :])
+        item = self.item_proj(self._item(cand, cand_side))
         hidden = F.silu(self.head_hidden(torch.cat([enc, item, enc * item], dim=-1)))
         logits = self.head_out(hidden).squeeze(-1)
         return logits.squeeze(1) if one else logits
 
     @staticmethod
-    def mask(valid_hist: torch.Tensor, n_cand: int) -> torch.Tensor:
+    def mask(valid_hist: torch.Tensor, n_cand: int, n_ctx: int = 1) -> torch.Tensor:
         """[B, T, T]: the context and history attend causally to valid positions; each candidate attends to the
         context, the valid history and itself, never to another candidate."""
         b, n_hist = valid_hist.shape
-        t = n_hist + 1 + n_cand
-        keys = torch.cat([torch.ones(b, 1, dtype=torch.bool, device=valid_hist.device), valid_hist,
+        t = n_ctx + n_hist + n_cand
+        keys = torch.cat([torch.ones(b, n_ctx, dtype=torch.bool, device=valid_hist.device), valid_hist,
                           torch.zeros(b, n_cand, dtype=torch.bool, device=valid_hist.device)], dim=1)
         causal = torch.ones(t, t, dtype=torch.bool, device=valid_hist.device).tril()
         m = causal.unsqueeze(0) & keys.unsqueeze(1)
-        idx = torch.arange(n_hist + 1, t, device=valid_hist.device)
+        idx = torch.arange(n_ctx + n_hist, t, device=valid_hist.device)
         m[:, idx, idx] = True  # a candidate sees itself
         return m.float()
 
 
 def table_specs(cfg: Config, meta: dict[str, Any]) -> list[TableSpec]:
     card = meta["cardinality"]
-    return [TableSpec(name, int(card[name]), cfg.embedding_dim) for name in ("user", "item", "rating")]
+    names = ("user", "item", "rating", *meta.get("item_side", ()), *meta.get("contextual", ()))
+    return [TableSpec(name, int(card[name]), cfg.embedding_dim) for name in names]
 
 
 def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
-    return HSTU(cfg, table_specs(cfg, meta), int(meta["max_history"]))
+    return HSTU(cfg, table_specs(cfg, meta), int(meta["max_history"]), tuple(meta.get("item_side", ())),
+                tuple(meta.get("contextual", ())))
 
 
-def forward_flops(cfg: Config, max_history: int, n_cand: int = 1) -> float:
+def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 0, n_ctx: int = 1) -> float:
     """Matmul FLOPs of one sample's forward: the full T x T attention is computed (the mask multiplies it)."""
     e, d, h = cfg.embedding_dim, cfg.d_model, cfg.num_heads
-    t = max_history + 1 + n_cand
+    t = n_ctx + max_history + n_cand
     tokens = max_history + n_cand
-    pre = tokens * (2 * 2 * e * cfg.preprocessor_hidden + 2 * cfg.preprocessor_hidden * d) + 2 * e * d
+    pre = tokens * (2 * (2 + n_side) * e * cfg.preprocessor_hidden + 2 * cfg.preprocessor_hidden * d) \
+        + n_ctx * 2 * e * d
     per_layer = (t * 2 * d * h * (2 * cfg.linear_dim + 2 * cfg.qk_dim)  # uvqk
                  + 2 * t * t * h * cfg.qk_dim + 2 * t * t * h * cfg.linear_dim  # QK^T and AV
                  + t * 2 * h * cfg.linear_dim * d)  # output projection
-    head = n_cand * (2 * e * d + 2 * 3 * d * d + 2 * d)
+    head = n_cand * (2 * (1 + n_side) * e * d + 2 * 3 * d * d + 2 * d)
     return float(pre + cfg.num_layers * per_layer + head)
 
 
 def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     """Forward + backward = 3x forward: every matmul's inputs require gradients (the first ones read embedding
     rows, which train), so backward costs two matmuls per forward one."""
-    return 3.0 * forward_flops(cfg, int(meta["max_history"]))
+    return 3.0 * forward_flops(cfg, int(meta["max_history"]), 1, len(meta.get("item_side", ())),
+                               1 + len(meta.get("contextual", ())))
 
 
 def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
@@ -178,8 +203,10 @@ def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
 def bytes_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     """Embedding bytes one training sample moves (fp32): rows read forward, the same rows' gradients written and
     read back by the optimizer's update (read + write of the row and its state) - the figure the reference's step is
-    bound by. Per sample: 1 user row, max_history + 1 item and action rows, and the candidate's item row again."""
-    rows = 1 + 2 * (int(meta["max_history"]) + 1) + 1
+    bound by. Per sample: the contextual rows (user, crosses), max_history + 1 item (+ side) and action rows, and the
+    candidate's item (+ side) rows again."""
+    n_side = len(meta.get("item_side", ()))
+    rows = 1 + len(meta.get("contextual", ())) + (2 + n_side) * (int(meta["max_history"]) + 1) + 1 + n_side
     return float(rows * cfg.embedding_dim * 4 * 4)  # read, gradient write, optimizer read + write
 
 
