@@ -72,12 +72,12 @@ def supports(spec: Any) -> str | None:
         reason = translate.deepspeed_refusal(par, opts.zero_stage, "zero_stage" in opts.model_fields_set)
         if reason:
             return reason
-        if par.ep > 1:
-            return (f"--parallel ep={par.ep}: this backend does not wire DeepSpeed's MoE layer; expert parallelism "
-                    "runs in the torch and megatron backends")
         if par.tp > 1 or par.pp > 1:
             return ("parallel.tp/pp: this backend runs data parallel (ZeRO) only; DeepSpeed's pipeline engine "
                     "needs the model as a PipelineModule and owns the loss and data loop, outside the workload contract")
+        if par.ep > 1:
+            return (f"--parallel ep={par.ep}: this backend does not wire DeepSpeed's MoE layer; expert parallelism "
+                    "runs in the torch and megatron backends")
         if par.ac == "selective":
             return "parallel.ac=selective: DeepSpeed checkpoints whole blocks; use --ac full"
     return None

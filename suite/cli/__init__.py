@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from suite.cli import ab, catalog, gh, mllog, results, run, site
+from suite.cli import ab, catalog, gh, mllog, plan, results, run, site
 
 app = typer.Typer(
     name="trainbench",
@@ -19,7 +19,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _group in (run, catalog, results, gh, site, ab, mllog):
+for _group in (run, catalog, results, gh, site, ab, mllog, plan):
     _group.register(app)
 
 

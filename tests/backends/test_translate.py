@@ -45,9 +45,11 @@ def test_deepspeed_refuses_only_what_it_cannot_say(sets, message):
 
 
 def test_deepspeed_names_the_engine_limit_under_a_pipeline():
-    reason = deepspeed.supports(load_spec(DEEPSEEK))
+    reason = deepspeed.supports(load_spec(DEEPSEEK, {"parallel": {"fsdp": 64, "pp": 4, "ac": "full"}}))
     assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in reason
     assert "deepspeed/runtime/pipe/engine.py" in reason
+    # the recipe's own layout (pp=4 x ep=64): the pipeline engine's contract comes first
+    assert "needs the model as a PipelineModule" in deepspeed.supports(load_spec(DEEPSEEK))
 
 
 def test_megatron_refuses_partial_sharding_naming_what_it_would_need():
