@@ -40,6 +40,10 @@ def test_matrix_json_says_which_backends_run_each_llm_workload_and_why_not():
     # fsdp=8 is ZeRO-3 over 8 ranks (suite/backends/translate.py), and Megatron's distributed optimizer
     assert grid["nlp/gpt_oss_20b"]["deepspeed"]["supported"] and grid["nlp/llama31_8b"]["deepspeed"]["supported"]
     assert grid["nlp/llama31_8b"]["megatron"]["supported"]
+    # a refused cell says which kind of no (suite/backends/limits.py)
+    assert grid["nlp/deepseekv3_671b"]["deepspeed"]["limit"]["kind"] == "engine limit"
+    assert grid["nlp/gpt_oss_20b"]["megatron"]["limit"]["kind"] == "not wired"
+    assert "limit" not in grid["nlp/llama31_8b"]["megatron"]
     assert grid["nlp/deepseekv3_671b"]["npu"]["reason"] == grid["nlp/deepseekv3_671b"]["torch"]["reason"]  # one loop
 
 
