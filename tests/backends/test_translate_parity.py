@@ -63,3 +63,26 @@ def test_fsdp_translated_for_deepspeed_and_megatron_matches_one_process(tmp_path
     assert gap(zero1["losses"], want) <= noise.tol(OTHER_KERNELS)
     # the bound means something: another initialisation lies far outside it
     assert gap(loss_curve(TINY_LLAMA, "torch", STEPS, seed=1), want) > 100 * noise.tol(OTHER_KERNELS)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * LAUNCH_GUARD_S)
+def test_the_llama31_8b_recipes_layout_runs_under_megatron_and_deepspeed_from_the_cli(tmp_path):
+    """The user's road: the recipe's tiny variant with its declared layout's shape (fsdp, full checkpointing) on two
+    ranks, through `trainbench run`, each result recording how the engine held fsdp."""
+    from support.backend_util import trainbench
+
+    data = tmp_path / "data"
+    r = trainbench("data", "prepare", "megatron_indexed", "--synthetic", TRAINBENCH_DATA=str(data))
+    assert r.returncode == 0, r.stderr
+    for backend, mapping in (("megatron", "ZeroRedundancyOptimizer"), ("deepspeed", "ZeRO-3 over 2 ranks")):
+        r = trainbench("run", "nlp/llama31_8b", "--variant", "tiny", "--backend", backend, "--nproc", "2",
+                       "--parallel", "fsdp=2,ac=full", "--results", str(tmp_path / "results"), "--json", "--quiet",
+                       TRAINBENCH_DATA=str(data), timeout=LAUNCH_GUARD_S)
+        assert r.returncode == 0, r.stderr[-3000:]
+        (run,) = json.loads(r.stdout)
+        result = json.loads(open(run["path"], encoding="utf-8").read())
+        assert result["status"] == "budget" and result["steps"] == 6
+        layout = result["parallel"]
+        assert (layout["fsdp"], layout["dp"], layout["activation_checkpointing"]) == (2, 1, "full")
+        assert mapping in layout["fsdp_mapping"], layout
