@@ -1,7 +1,7 @@
 """The `trainbench` command line: a thin typer app, one module per command group.
 
 `run` (run, study), `catalog` (list, env, spec, data), `results` (results, compare, baseline), `site`,
-`gh` (gh, runner), `ab` (ab, calibrate, history), `mllog` (mllog check). Each module's `register` adds its commands; heavy imports happen inside commands so
+`gh` (gh, runner), `ab` (ab, calibrate, history), `mllog` (mllog check), `plan`. Each module's `register` adds its commands; heavy imports happen inside commands so
 that `trainbench --help` is instant. Exit codes and the error style live in `common`.
 """
 

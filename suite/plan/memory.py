@@ -235,7 +235,8 @@ def plan(spec: Any, backend: str, world: int, device_bytes: int, meta: bool = Tr
             experts, optimizer = 0.0, local * bo
         gathered = 0
         if backend != "megatron" and lay.fsdp > 1:  # one layer's gathered compute copy and its full gradients
-            gathered = int(max(sum(llm_memory.layer_params(cfg, i)) for i in range(first, last)) / lay.tp * (a + 4))
+            gathered = int(max(x + y / lay.ep for x, y in (llm_memory.layer_params(cfg, i) for i in range(first, last)))
+                           / lay.tp * (a + 4))  # FSDP gathers this rank's experts only
         per_layer = [llm_memory.per_token_layer_bytes(cfg, i, a) * tokens // lay.tp for i in range(first, last)]
         if lay.ac == "full":
             held, recompute = len(per_layer) * tokens * d * r, max(per_layer)

@@ -129,3 +129,28 @@ def test_a_cpu_sized_plan_is_within_ten_percent_of_memtracker():
     got = in_fresh_process("support.plan_memtrack", "measured()")
     p = plan.plan(case_spec(), "torch", 1, 10**12, meta=False)
     assert abs(p.peak_bytes / got - 1) <= 0.10, (p.peak_bytes, got, p.stages[0])
+
+
+def test_fsdp2s_own_shards_of_deepseek_v3_equal_the_arithmetic():
+    """FSDP2's `fully_shard` of each DeepSeek-V3 layer kind over 64 of 256 fake ranks (a fresh process: the fake
+    process group cannot open beside one a test left open) holds what the plan's arithmetic says, padding aside."""
+    import subprocess
+    import sys
+
+    from support.backend_util import ROOT, env
+
+    code = ("import json; from suite.plan.meta import fsdp_local_params; from suite.models import llama; "
+            "from suite import registry; from suite.specload import load_spec; "
+            "s = load_spec(registry.workload_files()['nlp/deepseekv3_671b']); "
+            "c = llama.Config.model_validate(s.model.params()); "
+            "print(json.dumps(fsdp_local_params(c, 129280, 256, 64, 'bf16')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    built = json.loads(done.stdout.strip().splitlines()[-1])
+    d = spec("nlp/deepseekv3_671b")
+    cfg = __import__("suite.models.llama", fromlist=["Config"]).Config.model_validate(d.model.params())
+    dense, experts = llm_memory.layer_params(cfg, cfg.n_layer - 1)
+    assert built["moe_layer"] == pytest.approx((dense + experts) / 64, rel=1e-3)
+    assert built["dense_layer"] == pytest.approx(sum(llm_memory.layer_params(cfg, 0)) / 64, rel=1e-3)
+    assert built["embedding"] == 129280 * cfg.d_model // 64
