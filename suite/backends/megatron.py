@@ -207,7 +207,7 @@ class MegatronBackend(Backend):
         self._init_parallel(tp, pp, ep)
         # Megatron's data-parallel group holds the ep ranks too (they read different data): dp here is the rest
         fsdp = spec.parallel.fsdp if spec.parallel is not None else 1
-        self.fsdp_mapping = translate.megatron_mapping(fsdp, ep, self.device.type)
+        self.fsdp_mapping = translate.megatron_mapping(fsdp, ep, self.device.type, pp)
         self.layout = layouts.Layout(dp=self.dp // (ep * fsdp), fsdp=fsdp, ep=ep, tp=tp, pp=pp, schedule="1f1b",
                                      ac=spec.parallel.ac if spec.parallel is not None else "none")
         self.micro, self.n_micro = layouts.micro_batches(spec, self.layout)
