@@ -194,7 +194,10 @@ def spec_validate(paths: Annotated[list[Path], typer.Argument(help="spec files")
 
 
 def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results"), why: bool = False) -> int:
+    from dataclasses import asdict
+
     from suite import registry
+    from suite.backends.limits import classify
     from suite.backends.matrix import layout_matrix, load_all, matrix
     from suite.cli.notes import HARDWARE_UNTESTED, hardware_tested
 
@@ -210,6 +213,7 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
 
     if json_:
         emit_json({wl: {b: {"supported": r is None, "reason": r, "layouts": lays[wl].get(b, {}),
+                            **({"limit": asdict(classify(b, specs[wl]))} if r is not None else {}),
                             **({"tested_on_hardware": not untested(wl, b)} if b in HARDWARE_UNTESTED else {})}
                         for b, r in row.items()} for wl, row in grid.items()})
     else:
@@ -234,8 +238,9 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
             return EXIT_FAIL if problems else EXIT_OK
         for wl, row in grid.items():
             for b, r in row.items():
-                if r is not None:
-                    out.print(f"{wl} x {b}: {r}", markup=False, highlight=False, soft_wrap=True)
+                if r is not None:  # the backend's words, then which kind of no (suite/backends/limits.py)
+                    out.print(f"{wl} x {b}: {r} [{classify(b, specs[wl]).describe()}]", markup=False,
+                              highlight=False, soft_wrap=True)
         for wl, spec in specs.items():  # what a workload needs beyond its backend (a data component's `requires`)
             needs = getattr(registry.data_component(spec.data.name), "requires", None)
             if needs is not None and (why := needs()) is not None:

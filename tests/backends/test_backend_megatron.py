@@ -71,7 +71,9 @@ def test_degrees_are_checked():
     assert supports(load_spec(CHAR_GPT, {"backends.megatron.pp": 2})) is None  # 2 layers, 2 stages
     assert "does not divide model.n_layer=2" in supports(load_spec(CHAR_GPT, {"parallel.pp": 3, "parallel.dp": 1}))
     assert "contradicts parallel.tp=1" in supports(load_spec(CHAR_GPT, {"backends.megatron.tp": 2, "parallel.pp": 2}))
-    assert "not FSDP" in supports(load_spec(CHAR_GPT, {"parallel.fsdp": 2}))
+    # fsdp is Megatron's distributed optimizer (suite/backends/translate.py); partial sharding is refused
+    assert supports(load_spec(CHAR_GPT, {"parallel.fsdp": 2})) is None
+    assert "num_distributed_optimizer_instances" in supports(load_spec(CHAR_GPT, {"parallel.fsdp": 2, "parallel.dp": 2}))
     with pytest.raises(SpecError, match=r"backends\.megatron\.tensor_parallel"):
         load_spec(CHAR_GPT, {"backends.megatron.tensor_parallel": 2})
 

@@ -33,9 +33,10 @@ from torch import nn
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
+from suite.backends import translate
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.deepspeed import zero3 as hf_zero3
-from suite.backends.parallel.checkpoint import recompute_fraction
+from suite.backends.parallel.checkpoint import _layers, recompute_fraction
 from suite.backends.torch.backend import split_batch, to_device
 from suite.measure.environment import package_version
 from suite.models.common import moe
@@ -68,14 +69,16 @@ def supports(spec: Any) -> str | None:
         return "backends.deepspeed.offload_optimizer needs zero_stage >= 1"
     par = getattr(spec, "parallel", None)
     if par is not None:
-        if par.fsdp > 1:
-            return "parallel.fsdp: DeepSpeed shards with ZeRO: use dp and backends.deepspeed.zero_stage: 3"
-        if par.ep > 1:
-            return (f"--parallel ep={par.ep}: this backend does not wire DeepSpeed's MoE layer; expert parallelism "
-                    "runs in the torch and megatron backends")
+        # fsdp=N is ZeRO-3 over N ranks (suite/backends/translate.py); refused only where DeepSpeed cannot say it
+        reason = translate.deepspeed_refusal(par, opts.zero_stage, "zero_stage" in opts.model_fields_set)
+        if reason:
+            return reason
         if par.tp > 1 or par.pp > 1:
             return ("parallel.tp/pp: this backend runs data parallel (ZeRO) only; DeepSpeed's pipeline engine "
                     "needs the model as a PipelineModule and owns the loss and data loop, outside the workload contract")
+        if par.ep > 1:
+            return (f"--parallel ep={par.ep}: this backend does not wire DeepSpeed's MoE layer; expert parallelism "
+                    "runs in the torch and megatron backends")
         if par.ac == "selective":
             return "parallel.ac=selective: DeepSpeed checkpoints whole blocks; use --ac full"
     return None
@@ -208,6 +211,10 @@ class DeepSpeedBackend(Backend):
         if reason:
             raise ValueError(reason)
         self.opts = o = Options.model_validate(opts.options)
+        par = workload.spec.parallel
+        self.fsdp = par.fsdp if par is not None else 1
+        if self.fsdp > 1:  # the spec's sharding, in DeepSpeed's words
+            o = self.opts = o.model_copy(update={"zero_stage": 3})
         if opts.precision not in ("fp32", "bf16", "fp16"):  # other recipes are the torch backend's own
             raise ValueError(f"--precision {opts.precision}: the deepspeed backend supports fp32, bf16 and fp16")
         if self.device.type == "cpu":
@@ -218,9 +225,13 @@ class DeepSpeedBackend(Backend):
         self._saved_env = _ensure_dist_env()
         deepspeed = _import_deepspeed(self.device.type)
 
-        if not dist.is_initialized():
-            deepspeed.init_distributed(dist_backend=self.device.dist_backend, auto_mpi_discovery=False)
+        # also over a process group already there: DeepSpeed's own comm layer (which its activation checkpointing
+        # asks for its rank before `initialize`) wraps it
+        deepspeed.init_distributed(dist_backend=self.device.dist_backend, auto_mpi_discovery=False)
         self.world = dist.get_world_size()
+        if self.fsdp > 1 and self.world != self.fsdp:
+            raise ValueError(translate.hybrid_refusal(self.fsdp, self.world // self.fsdp) if self.world % self.fsdp
+                             == 0 else f"parallel.fsdp={self.fsdp} does not divide the {self.world} processes")
         spec = workload.spec
         config = ds_config(o, opts.precision, spec.data.batch_size, self.world, spec.data.micro_batch_size)
         half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(opts.precision)
@@ -277,7 +288,9 @@ class DeepSpeedBackend(Backend):
         offload = [k for k, v in (("optimizer", o.offload_optimizer), ("param", o.offload_param)) if v != "none"]
         zero = getattr(self, "config", {}).get("zero_optimization", {}).get("stage", o.zero_stage)
         ga = getattr(self, "micro", o.gradient_accumulation_steps)
-        return {"dp": self.world, "fsdp": 1, "tp": 1, "pp": 1, "cp": 1, "zero_stage": zero,
+        fsdp = getattr(self, "fsdp", 1)
+        sharding = translate.layout_record(translate.fsdp_mapping("deepspeed", fsdp)) if fsdp > 1 else {}
+        return {"dp": self.world // fsdp, "fsdp": 1, "tp": 1, "pp": 1, "cp": 1, **sharding, "zero_stage": zero,
                 "offload": ",".join(offload) or None, "gradient_accumulation_steps": ga, "micro_batches": ga,
                 "ac": getattr(self, "ac", "none"), "activation_checkpointing": getattr(self, "ac", "none"),
                 "compile": getattr(self, "compiled", False)}
@@ -298,9 +311,9 @@ class DeepSpeedBackend(Backend):
 def _checkpoint_blocks(model: nn.Module, deepspeed: Any) -> None:
     """DeepSpeed's activation checkpointing around each of the model's `blocks` (configured for no model
     parallelism: nothing to partition)."""
-    blocks = getattr(model, "blocks", None)
-    if not isinstance(blocks, nn.ModuleList):
-        raise ValueError("--ac full wraps the model's `blocks` (a transformer); this model has none")
+    blocks = _layers(model)  # the GPT's `blocks`, the Llama-class decoder's `layers`
+    if blocks is None:
+        raise ValueError("--ac full wraps the model's transformer layers (`blocks` or `layers`); this model has none")
     deepspeed.checkpointing.configure(None, partition_activations=False, checkpoint_in_cpu=False)
     for i, block in enumerate(blocks):
         blocks[i] = _Checkpointed(block, deepspeed.checkpointing.checkpoint)
@@ -312,8 +325,8 @@ class _Checkpointed(nn.Module):
         self.block = block
         self._checkpoint = checkpoint
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._checkpoint(self.block, x) if self.training else self.block(x)
+    def forward(self, x: torch.Tensor, *args: Any) -> torch.Tensor:  # the Llama's layers take (x, cos, sin, ...)
+        return self._checkpoint(self.block, x, *args) if self.training else self.block(x, *args)
 
 
 def _cast(x: Any, dtype: torch.dtype | None) -> Any:

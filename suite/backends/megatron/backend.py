@@ -41,6 +41,7 @@ from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends import layout as layouts
+from suite.backends import translate
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.layout import is_gpt, is_pretrained_llama
 from suite.backends.megatron import llama as megatron_llama
@@ -103,10 +104,8 @@ def supports(spec: Any) -> str | None:
     if par is not None and par.loss_parallel is False and tp > 1:
         return ("parallel.loss_parallel=false: Megatron always computes the vocab-parallel cross-entropy over the "
                 "tp group (leave loss_parallel unset)")
-    if par is not None and par.fsdp > 1:
-        return ("parallel.fsdp: Megatron shards optimizer state with its distributed optimizer (CUDA), not FSDP; "
-                "use dp")
-    return None
+    # fsdp=N: the distributed optimizer on CUDA, ZeroRedundancyOptimizer on CPU (suite/backends/translate.py)
+    return translate.megatron_refusal(par)
 
 
 def sequence_parallel_wanted(spec: Any, opts: Options) -> bool | None:
@@ -209,7 +208,9 @@ class MegatronBackend(Backend):
         ep = spec.parallel.ep if spec.parallel is not None else 1
         self._init_parallel(tp, pp, ep)
         # Megatron's data-parallel group holds the ep ranks too (they read different data): dp here is the rest
-        self.layout = layouts.Layout(dp=self.dp // ep, ep=ep, tp=tp, pp=pp, schedule="1f1b",
+        fsdp = spec.parallel.fsdp if spec.parallel is not None else 1
+        self.fsdp_mapping = translate.megatron_mapping(fsdp, ep, self.device.type, pp)
+        self.layout = layouts.Layout(dp=self.dp // (ep * fsdp), fsdp=fsdp, ep=ep, tp=tp, pp=pp, schedule="1f1b",
                                      ac=spec.parallel.ac if spec.parallel is not None else "none")
         self.micro, self.n_micro = layouts.micro_batches(spec, self.layout)
         seed = int(getattr(getattr(workload, "ctx", None), "seed", 0))
@@ -308,6 +309,8 @@ class MegatronBackend(Backend):
                     train_model, process_group=parallel_state.get_data_parallel_group())
                 tcfg.no_sync_func = train_model.no_sync  # Megatron's schedules sync on the last micro-batch only
             optimizer = build_optimizer(spec.optimizer, params)
+            if self.fsdp_mapping is not None:  # fsdp on CPU: the optimizer state sharded over the data-parallel group
+                optimizer = translate.zero_redundancy(optimizer, parallel_state.get_data_parallel_group())
         self.steps = MegatronSteps(train_model, vocab, cfg.seq_len, self.n_micro, self.micro,
                                    labelled=spec.task == "causal_lm_samples")
         unwrapped = train_model.module if isinstance(train_model, nn.parallel.DistributedDataParallel) else train_model
@@ -330,6 +333,9 @@ class MegatronBackend(Backend):
 
         module: nn.Module = Float16Module(tcfg, gpt) if bf16 else gpt
         dist_opt = self.opts.use_distributed_optimizer
+        if self.fsdp_mapping is not None and not dist_opt:
+            raise ValueError(f"parallel.fsdp={self.fsdp_mapping.fsdp} is Megatron's distributed optimizer; "
+                             "backends.megatron.use_distributed_optimizer=false contradicts it")
         ddp_cfg = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True, overlap_grad_reduce=dist_opt, use_distributed_optimizer=dist_opt)
         ddp: Any = DistributedDataParallel(config=tcfg, ddp_config=ddp_cfg, module=module)
@@ -394,6 +400,7 @@ class MegatronBackend(Backend):
                 "micro_batches": getattr(self, "n_micro", 1), "zero_stage": None, "offload": None,
                 "distributed_optimizer": bool(getattr(self, "_megatron_optimizer", False)
                                               and self.opts.use_distributed_optimizer),
+                **(translate.layout_record(m) if (m := getattr(self, "fsdp_mapping", None)) else {}),
                 "sequence_parallel": getattr(self, "sequence_parallel", False),
                 "layer_spec": getattr(self, "layer_spec", None), "loss": "vocab_parallel_cross_entropy",
                 "activation_checkpointing": lay.ac, "recompute_fraction": getattr(self, "recompute", 0.0)}

@@ -57,7 +57,7 @@ def _not_ready() -> str | None:
 
 def supports(spec: Any) -> str | None:
     if spec.task != "grpo":
-        return f"veRL runs RL post-training only (task grpo), not task {spec.task!r}"
+        return f"this backend runs veRL's GRPO trainer only (task grpo), not task {spec.task!r}"
     return _not_ready()
 
 

@@ -1,0 +1,89 @@
+"""Why a support-matrix cell says no: a limit of the engine itself, or a part of the engine TrainBench does not wire.
+
+A backend's `supports()` gives the reason in its own words (the field to change); this module says which kind of
+"no" it is, so that `list --matrix --why` and `--json` never present a gap of TrainBench's as the engine's limit.
+Engine limits name what the engine ships (read from its installed package: megatron-core 0.16.1, torchtitan 0.3.0,
+veRL 0.9.1, DeepSpeed 0.19.8) or its upstream issue; everything else is "not wired", naming the part of the engine
+that would hold it. Pure: the spec is read, no framework is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+LM_ARCHS = ("gpt", "llama", "hf_llama")
+
+
+@dataclass(frozen=True)
+class Limit:
+    kind: Literal["engine limit", "not wired"]
+    why: str
+
+    def describe(self) -> str:
+        return f"{self.kind}: {self.why}"
+
+
+def _arch(spec: Any) -> str:
+    return str(spec.model.arch)
+
+
+def _megatron(spec: Any) -> Limit:
+    if _arch(spec) not in LM_ARCHS:
+        return Limit("engine limit", "megatron-core builds language models only (megatron.core.models: gpt, bert, "
+                     "T5, mamba, multimodal, mimo and the vision encoders multimodal LLMs use): no diffusion "
+                     "transformer, CNN, GNN, recommender or RL policy network")
+    return Limit("not wired", "Megatron-core's GPTModel and TransformerConfig hold Llama-class decoders; the "
+                 "refusal names the feature this backend's weight map or layout does not carry over yet")
+
+
+def _torchtitan(spec: Any) -> Limit:
+    arch = _arch(spec)
+    if arch == "flux":
+        return Limit("not wired", "torchtitan 0.3.0 ships a Flux model and trainer (torchtitan.models.flux, what the "
+                     "MLPerf flux1 reference trains with); this backend builds torchtitan's LLMs only")
+    if arch == "hf_llama":
+        return Limit("not wired", "torchtitan 0.3.0 has Llama 3 models, Hugging Face checkpoint adapters and LoRA "
+                     "(torchtitan.components.lora); this backend builds from the suite's `llama` configs only")
+    if arch not in ("llama", "gpt"):
+        return Limit("engine limit", "torchtitan 0.3.0's models are LLMs and Flux (torchtitan.models: llama3, "
+                     "deepseek_v3, gpt_oss, qwen3, qwen3_5, kimi_k2_7, flux): no CNN, GNN, recommender or RL policy")
+    return Limit("not wired", "torchtitan holds this model family; the refusal names the part of its trainer "
+                 "(pipeline, context parallel, weight map) this backend does not drive yet")
+
+
+def _verl(spec: Any) -> Limit:
+    task = str(spec.task)
+    if task == "causal_lm_samples":
+        return Limit("not wired", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer, LoRA included) would hold "
+                     "it; this backend drives veRL's GRPO trainer only")
+    if task == "agentic_grpo":
+        return Limit("not wired", "veRL 0.9.1's agent loop (verl.experimental.agent_loop) runs multi-turn tool "
+                     "rollouts; this backend drives its single-turn GRPO only")
+    if task == "grpo":
+        return Limit("engine limit", "veRL trains on CUDA only (verl-project/verl#3266: 'Total available GPUs 0')")
+    return Limit("engine limit", "veRL is a post-training framework (PPO/GRPO and SFT trainers over Hugging Face "
+                 "language models): no pretraining loop and no vision, graph, recommender or gym-policy training")
+
+
+def _deepspeed(spec: Any) -> Limit:
+    par = spec.parallel
+    if par is not None and par.pp > 1:
+        return Limit("engine limit", "DeepSpeed's pipeline engine takes the model as a deepspeed.pipe.PipelineModule "
+                     "and drives its own data iterator and loss (engine.train_batch), and refuses ZeRO-2/3 under "
+                     "pipeline parallelism (deepspeed/runtime/pipe/engine.py)")
+    return Limit("not wired", "DeepSpeed holds it (AutoTP, DeepSpeed-MoE's deepspeed.moe.layer.MoE, MiCS); this "
+                 "backend wires ZeRO data parallelism and activation checkpointing")
+
+
+def classify(backend: str, spec: Any) -> Limit:
+    """The kind of a refusal of `backend` for `spec` (call it only for a refused cell)."""
+    if backend == "megatron":
+        return _megatron(spec)
+    if backend == "torchtitan":
+        return _torchtitan(spec)
+    if backend == "verl":
+        return _verl(spec)
+    if backend == "deepspeed":
+        return _deepspeed(spec)
+    return Limit("not wired", f"the {backend} backend is TrainBench's own: what it refuses is not implemented here")

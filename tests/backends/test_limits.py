@@ -1,0 +1,57 @@
+"""Every MLPerf Training 6.1 recipe in the support matrix: which backends hold it, and for each that does not,
+whether that is the engine's own limit (named from its installed package or upstream issue) or a part of the engine
+TrainBench does not wire (suite/backends/limits.py), never a bare "no"."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite import registry
+from suite.backends.limits import classify
+from suite.backends.matrix import load_all, matrix
+from suite.spec import MLPERF_BENCHMARKS
+
+ENGINES = ("torch", "deepspeed", "megatron", "torchtitan", "verl")
+
+
+@pytest.fixture(scope="module")
+def recipes():
+    specs, problems = load_all(registry.workload_files())
+    assert not problems
+    chosen = {n: s for n, s in specs.items() if s.mlperf_benchmark in MLPERF_BENCHMARKS}
+    assert {s.mlperf_benchmark for s in chosen.values()} == set(MLPERF_BENCHMARKS)  # every 6.1 recipe has a spec
+    return chosen, matrix(chosen, list(ENGINES))
+
+
+def test_every_refused_cell_of_a_61_recipe_says_which_kind_of_no(recipes):
+    specs, grid = recipes
+    for name, row in grid.items():
+        for backend, reason in row.items():
+            if reason is None:
+                continue
+            limit = classify(backend, specs[name])
+            assert limit.kind in ("engine limit", "not wired") and len(limit.why) > 40, (name, backend)
+
+
+def test_llama31_8b_runs_under_every_llm_engine(recipes):
+    _, grid = recipes
+    assert [b for b in ("torch", "deepspeed", "megatron", "torchtitan") if grid["nlp/llama31_8b"][b]] == []
+
+
+@pytest.mark.parametrize(("name", "backend", "kind", "named"), [
+    ("rec/dlrmv4", "megatron", "engine limit", "megatron.core.models"),
+    ("rec/dlrmv4", "torchtitan", "engine limit", "torchtitan.models"),
+    ("rec/dlrmv4", "verl", "engine limit", "post-training framework"),
+    ("cv/flux1", "megatron", "engine limit", "no diffusion transformer"),
+    ("cv/flux1", "torchtitan", "not wired", "torchtitan.models.flux"),  # the MLPerf reference's own trainer
+    ("nlp/llama2_70b_lora", "torchtitan", "not wired", "torchtitan.components.lora"),
+    ("nlp/llama2_70b_lora", "verl", "not wired", "verl.trainer.sft_trainer"),
+    ("rl/qwen35_397b_grpo", "verl", "not wired", "verl.experimental.agent_loop"),
+    ("nlp/deepseekv3_671b", "deepspeed", "engine limit", "deepspeed/runtime/pipe/engine.py"),
+    ("nlp/deepseekv3_671b", "torch", "not wired", "TrainBench's own"),
+])
+def test_a_gap_of_trainbench_is_never_called_the_engines_limit(recipes, name, backend, kind, named):
+    specs, grid = recipes
+    assert grid[name][backend] is not None, (name, backend)  # still refused: when it runs, drop the row
+    limit = classify(backend, specs[name])
+    assert (limit.kind, named in limit.why) == (kind, True), limit
