@@ -268,7 +268,8 @@ class MegatronBackend(Backend):
             state = te_names(state)
         missing, unexpected = gpt.load_state_dict(state, strict=False)
         bias = getattr(cfg, "bias", True)
-        missing = [k for k in missing if not k.endswith("_extra_state") and not (not bias and k.endswith("bias"))]
+        missing = [k for k in missing if not k.endswith("_extra_state") and not (not bias and k.endswith("bias"))
+                   and not (llama and megatron_llama.unmapped_bias(k, cfg))]
         if missing or unexpected:
             raise RuntimeError(f"megatron weight mapping is incomplete: missing {missing}, unexpected {unexpected}")
         if not bias:
@@ -278,6 +279,8 @@ class MegatronBackend(Backend):
                     nn.init.zeros_(p)
                     p.requires_grad_(False)
         del ref
+        if llama:  # Megatron's MLP biases that the suite's decoder lacks (with attention_bias): removed
+            megatron_llama.drop_biases(gpt, cfg)
         if lora is not None:  # the base frozen, Megatron's own adapters on the targets: the only trained parameters
             if self.sequence_parallel:
                 raise ValueError("parallel.sp with model.lora: the Megatron LoRA adapters take the full sequence; "

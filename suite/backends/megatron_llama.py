@@ -7,8 +7,12 @@ What maps: softmax top-k routing renormalised over the k (Megatron's default: so
 aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`); tp x pp for the dense model (GQA's
 qkv split by whole query groups, the gated fc1 as [gate; up] per rank). Llama 3.1's rope scaling: Megatron 0.16
 hard-codes original_max_position_embeddings 8192 in its scaling, so the suite's frequencies
-(llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Refused (`refusal`): sigmoid routing, score
-bias and group-limited routing (DeepSeek-V3's), attention biases, tied embeddings, tp not dividing n_kv_head, MoE
+(llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Attention biases: `qkv_bias` (Qwen2) is
+Megatron's `add_qkv_bias`; `attention_bias` (gpt-oss: q, k, v and o) is `add_bias_linear`, which also gives the MLP,
+the experts and the router biases the suite's decoder lacks: those are removed (`drop_biases`). gpt-oss's
+attention sinks: megatron-core 0.16.1 has them (`softmax_type: learnable`, a per-head softmax offset), the suite's
+decoder does not, so there is nothing to map (suite/models/llm_presets.py). Refused (`refusal`): sigmoid routing, score
+bias and group-limited routing (DeepSeek-V3's), tied embeddings, tp not dividing n_kv_head, MoE
 with tp > 1 (Megatron's MoELayer refuses to train under tensor parallelism without sequence parallelism, which
 needs Transformer Engine's layer spec; the Llama builds the local one). LoRA (`hf_llama` with `lora:`) uses
 Megatron's own adapters: suite/backends/megatron_lora.py.
@@ -58,10 +62,6 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
         return (f"parallel.tp={tp} with model.moe: Megatron's MoE layer trains under tensor parallelism only with "
                 "sequence parallelism (parallel.sp), which needs Transformer Engine's layer spec; the Llama path "
                 "builds the local spec. Split the experts with parallel.ep instead")
-    if cfg.attention_bias:
-        return "model.attention_bias: Megatron adds biases to every linear layer or to qkv only; set it false"
-    if cfg.qkv_bias:
-        return "model.qkv_bias (Qwen2): the Megatron Llama weight map has no qkv biases yet"
     if cfg.tie_embeddings:
         return "model.tie_embeddings: the Megatron Llama path maps untied embeddings only"
     m = cfg.moe
@@ -90,7 +90,7 @@ def transformer_config(cfg: Any, ep: int, token_dispatcher: str = "alltoall") ->
         num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
         num_query_groups=cfg.kv_heads, kv_channels=cfg.head_size, ffn_hidden_size=cfg.ffn_dim,
         normalization="RMSNorm", layernorm_epsilon=cfg.norm_eps, gated_linear_unit=True, activation_func=F.silu,
-        add_bias_linear=False, add_qkv_bias=False, hidden_dropout=0.0, attention_dropout=0.0,
+        add_bias_linear=cfg.attention_bias, add_qkv_bias=cfg.qkv_bias, hidden_dropout=0.0, attention_dropout=0.0,
         init_method_std=cfg.init_std)
     m = cfg.moe
     if m is not None:
@@ -157,6 +157,12 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
         v = sd[p + "attention.wv.weight"].view(groups, hd, d)
         out[m + "self_attention.linear_qkv.weight"] = tp_shard(torch.cat([q, k, v], dim=1).reshape(-1, d), 0,
                                                              tp_rank, tp)
+        if cfg.attention_bias or cfg.qkv_bias:  # the biases in the same per-group rows as the weight's
+            qb, kb, vb = (sd[p + f"attention.w{x}.bias"].view(groups, -1) for x in "qkv")
+            out[m + "self_attention.linear_qkv.bias"] = tp_shard(torch.cat([qb, kb, vb], dim=1).reshape(-1), 0,
+                                                               tp_rank, tp)
+        if cfg.attention_bias:  # row-parallel: the bias is added once, after the reduction (whole on every rank)
+            out[m + "self_attention.linear_proj.bias"] = sd[p + "attention.wo.bias"]
         # row-parallel: the input columns of this rank's heads
         out[m + "self_attention.linear_proj.weight"] = tp_shard(sd[p + "attention.wo.weight"], 1, tp_rank, tp)
         out[m + "input_layernorm.weight"] = sd[p + "attention_norm.weight"]
@@ -180,6 +186,25 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
                                                                    sd[e + "shared.w3.weight"], tp, tp_rank)
             out[m + "mlp.shared_experts.linear_fc2.weight"] = tp_shard(sd[e + "shared.w2.weight"], 1, tp_rank, tp)
     return out
+
+
+def unmapped_bias(name: str, cfg: Any) -> bool:
+    """A Megatron bias the suite Llama has no counterpart of: with `attention_bias` Megatron's `add_bias_linear` also
+    puts biases on the MLP's two linears, the experts' and the router (gpt-oss has those; the suite's decoder does
+    not). `drop_biases` removes them, so the model is the suite's."""
+    return bool(cfg.attention_bias) and name.endswith(".bias") and ".mlp." in name
+
+
+def drop_biases(model: nn.Module, cfg: Any) -> list[str]:
+    """The `unmapped_bias` parameters removed (the module's bias set to None, which Megatron's linear layers, its
+    bias-dropout-add and its router read as no bias); their names. Removed rather than pinned at zero:
+    megatron-core 0.16.1's expert MLP with a bias adds it in place to a view in training (mlp.py:247, "Output 0 of
+    _ReduceFromModelParallelRegion is a view and is being modified inplace") on the local layer spec."""
+    dropped = [n for n, _ in model.named_parameters() if unmapped_bias(n, cfg)]
+    for name in dropped:
+        owner = model.get_submodule(name.rsplit(".", 1)[0])
+        owner.bias = None  # type: ignore[assignment]
+    return dropped
 
 
 def expert_param_names(model: nn.Module) -> list[str]:
