@@ -231,7 +231,8 @@ class MegatronBackend(Backend):
         self.sequence_parallel = bool(tp > 1 and not llama and (want_sp if want_sp is not None else te))
         # the loss is always vocab_parallel_cross_entropy: loss parallel whenever there is a tp group
         self.layout = dataclasses.replace(self.layout, sp=self.sequence_parallel, loss_parallel=tp > 1)
-        model_fields = megatron_llama.transformer_config(cfg, ep, megatron_llama.dispatcher(on_cuda)) if llama else dict(
+        dispatch = megatron_llama.dispatcher(on_cuda)
+        model_fields = megatron_llama.transformer_config(cfg, ep, dispatch, pp) if llama else dict(
             num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
             ffn_hidden_size=cfg.mlp_ratio * cfg.d_model, add_bias_linear=cfg.bias,
             hidden_dropout=cfg.dropout, attention_dropout=cfg.dropout, layernorm_epsilon=1e-5,
@@ -257,6 +258,8 @@ class MegatronBackend(Backend):
         per_stage = cfg.n_layer // pp
         stage = parallel_state.get_pipeline_model_parallel_rank()
         layers = range(stage * per_stage, (stage + 1) * per_stage)
+        if llama:  # uneven where pp does not divide the layers (Megatron's first/last stage sizes)
+            layers = megatron_llama.stage_layers(cfg.n_layer, pp, stage)
         tp_rank = parallel_state.get_tensor_model_parallel_rank()
         if llama:
             megatron_llama.set_rope(gpt, cfg)

@@ -49,9 +49,10 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
     par = spec.parallel
     if cfg.n_head % tp:  # the preset's sizes, which spec.model.params() does not hold
         return f"tensor parallelism tp={tp} does not divide model.n_head={cfg.n_head}"
-    if cfg.n_layer % pp:
-        return (f"pipeline parallelism pp={pp} does not divide model.n_layer={cfg.n_layer} (Megatron splits layers "
-                "evenly)")
+    try:
+        uneven_split(cfg.n_layer, pp)
+    except ValueError as e:
+        return f"pipeline parallelism pp={pp} over model.n_layer={cfg.n_layer}: {e}"
     if tp > 1 and par is not None and par.sp:
         return ("parallel.sp: the Llama path builds Megatron's local layer spec, whose torch norms refuse sequence "
                 "parallelism (Transformer Engine's spec is not mapped for the Llama); set parallel.sp=false")
@@ -77,6 +78,31 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
     return None
 
 
+def uneven_split(n_layer: int, pp: int) -> tuple[int, int] | None:
+    """Megatron-core's uneven pipeline (num_layers_in_first/last_pipeline_stage) where pp does not divide the layers:
+    (first, last) with the stages between holding ceil(n_layer / pp) layers each (or the floor, where the ceiling
+    leaves the last stage none), the first stage the larger half of the rest. 61 layers over 16 stages: 3, 14 x 4,
+    2; over 4: 15, 16, 16, 14. None when pp divides n_layer (Megatron's even split)."""
+    if pp <= 1 or n_layer % pp == 0:
+        return None
+    if n_layer < pp:
+        raise ValueError("more pipeline stages than layers")
+    for middle in (-(-n_layer // pp), n_layer // pp):
+        rest = n_layer - middle * (pp - 2)
+        first = -(-rest // 2)
+        if rest - first >= 1:
+            return first, rest - first
+    raise ValueError("no first/last stage sizes leave every stage a layer")
+
+
+def stage_layers(n_layer: int, pp: int, stage: int) -> range:
+    """The layers of pipeline stage `stage` as Megatron builds them (even, or `uneven_split`)."""
+    from suite.backends.parallel.pipeline_llama import stage_bounds
+
+    split = uneven_split(n_layer, pp)
+    return stage_bounds(n_layer, pp, *split)[stage] if split else stage_bounds(n_layer, pp)[stage]
+
+
 def dispatcher(on_cuda: bool) -> str:
     """Megatron's token dispatcher: all-to-all on CUDA (its default for expert parallelism); on a CPU build of torch
     all-gather (each rank gathers the ep group's tokens, runs its experts on those routed to them, and the outputs
@@ -84,14 +110,18 @@ def dispatcher(on_cuda: bool) -> str:
     return "alltoall" if on_cuda else "allgather"
 
 
-def transformer_config(cfg: Any, ep: int, token_dispatcher: str = "alltoall") -> dict[str, Any]:
-    """TransformerConfig fields of the Llama config (the caller adds parallelism, dtype and kernel switches)."""
+def transformer_config(cfg: Any, ep: int, token_dispatcher: str = "alltoall", pp: int = 1) -> dict[str, Any]:
+    """TransformerConfig fields of the Llama config (the caller adds parallelism, dtype and kernel switches); with
+    pp not dividing the layers, Megatron's first/last stage sizes (`uneven_split`)."""
     out: dict[str, Any] = dict(
         num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
         num_query_groups=cfg.kv_heads, kv_channels=cfg.head_size, ffn_hidden_size=cfg.ffn_dim,
         normalization="RMSNorm", layernorm_epsilon=cfg.norm_eps, gated_linear_unit=True, activation_func=F.silu,
         add_bias_linear=cfg.attention_bias, add_qkv_bias=cfg.qkv_bias, hidden_dropout=0.0, attention_dropout=0.0,
         init_method_std=cfg.init_std)
+    split = uneven_split(cfg.n_layer, pp)
+    if split:
+        out.update(num_layers_in_first_pipeline_stage=split[0], num_layers_in_last_pipeline_stage=split[1])
     m = cfg.moe
     if m is not None:
         out.update(
