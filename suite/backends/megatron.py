@@ -99,6 +99,8 @@ def supports(spec: Any) -> str | None:
     if n_layer % pp and not llama:
         return f"pipeline parallelism pp={pp} does not divide model.n_layer={n_layer} (Megatron splits layers evenly)"
     par = spec.parallel
+    if par is not None and par.schedule == "interleaved" and pp > 1:
+        return "parallel.schedule interleaved: Megatron's virtual pipeline stages are not wired; use 1f1b"
     if par is not None and par.loss_parallel is False and tp > 1:
         return ("parallel.loss_parallel=false: Megatron always computes the vocab-parallel cross-entropy over the "
                 "tp group (leave loss_parallel unset)")

@@ -52,7 +52,8 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
     try:
         uneven_split(cfg.n_layer, pp)
     except ValueError as e:
-        return f"pipeline parallelism pp={pp} over model.n_layer={cfg.n_layer}: {e}"
+        return (f"pipeline parallelism pp={pp} does not divide model.n_layer={cfg.n_layer}, and no uneven split "
+                f"(Megatron's first/last stage sizes) fits: {e}")
     if tp > 1 and par is not None and par.sp:
         return ("parallel.sp: the Llama path builds Megatron's local layer spec, whose torch norms refuse sequence "
                 "parallelism (Transformer Engine's spec is not mapped for the Llama); set parallel.sp=false")

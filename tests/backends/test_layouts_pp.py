@@ -92,6 +92,12 @@ def test_megatron_first_and_last_stage_sizes_where_pp_does_not_divide_the_layers
     assert [len(megatron_llama.stage_layers(61, 4, s)) for s in range(4)] == [15, 16, 16, 14]
     assert megatron_llama.uneven_split(5, 4) == (2, 1)  # the ceiling would leave the last stage none
     assert sum(len(megatron_llama.stage_layers(61, 16, s)) for s in range(16)) == 61
+    from suite.backends import megatron
+
+    assert megatron.supports(load_spec(TINY_LLAMA, {"parallel.pp": 2, "model.n_layer": 3})) is None  # 2 + 1
+    assert "no uneven split" in megatron.supports(load_spec(TINY_LLAMA, {"parallel.pp": 3}))  # 3 stages, 2 layers
+    assert "virtual pipeline stages are not wired" in megatron.supports(
+        load_spec(TINY_LLAMA, {**FOUR_LAYERS, "parallel.pp": 2, "parallel.schedule": "interleaved"}))
 
 
 def test_the_torch_backend_takes_pipelined_llamas_and_refuses_what_it_does_not_wire():
