@@ -3,16 +3,17 @@ checkpoint too) as a Megatron-core GPTModel: its TransformerConfig (RMSNorm, Swi
 MoE with Megatron's TopKRouter, its Switch load-balancing loss and expert parallelism) and its weights under
 Megatron's names, this rank's tensor-parallel shard of this pipeline stage, for the local layer spec.
 
-What maps: softmax top-k routing renormalised over the k (Megatron's default: softmax over the top-k logits), the
-aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`); tp x pp for the dense model (GQA's
+What maps: softmax top-k routing renormalised over the k (Megatron's default: softmax over the top-k logits),
+DeepSeek-V3's sigmoid routing (its expert bias, never updated here as in the suite's model, group-limited top-k,
+routed_scaling as moe_router_topk_scaling_factor), the aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`); tp x pp for the dense model (GQA's
 qkv split by whole query groups, the gated fc1 as [gate; up] per rank). Llama 3.1's rope scaling: Megatron 0.16
 hard-codes original_max_position_embeddings 8192 in its scaling, so the suite's frequencies
 (llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Attention biases: `qkv_bias` (Qwen2) is
 Megatron's `add_qkv_bias`; `attention_bias` (gpt-oss: q, k, v and o) is `add_bias_linear`, which also gives the MLP,
 the experts and the router biases the suite's decoder lacks: those are removed (`drop_biases`). gpt-oss's
 attention sinks: megatron-core 0.16.1 has them (`softmax_type: learnable`, a per-head softmax offset), the suite's
-decoder does not, so there is nothing to map (suite/models/llm_presets.py). Refused (`refusal`): sigmoid routing, score
-bias and group-limited routing (DeepSeek-V3's), tied embeddings, tp not dividing n_kv_head, MoE
+decoder does not, so there is nothing to map (suite/models/llm_presets.py). Refused (`refusal`): unnormalised top-k
+scores, tied embeddings, tp not dividing n_kv_head, MoE
 with tp > 1 (Megatron's MoELayer refuses to train under tensor parallelism without sequence parallelism, which
 needs Transformer Engine's layer spec; the Llama builds the local one). LoRA (`hf_llama` with `lora:`) uses
 Megatron's own adapters: suite/backends/megatron_lora.py.
@@ -72,10 +73,13 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
             return f"--parallel ep={par.ep}: this model is dense (no `moe:` block): there are no experts to split"
         if m.experts % par.ep:
             return f"--parallel ep={par.ep} does not divide model.moe.experts={m.experts}"
-    if m is not None and (m.score != "softmax" or m.score_bias or m.groups > 1 or m.routed_scaling != 1.0
-                          or not m.normalize_top_k):
-        return ("model.moe: the Megatron path maps softmax top-k routing renormalised over the k; sigmoid scores, "
-                "the score bias, group-limited routing and routed_scaling are not mapped")
+    if m is not None and not m.normalize_top_k:
+        return ("model.moe.normalize_top_k=false: the Megatron path maps top-k scores renormalised over the k "
+                "(softmax over the chosen logits, or sigmoid scores over their sum)")
+    if m is not None and m.score_bias and m.score != "sigmoid":
+        return "model.moe.score_bias with softmax scores: Megatron's expert bias is for sigmoid routing only"
+    if m is not None and m.top_k == 1 and m.score == "softmax":
+        return "model.moe.top_k=1 with softmax: Megatron then needs its pre-softmax router, which is another routing"
     return None
 
 
@@ -129,6 +133,12 @@ def transformer_config(cfg: Any, ep: int, token_dispatcher: str = "alltoall", pp
             num_moe_experts=m.experts, moe_router_topk=m.top_k, moe_ffn_hidden_size=m.expert_ffn_dim,
             moe_aux_loss_coeff=m.aux_loss_coeff, moe_router_load_balancing_type="aux_loss",
             moe_router_pre_softmax=False, moe_token_dispatcher_type=token_dispatcher, moe_grouped_gemm=False,
+            # DeepSeek-V3's routing: sigmoid scores, an expert bias for the choice (held, never updated, as the
+            # suite's: Megatron's update rate 0), the best topk_groups of groups, routed_scaling
+            moe_router_score_function=m.score, moe_router_enable_expert_bias=m.score_bias,
+            moe_router_bias_update_rate=0.0, moe_router_topk_scaling_factor=m.routed_scaling,
+            moe_router_num_groups=m.groups if m.groups > 1 else None,
+            moe_router_group_topk=m.topk_groups if m.groups > 1 else None,
             moe_layer_freq=[0] * cfg.dense_layers + [1] * (cfg.n_layer - cfg.dense_layers),
             expert_model_parallel_size=ep,
             moe_shared_expert_intermediate_size=(m.expert_ffn_dim * m.shared_experts) or None)
@@ -205,6 +215,8 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
             continue
         e = p + "moe."
         out[m + "mlp.router.weight"] = sd[e + "router.weight"]
+        if cfg.moe.score_bias:
+            out[m + "mlp.router.expert_bias"] = sd[e + "router.score_bias"]
         local_experts = cfg.moe.experts // ep
         for j in range(local_experts):
             x = ep_rank * local_experts + j
