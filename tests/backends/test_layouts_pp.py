@@ -1,6 +1,6 @@
 """Pipeline parallelism of the Llama decoder, dense and Mixture-of-Experts (`--parallel pp=2[,ep=2]`, schedules
 gpipe, 1f1b and interleaved; suite/backends/parallel/pipeline_llama.py), and Megatron's uneven stages, against one
-process.
+process; and torchtitan's own pipeline (pipeline_llm, suite/backends/titan_pipeline.py) with the workload's loss.
 
 The loss curves of 20 steps and the evaluation after them, as tests/backends/test_layouts.py and
 test_layouts_ep.py do, with the tolerance measured first (tests/support/noise.py: `SAME_MATH` x the Student-t
@@ -134,22 +134,31 @@ def deepseek_by_4():
 @pytest.mark.slow
 @pytest.mark.timeout(LAUNCH_TEST_TIMEOUT_S)
 def test_every_schedule_matches_one_process_and_the_faults_do_not(dense, tmp_path):
+    require("torchtitan.models.llama3", extra="torchtitan")
     schedules = ("gpipe", "1f1b", "interleaved")
     jobs = [{"backend": "torch", "overrides": {**FOUR_LAYERS, "parallel.pp": 2, "parallel.schedule": s}}
             for s in schedules]
     jobs += [{"backend": "torch", "overrides": {**FOUR_LAYERS, "parallel.pp": 2}, "fault": f}
              for f in ("boundary", "loss_stage")]
+    # torchtitan's own pipeline_llm on its Llama 3 model, the workload's loss on its last stage
+    jobs += [{"backend": "torchtitan", "overrides": {**FOUR_LAYERS, "parallel.pp": 2, "parallel.schedule": s}}
+             for s in ("1f1b", "interleaved")]
     rows = _launch(tmp_path, 2, TINY_LLAMA, jobs)
     want, _, noise = dense
-    for schedule, row in zip(schedules, rows, strict=False):
+    for schedule, row in zip(schedules, rows[:3], strict=True):
         assert (row["layout"]["pp"], row["layout"]["schedule"], row["layout"]["micro_batches"]) == (2, schedule, 2)
         assert within(row, dense), (f"{schedule}: gap {gap(row['losses'], want):.2e}, eval gap "
                                     f"{eval_gap(row, dense):.2e} ({noise})")
-    print("pp schedules:", {r.get("fault") or r["overrides"]["parallel.schedule"]: f"{gap(r['losses'], want):.1e}"
-                            for r in rows}, f"bound {noise.tol(SAME_MATH):.1e}")
-    for row in rows[3:]:  # the negative controls: far outside the same bound
+    print("pp schedules:", {f"{r['backend']} {r.get('fault') or r['overrides']['parallel.schedule']}":
+                            f"{gap(r['losses'], want):.1e}" for r in rows}, f"bound {noise.tol(SAME_MATH):.1e}")
+    for row in rows[3:5]:  # the negative controls: far outside the same bound
         assert not within(row, dense), f"{row['fault']}: inside the tolerance ({noise})"
         assert gap(row["losses"], want) > 100 * noise.tol(SAME_MATH), row["fault"]
+    for row in rows[5:]:  # torchtitan's model code (its complex-number rotary embedding): other kernels
+        schedule = row["overrides"]["parallel.schedule"]
+        assert (row["layout"]["framework"], row["layout"]["pp"], row["layout"]["schedule"]) == ("torchtitan", 2, schedule)
+        assert within(row, dense, OTHER_KERNELS), (f"torchtitan {schedule}: gap {gap(row['losses'], want):.2e}, "
+                                                   f"eval gap {eval_gap(row, dense):.2e} ({noise})")
 
 
 @pytest.mark.slow
