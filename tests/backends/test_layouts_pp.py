@@ -143,6 +143,8 @@ def test_every_schedule_matches_one_process_and_the_faults_do_not(dense, tmp_pat
     # torchtitan's own pipeline_llm on its Llama 3 model, the workload's loss on its last stage
     jobs += [{"backend": "torchtitan", "overrides": {**FOUR_LAYERS, "parallel.pp": 2, "parallel.schedule": s}}
              for s in ("1f1b", "interleaved")]
+    # full activation checkpointing inside each stage (recomputes the same ops)
+    jobs += [{"backend": "torch", "overrides": {**FOUR_LAYERS, "parallel.pp": 2, "parallel.ac": "full"}}]
     rows = _launch(tmp_path, 2, TINY_LLAMA, jobs)
     want, _, noise = dense
     for schedule, row in zip(schedules, rows[:3], strict=True):
@@ -150,11 +152,12 @@ def test_every_schedule_matches_one_process_and_the_faults_do_not(dense, tmp_pat
         assert within(row, dense), (f"{schedule}: gap {gap(row['losses'], want):.2e}, eval gap "
                                     f"{eval_gap(row, dense):.2e} ({noise})")
     print("pp schedules:", {f"{r['backend']} {r.get('fault') or r['overrides']['parallel.schedule']}":
-                            f"{gap(r['losses'], want):.1e}" for r in rows}, f"bound {noise.tol(SAME_MATH):.1e}")
+                            f"{gap(r['losses'], want):.1e}" for r in rows[:7]}, f"bound {noise.tol(SAME_MATH):.1e}")
     for row in rows[3:5]:  # the negative controls: far outside the same bound
         assert not within(row, dense), f"{row['fault']}: inside the tolerance ({noise})"
         assert gap(row["losses"], want) > 100 * noise.tol(SAME_MATH), row["fault"]
-    for row in rows[5:]:  # torchtitan's model code (its complex-number rotary embedding): other kernels
+    assert rows[7]["layout"]["activation_checkpointing"] == "full" and within(rows[7], dense)
+    for row in rows[5:7]:  # torchtitan's model code (its complex-number rotary embedding): other kernels
         schedule = row["overrides"]["parallel.schedule"]
         assert (row["layout"]["framework"], row["layout"]["pp"], row["layout"]["schedule"]) == ("torchtitan", 2, schedule)
         assert within(row, dense, OTHER_KERNELS), (f"torchtitan {schedule}: gap {gap(row['losses'], want):.2e}, "
