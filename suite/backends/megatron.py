@@ -309,6 +309,10 @@ class MegatronBackend(Backend):
                 train_model = Float16Module(tcfg, gpt)
             if self.dp > 1:  # average gradients over the data-parallel group only (TP and PP peers hold other parts)
                 self.experts = megatron_llama.expert_param_names(train_model)  # reduced by hand (train_step)
+            # under pp, 1F1B runs a micro-batch's forward inside no_sync and its backward after it, and torch DDP
+            # decides at forward time: it would never reduce. The dense gradients are averaged by hand instead
+            self._dense_by_hand = self.dp > 1 and pp > 1
+            if self.dp > 1 and not self._dense_by_hand:
                 nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
                     train_model, self.experts)
                 train_model = nn.parallel.DistributedDataParallel(
@@ -378,6 +382,8 @@ class MegatronBackend(Backend):
         loss = self.steps.run(batch)
         if self.experts:
             megatron_llama.reduce_expert_grads(self.gpt, self.dp)
+        if getattr(self, "_dense_by_hand", False):
+            megatron_llama.reduce_dense_grads(self.gpt, self.dp)
         self.steps.tied_embedding_grads(self.gpt)
         if self.opts.grad_clip:
             grads = [p for p in state.raw_model.parameters() if p.grad is not None]

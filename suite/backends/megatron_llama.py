@@ -256,6 +256,20 @@ def expert_param_names(model: nn.Module) -> list[str]:
 
 
 @torch.no_grad()
+def reduce_dense_grads(model: nn.Module, data_parallel: int) -> None:
+    """CPU path under pp x dp (no torch DDP: see the backend): every non-expert gradient averaged over Megatron's
+    data-parallel group."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    group = parallel_state.get_data_parallel_group()
+    for p in model.parameters():
+        if getattr(p, "allreduce", True) and p.grad is not None:
+            dist.all_reduce(p.grad, group=group)
+            p.grad /= data_parallel
+
+
+@torch.no_grad()
 def reduce_expert_grads(model: nn.Module, data_parallel: int) -> None:
     """CPU path (torch DDP averages the dense gradients over dp and leaves the experts alone): an expert's
     gradient sums the ep group's losses through the all-to-all; summed over the ranks holding the same experts
