@@ -122,7 +122,8 @@ class ParallelSpec(_Strict):
     pp: int = Field(default=1, ge=1, description="pipeline parallel (stages)")
     cp: int = Field(default=1, ge=1, description="context parallel (only 1 is implemented)")
     ep: int = Field(default=1, ge=1, description="expert parallel: MoE experts split over ep data-parallel ranks")
-    schedule: Literal["gpipe", "1f1b"] = Field(default="1f1b", description="pipeline schedule when pp > 1")
+    schedule: Literal["gpipe", "1f1b", "interleaved"] = Field(
+        default="1f1b", description="pipeline schedule when pp > 1 (interleaved: 2 stages per rank, the Llama only)")
     ac: Literal["none", "selective", "full"] = Field(default="none", description="activation checkpointing")
     sp: bool | None = Field(default=None, description="sequence parallelism of the norms and residual stream "
                             "over the tp group; default: on when tp > 1 (as torchtitan)")

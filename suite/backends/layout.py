@@ -92,7 +92,7 @@ def parse_flag(text: str) -> dict[str, Any]:
         key = key.strip()
         if not sep or key not in (*DIMS, *OPTIONS):
             raise LayoutError(f"--parallel {text!r}: expected DIM=N[,DIM=N...] with DIM one of {', '.join(DIMS)} "
-                              "(and schedule=gpipe|1f1b, ac=none|selective|full, sp=true|false, "
+                              "(and schedule=gpipe|1f1b|interleaved, ac=none|selective|full, sp=true|false, "
                               "loss_parallel=true|false, tables=auto|row_wise|...), e.g. --parallel fsdp=2,tp=2")
         if key in DIMS:
             try:

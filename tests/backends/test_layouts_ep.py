@@ -124,12 +124,12 @@ def test_megatron_runs_the_llama_with_ep_and_refuses_what_it_does_not_map():
 
     assert megatron.supports(load_spec(TINY_MOE, {"parallel.ep": 2})) is None
     assert megatron.supports(load_spec(TINY_LLAMA)) is None
+    assert megatron.supports(load_spec(TINY_MOE, {"model.attention_bias": True})) is None  # add_bias_linear
     for spec, sets, message in [
         (TINY_MOE, {"parallel.ep": 3}, "--parallel ep=3 does not divide model.moe.experts=8"),
         (TINY_LLAMA, {"parallel.ep": 2}, "--parallel ep=2: this model is dense"),
         (TINY_MOE, {"parallel.tp": 2}, "parallel.tp=2 with model.moe"),
-        (TINY_MOE, {"model.attention_bias": True}, "model.attention_bias"),
-        (TINY_MOE, {"model.moe.score": "sigmoid"}, "sigmoid scores"),
+        (TINY_MOE, {"model.moe.normalize_top_k": False}, "normalize_top_k=false"),
         (TESTS / "support" / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "expert parallelism needs a Mixture-of-Experts"),
     ]:
         assert message in (megatron.supports(load_spec(spec, sets)) or ""), (sets, message)

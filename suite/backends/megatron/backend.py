@@ -101,6 +101,8 @@ def supports(spec: Any) -> str | None:
     if n_layer % pp and not llama:
         return f"pipeline parallelism pp={pp} does not divide model.n_layer={n_layer} (Megatron splits layers evenly)"
     par = spec.parallel
+    if par is not None and par.schedule == "interleaved" and pp > 1:
+        return "parallel.schedule interleaved: Megatron's virtual pipeline stages are not wired; use 1f1b"
     if par is not None and par.loss_parallel is False and tp > 1:
         return ("parallel.loss_parallel=false: Megatron always computes the vocab-parallel cross-entropy over the "
                 "tp group (leave loss_parallel unset)")
@@ -233,7 +235,8 @@ class MegatronBackend(Backend):
         self.sequence_parallel = bool(tp > 1 and not llama and (want_sp if want_sp is not None else te))
         # the loss is always vocab_parallel_cross_entropy: loss parallel whenever there is a tp group
         self.layout = dataclasses.replace(self.layout, sp=self.sequence_parallel, loss_parallel=tp > 1)
-        model_fields = megatron_llama.transformer_config(cfg, ep, megatron_llama.dispatcher(on_cuda)) if llama else dict(
+        dispatch = megatron_llama.dispatcher(on_cuda)
+        model_fields = megatron_llama.transformer_config(cfg, ep, dispatch, pp) if llama else dict(
             num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
             ffn_hidden_size=cfg.mlp_ratio * cfg.d_model, add_bias_linear=cfg.bias,
             hidden_dropout=cfg.dropout, attention_dropout=cfg.dropout, layernorm_epsilon=1e-5,
@@ -259,6 +262,8 @@ class MegatronBackend(Backend):
         per_stage = cfg.n_layer // pp
         stage = parallel_state.get_pipeline_model_parallel_rank()
         layers = range(stage * per_stage, (stage + 1) * per_stage)
+        if llama:  # uneven where pp does not divide the layers (Megatron's first/last stage sizes)
+            layers = megatron_llama.stage_layers(cfg.n_layer, pp, stage)
         tp_rank = parallel_state.get_tensor_model_parallel_rank()
         if llama:
             megatron_llama.set_rope(gpt, cfg)
@@ -270,7 +275,8 @@ class MegatronBackend(Backend):
             state = te_names(state)
         missing, unexpected = gpt.load_state_dict(state, strict=False)
         bias = getattr(cfg, "bias", True)
-        missing = [k for k in missing if not k.endswith("_extra_state") and not (not bias and k.endswith("bias"))]
+        missing = [k for k in missing if not k.endswith("_extra_state") and not (not bias and k.endswith("bias"))
+                   and not (llama and megatron_llama.unmapped_bias(k, cfg))]
         if missing or unexpected:
             raise RuntimeError(f"megatron weight mapping is incomplete: missing {missing}, unexpected {unexpected}")
         if not bias:
@@ -280,6 +286,8 @@ class MegatronBackend(Backend):
                     nn.init.zeros_(p)
                     p.requires_grad_(False)
         del ref
+        if llama:  # Megatron's MLP biases that the suite's decoder lacks (with attention_bias): removed
+            megatron_llama.drop_biases(gpt, cfg)
         if lora is not None:  # the base frozen, Megatron's own adapters on the targets: the only trained parameters
             if self.sequence_parallel:
                 raise ValueError("parallel.sp with model.lora: the Megatron LoRA adapters take the full sequence; "
@@ -303,6 +311,10 @@ class MegatronBackend(Backend):
                 train_model = Float16Module(tcfg, gpt)
             if self.dp > 1:  # average gradients over the data-parallel group only (TP and PP peers hold other parts)
                 self.experts = megatron_llama.expert_param_names(train_model)  # reduced by hand (train_step)
+            # under pp, 1F1B runs a micro-batch's forward inside no_sync and its backward after it, and torch DDP
+            # decides at forward time: it would never reduce. The dense gradients are averaged by hand instead
+            self._dense_by_hand = self.dp > 1 and pp > 1
+            if self.dp > 1 and not self._dense_by_hand:
                 nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
                     train_model, self.experts)
                 train_model = nn.parallel.DistributedDataParallel(
@@ -377,6 +389,8 @@ class MegatronBackend(Backend):
         loss = self.steps.run(batch)
         if self.experts:
             megatron_llama.reduce_expert_grads(self.gpt, self.dp)
+        if getattr(self, "_dense_by_hand", False):
+            megatron_llama.reduce_dense_grads(self.gpt, self.dp)
         self.steps.tied_embedding_grads(self.gpt)
         if self.opts.grad_clip:
             grads = [p for p in state.raw_model.parameters() if p.grad is not None]

@@ -3,12 +3,17 @@ checkpoint too) as a Megatron-core GPTModel: its TransformerConfig (RMSNorm, Swi
 MoE with Megatron's TopKRouter, its Switch load-balancing loss and expert parallelism) and its weights under
 Megatron's names, this rank's tensor-parallel shard of this pipeline stage, for the local layer spec.
 
-What maps: softmax top-k routing renormalised over the k (Megatron's default: softmax over the top-k logits), the
-aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`); tp x pp for the dense model (GQA's
+What maps: softmax top-k routing renormalised over the k (Megatron's default: softmax over the top-k logits),
+DeepSeek-V3's sigmoid routing (its expert bias, never updated here as in the suite's model, group-limited top-k,
+routed_scaling as moe_router_topk_scaling_factor), the aux-loss coefficient, shared experts, dense-then-MoE layers (`moe_layer_freq`); tp x pp for the dense model (GQA's
 qkv split by whole query groups, the gated fc1 as [gate; up] per rank). Llama 3.1's rope scaling: Megatron 0.16
 hard-codes original_max_position_embeddings 8192 in its scaling, so the suite's frequencies
-(llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Refused (`refusal`): sigmoid routing, score
-bias and group-limited routing (DeepSeek-V3's), attention biases, tied embeddings, tp not dividing n_kv_head, MoE
+(llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Attention biases: `qkv_bias` (Qwen2) is
+Megatron's `add_qkv_bias`; `attention_bias` (gpt-oss: q, k, v and o) is `add_bias_linear`, which also gives the MLP,
+the experts and the router biases the suite's decoder lacks: those are removed (`drop_biases`). gpt-oss's
+attention sinks: megatron-core 0.16.1 has them (`softmax_type: learnable`, a per-head softmax offset), the suite's
+decoder does not, so there is nothing to map (suite/models/llama/presets.py). Refused (`refusal`): unnormalised top-k
+scores, tied embeddings, tp not dividing n_kv_head, MoE
 with tp > 1 (Megatron's MoELayer refuses to train under tensor parallelism without sequence parallelism, which
 needs Transformer Engine's layer spec; the Llama builds the local one). LoRA (`hf_llama` with `lora:`) uses
 Megatron's own adapters: suite/backends/megatron/lora.py.
@@ -46,9 +51,11 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
     par = spec.parallel
     if cfg.n_head % tp:  # the preset's sizes, which spec.model.params() does not hold
         return f"tensor parallelism tp={tp} does not divide model.n_head={cfg.n_head}"
-    if cfg.n_layer % pp:
-        return (f"pipeline parallelism pp={pp} does not divide model.n_layer={cfg.n_layer} (Megatron splits layers "
-                "evenly)")
+    try:
+        uneven_split(cfg.n_layer, pp)
+    except ValueError as e:
+        return (f"pipeline parallelism pp={pp} does not divide model.n_layer={cfg.n_layer}, and no uneven split "
+                f"(Megatron's first/last stage sizes) fits: {e}")
     if tp > 1 and par is not None and par.sp:
         return ("parallel.sp: the Llama path builds Megatron's local layer spec, whose torch norms refuse sequence "
                 "parallelism (Transformer Engine's spec is not mapped for the Llama); set parallel.sp=false")
@@ -59,10 +66,6 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
         return (f"parallel.tp={tp} with model.moe: Megatron's MoE layer trains under tensor parallelism only with "
                 "sequence parallelism (parallel.sp), which needs Transformer Engine's layer spec; the Llama path "
                 "builds the local spec. Split the experts with parallel.ep instead")
-    if cfg.attention_bias:
-        return "model.attention_bias: Megatron adds biases to every linear layer or to qkv only; set it false"
-    if cfg.qkv_bias:
-        return "model.qkv_bias (Qwen2): the Megatron Llama weight map has no qkv biases yet"
     if cfg.tie_embeddings:
         return "model.tie_embeddings: the Megatron Llama path maps untied embeddings only"
     m = cfg.moe
@@ -71,11 +74,39 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
             return f"--parallel ep={par.ep}: this model is dense (no `moe:` block): there are no experts to split"
         if m.experts % par.ep:
             return f"--parallel ep={par.ep} does not divide model.moe.experts={m.experts}"
-    if m is not None and (m.score != "softmax" or m.score_bias or m.groups > 1 or m.routed_scaling != 1.0
-                          or not m.normalize_top_k):
-        return ("model.moe: the Megatron path maps softmax top-k routing renormalised over the k; sigmoid scores, "
-                "the score bias, group-limited routing and routed_scaling are not mapped")
+    if m is not None and not m.normalize_top_k:
+        return ("model.moe.normalize_top_k=false: the Megatron path maps top-k scores renormalised over the k "
+                "(softmax over the chosen logits, or sigmoid scores over their sum)")
+    if m is not None and m.score_bias and m.score != "sigmoid":
+        return "model.moe.score_bias with softmax scores: Megatron's expert bias is for sigmoid routing only"
+    if m is not None and m.top_k == 1 and m.score == "softmax":
+        return "model.moe.top_k=1 with softmax: Megatron then needs its pre-softmax router, which is another routing"
     return None
+
+
+def uneven_split(n_layer: int, pp: int) -> tuple[int, int] | None:
+    """Megatron-core's uneven pipeline (num_layers_in_first/last_pipeline_stage) where pp does not divide the layers:
+    (first, last) with the stages between holding ceil(n_layer / pp) layers each (or the floor, where the ceiling
+    leaves the last stage none), the first stage the larger half of the rest. 61 layers over 16 stages: 3, 14 x 4,
+    2; over 4: 15, 16, 16, 14. None when pp divides n_layer (Megatron's even split)."""
+    if pp <= 1 or n_layer % pp == 0:
+        return None
+    if n_layer < pp:
+        raise ValueError("more pipeline stages than layers")
+    for middle in (-(-n_layer // pp), n_layer // pp):
+        rest = n_layer - middle * (pp - 2)
+        first = -(-rest // 2)
+        if rest - first >= 1:
+            return first, rest - first
+    raise ValueError("no first/last stage sizes leave every stage a layer")
+
+
+def stage_layers(n_layer: int, pp: int, stage: int) -> range:
+    """The layers of pipeline stage `stage` as Megatron builds them (even, or `uneven_split`)."""
+    from suite.backends.parallel.pipeline_llama import stage_bounds
+
+    split = uneven_split(n_layer, pp)
+    return stage_bounds(n_layer, pp, *split)[stage] if split else stage_bounds(n_layer, pp)[stage]
 
 
 def dispatcher(on_cuda: bool) -> str:
@@ -85,20 +116,30 @@ def dispatcher(on_cuda: bool) -> str:
     return "alltoall" if on_cuda else "allgather"
 
 
-def transformer_config(cfg: Any, ep: int, token_dispatcher: str = "alltoall") -> dict[str, Any]:
-    """TransformerConfig fields of the Llama config (the caller adds parallelism, dtype and kernel switches)."""
+def transformer_config(cfg: Any, ep: int, token_dispatcher: str = "alltoall", pp: int = 1) -> dict[str, Any]:
+    """TransformerConfig fields of the Llama config (the caller adds parallelism, dtype and kernel switches); with
+    pp not dividing the layers, Megatron's first/last stage sizes (`uneven_split`)."""
     out: dict[str, Any] = dict(
         num_layers=cfg.n_layer, hidden_size=cfg.d_model, num_attention_heads=cfg.n_head,
         num_query_groups=cfg.kv_heads, kv_channels=cfg.head_size, ffn_hidden_size=cfg.ffn_dim,
         normalization="RMSNorm", layernorm_epsilon=cfg.norm_eps, gated_linear_unit=True, activation_func=F.silu,
-        add_bias_linear=False, add_qkv_bias=False, hidden_dropout=0.0, attention_dropout=0.0,
+        add_bias_linear=cfg.attention_bias, add_qkv_bias=cfg.qkv_bias, hidden_dropout=0.0, attention_dropout=0.0,
         init_method_std=cfg.init_std)
+    split = uneven_split(cfg.n_layer, pp)
+    if split:
+        out.update(num_layers_in_first_pipeline_stage=split[0], num_layers_in_last_pipeline_stage=split[1])
     m = cfg.moe
     if m is not None:
         out.update(
             num_moe_experts=m.experts, moe_router_topk=m.top_k, moe_ffn_hidden_size=m.expert_ffn_dim,
             moe_aux_loss_coeff=m.aux_loss_coeff, moe_router_load_balancing_type="aux_loss",
             moe_router_pre_softmax=False, moe_token_dispatcher_type=token_dispatcher, moe_grouped_gemm=False,
+            # DeepSeek-V3's routing: sigmoid scores, an expert bias for the choice (held, never updated, as the
+            # suite's: Megatron's update rate 0), the best topk_groups of groups, routed_scaling
+            moe_router_score_function=m.score, moe_router_enable_expert_bias=m.score_bias,
+            moe_router_bias_update_rate=0.0, moe_router_topk_scaling_factor=m.routed_scaling,
+            moe_router_num_groups=m.groups if m.groups > 1 else None,
+            moe_router_group_topk=m.topk_groups if m.groups > 1 else None,
             moe_layer_freq=[0] * cfg.dense_layers + [1] * (cfg.n_layer - cfg.dense_layers),
             expert_model_parallel_size=ep,
             moe_shared_expert_intermediate_size=(m.expert_ffn_dim * m.shared_experts) or None)
@@ -158,6 +199,12 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
         v = sd[p + "attention.wv.weight"].view(groups, hd, d)
         out[m + "self_attention.linear_qkv.weight"] = tp_shard(torch.cat([q, k, v], dim=1).reshape(-1, d), 0,
                                                              tp_rank, tp)
+        if cfg.attention_bias or cfg.qkv_bias:  # the biases in the same per-group rows as the weight's
+            qb, kb, vb = (sd[p + f"attention.w{x}.bias"].view(groups, -1) for x in "qkv")
+            out[m + "self_attention.linear_qkv.bias"] = tp_shard(torch.cat([qb, kb, vb], dim=1).reshape(-1), 0,
+                                                               tp_rank, tp)
+        if cfg.attention_bias:  # row-parallel: the bias is added once, after the reduction (whole on every rank)
+            out[m + "self_attention.linear_proj.bias"] = sd[p + "attention.wo.bias"]
         # row-parallel: the input columns of this rank's heads
         out[m + "self_attention.linear_proj.weight"] = tp_shard(sd[p + "attention.wo.weight"], 1, tp_rank, tp)
         out[m + "input_layernorm.weight"] = sd[p + "attention_norm.weight"]
@@ -169,6 +216,8 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
             continue
         e = p + "moe."
         out[m + "mlp.router.weight"] = sd[e + "router.weight"]
+        if cfg.moe.score_bias:
+            out[m + "mlp.router.expert_bias"] = sd[e + "router.score_bias"]
         local_experts = cfg.moe.experts // ep
         for j in range(local_experts):
             x = ep_rank * local_experts + j
@@ -183,9 +232,42 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
     return out
 
 
+def unmapped_bias(name: str, cfg: Any) -> bool:
+    """A Megatron bias the suite Llama has no counterpart of: with `attention_bias` Megatron's `add_bias_linear` also
+    puts biases on the MLP's two linears, the experts' and the router (gpt-oss has those; the suite's decoder does
+    not). `drop_biases` removes them, so the model is the suite's."""
+    return bool(cfg.attention_bias) and name.endswith(".bias") and ".mlp." in name
+
+
+def drop_biases(model: nn.Module, cfg: Any) -> list[str]:
+    """The `unmapped_bias` parameters removed (the module's bias set to None, which Megatron's linear layers, its
+    bias-dropout-add and its router read as no bias); their names. Removed rather than pinned at zero:
+    megatron-core 0.16.1's expert MLP with a bias adds it in place to a view in training (mlp.py:247, "Output 0 of
+    _ReduceFromModelParallelRegion is a view and is being modified inplace") on the local layer spec."""
+    dropped = [n for n, _ in model.named_parameters() if unmapped_bias(n, cfg)]
+    for name in dropped:
+        owner = model.get_submodule(name.rsplit(".", 1)[0])
+        owner.bias = None  # type: ignore[assignment]
+    return dropped
+
+
 def expert_param_names(model: nn.Module) -> list[str]:
     """Megatron marks expert parameters `allreduce = False`: data parallelism must not average them."""
     return [n for n, p in model.named_parameters() if not getattr(p, "allreduce", True)]
+
+
+@torch.no_grad()
+def reduce_dense_grads(model: nn.Module, data_parallel: int) -> None:
+    """CPU path under pp x dp (no torch DDP: see the backend): every non-expert gradient averaged over Megatron's
+    data-parallel group."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    group = parallel_state.get_data_parallel_group()
+    for p in model.parameters():
+        if getattr(p, "allreduce", True) and p.grad is not None:
+            dist.all_reduce(p.grad, group=group)
+            p.grad /= data_parallel
 
 
 @torch.no_grad()

@@ -50,8 +50,9 @@ def spec_refusal(spec: Any) -> str | None:
     if cfg.moe.experts % par.ep:
         return (f"{flag} does not divide model.moe.experts={cfg.moe.experts}: each ep rank holds an equal share of "
                 f"the experts; choose an ep that divides {cfg.moe.experts}")
-    if par.tp > 1 or par.pp > 1 or par.cp > 1 or par.ac != "none":
-        return f"{flag} with tp/pp/cp/ac is not implemented in the torch backend (ep composes with dp and fsdp)"
+    if par.tp > 1 or par.cp > 1 or par.ac != "none" or (par.pp > 1 and par.fsdp > 1):
+        return f"{flag} with tp/pp/cp/ac is not implemented in the torch backend, except pp with dp (ep composes " \
+               "with dp and fsdp, and with pp and dp)"
     return None
 
 

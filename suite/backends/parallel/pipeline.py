@@ -38,7 +38,10 @@ _WRAPPERS = ("_checkpoint_wrapped_module.", "_orig_mod.")  # name parts added by
 
 def pp_unsupported(model: nn.Module, layout: Layout) -> str | None:
     if not all(hasattr(model, a) for a in ("wte", "wpe", "blocks", "ln_f", "lm_head")):
-        return "pipeline parallelism (parallel.pp > 1) has a stage split for the suite GPT (model.arch gpt) only"
+        return ("pipeline parallelism (parallel.pp > 1) has stage splits for the suite GPT and the Llama decoder "
+                "(model.arch gpt, llama) only")
+    if layout.schedule == "interleaved":
+        return "parallel.schedule interleaved is wired for the Llama decoder (suite/backends/parallel/pipeline_llama.py)"
     if len(model.blocks) < layout.pp:  # type: ignore[arg-type]
         return f"parallel.pp={layout.pp} is more stages than model.n_layer={len(model.blocks)}"  # type: ignore[arg-type]
     return None

@@ -20,7 +20,7 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, tables, tensor
+from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, pipeline_llama, tables, tensor
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
 
@@ -40,6 +40,8 @@ def supports(spec: Any) -> str | None:
     par = spec.parallel
     if par is not None and (par.tables is not None or par.table_memory_gib is not None):
         return tables.spec_refusal(spec)  # recommenders' sharded tables: dp only beside them
+    if par is not None and par.pp > 1 and layouts.is_llama(spec.model.arch):  # dense or MoE, with dp and ep
+        return pipeline_llama.spec_refusal(spec)
     if par is not None and par.ep > 1:
         return expert.spec_refusal(spec)
     if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
@@ -57,6 +59,8 @@ def supports(spec: Any) -> str | None:
     params = spec.model.params()
     if par.tp > 1 and int(params.get("n_head", 1)) % par.tp:
         return f"parallel.tp={par.tp} does not divide model.n_head={params.get('n_head')}"
+    if par.pp > 1 and par.schedule == "interleaved":
+        return "parallel.schedule interleaved is wired for the Llama decoder (model.arch llama), not the GPT"
     if par.pp > 1 and int(params.get("n_layer", 1)) < par.pp:
         return f"parallel.pp={par.pp} is more stages than model.n_layer={params.get('n_layer')}"
     return None
@@ -90,7 +94,7 @@ class TorchBackend(Backend):
         self.n_micro = 1
         self.recompute = 0.0
         self.mesh: Any = None
-        self.pipeline: pipeline.Pipeline | None = None
+        self.pipeline: pipeline.Pipeline | pipeline_llama.LlamaPipeline | None = None
         self.float8_layers: list[str] = []  # the Linear layers --precision float8 converted
         self.compiled: str | None = None  # what torch.compile wraps: "blocks" (each, torchtitan) or "model"
         self.has_moe = False  # Mixture-of-Experts layers: their load-balancing loss's gradient scale is set per step
@@ -180,7 +184,8 @@ class TorchBackend(Backend):
         if lay.tp > 1:
             reasons.append(tensor.tp_unsupported(raw, lay.tp))
         if lay.pp > 1:
-            reasons.append(pipeline.pp_unsupported(raw, lay))
+            llama = pipeline_llama.is_llama(raw)
+            reasons.append((pipeline_llama if llama else pipeline).pp_unsupported(raw, lay))
         if lay.ep > 1:
             reasons.append(expert.ep_unsupported(raw, lay.ep))
             if opts.compile:
@@ -202,6 +207,11 @@ class TorchBackend(Backend):
         """torchtitan's order: the pipeline split, then per stage (or on the whole model) TP, activation
         checkpointing, per-block compile, FSDP. Under pp `raw` stays a plain whole model, for evaluation."""
         self.mesh = m = mesh.build(lay, self.device.type)
+        if lay.pp > 1 and pipeline_llama.is_llama(raw):  # its own stages; dp and ep reduced by the pipeline
+            self.pipeline = pipeline_llama.LlamaPipeline(raw, m, lay, self.n_micro, self.device.torch,
+                                                         self._stage_loss, compile=opts.compile)
+            self.compiled = "blocks" if opts.compile else None
+            return raw, self.pipeline.parameters()
         if lay.pp > 1:
             self.pipeline = pipeline.Pipeline(raw, m, lay, self.n_micro, self.device.torch, self._stage_loss,
                                               parallelize=lambda stage: self._apply(stage, lay, opts, pipelined=True))

@@ -17,7 +17,8 @@ refuses "sdpa" for LMs only because its data loader packs documents, which the s
 
 Layouts (`--parallel`): dp -> data_parallel_replicate_degree, fsdp -> data_parallel_shard_degree, tp ->
 tensor_parallel_degree (+ sp -> enable_sequence_parallel), ac -> FullAC / SelectiveAC, `--compile` ->
-CompileConfig(components=["model"]). pp, cp, loss_parallel and tp on an MoE model are refused (`supports`).
+CompileConfig(components=["model"]), pp (alone) -> torchtitan's own pipeline_llm with the workload's loss
+(suite/backends/titan_pipeline.py). cp, loss_parallel and tp on an MoE model are refused (`supports`).
 """
 
 from __future__ import annotations
@@ -74,9 +75,9 @@ def supports(spec: Any) -> str | None:
     par = spec.parallel
     if par is None:
         return None
-    if par.pp > 1:
-        return ("parallel.pp: torchtitan's pipeline (pipeline_llm) runs its own schedule and loss on the last stage, "
-                "outside the workload's loss; not wired in this backend")
+    if par.pp > 1 and (par.tp > 1 or par.fsdp > 1 or (par.dp or 1) > 1 or par.ac != "none"):
+        return ("parallel.pp with dp/fsdp/tp/ac: torchtitan's pipeline (pipeline_llm, suite/backends/titan_pipeline.py) "
+                "is wired alone here; its composition with the other dimensions is not tested")
     if par.cp > 1:
         return "parallel.cp: context parallel needs torchtitan's CP-sharded inputs and loss; not wired"
     if par.tp > 1 and par.loss_parallel is False:
@@ -112,6 +113,7 @@ class TorchtitanBackend(Backend):
         self.compiled: str | None = None
         self._own_group = False
         self._saved_device_type: str | None = None
+        self.pipe: Any = None  # torchtitan's pipeline under pp (titan_pipeline.TitanPipeline)
 
     def available(self) -> Availability:
         try:
@@ -147,11 +149,12 @@ class TorchtitanBackend(Backend):
                                   sequence_parallel=lay.sp if lay.tp > 1 else None)
         titan_model.load_suite_weights(model, suite_model, cfg)
         del suite_model
+        self.workload = workload
+        self._titan_config = titan_model.titan_config(cfg, vocab, self.opts.attention)  # pipeline_llm reads it
         model = self.parallelize(model, cfg.moe is not None, lay, opts)
-        params = [p for p in model.parameters() if p.requires_grad]
+        params = self.pipe.parameters() if self.pipe is not None else [p for p in model.parameters() if p.requires_grad]
         optimizer = build_optimizer(spec.optimizer, params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
-        self.workload = workload
         call = model if self.opts.attention == "sdpa" else _WithMasks(model)
         return TrainState(model=call, raw_model=model, optimizer=optimizer, scheduler=scheduler,
                           extra={"params": params})
@@ -171,19 +174,34 @@ class TorchtitanBackend(Backend):
         # torchtitan picks its mesh device from the accelerator it finds, "cuda" when there is none (put back in close)
         self._saved_device_type = parallel_dims_module.device_type  # type: ignore[attr-defined]
         parallel_dims_module.device_type = self.device.type  # type: ignore[attr-defined]
+        from suite.backends import titan_pipeline
+
         par = ParallelismConfig(data_parallel_replicate_degree=lay.dp, data_parallel_shard_degree=lay.fsdp,
                                 tensor_parallel_degree=lay.tp, enable_sequence_parallel=lay.sp,
-                                spmd_backend="partial_dtensor")
+                                spmd_backend="partial_dtensor", pipeline_parallel_degree=lay.pp,
+                                pipeline_parallel_schedule=titan_pipeline.SCHEDULES[lay.schedule],
+                                pipeline_parallel_microbatch_size=self.micro or 1,
+                                pipeline_parallel_first_stage_less_layers=0, pipeline_parallel_last_stage_less_layers=0)
         dist_utils.set_spmd_backend("partial_dtensor")
         self.parallel_dims = dims = ParallelDims.from_config(par, self.world)
         dims.build_mesh()
         ac = {"none": None, "full": FullAC.Config(), "selective": SelectiveAC.Config()}[lay.ac]
-        training = TrainingConfig(mixed_precision_param="bfloat16" if opts.precision == "bf16" else "float32")
+        training = TrainingConfig(mixed_precision_param="bfloat16" if opts.precision == "bf16" else "float32",
+                                  local_batch_size=(self.micro or 1) * self.n_micro)
         compile_config = CompileConfig(enable=opts.compile, components=["model"])
         if not moe:
             from torchtitan.models.llama3 import parallelize_llama as parallelize
         else:
             from torchtitan.models.deepseek_v3 import parallelize_deepseekv3 as parallelize
+        if lay.pp > 1:  # torchtitan's pipeline: the parts parallelised by the same function, the workload's loss
+            if lay.world != lay.pp:
+                raise ValueError(f"parallel {lay.describe()}: torchtitan's pipeline is wired alone here (pp = the "
+                                 "process count); its composition with dp/fsdp/tp is not tested")
+            self.pipe = titan_pipeline.TitanPipeline(model, self._titan_config, dims, par, training, compile_config,
+                                                     ac, parallelize, self.device.torch, self.n_micro,
+                                                     self.workload.loss)
+            self.compiled = "blocks" if opts.compile else None
+            return self.pipe.whole
         model = parallelize(model, parallel_dims=dims, training=training, parallelism=par,
                             compile_config=compile_config, ac_config=ac, dump_folder="")
         self.compiled = "blocks" if opts.compile else None
@@ -204,6 +222,13 @@ class TorchtitanBackend(Backend):
         batch = to_device(batch, self.device.torch)
         opt = state.optimizer
         opt.zero_grad(set_to_none=True)
+        if self.pipe is not None:
+            loss = self.pipe.step(batch)
+            if self.opts.grad_clip:
+                self.pipe.clip_grad_norm(self.opts.grad_clip)
+            opt.step()
+            state.scheduler.step()
+            return StepOut(loss)
         chunks = split_batch(batch, self.n_micro, self.workload.batch_samples(batch)) if self.n_micro > 1 else [batch]
         total = torch.zeros((), device=self.device.torch)
         for i, micro in enumerate(chunks):
@@ -233,6 +258,8 @@ class TorchtitanBackend(Backend):
         return loss_parallel()
 
     def eval_model(self, state: TrainState) -> nn.Module:
+        if self.pipe is not None:  # every rank's whole copy, each parameter from the part that trains it
+            return self.pipe.sync_for_eval()
         if self.layout.tp > 1:  # the workload's evaluation reads whole logits
             from suite.backends.parallel.tensor import GatherLogits
 

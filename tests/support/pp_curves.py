@@ -1,0 +1,72 @@
+"""torchrun main: loss curves of the pipelined Llama decoder (as tests/support/curves.py writes them), each job with
+an optional injected fault, the negative controls of tests/backends/test_layouts_pp.py:
+
+- "boundary": a stage boundary off by one layer: every stage after the first builds its layers from one layer
+  later than the split says (one layer never trains; the evaluation copy maps each stage's layers one off);
+- "loss_stage": the loss on the wrong stage: the last stage skips its own layers, so the workload's loss is taken
+  on the previous stage's output (the head applied where the last-but-one stage ends).
+
+    python -m torch.distributed.run --standalone --nproc_per_node 2 -m support.pp_curves OUT.json SPEC STEPS \\
+        '{"backend": "torch", "overrides": {"parallel.pp": 2}, "fault": "boundary"}' ...
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from suite import devices, distributed
+from suite.backends.parallel import pipeline_llama
+from support.curves import loss_curve
+
+
+@contextmanager
+def fault(name: str | None) -> Any:
+    stage = pipeline_llama.LlamaStage
+    init, forward = stage.__init__, stage.forward
+
+    def late_start(self, llama, layers, first, last):  # type: ignore[no-untyped-def]
+        init(self, llama, layers if first else range(layers.start + 1, layers.stop), first, last)
+
+    def loss_early(self, x):  # type: ignore[no-untyped-def]
+        if not self.last:
+            return forward(self, x)
+        return self.output(self.norm(x))  # this stage's layers skipped: the loss sees the stage before
+
+    if name == "boundary":
+        stage.__init__ = late_start  # type: ignore[method-assign]
+    elif name == "loss_stage":
+        stage.forward = loss_early  # type: ignore[method-assign]
+    elif name is not None:
+        raise ValueError(f"unknown fault {name!r}")
+    try:
+        yield
+    finally:
+        stage.__init__, stage.forward = init, forward  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> None:
+    out, spec, steps, *runs = argv
+    devices.set_threads(1)
+    results = []
+    for run in runs:
+        job = json.loads(run)
+        with fault(job.get("fault")):
+            losses = loss_curve(job.get("spec", spec), job["backend"], int(steps), job.get("options"),
+                                overrides=job.get("overrides"))
+        results.append({**job, "losses": losses, "layout": loss_curve.last_layout,  # type: ignore[attr-defined]
+                        "evals": {str(k): v for k, v in loss_curve.last_evals.items()}})  # type: ignore[attr-defined]
+    if distributed.from_env().is_main:
+        Path(out).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
