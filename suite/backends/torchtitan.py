@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -231,6 +232,19 @@ class TorchtitanBackend(Backend):
         from torch.distributed.tensor.parallel import loss_parallel
 
         return loss_parallel()
+
+    # --checkpoint-every: torchtitan's own CheckpointManager (suite/backends/titan_checkpoint.py)
+    checkpoint_format: ClassVar[str | None] = "torchtitan"
+
+    def save_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends import titan_checkpoint
+
+        titan_checkpoint.save(folder, state.raw_model, state.optimizer, state.scheduler)
+
+    def load_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends import titan_checkpoint
+
+        titan_checkpoint.load(folder, state.raw_model, state.optimizer, state.scheduler)
 
     def eval_model(self, state: TrainState) -> nn.Module:
         if self.layout.tp > 1:  # the workload's evaluation reads whole logits
