@@ -292,6 +292,8 @@ class Run:
                 batch = next(batches)
                 td = time.perf_counter()
                 self.data_wait_s += td - ts
+                if fault_active:
+                    self.faults.before_step()
                 out = backend.train_step(state, batch)
                 if fault_active:
                     backend.synchronize()
