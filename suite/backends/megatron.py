@@ -30,6 +30,7 @@ import importlib.util
 import socket
 from contextlib import nullcontext
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -399,6 +400,19 @@ class MegatronBackend(Backend):
 
     def recompute_fraction(self) -> float | None:
         return getattr(self, "recompute", 0.0)
+
+    # --checkpoint-every: Megatron's own dist_checkpointing (suite/backends/megatron_checkpoint.py)
+    checkpoint_format: ClassVar[str | None] = "megatron.dist_checkpointing"
+
+    def save_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends import megatron_checkpoint
+
+        megatron_checkpoint.save(folder, dist.get_rank() if dist.is_initialized() else 0, self.gpt, state.optimizer)
+
+    def load_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends import megatron_checkpoint
+
+        megatron_checkpoint.load(folder, dist.get_rank() if dist.is_initialized() else 0, self.gpt, state.optimizer)
 
     def close(self) -> None:
         if self._parallel_ready:

@@ -39,7 +39,7 @@ def checkpointer(run: Any, backend: Any) -> resume.Checkpointer | None:
         return None
     if backend.checkpoint_format is None:
         raise ValueError(f"checkpoint: the {run.req.backend} backend cannot save checkpoints here (the torch "
-                         "backend can, with torch.distributed.checkpoint; deepspeed and torchtitan with their own)")
+                         "backend can, with torch.distributed.checkpoint; deepspeed, torchtitan and megatron with their own)")
     if run.req.mode != "tta":
         raise ValueError("checkpoint: throughput mode measures steps, not a job; run --mode tta")
     root = run.req.checkpoint_dir or resume.default_root(run.run_id)
