@@ -20,7 +20,7 @@ from suite import harness
 from suite.backends.deepspeed import DeepSpeedBackend
 from suite.specload import load_spec
 
-pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10)
+pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10-25)
 require("deepspeed")
 
 DIGITS = Path(__file__).resolve().parents[2] / "workloads" / "cv" / "digits_cnn.yaml"

@@ -17,7 +17,7 @@ from support.promised import require
 from suite import harness
 from suite.specload import load_spec
 
-pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10)
+pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10-25)
 require("megatron.core")
 
 CHAR_GPT = Path(__file__).resolve().parents[1] / "specs" / "char_gpt.yaml"

@@ -17,7 +17,7 @@ from suite import harness
 from suite.backends import titan_checkpoint
 from suite.specload import load_spec
 
-pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10)
+pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10-25)
 require("torchtitan.models.llama3", extra="torchtitan")
 
 CHAR_LLAMA = Path(__file__).resolve().parents[1] / "specs" / "char_llama.yaml"
