@@ -46,6 +46,16 @@ def test_a_noisy_host_names_nobody(seed):
     assert warnings == []
 
 
+def test_the_all_reduce_spans_name_the_rank_with_their_own_fields_and_words():
+    rng = random.Random(3)
+    times = [[0.020] * 40, [0.020] * 40]  # every step as long on both ranks: the wait hides inside the collective
+    rows, warnings = ranks.summary(times, _waits(rng, 40, slow_rank=0, extra=0.01, jitter=0.0005),
+                                   "the last to reach the gradient all-reduce", "allreduce_")
+    assert rows[0]["allreduce_latest_share"] > 0.9 and "latest_share" not in rows[0]
+    (w,) = warnings
+    assert w.startswith("straggler: rank 0 was the last to reach the gradient all-reduce in ")
+
+
 def test_too_few_steps_name_nobody():
     rng = random.Random(2)
     _, warnings = ranks.summary([[0.01] * 10] * 2, _waits(rng, 10, slow_rank=0, extra=0.01, jitter=0.0001))
