@@ -42,7 +42,7 @@ def _sharded(gpt: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, 
         optim_state_to_sharding_state,
     )
 
-    model = gpt.sharded_state_dict()
+    model = gpt.sharded_state_dict()  # type: ignore[operator]  # GPTModel's (nn.Module's type hides it)
     state["state"] = {pid: {k: v for k, v in s.items() if k in shaped.get(pid, [])} for pid, s in state["state"].items()}
     optim_state_to_sharding_state(state, get_param_id_to_sharded_param_map(model, _params(optimizer)))
     return {"model": model, "optimizer": state}

@@ -99,11 +99,13 @@ class Checkpointer:
             if self.rank == 0:
                 self._complete(None, step, folder)
         elif self.asynchronous:
+            assert app_state is not None
             fut = dcp.async_save(app_state, checkpoint_id=str(folder), process_group=self.group)
             self.pending = (fut, step, folder)
             if self.rank == 0:  # marked complete as soon as it is, even if this process dies later
                 fut.add_done_callback(lambda f, s=step, d=folder: self._complete(f, s, d))
         else:
+            assert app_state is not None
             dcp.save(app_state, checkpoint_id=str(folder))
             if self.rank == 0:
                 self._complete(None, step, folder)

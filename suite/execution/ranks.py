@@ -94,8 +94,9 @@ def gather(run: Any) -> None:
     run.warnings += warnings
     from suite import distributed
 
-    spans = run.train_state.extra.get("allreduce_s") if run.train_state is not None else None
-    m = -distributed.all_max(-min(len(spans or []), n))  # every rank's spans of the same steps (DDP: one a step)
+    got = run.train_state.extra.get("allreduce_s") if run.train_state is not None else None
+    spans: list[float] = got or []
+    m = -distributed.all_max(-min(len(spans), n))  # every rank's spans of the same steps (DDP: one a step)
     if m > 0:
         rows, more = summary(_gather(run.step_times[len(run.step_times) - m:], world),
                              _gather(spans[len(spans) - m:], world), "the last to reach the gradient all-reduce",

@@ -103,7 +103,7 @@ def _bars_chart(name: str, subs: Sequence[_Summary], chart_id: str, width: int, 
         tip = (f"{s.sha[:10]} ({day} UTC, {s.runs} run{'s' if s.runs != 1 else ''}): {total:.3g} s, goodput "
                f"{steps / total:.1%}" if total > 0 else f"{s.sha[:10]}: no time recorded")
         out.append(f'<g class="bar" data-sub="{i}" data-total="{total:.6g}"><title>{escape(tip)}</title>')
-        y = top + ph
+        y = float(top + ph)
         for part, seconds in parts.items():
             if seconds <= 0:
                 continue
@@ -185,7 +185,8 @@ def fault_figures(runs: Sequence[_Row]) -> FaultFigures | None:
     recovered = restarts = 0
     lost, ttr = [], []
     for rr, a in zip(runs, accounts, strict=True):
-        rec = a.get("recovery") if isinstance(a.get("recovery"), dict) else {}
+        got = a.get("recovery")
+        rec: dict[str, Any] = got if isinstance(got, dict) else {}
         n = int(rec.get("restarts") or 0)
         restarts += n
         if n and rr.status in ("reached", "budget"):
