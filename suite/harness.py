@@ -245,6 +245,8 @@ class Run(Figures):
                 batch = next(batches)
                 td = time.perf_counter()
                 self.data_wait_s += td - ts
+                if fault_active:
+                    self.faults.before_step()
                 out = backend.train_step(state, batch)
                 if fault_active:
                     backend.synchronize()

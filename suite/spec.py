@@ -197,6 +197,9 @@ class FaultSpec(_Strict):
     kill_at_step: int | None = Field(default=None, ge=1, description="... when it has finished this step")
     slow_rank: int | None = Field(default=None, ge=0, description="slow this rank: after each step it sleeps ...")
     slow_percent: float = Field(default=0.0, ge=0, le=10000, description="... this % of the step's own time")
+    slow_at: Literal["after_step", "before_step"] = Field(
+        default="after_step", description="... after its step (its peers wait at the stop agreement) or before it "
+        "(they wait inside the step's gradient all-reduce)")
     stall_loader_s: float = Field(default=0.0, ge=0, description="the loader stalls this long before a batch")
     stall_at_step: int = Field(default=1, ge=1, description="the first batch it stalls before (1: the first)")
     stall_every: int = Field(default=0, ge=0, description="then every this many batches (0: once)")

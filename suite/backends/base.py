@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -149,6 +150,15 @@ class Backend(ABC):
             set_state_dict(state.model, state.optimizer, model_state_dict=app_state["model"],
                            optim_state_dict=app_state["optim"])
 
+    def save_checkpoint(self, state: TrainState, folder: Path) -> None:
+        """A backend whose `checkpoint_format` is its engine's own (not torch.distributed.checkpoint) saves the model
+        and optimizer into `folder` here: every rank calls it, and it returns once every rank's part is written."""
+        raise NotImplementedError(f"{self.name}: checkpoint_format {self.checkpoint_format!r} needs save_checkpoint")
+
+    def load_checkpoint(self, state: TrainState, folder: Path) -> None:
+        """Load what `save_checkpoint` wrote into the model and optimizer (every rank calls it)."""
+        raise NotImplementedError(f"{self.name}: checkpoint_format {self.checkpoint_format!r} needs load_checkpoint")
+
     def step_state(self, state: TrainState) -> dict[str, Any]:
         """This rank's small state beside the checkpoint: scheduler, scaler, the backend's own step count."""
         return {"scheduler": state.scheduler.state_dict() if state.scheduler is not None else None,
@@ -168,5 +178,5 @@ CONTRACT: tuple[str, ...] = (
     "name", "Options", "supports", "available", "setup", "train_step", "eval_model", "synchronize",
     "parallel_layout", "close", "data_shard", "target_may_count", "algorithm_report", "recompute_fraction",
     "comm_dtype", "own_trainer", "checkpoint_format", "checkpoint_state", "load_checkpoint_state", "step_state",
-    "load_step_state",
+    "load_step_state", "save_checkpoint", "load_checkpoint",
 )

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,13 @@ class Checkpointer:
     """Saves and restores one rank's part of a run's checkpoints. `spec` is the spec's CheckpointSpec (or None:
     nothing is saved, but a restarted job still restores what an earlier attempt saved)."""
 
-    def __init__(self, spec: Any, root: Path, rank: int, world: int):
+    def __init__(self, spec: Any, root: Path, rank: int, world: int, fmt: str = FORMAT):
         self.spec, self.root, self.rank, self.world = spec, root, rank, world
+        self.format = fmt  # FORMAT, or an engine's own (its backend's save_checkpoint / load_checkpoint write it)
         self.pending: tuple[Future[Any], int, Path] | None = None  # an asynchronous save in flight
         self.saves: list[dict[str, Any]] = []
         self.last_save = time.perf_counter()
-        self.asynchronous = bool(spec and spec.asynchronous)
+        self.asynchronous = bool(spec and spec.asynchronous) and fmt == FORMAT  # an engine's own save blocks here
         self.group: Any = None
         if self.asynchronous and world > 1:  # the background write's collectives must not meet the step's
             import torch.distributed as dist
@@ -80,9 +82,11 @@ class Checkpointer:
             return True
         return bool(s.every_s and now - self.last_save >= s.every_s)
 
-    def save(self, step: int, app_state: dict[str, Any], extra: dict[str, Any]) -> float:
+    def save(self, step: int, app_state: dict[str, Any] | None, extra: dict[str, Any],
+             own: Callable[[Path], None] | None = None) -> float:
         """Save this rank's part at `step`; returns the seconds the caller was blocked (waiting for the previous
-        asynchronous save included)."""
+        asynchronous save included). `own`: the engine's own save into the step's folder instead of DCP's (every
+        rank calls it; it returns once every rank's part is written, as DeepSpeed's save_checkpoint does)."""
         import torch.distributed.checkpoint as dcp
 
         t = time.perf_counter()
@@ -90,12 +94,18 @@ class Checkpointer:
         folder = self.root / f"step-{step:09d}"
         folder.mkdir(parents=True, exist_ok=True)
         torch.save(extra, folder / f"extra-rank{self.rank}.pt")
-        if self.asynchronous:
+        if own is not None:
+            own(folder)
+            if self.rank == 0:
+                self._complete(None, step, folder)
+        elif self.asynchronous:
+            assert app_state is not None
             fut = dcp.async_save(app_state, checkpoint_id=str(folder), process_group=self.group)
             self.pending = (fut, step, folder)
             if self.rank == 0:  # marked complete as soon as it is, even if this process dies later
                 fut.add_done_callback(lambda f, s=step, d=folder: self._complete(f, s, d))
         else:
+            assert app_state is not None
             dcp.save(app_state, checkpoint_id=str(folder))
             if self.rank == 0:
                 self._complete(None, step, folder)
@@ -131,11 +141,16 @@ class Checkpointer:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def load(self, app_state: dict[str, Any], folder: Path) -> dict[str, Any]:
-        """Load this rank's part of the checkpoint in `folder` into `app_state` (in place); returns its extra."""
+    def load(self, app_state: dict[str, Any] | None, folder: Path,
+             own: Callable[[Path], None] | None = None) -> dict[str, Any]:
+        """Load this rank's part of the checkpoint in `folder` into `app_state` (in place), or with the engine's own
+        load (`own`); returns its extra."""
         import torch.distributed.checkpoint as dcp
 
-        dcp.load(app_state, checkpoint_id=str(folder))
+        if own is not None:
+            own(folder)
+        else:
+            dcp.load(app_state, checkpoint_id=str(folder))
         return torch.load(folder / f"extra-rank{self.rank}.pt", weights_only=False)  # noqa: S614 - our own file
 
     def record(self) -> dict[str, Any]:
@@ -148,11 +163,16 @@ class Checkpointer:
         except (OSError, ValueError):
             pass
         blocking = [s["blocking_s"] for s in self.saves]
-        return {"format": FORMAT, "asynchronous": self.asynchronous, "saves": len(self.saves),
+        return {"format": self.format, "asynchronous": self.asynchronous, "saves": len(self.saves),
                 "steps": [s["step"] for s in self.saves], "blocking_s": blocking,
                 "blocking_total_s": sum(blocking), "bytes": latest.get("bytes") if latest else None,
                 "every_steps": getattr(self.spec, "every_steps", None), "every_s": getattr(self.spec, "every_s", None),
                 "dir": str(self.root), "restored_from_step": self.restored_step}
+
+
+def step_of(folder: Path) -> int:
+    """The step a checkpoint folder holds (`step-000000020` -> 20)."""
+    return int(folder.name.removeprefix("step-"))
 
 
 def replay(batches: Any, steps: int) -> None:

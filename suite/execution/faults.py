@@ -3,7 +3,8 @@ points of the timed loop, so a fault scenario runs the same way on every backend
 
 - a loader stall: the batch iterator sleeps before the batch the spec names (and every `stall_every` after);
   the harness's data-wait timer around `next()` sees it as a wait for data;
-- a slow rank: after each of its steps, rank `slow_rank` sleeps `slow_percent`% of that step's own time;
+- a slow rank: after each of its steps, rank `slow_rank` sleeps `slow_percent`% of that step's own time (or, with
+  `slow_at: before_step`, that share of its previous step's own time before the step: before its gradient all-reduce);
 - a killed rank: rank `kill_rank` sends itself SIGKILL once it has finished step `kill_at_step` (what a failed
   node looks like to its peers: no exception, no goodbye). Only on a job's first attempt
   (TORCHELASTIC_RESTART_COUNT 0), so the restarted job runs through.
@@ -47,6 +48,8 @@ class Faults:
         self.first_attempt = attempt() == 0
         self.stalled_s = 0.0  # what the stalls asked for (the test compares the measured data wait with it)
         self.kill = lambda: os.kill(os.getpid(), signal.SIGKILL)  # an in-process test raises instead
+        self.last_step_s = 0.0  # slow_at before_step: the previous step's own time, less the sleep
+        self.began = 0.0
 
     @property
     def active(self) -> bool:
@@ -67,11 +70,21 @@ class Faults:
                 time.sleep(seconds)
             yield batch
 
+    def before_step(self) -> None:
+        """Right before a training step on this rank: a rank slowed `before_step` pays its extra time here."""
+        s = self.spec
+        if s.slow_rank == self.rank and s.slow_percent and s.slow_at == "before_step":
+            time.sleep(self.last_step_s * s.slow_percent / 100.0)
+        self.began = time.perf_counter()
+
     def after_step(self, step_s: float) -> None:
         """Right after a training step on this rank: a slow rank pays its extra time here."""
         s = self.spec
         if s.slow_rank == self.rank and s.slow_percent:
-            time.sleep(step_s * s.slow_percent / 100.0)
+            if s.slow_at == "before_step":
+                self.last_step_s = time.perf_counter() - self.began
+            else:
+                time.sleep(step_s * s.slow_percent / 100.0)
 
     def end_of_step(self, step: int) -> None:
         """At the end of a step's iteration (its checkpoint, if any, saved): the kill, on the first attempt."""

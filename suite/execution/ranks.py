@@ -7,8 +7,10 @@ longest wait of that step minus its own: the rank that arrives last waits least.
 processes or nodes. A straggler is a rank that is the last to arrive in at least LATEST_SHARE of the steps AND
 holds the others back by a median of at least LATE_FRACTION of the median step: relative figures, so a loaded
 host (which slows every rank alike and shuffles who comes last) names nobody, while a rank slowed by a third of
-its step every step is named. What it cannot see: a slowdown before the step's own gradient all-reduce (DDP,
-FSDP) is waited for inside that collective, on every rank alike; only the step times show it.
+its step every step is named. A rank slowed before the step's gradient all-reduce is waited for inside that
+collective instead (every rank then reaches the agreement together): under DDP each rank also times its span inside
+the all-reduce (suite/backends/parallel/allreduce_timer.py), and the same rule on those spans names it. Not seen:
+FSDP's reduce-scatter and the other backends' collectives (not timed).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ def _gather(values: list[float], world: int) -> list[list[float]]:
     return [t.tolist() for t in out]
 
 
-def summary(step_times: list[list[float]], waits: list[list[float]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each rank's step summary and lateness, and the warning naming a straggler (pure: the test feeds it)."""
+def summary(step_times: list[list[float]], waits: list[list[float]], where: str = "the last to finish its step",
+            prefix: str = "") -> tuple[list[dict[str, Any]], list[str]]:
+    """Each rank's step summary and lateness, and the warning naming a straggler (pure: the test feeds it). `where`
+    names the meeting point the waits were timed at; `prefix` that point's row fields (late_median_s, latest_share)."""
     world = len(step_times)
     n = min(len(w) for w in waits) if waits else 0
     late = [[0.0] * n for _ in range(world)]
@@ -55,13 +59,13 @@ def summary(step_times: list[list[float]], waits: list[list[float]]) -> tuple[li
             row.update(step_p50_s=statistics.median(ts), step_p90_s=ts[min(len(ts) - 1, int(0.9 * len(ts)))],
                        step_mean_s=sum(ts) / len(ts))
         if n:
-            row.update(late_median_s=statistics.median(late[r]), latest_share=latest[r] / n)
+            row.update({f"{prefix}late_median_s": statistics.median(late[r]), f"{prefix}latest_share": latest[r] / n})
         ranks.append(row)
     if n >= MIN_STEPS and step_median > 0:
         for row in ranks:
-            share, held = row["latest_share"], row["late_median_s"]
+            share, held = row[f"{prefix}latest_share"], row[f"{prefix}late_median_s"]
             if share >= LATEST_SHARE and held >= LATE_FRACTION * step_median:
-                warnings.append(f"straggler: rank {row['rank']} was the last to finish its step in {share:.0%} of "
+                warnings.append(f"straggler: rank {row['rank']} was {where} in {share:.0%} of "
                                 f"{n} steps, holding the others back by a median {held * 1e3:.3g} ms "
                                 f"({held / step_median:.0%} of a step)")
     return ranks, warnings
@@ -88,3 +92,15 @@ def gather(run: Any) -> None:
     all_waits = _gather(run.agree_wait_s[len(run.agree_wait_s) - n:], world)  # brings back the earlier times)
     run.rank_summary, warnings = summary(all_times, all_waits)
     run.warnings += warnings
+    from suite import distributed
+
+    got = run.train_state.extra.get("allreduce_s") if run.train_state is not None else None
+    spans: list[float] = got or []
+    m = -distributed.all_max(-min(len(spans), n))  # every rank's spans of the same steps (DDP: one a step)
+    if m > 0:
+        rows, more = summary(_gather(run.step_times[len(run.step_times) - m:], world),
+                             _gather(spans[len(spans) - m:], world), "the last to reach the gradient all-reduce",
+                             "allreduce_")
+        for row, extra in zip(run.rank_summary, rows, strict=True):
+            row.update({k: v for k, v in extra.items() if k.startswith("allreduce_")})
+        run.warnings += more

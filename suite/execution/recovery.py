@@ -39,11 +39,11 @@ def checkpointer(run: Any, backend: Any) -> resume.Checkpointer | None:
         return None
     if backend.checkpoint_format is None:
         raise ValueError(f"checkpoint: the {run.req.backend} backend cannot save checkpoints here (the torch "
-                         "backend can, with torch.distributed.checkpoint)")
+                         "backend can, with torch.distributed.checkpoint; deepspeed, torchtitan and megatron with their own)")
     if run.req.mode != "tta":
         raise ValueError("checkpoint: throughput mode measures steps, not a job; run --mode tta")
     root = run.req.checkpoint_dir or resume.default_root(run.run_id)
-    return resume.Checkpointer(run.spec.checkpoint, root, run.dist.rank, run.dist.world)
+    return resume.Checkpointer(run.spec.checkpoint, root, run.dist.rank, run.dist.world, backend.checkpoint_format)
 
 def progress_file(run: Any, ckpt: resume.Checkpointer | None) -> None:
     """Open where this rank writes how far it got (step, Unix time) after every step: a failed attempt's steps lost."""
@@ -102,7 +102,10 @@ def save(run: Any, ckpt: resume.Checkpointer, backend: Any, state: Any) -> None:
                  "backend": backend.step_state(state), "run_start_epoch": run.job.run_start_epoch,
                  "saved_epoch": time.time(), "account": snap.parts_s, "account_wall_s": snap.wall_s,
                  "recoveries": run.job.events}
-        ckpt.save(run.steps, backend.checkpoint_state(state), extra)
+        if ckpt.format == resume.FORMAT:
+            ckpt.save(run.steps, backend.checkpoint_state(state), extra)
+        else:  # the engine's own format (DeepSpeed's save_checkpoint, ...)
+            ckpt.save(run.steps, None, extra, own=lambda folder: backend.save_checkpoint(state, folder))
 
 
 def restore(run: Any, found: tuple[int, Path], backend: Any, state: Any, batches: Any) -> float:
@@ -111,9 +114,12 @@ def restore(run: Any, found: tuple[int, Path], backend: Any, state: Any, batches
     assert ckpt is not None
     step, folder = found
     t_restore = time.perf_counter()
-    app_state = backend.checkpoint_state(state)
-    extra = ckpt.load(app_state, folder)
-    backend.load_checkpoint_state(state, app_state)
+    if ckpt.format == resume.FORMAT:
+        app_state = backend.checkpoint_state(state)
+        extra = ckpt.load(app_state, folder)
+        backend.load_checkpoint_state(state, app_state)
+    else:
+        extra = ckpt.load(None, folder, own=lambda f: backend.load_checkpoint(state, f))
     backend.load_step_state(state, extra["backend"])
     resume.replay(batches, step)  # the data order, then the RNG (a reader may draw from it)
     resume.set_rng_state(extra["rng"])

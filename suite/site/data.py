@@ -25,6 +25,7 @@ from suite.results.index.rows import target_of as target_of_column
 from suite.results.record import Result, ResultError, slug
 from suite.results.stats import Aggregate, RunFigures, aggregate
 from suite.results.stats import _tta as tta_of
+from suite.site import goodput_history
 from suite.site.cells import cell_text, flatten  # noqa: F401 - moved there (module size); imported from here
 from suite.site.published import Reference, imported_of, newest_target, published_key, with_references
 
@@ -82,7 +83,7 @@ ROW_COLUMNS = ("path", "source", "run_id", "seed", "status", "started_at", "hard
                "train_s", "samples_per_s", "time_per_step_s", "mfu", "peak_memory_bytes", "energy_j",
                "energy_to_target_j", "backend_version", "device_name", "device_count", "algorithm", "description",
                "rollout_s_per_step", "training_s_per_step", "target", "mllog", "imported", "synthetic_data",
-               "variant", "host_load")
+               "variant", "host_load", "goodput")
 
 
 @dataclass(slots=True)
@@ -137,11 +138,12 @@ class RunRow:
     synthetic: bool = False  # it read `data prepare --synthetic` files: labelled, never on a leaderboard
     variant: str = ""  # the spec's named variant it ran (`--variant tiny`): labelled, off the leaderboards
     loaded: bool = False  # measured on a loaded host (suite.results.conditions): labelled, off the leaderboards
+    goodput: str | None = None  # the index's `goodput` column (suite/site/goodput_history.py reads it)
 
     @classmethod
     def of(cls, root: Path, values: Sequence[Any]) -> RunRow:
         """A row from the ROW_COLUMNS values of the index (or of suite.results.index.rows.row_of on a Result)."""
-        rel, source, run_id, seed, status, started, *rest, host_load = values
+        rel, source, run_id, seed, status, started, *rest, host_load, goodput = values
         rid = short_hash(rel, 16)
         target = target_of_column(rest[-5])
         when = datetime.fromisoformat(started)
@@ -149,6 +151,7 @@ class RunRow:
                  target, rest[-4], imported_of(rest[-3]))
         rr.month = month_of(when)
         rr.synthetic, rr.variant, rr.loaded = bool(rest[-2]), rest[-1] or "", bool(host_load)
+        rr.goodput = goodput
         return rr
 
     @classmethod
@@ -222,7 +225,7 @@ class Submission(Reference):
     def summary(self) -> SubSummary:
         a = self.agg
         return SubSummary(self.series, self.timestamp, "/".join(self.order), self.sha, a.tta_olympic_s,
-                          a.mfu_median, a.reached, a.runs)
+                          a.mfu_median, a.reached, a.runs, goodput_history.mean_parts(self.runs))
 
     @property
     def series(self) -> str:
@@ -251,6 +254,7 @@ class Submission(Reference):
     variant = property(lambda self: self.latest.variant)  # `--variant tiny` (it changes the spec hash: every seed's)
     synthetic = property(lambda self: any(rr.synthetic for rr in self.runs))  # read `data prepare --synthetic` files
     loaded = property(lambda self: any(rr.loaded for rr in self.runs))  # measured on a loaded host (issue 49)
+    fault = property(lambda self: goodput_history.fault_figures(self.runs))  # a fault scenario's figures, or None
 
     @property
     def backend_version(self) -> str:
@@ -313,10 +317,11 @@ class SubSummary:
     mfu_median: float | None
     reached: int
     runs: int
+    goodput_parts: dict[str, float] | None = None  # each wall-clock part's mean over its seeds (goodput_history)
 
     def to_json(self) -> list[Any]:
         return [self.series, self.timestamp, self.first, self.sha, self.tta_olympic_s, self.mfu_median, self.reached,
-                self.runs]
+                self.runs, self.goodput_parts]
 
     @classmethod
     def of_json(cls, v: list[Any]) -> SubSummary:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from suite.site import pages
+from suite.site import goodput_history, pages
 from suite.site import units as site_units
 from suite.site.pages import Job
 from suite.site.render import (
@@ -63,7 +63,7 @@ def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, 
         newest = w.newest
         earlier = [(up.unit.month, up.page, up.unit.n_runs) for up in ups if up.unit.month != newest]
         pages.render_page(job, w.page, "workload.html", w=w, history=charts, convergence=curve, n_curves=n_curves,
-                          rcp_chart=rcp_chart(w, pick, pts),
+                          rcp_chart=rcp_chart(w, pick, pts), goodput_history=goodput_history.history_charts(w.history),
                           max_curves=MAX_CURVES, month=newest, months=earlier,
                           sub_rows=submission_rows(w.month_subs[newest], "../"),
                           run_rows=run_rows(w.month_runs[newest], "../"),

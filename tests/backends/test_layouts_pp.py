@@ -1,6 +1,6 @@
 """Pipeline parallelism of the Llama decoder, dense and Mixture-of-Experts (`--parallel pp=2[,ep=2]`, schedules
 gpipe, 1f1b and interleaved; suite/backends/parallel/pipeline_llama.py), and Megatron's uneven stages, against one
-process; and torchtitan's own pipeline (pipeline_llm, suite/backends/titan_pipeline.py) with the workload's loss.
+process; and torchtitan's own pipeline (pipeline_llm, suite/backends/torchtitan/pipeline.py) with the workload's loss.
 
 The loss curves of 20 steps and the evaluation after them, as tests/backends/test_layouts.py and
 test_layouts_ep.py do, with the tolerance measured first (tests/support/noise.py: `SAME_MATH` x the Student-t

@@ -46,6 +46,16 @@ def test_a_noisy_host_names_nobody(seed):
     assert warnings == []
 
 
+def test_the_all_reduce_spans_name_the_rank_with_their_own_fields_and_words():
+    rng = random.Random(3)
+    times = [[0.020] * 40, [0.020] * 40]  # every step as long on both ranks: the wait hides inside the collective
+    rows, warnings = ranks.summary(times, _waits(rng, 40, slow_rank=0, extra=0.01, jitter=0.0005),
+                                   "the last to reach the gradient all-reduce", "allreduce_")
+    assert rows[0]["allreduce_latest_share"] > 0.9 and "latest_share" not in rows[0]
+    (w,) = warnings
+    assert w.startswith("straggler: rank 0 was the last to reach the gradient all-reduce in ")
+
+
 def test_too_few_steps_name_nobody():
     rng = random.Random(2)
     _, warnings = ranks.summary([[0.01] * 10] * 2, _waits(rng, 10, slow_rank=0, extra=0.01, jitter=0.0001))
@@ -70,4 +80,32 @@ def test_a_slowed_rank_of_a_real_ddp_run_is_named_and_a_quiet_one_is_not(tmp_pat
     assert [w for w in slow.warnings if w.startswith("straggler: rank 1 ")], slow.warnings
     assert not [w for w in slow.warnings if w.startswith("straggler: rank 0")]
     assert len(quiet.goodput.ranks) == 2
+    assert not [w for w in quiet.warnings if w.startswith("straggler")], quiet.warnings
+
+
+@pytest.mark.timeout(960)  # above its children's 900 s guard (tests/project/test_hang_guards.py)
+@pytest.mark.slow
+def test_a_rank_slowed_before_the_gradient_all_reduce_is_named_from_its_time_inside_it(tmp_path):
+    """Rank 1 sleeps twice its step's own time BEFORE each step (faults.slow_at: before_step): rank 0 waits for it
+    inside DDP's gradient all-reduce, both reach the stop agreement together, and the spans each rank spent inside
+    the all-reduce name rank 1. The quiet run of the test above (and its all-reduce spans) names nobody."""
+    found = {}
+    for name, sets in (("slow", ["--set", "faults.slow_rank=1", "--set", "faults.slow_percent=200", "--set",
+                                 "faults.slow_at=before_step"]), ("quiet", [])):
+        res = tmp_path / name
+        p = sh("run", str(DIGITS), "--variant", "tiny", *sets, "--nproc", "2", "--threads", "1", "--quiet",
+               "--results", str(res), timeout=900)
+        assert p.returncode == 0, p.stderr[-3000:]
+        (path,) = res.rglob("*.json")
+        found[name] = read_result(path)
+    slow, quiet = found["slow"], found["quiet"]
+    named = [w for w in slow.warnings if w.startswith("straggler: rank 1 was the last to reach the gradient all-reduce")]
+    assert named, (slow.warnings, slow.goodput.ranks, slow.hardware.load_avg_start)
+    assert not [w for w in slow.warnings if w.startswith("straggler: rank 0")]
+    # the stop agreement alone would not have seen it: rank 0's wait happened inside the collective
+    assert not [w for w in slow.warnings if "the last to finish its step" in w], slow.warnings
+    r0, r1 = slow.goodput.ranks
+    assert r1["allreduce_latest_share"] >= 0.9 and r1["allreduce_late_median_s"] > 0.35 * r1["step_p50_s"]
+    assert r0["allreduce_latest_share"] <= 0.1 and r0["allreduce_late_median_s"] == 0.0
+    assert all("allreduce_latest_share" in r for r in quiet.goodput.ranks)
     assert not [w for w in quiet.warnings if w.startswith("straggler")], quiet.warnings

@@ -23,6 +23,7 @@ import os
 import socket
 import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -279,6 +280,21 @@ class DeepSpeedBackend(Backend):
 
     def eval_model(self, state: TrainState) -> nn.Module:
         return state.extra["eval"]
+
+    # --checkpoint-every: DeepSpeed's own checkpoint (the module, its optimizer and ZeRO partitions, the lr scheduler
+    # given to initialize, its step counters), one tag per step folder; the harness keeps the RNG and data order
+    checkpoint_format: ClassVar[str | None] = "deepspeed"
+    CHECKPOINT_TAG: ClassVar[str] = "engine"
+
+    def save_checkpoint(self, state: TrainState, folder: Path) -> None:
+        engine: Any = state.model
+        engine.save_checkpoint(str(folder), tag=self.CHECKPOINT_TAG, save_latest=False)  # ends in a barrier
+
+    def load_checkpoint(self, state: TrainState, folder: Path) -> None:
+        engine: Any = state.model
+        path, _ = engine.load_checkpoint(str(folder), tag=self.CHECKPOINT_TAG)
+        if path is None:
+            raise RuntimeError(f"{folder}: DeepSpeed found no checkpoint (tag {self.CHECKPOINT_TAG!r}) to load")
 
     def synchronize(self) -> None:
         self.device.synchronize()

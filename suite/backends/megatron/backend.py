@@ -30,6 +30,7 @@ import importlib.util
 import socket
 from contextlib import nullcontext
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -53,8 +54,6 @@ from suite.backends.megatron.step import MegatronSteps, PipelineEval, clip_grad_
 from suite.backends.torch.backend import to_device
 from suite.measure.environment import package_version
 from suite.workloads.contract import Batch, Workload
-
-__all__ = ["CpuShim", "MegatronBackend", "MegatronGPT", "is_gpt", "megatron_state", "supports"]
 
 SUPPORTED_ARCHS = ("gpt",)
 
@@ -421,6 +420,19 @@ class MegatronBackend(Backend):
 
     def recompute_fraction(self) -> float | None:
         return getattr(self, "recompute", 0.0)
+
+    # --checkpoint-every: Megatron's own dist_checkpointing (suite/backends/megatron/checkpoint.py)
+    checkpoint_format: ClassVar[str | None] = "megatron.dist_checkpointing"
+
+    def save_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends.megatron import checkpoint as megatron_checkpoint
+
+        megatron_checkpoint.save(folder, dist.get_rank() if dist.is_initialized() else 0, self.gpt, state.optimizer)
+
+    def load_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends.megatron import checkpoint as megatron_checkpoint
+
+        megatron_checkpoint.load(folder, dist.get_rank() if dist.is_initialized() else 0, self.gpt, state.optimizer)
 
     def close(self) -> None:
         if self._parallel_ready:

@@ -21,6 +21,7 @@ from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, pipeline_llama, tables, tensor
+from suite.backends.parallel.allreduce_timer import AllreduceTimer
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
 
@@ -130,6 +131,7 @@ class TorchBackend(Backend):
         self._autocast = self.precision.autocast
         self.recompute = checkpoint.recompute_fraction(lay.ac, raw)
         model: nn.Module = raw
+        allreduce = AllreduceTimer()  # each step's seconds in DDP's gradient all-reduce (suite/execution/ranks.py)
         if self._sharded(lay):
             model, train_params = self._parallelize(raw, lay, opts, workload)
         else:
@@ -143,6 +145,7 @@ class TorchBackend(Backend):
                 model = nn.parallel.DistributedDataParallel(
                     model, device_ids=ids, find_unused_parameters=self.opts.find_unused_parameters
                 )
+                allreduce.attach(model)
         optimizer = build_optimizer(spec.optimizer, train_params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
         scaler = self.precision.scaler()
@@ -155,7 +158,8 @@ class TorchBackend(Backend):
         # looked up once: getattr on an nn.Module that lacks the name raises inside, ~1.5 us a step (issue 29)
         after_step = getattr(raw, "after_optimizer_step", None)  # a model's own per-step update (lookahead)
         return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                          extra={"train_params": train_params, "after_step": after_step})
+                          extra={"train_params": train_params, "after_step": after_step,
+                                 "allreduce_s": allreduce.spans_s})
 
     @staticmethod
     def _sharded(lay: layouts.Layout) -> bool:

@@ -18,13 +18,14 @@ refuses "sdpa" for LMs only because its data loader packs documents, which the s
 Layouts (`--parallel`): dp -> data_parallel_replicate_degree, fsdp -> data_parallel_shard_degree, tp ->
 tensor_parallel_degree (+ sp -> enable_sequence_parallel), ac -> FullAC / SelectiveAC, `--compile` ->
 CompileConfig(components=["model"]), pp (alone) -> torchtitan's own pipeline_llm with the workload's loss
-(suite/backends/titan_pipeline.py). cp, loss_parallel and tp on an MoE model are refused (`supports`).
+(suite/backends/torchtitan/pipeline.py). cp, loss_parallel and tp on an MoE model are refused (`supports`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -76,7 +77,7 @@ def supports(spec: Any) -> str | None:
     if par is None:
         return None
     if par.pp > 1 and (par.tp > 1 or par.fsdp > 1 or (par.dp or 1) > 1 or par.ac != "none"):
-        return ("parallel.pp with dp/fsdp/tp/ac: torchtitan's pipeline (pipeline_llm, suite/backends/titan_pipeline.py) "
+        return ("parallel.pp with dp/fsdp/tp/ac: torchtitan's pipeline (pipeline_llm, suite/backends/torchtitan/pipeline.py) "
                 "is wired alone here; its composition with the other dimensions is not tested")
     if par.cp > 1:
         return "parallel.cp: context parallel needs torchtitan's CP-sharded inputs and loss; not wired"
@@ -174,7 +175,7 @@ class TorchtitanBackend(Backend):
         # torchtitan picks its mesh device from the accelerator it finds, "cuda" when there is none (put back in close)
         self._saved_device_type = parallel_dims_module.device_type  # type: ignore[attr-defined]
         parallel_dims_module.device_type = self.device.type  # type: ignore[attr-defined]
-        from suite.backends import titan_pipeline
+        from suite.backends.torchtitan import pipeline as titan_pipeline
 
         par = ParallelismConfig(data_parallel_replicate_degree=lay.dp, data_parallel_shard_degree=lay.fsdp,
                                 tensor_parallel_degree=lay.tp, enable_sequence_parallel=lay.sp,
@@ -256,6 +257,19 @@ class TorchtitanBackend(Backend):
         from torch.distributed.tensor.parallel import loss_parallel
 
         return loss_parallel()
+
+    # --checkpoint-every: torchtitan's own CheckpointManager (suite/backends/torchtitan/checkpoint.py)
+    checkpoint_format: ClassVar[str | None] = "torchtitan"
+
+    def save_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends.torchtitan import checkpoint as titan_checkpoint
+
+        titan_checkpoint.save(folder, state.raw_model, state.optimizer, state.scheduler)
+
+    def load_checkpoint(self, state: TrainState, folder: Path) -> None:
+        from suite.backends.torchtitan import checkpoint as titan_checkpoint
+
+        titan_checkpoint.load(folder, state.raw_model, state.optimizer, state.scheduler)
 
     def eval_model(self, state: TrainState) -> nn.Module:
         if self.pipe is not None:  # every rank's whole copy, each parameter from the part that trains it

@@ -33,7 +33,8 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("imported", "VARCHAR"),  # a published (MLPerf) result's provenance as JSON, NULL for a local run: schema 6
     ("synthetic_data", "BOOLEAN"),  # read `data prepare --synthetic` files: off the leaderboards, schema 6
     ("variant", "VARCHAR"),  # the spec's named variant (`--variant tiny`): labelled, off the leaderboards, schema 6
-    ("goodput", "VARCHAR"),  # the wall-clock account: {"parts_s": ..., "goodput": ...} (JSON), index schema 6
+    ("goodput", "VARCHAR"),  # the wall-clock account: {"parts_s": ..., "goodput": ...} (JSON), index schema 6;
+    # schema 7: also "recovery" (restarts, steps lost, times to recover) and the spec's "faults" block (_account)
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -54,12 +55,42 @@ def target_of(column: str | None) -> dict[str, Any]:
     return target
 
 
+_ACCOUNTS: dict[str, dict[str, Any]] = {}
+
+
+def goodput_of(column: str | None) -> dict[str, Any]:
+    """A run's `goodput` column (_account) as a dict, {} for a run without an account; each distinct text parsed
+    once (the dict is shared: read it, never change it)."""
+    if not column:
+        return {}
+    got = _ACCOUNTS.get(column)
+    if got is None:
+        try:
+            parsed = json.loads(column)
+        except ValueError:
+            parsed = {}
+        got = _ACCOUNTS[column] = parsed if isinstance(parsed, dict) else {}
+    return got
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _text(value: Any, default: str = "") -> str:
     return value if isinstance(value, str) else default if value is None else str(value)
+
+
+def _account(r: results_mod.Result, spec: dict[str, Any]) -> str | None:
+    """The `goodput` column: the account's parts and goodput, what its recoveries cost and the faults the spec
+    injected (the site's goodput history and fault-scenario column, suite/site/goodput_history.py)."""
+    if r.goodput is None:
+        return None
+    rec = r.goodput.recovery
+    faults = spec.get("faults")
+    return json.dumps({"parts_s": r.goodput.parts_s, "goodput": r.goodput.goodput,
+                       "recovery": {k: rec[k] for k in ("restarts", "steps_lost", "time_to_recover_s") if k in rec},
+                       "faults": {k: v for k, v in faults.items() if v is not None} if isinstance(faults, dict) else None})
 
 
 def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True) -> tuple[list[Any], list[list[Any]]]:
@@ -96,7 +127,7 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
         phase_figure(r.phases, "rollout_s_per_step"), phase_figure(r.phases, "training_s_per_step"),
         r.imported.model_dump_json() if r.imported else None,
         bool(r.synthetic_data), _text(r.config.get("variant")),
-        json.dumps({"parts_s": r.goodput.parts_s, "goodput": r.goodput.goodput}) if r.goodput else None,
+        _account(r, spec),
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
               for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]
