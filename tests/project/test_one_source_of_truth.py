@@ -123,3 +123,11 @@ def test_docs_do_not_say_a_supported_layout_is_refused() -> None:
     specs, _ = load_all({"nlp/llama31_8b": registry.workload_files()["nlp/llama31_8b"]})
     assert matrix(specs)["nlp/llama31_8b"]["torch"] is None
     assert "covers the suite GPT only" not in WORKLOADS_MD.read_text()
+
+
+def test_readme_s_first_paragraph_names_every_backend() -> None:
+    """Issue 43: README's opening sentence listed four engines while six were registered."""
+    intro = README.read_text().split("\n\n", 2)[1].lower()
+    spoken = {"torch": "pytorch"}
+    missing = [b for b in registry.BACKENDS if spoken.get(b, b) not in intro]
+    assert not missing, f"README's first paragraph does not name {missing}"
