@@ -24,6 +24,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from suite.compare import model as compare_model
+from suite.compare import output as compare_output
 from suite.compare import tta as cmp
 from suite.registry import find_workload
 from suite.results import baselines as bl
@@ -77,11 +79,11 @@ def build(root: Path, files: int) -> tuple[Path, Path]:
     return baselines, cand
 
 
-def timed(baselines: Path, cand: Path, validate: bool) -> tuple[float, cmp.Report]:
+def timed(baselines: Path, cand: Path, validate: bool) -> tuple[float, compare_model.Report]:
     t0 = time.perf_counter()
     report = cmp.compare([baselines], [cand], validate=validate)
-    cmp.to_markdown(report)
-    cmp.to_json(report)
+    compare_output.to_markdown(report)
+    compare_output.to_json(report)
     return time.perf_counter() - t0, report
 
 

@@ -38,10 +38,11 @@ import torch
 from suite import devices, registry
 from suite.backends.matrix import unsupported_reason
 from suite.data.base import DataMissing
+from suite.data.locate import data_root
 from suite.harness import RunRequest, run
 from suite.measure import environment, flops, llm_memory, memory, peaks
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from device_titan import TITAN_PUBLISHED_8B, titan_llama8b_row  # noqa: E402 - beside this script

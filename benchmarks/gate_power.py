@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.ab_factory import Noise, simulate  # noqa: E402
 
 from suite.compare import ab_verdict as compare_ab  # noqa: E402
-from suite.compare import tta as cmp  # noqa: E402
+from suite.compare import model as compare_model  # noqa: E402
 
 
 def load() -> str:
@@ -227,7 +227,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200, help="measured steps a run (the spec's default)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--slowdown", type=float, default=0.05)
-    ap.add_argument("--floor", type=float, default=cmp.DEFAULT_THROUGHPUT_FLOOR)
+    ap.add_argument("--floor", type=float, default=compare_model.DEFAULT_THROUGHPUT_FLOOR)
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)

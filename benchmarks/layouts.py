@@ -54,9 +54,10 @@ def worker(spec_name: str, backend: str, overrides: dict[str, Any], warmup: int,
 
     from suite import devices, distributed, registry
     from suite.backends.base import RunOptions
+    from suite.data.locate import data_root
     from suite.harness import seed_everything
     from suite.specload import load_spec
-    from suite.workloads.contract import Context, data_root
+    from suite.workloads.contract import Context
 
     info = distributed.from_env()
     device = devices.current(info.local_rank)

@@ -25,6 +25,7 @@ import torch
 from suite import devices, distributed, registry, throughput
 from suite.backends.base import RunOptions
 from suite.data.base import DataMissing
+from suite.data.locate import data_root
 from suite.data.synthetic import files as synthetic
 from suite.execution import faults, ranks, recovery
 from suite.execution.endings import OOM_HINT, StopFlag, out_of_memory, short_traceback, signals_to_flag
@@ -33,7 +34,7 @@ from suite.measure.instruments import Instruments
 from suite.measure.profiling import ProfileWindow
 from suite.results.record import EvalPoint, Result, new_run_id, now_utc, write_run
 from suite.spec import WorkloadSpec
-from suite.workloads.contract import Context, data_root, side_files
+from suite.workloads.contract import Context, side_files
 
 # stop codes, ordered so that all_max picks the most severe one when ranks disagree
 CONTINUE, REACHED, BUDGET, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4

@@ -12,6 +12,7 @@ import typer
 
 from suite import registry
 from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, say
+from suite.compare import model as compare_model
 
 BACKEND_CHOICES = " | ".join(registry.BACKENDS)  # the registry's names: `run --help` never drifts
 
@@ -171,14 +172,13 @@ def bisect(
 
     from suite.compare import ab as ab_mod
     from suite.compare import bisect as bis
-    from suite.compare import tta
     from suite.compare.bisect_ab import ab_comparator
 
     if metric not in bis.METRICS:
         raise fail_input(f"--metric {metric!r}: expected step_time or time_to_target")
     try:
         commits = bis.commit_range(repo.resolve(), good, bad)
-        settings = tta.Settings(throughput_noise_floor=throughput_noise_floor)
+        settings = compare_model.Settings(throughput_noise_floor=throughput_noise_floor)
     except ValueError as e:
         raise fail_input(str(e)) from None
     plan = ab_mod.ABPlan(repo=repo.resolve(), out=out.resolve(), workloads=[workload], rounds=rounds, backend=backend,

@@ -14,11 +14,13 @@ from rich.table import Table
 
 from suite import registry
 from suite.cli.common import EXIT_FAIL, EXIT_OK, check_writable, emit_json, err, fail_input, out, say_err
+from suite.execution.plan import (
+    MAX_SEED,  # imports only the standard library: `trainbench --help` stays instant
+)
 
 BACKEND_CHOICES = " | ".join(registry.BACKENDS)  # the registry's names: `run --help` never drifts
 
 MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
-MAX_SEED = 2**32 - 1  # = suite.execution.plan.MAX_SEED (not imported here: `trainbench --help` stays instant)
 
 
 def _row(result: Any, written: Path | None) -> dict[str, Any]:

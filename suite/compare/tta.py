@@ -18,28 +18,13 @@ from typing import Any, Literal
 from suite.compare import ab_verdict as compare_ab
 from suite.compare import rcp_guard
 from suite.compare.ab_verdict import CompareInputError
-from suite.compare.model import (  # noqa: F401 - the model is part of this module's API
-    DEFAULT_ALPHA,
-    DEFAULT_GATE,
-    DEFAULT_MIN_RUNS,
-    DEFAULT_MIN_SEEDS,
-    DEFAULT_MIN_STEPS,
-    DEFAULT_NOISE_FLOOR,
-    DEFAULT_THROUGHPUT_FLOOR,
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_REGRESSION,
+from suite.compare.model import (
     IMPROVED,
-    METRIC_NAMES,
     METRICS,
-    NO_CHANGE,
     NOT_COMPARABLE,
     PHASE_METRICS,
     REGRESSED,
-    REPORT_SCHEMA_VERSION,
     SAME,
-    SEVERITY,
-    SUSPICIOUS,
     Metric,
     MetricResult,
     PairReport,
@@ -47,25 +32,18 @@ from suite.compare.model import (  # noqa: F401 - the model is part of this modu
     Settings,
     SideInfo,
     Summary,
-    Verdict,
 )
-from suite.compare.output import (  # noqa: F401 - re-exported: callers use compare.to_json etc.
-    ICON,
-    MARKDOWN_MAX_CHARS,
-    ReportError,
+from suite.compare.output import (
     fmt,
-    read_report,
-    report_from_json,
-    summary_line,
-    to_json,
-    to_markdown,
 )
 from suite.results import key as compare_key
 from suite.results import stats
-from suite.results.baselines import Loaded, RunFigures, Side, SideKey, load_paths, sides
+from suite.results.baselines import load_paths
 from suite.results.noise_floor import FloorError, NoiseFloor, check_floor
 from suite.results.rcp import RCP
 from suite.results.rcp import newest as newest_rcps
+from suite.results.runfiles import Loaded, Side, SideKey, sides
+from suite.results.stats import RunFigures
 
 # ---- one metric --------------------------------------------------------------------------------------------
 

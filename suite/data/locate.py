@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,9 +18,8 @@ def glob_in(folder: str | Path, pattern: str) -> list[Path]:
 
 
 def data_root() -> Path:
-    from suite.workloads.contract import data_root as root  # one definition of TRAINBENCH_DATA
-
-    return root()
+    """Where data sets live on this machine: $TRAINBENCH_DATA, else ~/.cache/trainbench (the one definition)."""
+    return Path(os.environ.get("TRAINBENCH_DATA", Path.home() / ".cache" / "trainbench")).expanduser()
 
 
 def registry_dir(package: str) -> Path:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from suite.spec import MLPERF_BENCHMARKS  # noqa: F401  (re-exported: the names a spec may give)
-
 DECAYING = {"cosine": "cosine", "polynomial": "polynomial", "wsd": "warmup-stable-decay"}
 TORCH_ADAMW = {"betas": (0.9, 0.999), "eps": 1e-8}  # torch.optim.AdamW's defaults, what runs when a spec is silent
 

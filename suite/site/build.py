@@ -25,9 +25,11 @@ import jinja2
 
 from suite.results import rcp as rcp_files
 from suite.results.conditions import load_warning
+from suite.results.index import store as index_store
 from suite.results.record import Result, load_results
 from suite.site import units as site_units
-from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, cell_text, load_baselines
+from suite.site.cells import cell_text
+from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, load_baselines
 from suite.site.output import (
     MARKER,
     SiteError,
@@ -52,21 +54,13 @@ from suite.site.pages import (
     signature,
     worker_count,
 )
-from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-exported for callers and tests
-    MAX_CURVES,
+from suite.site.render import (
     CurveSource,
-    convergence_chart,
-    eval_names,
-    eval_rows,
     fmt_date,
     fmt_num,
     fmt_pct,
     fmt_s,
-    history_charts,
-    kv_rows,
-    record_tables,
     result_curve,
-    run_charts,
     sort_value,
 )
 from suite.site.reports import CompareView, StudyView, compare_view, study_view
@@ -153,7 +147,7 @@ def _index_results(results: Path) -> Iterator[Callable[[list[RunRow]], dict[str,
     """Read Results from the index through one connection (opening one costs ~20 ms)."""
     from suite.results import index
 
-    with index.reading(results, refresh=False) as con:
+    with index_store.reading(results, refresh=False) as con:
         yield lambda rows: index.results_of(results, [rr.rel for rr in rows], [rr.rowid for rr in rows], con=con)
 
 

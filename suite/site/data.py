@@ -19,13 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from suite.results import baseline_schema
 from suite.results import baselines as bl
 from suite.results.imported import ImportedFrom
 from suite.results.index.rows import target_of as target_of_column
 from suite.results.record import Result, ResultError, slug
 from suite.results.stats import Aggregate, RunFigures, aggregate
 from suite.results.stats import _tta as tta_of
-from suite.site.cells import cell_text, flatten  # noqa: F401 - moved there (module size); imported from here
 from suite.site.published import Reference, imported_of, newest_target, published_key, with_references
 
 
@@ -273,7 +273,7 @@ class Baseline:
     recomputed from the stored seeds by suite.results.stats, so it is the figure a leaderboard row of the same runs shows."""
 
     path: str  # relative to the baselines folder
-    baseline: bl.Baseline
+    baseline: baseline_schema.Baseline
     agg: Aggregate
 
     @property

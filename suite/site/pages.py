@@ -22,7 +22,8 @@ import jinja2
 from suite.results import tree as results_tree
 from suite.results.record import Result
 from suite.site import output
-from suite.site.data import RunRow, Workload, flatten
+from suite.site.cells import flatten
+from suite.site.data import RunRow, Workload
 from suite.site.goodput_bar import goodput_bar
 from suite.site.render import eval_names, eval_rows, eval_shown, kv_rows, record_tables, run_charts
 

@@ -8,7 +8,6 @@ registry, builds on it).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +43,6 @@ class Context:
     data_root: Path
     seed: int
     device: torch.device
-
-
-def data_root() -> Path:
-    return Path(os.environ.get("TRAINBENCH_DATA", Path.home() / ".cache" / "trainbench")).expanduser()
 
 
 def side_files(workload: Any, model: nn.Module, warnings: list[str]) -> dict[str, bytes]:

@@ -11,11 +11,12 @@ from support.promised import require
 from suite import devices, registry
 from suite.backends.base import RunOptions
 from suite.backends.megatron.backend import MegatronBackend, supports
+from suite.data.locate import data_root
 from suite.harness import seed_everything
 from suite.results.record import read_result
 from suite.spec import SpecError
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 torch.set_num_threads(1)
 require("megatron.core")

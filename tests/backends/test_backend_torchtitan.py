@@ -253,7 +253,8 @@ def test_flex_attention_with_the_masks_the_backend_makes_gives_the_same_logits(m
 
 
 def _ctx():
-    from suite.workloads.contract import Context, data_root
+    from suite.data.locate import data_root
+    from suite.workloads.contract import Context
 
     return Context(data_root=data_root(), seed=0, device=torch.device("cpu"))
 

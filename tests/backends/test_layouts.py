@@ -215,8 +215,9 @@ def _decayed_elements(backend: str, overrides: dict, options: dict | None = None
     """(elements the backend's optimizer decays, elements of >= 2-D parameters of the model it trains)."""
     from suite import devices, registry
     from suite.backends.base import RunOptions
+    from suite.data.locate import data_root
     from suite.harness import seed_everything
-    from suite.workloads.contract import Context, data_root
+    from suite.workloads.contract import Context
 
     spec = load_spec(CHAR_GPT, overrides)
     seed_everything(0)

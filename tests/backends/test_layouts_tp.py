@@ -141,7 +141,8 @@ def test_megatron_sequence_parallel_is_refused_without_transformer_engine():
     the backend says so before building anything (refused in setup, before the process groups)."""
     from suite import devices, registry
     from suite.backends.base import RunOptions
-    from suite.workloads.contract import Context, data_root
+    from suite.data.locate import data_root
+    from suite.workloads.contract import Context
 
     spec = load_spec(CHAR_GPT, {"parallel.tp": 2, "parallel.sp": True})
     device = devices.current(0)
@@ -160,7 +161,8 @@ def test_a_padded_vocabulary_turns_the_default_loss_parallel_off():
     layout), an explicit `loss_parallel: true` is refused with the reason."""
     from suite import devices, registry
     from suite.backends.torch.backend import TorchBackend
-    from suite.workloads.contract import Context, data_root
+    from suite.data.locate import data_root
+    from suite.workloads.contract import Context
 
     def fit(overrides: dict) -> layout.Layout:
         spec = load_spec(registry.find_workload("nlp/topics_gpt"), {"parallel.tp": 2, **overrides})

@@ -19,11 +19,12 @@ from support.promised import require
 from suite import devices, registry
 from suite.backends.base import RunOptions
 from suite.backends.megatron import lora as megatron_lora
+from suite.data.locate import data_root
 from suite.harness import seed_everything
 from suite.models.common import lora
 from suite.models.hf import pretrained
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 torch.set_num_threads(1)
 require("megatron.core")

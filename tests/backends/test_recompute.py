@@ -26,8 +26,9 @@ def _forward_calls(backend: str, ac: str, modules: dict[str, Any], spec_path: An
     """Forward calls of the named modules (a getter on the trained model each) during one training step."""
     from suite import devices, registry
     from suite.backends.base import RunOptions
+    from suite.data.locate import data_root
     from suite.harness import seed_everything
-    from suite.workloads.contract import Context, data_root
+    from suite.workloads.contract import Context
 
     spec = load_spec(spec_path, {"parallel.ac": ac})
     seed_everything(0)

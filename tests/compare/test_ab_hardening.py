@@ -21,6 +21,7 @@ from support.faults import ROOT, TESTS, write_spec
 
 from suite.compare import ab
 from suite.compare import bisect as bis
+from suite.compare import model as compare_model
 from suite.execution.processes import descendants
 from suite.results.record import load_results
 
@@ -70,13 +71,12 @@ SHORT = ["throughput.measure_steps=20", "throughput.warmup_steps=1", "budget.wat
 
 @pytest.mark.slow  # one comparison of two real processes: ~20 s at load 7
 def test_the_real_comparator_skips_a_head_that_does_not_import(tmp_path: Path) -> None:
-    from suite.compare import tta
     from suite.compare.bisect_ab import ab_comparator
 
     repo, base, head = _broken_repo(tmp_path)
     plan = ab.ABPlan(repo=repo, out=tmp_path / "bisect", workloads=["cv/digits_cnn"], deps="shared", threads=1,
                      sets=SHORT)
-    d = ab_comparator(plan, "cv/digits_cnn", "step_time", tta.Settings(), [])(base, head, 1)
+    d = ab_comparator(plan, "cv/digits_cnn", "step_time", compare_model.Settings(), [])(base, head, 1)
     assert d.verdict == bis.SKIPPED and "SyntaxError" in d.note, d
     (one,) = [p for p in (tmp_path / "bisect").iterdir() if p.name.startswith("01-")]
     base_runs = load_results(one / "base").results

@@ -12,11 +12,12 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from suite import registry
 from suite.data.base import DataMissing
+from suite.data.locate import data_root
 from suite.measure import flops
 from suite.models.gpt import model as gpt
 from suite.models.vision import cnn
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 TOLERANCE = 0.05
 

@@ -11,8 +11,8 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from suite.results.baselines import RunFigures
 from suite.results.record import GitInfo, HardwareInfo, Result, write_result
+from suite.results.stats import RunFigures
 
 HW = "cpu-test-2c"
 START = datetime(2026, 12, 1, tzinfo=UTC)
@@ -67,6 +67,6 @@ def write_all(root: Path, results: list[Result]) -> Path:
 
 def figures(rng: random.Random, n: int, **kw) -> list[RunFigures]:
     """The same simulation straight to RunFigures, for the many-set false-alarm test."""
-    from suite.results.baselines import figures_of
+    from suite.results.stats import figures_of
 
     return [figures_of(r) for r in noisy_runs(rng, n, **kw)]

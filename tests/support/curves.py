@@ -19,9 +19,10 @@ import torch
 
 from suite import devices, distributed, registry
 from suite.backends.base import RunOptions
+from suite.data.locate import data_root
 from suite.harness import seed_everything
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 
 def loss_curve(spec_path: Path | str, backend: str, steps: int, options: dict[str, Any] | None = None,

@@ -24,10 +24,11 @@ import torch.distributed as dist
 from suite import devices, distributed, registry
 from suite.backends.base import RunOptions
 from suite.backends.parallel.expert import ExpertShard
+from suite.data.locate import data_root
 from suite.harness import seed_everything
 from suite.models.common import moe
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 
 def _whole(grad: torch.Tensor) -> torch.Tensor:

@@ -22,9 +22,10 @@ import torch
 
 from suite import devices, distributed, registry
 from suite.backends.base import RunOptions
+from suite.data.locate import data_root
 from suite.harness import seed_everything
 from suite.specload import load_spec
-from suite.workloads.contract import Context, data_root
+from suite.workloads.contract import Context
 
 
 def run_layout(spec_path: str, overrides: dict, ids: torch.Tensor, steps: int) -> dict:

@@ -6,6 +6,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from suite.compare import output as compare_output
 from suite.results.record import EvalPoint, GitInfo, HardwareInfo, PeakInfo, Result
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -208,5 +209,5 @@ def write_compare_report(folder, hardware_tps: dict[str, float] | None = None):
                                               cv_steps=0.01, cv_time=0.01))
     report = cmp.compare([folder / "base"], [folder / "cand"])
     path = folder / "compare.json"
-    path.write_text(json.dumps(cmp.to_json(report), indent=2))
+    path.write_text(json.dumps(compare_output.to_json(report), indent=2))
     return path

@@ -30,6 +30,7 @@ from suite.algorithms import grpo, grpo_rewards
 from suite.backends.verl import adapt as verl_adapt
 from suite.data.base import DataMissing
 from suite.execution.trainer_process import LineReader, TrainerProcess
+from suite.models.hf import tensors as hf_tensors
 
 MODULE = "verl.trainer.main_ppo"
 _EXCEPTION = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)(: .*)?$")  # a traceback's last line
@@ -68,8 +69,8 @@ def write_model(workload: Any, policy: Any, folder: Path) -> Path:
     hf_checkpoint.save_llama(policy, folder)
     workload.problems.save_hf_tokenizer(folder)
     ids = {"eos_token_id": workload.problems.eos_id, "pad_token_id": workload.problems.pad_id}
-    config = json.loads((folder / hf_checkpoint.CONFIG).read_text())
-    (folder / hf_checkpoint.CONFIG).write_text(json.dumps({**config, **ids}, indent=2) + "\n")
+    config = json.loads((folder / hf_tensors.CONFIG).read_text())
+    (folder / hf_tensors.CONFIG).write_text(json.dumps({**config, **ids}, indent=2) + "\n")
     (folder / "generation_config.json").write_text(json.dumps(ids) + "\n")
     return folder
 

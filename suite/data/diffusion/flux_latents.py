@@ -160,7 +160,7 @@ def describe(cfg: Config) -> dict[str, Any]:
 
 
 def load(cfg: Config) -> FluxLatents:
-    from suite.workloads.contract import data_root
+    from suite.data.locate import data_root
 
     return FluxLatents(cfg, Path(cfg.path).expanduser() if cfg.path else data_root() / "flux1")
 

@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.results.index import store
-from suite.results.index.archive import ArchiveError, ArchiveReport  # noqa: F401 - the package's API
-from suite.results.index.pack import pack  # noqa: F401 - the package's API
-from suite.results.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
+from suite.results.index.store import IndexStoreError, UpdateReport, reading, update
 from suite.results.record import Result, ResultError
 from suite.results.tree import TrainbenchWarning
 
@@ -44,7 +42,7 @@ def enabled(root: Path) -> bool:
         return False
     try:
         update(root)
-    except IndexError_ as e:
+    except IndexStoreError as e:
         warnings.warn(IndexUnavailable(f"{e.where}: cannot use the results index ({e.why}); reading the files "
                                        f"instead (set {ENV_OFF}=0 to skip the index without this warning)"),
                       stacklevel=2)
@@ -286,9 +284,9 @@ def _imported_system(column: str | None) -> str | None:
 
 
 def compare_inputs(root: Path, strict: bool, validate: bool, refresh: bool = True) -> Any:
-    """baselines.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
+    """runfiles.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
     index; every file the index could not take as a result (a baseline file, a bad file) read again by
-    baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
+    runfiles.read_file, so baselines are recognised and errors are worded as compare words them."""
     from suite.results.baseline_schema import Baseline
     from suite.results.noise_floor import NoiseFloor
     from suite.results.rcp import RCP

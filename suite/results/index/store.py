@@ -44,7 +44,7 @@ FILE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin
+class IndexStoreError(RuntimeError):
     """The index cannot be used (its folder is not writable, or DuckDB failed); the message says where.
     `where` (the index folder) and `why` (the cause) apart, for readers that fall back to the files."""
 
@@ -359,7 +359,7 @@ def update(root: Path, rescan: bool = False) -> UpdateReport:
                 con.close()
     except (OSError, duckdb.Error) as e:
         why = f"{type(e).__name__}: {e}"
-        raise IndexError_(f"{index_dir(root)}: cannot update the results index ({why}); make the results folder "
+        raise IndexStoreError(f"{index_dir(root)}: cannot update the results index ({why}); make the results folder "
                           "writable, or set TRAINBENCH_INDEX=0 to read the files", str(index_dir(root)), why) from None
     report.seconds = time.perf_counter() - t0
     return report
