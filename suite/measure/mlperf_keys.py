@@ -1,7 +1,7 @@
 """The hyper-parameter keys an MLPerf benchmark's rules read (mlperf-logging's compliance_checker/training_<ruleset>/
 closed_<benchmark>.yaml: max_sequence_length, the AdamW constants, the warmup/decay schedule, max_steps, the
 gradient clip, moe_aux_loss_coeff), each taken from the spec that ran. A spec names its benchmark in
-`mlperf_benchmark` (suite/spec.py's MLPERF_BENCHMARKS), which the MLLOG logs as submission_benchmark; a task's own keys
+`mlperf_benchmark` (suite/spec/schema.py's MLPERF_BENCHMARKS), which the MLLOG logs as submission_benchmark; a task's own keys
 (LoRA's rank, GRPO's generations) come from its workload's `mllog_hyperparameters()`; `mllog.check_benchmark` runs
 the official checker with the benchmark's own rules.
 """
