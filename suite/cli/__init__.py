@@ -1,7 +1,7 @@
 """The `trainbench` command line: a thin typer app, one module per command group.
 
-`run` (run, study), `catalog` (list, env, spec, data), `results` (results, compare, baseline), `site`,
-`gh` (gh, runner), `ab` (ab, calibrate, history), `mllog` (mllog check). Each module's `register` adds its commands; heavy imports happen inside commands so
+`run` (run, study), `list_`, `env`, `spec`, `data`, `results` (results, compare, baseline), `site`,
+`gh` (gh, runner), `ab`, `bisect`, `calibrate`, `history`, `mllog` (mllog check). Each module's `register` adds its commands; heavy imports happen inside commands so
 that `trainbench --help` is instant. Exit codes and the error style live in `common`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from suite.cli import ab, catalog, gh, mllog, results, run, site
+from suite.cli import ab, bisect, calibrate, data, env, gh, history, list_, mllog, results, run, site, spec
 
 app = typer.Typer(
     name="trainbench",
@@ -19,7 +19,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _group in (run, catalog, results, gh, site, ab, mllog):
+for _group in (run, list_, env, spec, data, results, gh, site, ab, bisect, calibrate, history, mllog):
     _group.register(app)
 
 

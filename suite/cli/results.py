@@ -13,12 +13,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from suite.cli.common import EXIT_FAIL, EXIT_OK, emit_json, err, fail_input, never_exit_1, out
-from suite.compare import model as compare_model
-from suite.compare import output as compare_output
-from suite.results import baseline_schema
-from suite.results.index import archive as index_archive
-from suite.results.index import pack as index_pack
-from suite.results.index import store as index_store
 
 MIN_SEEDS = 4  # = suite.results.stats.DEFAULT_MIN_SEEDS (not imported here: `trainbench --help` stays instant)
 
@@ -114,6 +108,7 @@ def results_index(
 ) -> None:
     """Bring the results index (RESULTS/.index/results.duckdb) up to date: reads only new or changed files."""
     from suite.results import index
+    from suite.results.index import store as index_store
 
     root = _results_dir(results)
     try:
@@ -148,6 +143,9 @@ def results_archive(
 ) -> None:
     """Pack result files (and their MLLOG logs) started before DATE into RESULTS/archive/YYYY-MM.zip, one per
     month; the index and every reader still read them. Each archive is verified before a file is deleted."""
+    from suite.results.index import archive as index_archive
+    from suite.results.index import pack as index_pack
+    from suite.results.index import store as index_store
 
     root = _results_dir(results)
     cutoff = _date(before)
@@ -189,6 +187,8 @@ def compare(
 ) -> None:
     """Compare candidate runs against baselines. Exit 0: no regression; 1: a regression; 2: bad input or
     nothing comparable."""
+    from suite.compare import model as compare_model
+    from suite.compare import output as compare_output
     from suite.compare import tta as cmp
 
     if format_ not in ("md", "json"):
@@ -305,6 +305,7 @@ def baseline_rcp(
 ) -> None:
     """Make Reference Convergence Points (MLPerf's RCPs: samples to target per seed at one global batch size) from
     blessed baselines; written beside them, append-only, and used by compare's convergence guard."""
+    from suite.results import baseline_schema
     from suite.results import baselines as bl
     from suite.results import rcp as rcp_mod
 

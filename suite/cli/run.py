@@ -12,13 +12,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from suite import registry
 from suite.cli.common import EXIT_FAIL, EXIT_OK, check_writable, emit_json, err, fail_input, out, say_err
+from suite.cli.options import BACKEND_CHOICES
 from suite.execution.plan import (
     MAX_SEED,  # imports only the standard library: `trainbench --help` stays instant
 )
-
-BACKEND_CHOICES = " | ".join(registry.BACKENDS)  # the registry's names: `run --help` never drifts
 
 MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
 

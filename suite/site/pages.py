@@ -273,7 +273,7 @@ def code_version() -> str:
 
 
 def read_manifest_all(out: Path, version: str, data: object = ...) -> dict[str, Any]:
-    """The last build's manifest ("units": workload -> month -> its entry (suite/site/units.py); "pages": workload
+    """The last build's manifest ("units": workload -> month -> its entry (suite/site/months.py); "pages": workload
     and month page -> its input digest; "cp": workload page -> the change-point tests its history charts made),
     or nothing when it was built by other site code (`data`: output.read_marker's, else read)."""
     if data is ...:

@@ -22,7 +22,7 @@ from suite.results.index import store
 from suite.results.index import store as index_store
 from suite.results.record import load_results, write_result
 from suite.site.build import MARKER, build_site
-from suite.site.units import UNITS_DIR
+from suite.site.months import UNITS_DIR
 
 
 def _tree(out: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:

@@ -108,7 +108,7 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 
 
 # A run's month (UTC) and its submission's (the month of the submission's newest seed), in SQL: what
-# suite.site.units.walk_catalog computes from every row of the file walk.
+# suite.site.months.walk_catalog computes from every row of the file walk.
 _MONTH = "strftime(make_timestamp(CAST(round(r.started_ts * 1000000) AS BIGINT)), '%Y-%m')"
 _SUB = "r.workload, r.spec_hash, r.hardware, r.backend, r.precision, coalesce(r.git_sha, 'unknown')"
 _KEY = "workload, spec_hash, hardware, backend, precision, sha, synthetic_data"  # RunRow.sub_key
@@ -116,7 +116,7 @@ _RUNS = (f"SELECT r.rowid AS rid, r.*, {_MONTH} AS month, coalesce(r.git_sha, 'u
          "FROM runs r JOIN files f USING (path)")
 _SUBS = f"SELECT {_KEY}, max(started_ts) AS ts, max(month) AS sub_month, min(month) AS first_month FROM s GROUP BY ALL"
 # the checksum of every (workload, month): members are the runs started in it (role 0) and the earlier seeds of its
-# submissions (role 1); an md5 a member, summed (order-free: no sort, no long string); suite.site.units.checksum
+# submissions (role 1); an md5 a member, summed (order-free: no sort, no long string); suite.site.months.checksum
 _UNITS = (f"WITH s AS ({_RUNS}), sub AS ({_SUBS}), late AS (SELECT s.workload, sub.sub_month AS unit, 1 AS role, "
           f"s.path, s.source, s.size, s.mtime_ns FROM s JOIN sub USING ({_KEY}) WHERE sub.first_month <> sub.sub_month "
           "AND s.month <> sub.sub_month), u AS (SELECT workload, month AS unit, 0 AS role, path, source, size, mtime_ns "
@@ -144,7 +144,7 @@ def _rows_sql(columns: Sequence[str], where: str = "TRUE", best: bool = False, p
 @dataclass
 class SiteOverview:
     """What a site build reads of every run, in a few aggregate rows: the months of every workload with their
-    checksums (suite.site.units.checksum, computed here in SQL), the featured runs (every seed of the newest
+    checksums (suite.site.months.checksum, computed here in SQL), the featured runs (every seed of the newest
     submission of each leaderboard row and of each configuration), each workload's domain, and the totals."""
 
     units: list[tuple[str, str, int, str]]  # workload, month, runs started in it, checksum
@@ -158,7 +158,7 @@ class SiteOverview:
 
 
 def site_overview(root: Path, columns: Sequence[str], strict: bool = False, refresh: bool = True) -> SiteOverview:
-    """The index's side of suite.site.units.walk_catalog, plus the bad files (strict: the first raises)."""
+    """The index's side of suite.site.months.walk_catalog, plus the bad files (strict: the first raises)."""
     report = update(root) if refresh else UpdateReport(store.db_path(root))
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
