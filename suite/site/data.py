@@ -24,8 +24,7 @@ from suite.results import baselines as bl
 from suite.results.imported import ImportedFrom
 from suite.results.index.rows import target_of as target_of_column
 from suite.results.record import Result, ResultError, slug
-from suite.results.stats import Aggregate, RunFigures, aggregate
-from suite.results.stats import _tta as tta_of
+from suite.results.stats import Aggregate, RunFigures, aggregate, tta_of
 from suite.site.published import Reference, imported_of, newest_target, published_key, with_references
 
 

@@ -249,29 +249,20 @@ def records(root: Path, where: str = "", params: Sequence[Any] = (), refresh: bo
     """baselines.RunRecord of every valid run (matching `where`) and the bad files: what
     baselines.load_paths gives compare and promote, without reading a file that is already indexed."""
     from suite.results.runfiles import RunRecord, SideKey
-    from suite.results.stats import RunFigures
+    from suite.results.stats import figures_from_json
 
     with reading(root, refresh=refresh) as con:
         errors = con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall()
         rows = con.execute(
-            "SELECT path, source, hardware, workload, backend, spec_hash, workload_version, noise_floor, run_id, seed, "
-            "status, tta_s, steps_to_target, time_per_step_s, samples_per_s, mfu, peak_memory_bytes, energy_j, git_sha, "
-            "started_at, git_dirty, host_load, comparison, paused, rollout_s_per_step, training_s_per_step, imported, "
-            "goodput "
-            f"FROM runs {'WHERE ' + where if where else ''}",
+            "SELECT path, source, hardware, workload, backend, spec_hash, workload_version, noise_floor, git_dirty, "
+            f"comparison, imported, figures FROM runs {'WHERE ' + where if where else ''}",
             list(params)).fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
     out = []
-    for (rel, source, hw, wl, be, spec_hash, wv, nf, run_id, seed, status, tta, stt, tps, sps, mfu, mem, energy, sha,
-         started, dirty, host_load, comparison, paused, rollout_s, training_s, imported, account) in rows:
-        account = json.loads(account) if account else {}
-        figures = RunFigures.model_construct(
-            run_id=run_id, seed=seed, status=status, time_to_target_s=tta, steps_to_target=stt, time_per_step_s=tps,
-            samples_per_s=sps, mfu=mfu, peak_memory_bytes=mem, energy_j=energy, git_sha=sha, started_at=started,
-            host_load=host_load, paused=paused, rollout_s_per_step=rollout_s, training_s_per_step=training_s,
-            goodput_parts_s=account.get("parts_s") or {}, goodput=account.get("goodput"))
-        out.append(RunRecord(_display(root, rel, source), SideKey(hw, wl, be), spec_hash, wv, nf, figures, bool(dirty),
-                             json.loads(comparison) if comparison else {}, _imported_system(imported)))
+    for rel, source, hw, wl, be, spec_hash, wv, nf, dirty, comparison, imported, figures in rows:
+        out.append(RunRecord(_display(root, rel, source), SideKey(hw, wl, be), spec_hash, wv, nf,
+                             figures_from_json(figures), bool(dirty), json.loads(comparison) if comparison else {},
+                             _imported_system(imported)))
     bad = [f"{_display(root, rel, source)}: {e}" for rel, source, e in sorted(errors, key=lambda r: _path_key(r[0]))]
     return out, bad
 

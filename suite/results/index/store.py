@@ -30,10 +30,11 @@ from suite.results.index.rows import RUN_COLUMNS, SERIES_COLUMNS, row_of
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
-INDEX_SCHEMA = 6  # 2: the comparison key (suite/results/key.py) of each run; 3: the site's columns, series order;
+INDEX_SCHEMA = 7  # 2: the comparison key (suite/results/key.py) of each run; 3: the site's columns, series order;
 # 4: `paused` (a pause inside the timed run); 5: RL post-training's phase times (rollout/training s per step);
 # 6: `imported` (a published MLPerf result's provenance), `synthetic_data` (the run read `trainbench data prepare
-# --synthetic` files), `variant` (`--variant tiny`), `goodput` (the wall-clock account's parts and goodput, JSON)
+# --synthetic` files), `variant` (`--variant tiny`), `goodput` (the wall-clock account's parts and goodput, JSON);
+# 7: `figures` (stats.figures_of as JSON: a new per-seed figure reaches compare without a new column)
 INDEX_DIR = results_tree.INDEX_DIR  # ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
