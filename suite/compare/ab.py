@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from suite.compare.ab_signals import sigterm_unwinds
+from suite.run_options import RunOptions
 
 SIDES = ("base", "head")
 HEARTBEAT_S = 20.0  # a round runs minutes: say it is still running this often (issue 49: two silent minutes a round)
@@ -77,6 +78,12 @@ class ABPlan:
     runs_per_block: int = 1  # runs (seeds) per process: amortises the interpreter's start-up on a slow machine
     mode: str = "throughput"  # tta: seeds to the target (`trainbench bisect --metric time_to_target`)
     cache: Path | None = None  # one worktree and venv per commit under cache/<sha>, shared by many A/Bs (bisect)
+
+    def run_options(self, results: Path, round_: int) -> RunOptions:
+        """One block's `trainbench run`: this round's seeds, quiet, in the block's own process (no isolation)."""
+        return RunOptions(workloads=list(self.workloads), mode=self.mode, backend=self.backend,
+                          seed=round_ * self.runs_per_block, seeds=self.runs_per_block, results=results, quiet=True,
+                          isolate=False, threads=self.threads, nproc=self.nproc, sets=list(self.sets))
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -204,15 +211,7 @@ def prepare(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> l
 
 def _command(side: Side, plan: ABPlan, round_: int) -> tuple[list[str], dict[str, str]]:
     results = (plan.out / side.name).resolve()
-    cmd = [str(side.python), "-m", "suite.cli", "run", *plan.workloads, "--mode", plan.mode, "--backend",
-           plan.backend, "--seed", str(round_ * plan.runs_per_block),
-           "--seeds", str(plan.runs_per_block), "--results", str(results), "--quiet", "--no-isolate"]
-    if plan.threads is not None:
-        cmd += ["--threads", str(plan.threads)]
-    if plan.nproc > 1:
-        cmd += ["--nproc", str(plan.nproc)]
-    for s in plan.sets:
-        cmd += ["--set", s]
+    cmd = [str(side.python), "-m", "suite.cli", "run", *plan.run_options(results, round_).argv()]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{side.python.parent}{os.pathsep}{env.get('PATH', '')}"
     return cmd, env
