@@ -39,14 +39,15 @@ def ab(
 ) -> None:
     """Run two commits alternately on this machine in throughput mode; each side's results in its own folder."""
     from suite.compare import ab as ab_mod
+    from suite.compare import ab_plan
 
-    plan = ab_mod.ABPlan(repo=repo.resolve(), out=out, workloads=list(workloads), rounds=rounds, order=order,
+    plan = ab_plan.ABPlan(repo=repo.resolve(), out=out, workloads=list(workloads), rounds=rounds, order=order,
                          seed=seed, backend=backend, threads=threads, sets=list(set_ or []), nproc=nproc, deps=deps,
                          extras=extras, offline=offline, find_links=list(find_links or []), lockstep=lockstep,
                          runs_per_block=runs_per_block)
     try:
         manifest = ab_mod.run_ab(plan, base, head, log=lambda line: err.print(line, markup=False, highlight=False))
-    except ab_mod.ABError as e:
+    except ab_plan.ABError as e:
         raise fail_input(str(e)) from None
     bad = [b for b in manifest["blocks"] if b["exit_code"] != 0]
     say(f"A/B written under {out}/: base {manifest['sides']['base']['sha'][:12]} -> {out}/base, head "

@@ -37,7 +37,7 @@ def bisect(
 ) -> None:
     """Find the first commit between --good and --bad that made WORKLOAD slower, each step decided by the A/B gate."""
 
-    from suite.compare import ab as ab_mod
+    from suite.compare import ab_plan
     from suite.compare import bisect as bis
     from suite.compare import model as compare_model
     from suite.compare.bisect_ab import ab_comparator
@@ -49,7 +49,7 @@ def bisect(
         settings = compare_model.Settings(throughput_noise_floor=throughput_noise_floor)
     except ValueError as e:
         raise fail_input(str(e)) from None
-    plan = ab_mod.ABPlan(repo=repo.resolve(), out=out.resolve(), workloads=[workload], rounds=rounds, backend=backend,
+    plan = ab_plan.ABPlan(repo=repo.resolve(), out=out.resolve(), workloads=[workload], rounds=rounds, backend=backend,
                          threads=threads, sets=list(set_ or []), deps=deps, offline=offline)
     log = lambda line: err.print(line, markup=False, highlight=False)  # noqa: E731
     err.print(f"bisecting {len(commits) - 1} commit(s) of {workload} ({metric})", markup=False)
@@ -57,7 +57,7 @@ def bisect(
         result = bis.bisect(workload, metric, commits, ab_comparator(plan, workload, metric, settings,
                                                                      list(floors or []), log),
                             rounds=rounds, repeats=repeats, budget=budget)
-    except (ab_mod.ABError, ValueError) as e:
+    except (ab_plan.ABError, ValueError) as e:
         raise fail_input(str(e)) from None
     md = bis.to_markdown(result)
     data = json.dumps(result.to_json(), indent=1) + "\n"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from suite.compare import model as compare_model
 from suite.compare import tta
-from suite.compare.ab import ABError, ABPlan, output_tail, run_ab
+from suite.compare.ab import output_tail, run_ab
+from suite.compare.ab_plan import ABError, ABPlan
 from suite.compare.bisect import METRICS, NO_CHANGE, NOT_COMPARABLE, SKIPPED, Decision
 
 

@@ -13,6 +13,7 @@ import pytest
 from suite.cli import app
 from suite.cli import run as run_cli
 from suite.compare import ab as ab_mod
+from suite.compare import ab_plan
 from suite.run_options import RunOptions
 
 RENAMED = {"set_": "sets", "compile_": "compile", "json_": "json"}  # Python keywords and names typer must not shadow
@@ -59,9 +60,9 @@ def test_check_names_the_flag() -> None:
 
 
 def test_an_ab_block_runs_the_command_it_ran_before(tmp_path: Path) -> None:
-    plan = ab_mod.ABPlan(repo=tmp_path, out=tmp_path / "ab", workloads=["cv/digits_cnn"], backend="torch", threads=2,
+    plan = ab_plan.ABPlan(repo=tmp_path, out=tmp_path / "ab", workloads=["cv/digits_cnn"], backend="torch", threads=2,
                          sets=["throughput.measure_steps=30"], nproc=2, runs_per_block=3)
-    side = ab_mod.Side("base", "HEAD", "a" * 40, tmp_path, Path("/venv/bin/python"))
+    side = ab_plan.Side("base", "HEAD", "a" * 40, tmp_path, Path("/venv/bin/python"))
     cmd, _ = ab_mod._command(side, plan, 4)
     assert cmd == ["/venv/bin/python", "-m", "suite.cli", "run", "cv/digits_cnn", "--mode", "throughput", "--backend",
                    "torch", "--seed", "12", "--seeds", "3", "--results", str((tmp_path / "ab" / "base").resolve()),
