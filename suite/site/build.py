@@ -28,8 +28,9 @@ from suite.results.conditions import load_warning
 from suite.results.index import store as index_store
 from suite.results.record import Result, load_results
 from suite.site import months as site_months
+from suite.site.baselines import load_baselines
 from suite.site.cells import cell_text
-from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, load_baselines
+from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload
 from suite.site.months import digest, walk_catalog, workloads_of
 from suite.site.output import (
     MARKER,
