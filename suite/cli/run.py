@@ -17,7 +17,7 @@ from suite.cli.options import BACKEND_CHOICES
 from suite.execution.plan import (
     MAX_SEED,  # imports only the standard library: `trainbench --help` stays instant
 )
-from suite.run_options import RunOptions
+from suite.run_flags import RunFlags
 
 MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
 
@@ -139,7 +139,7 @@ def run(
                     "agent; --executor inline)")] = 0,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
-    execute(RunOptions(
+    execute(RunFlags(
         workloads=list(workloads or []), tier=tier, backend=backend, seeds=seeds, seed=seed, sets=list(set_ or []),
         variant=variant, precision=precision, compile=compile_, threads=threads, nproc=nproc, results=results,
         json=json_, quiet=quiet, fail_fast=fail_fast, executor=executor, jobs=jobs, address=address,
@@ -150,7 +150,7 @@ def run(
         max_restarts=max_restarts))
 
 
-def execute(o: RunOptions) -> None:
+def execute(o: RunFlags) -> None:
     """`run` with its options as one object (the flags' values): plan, launch, print the summary, exit."""
     from suite.backends import layout
     from suite.execution import plan as planner
@@ -264,7 +264,7 @@ def execute(o: RunOptions) -> None:
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
 
 
-def launch_options(o: RunOptions, launched: bool = False, rendezvous: list[str] | None = None) -> Any:
+def launch_options(o: RunFlags, launched: bool = False, rendezvous: list[str] | None = None) -> Any:
     """How to launch the runs of these options (suite.execution.launch.Options): `run`'s and `study`'s one road.
     `launched`: this process is already a rank of someone's torchrun; `rendezvous`: torchrun's node arguments."""
     from suite.execution import launch
@@ -340,7 +340,7 @@ def study(
     out_dir = out_dir or Path("studies") / "_out" / st.name
     check_writable(results, "--results", "result files")  # both before the first run, not after the last
     check_writable(out_dir, "--out", "the study's outputs")
-    o = RunOptions(results=results, threads=threads, json=json_, quiet=quiet, executor=executor or st.executor,
+    o = RunFlags(results=results, threads=threads, json=json_, quiet=quiet, executor=executor or st.executor,
                    jobs=jobs or st.jobs, address=address, fail_fast=fail_fast, nproc=nproc)
     options = launch_options(o)
     try:

@@ -4,5 +4,5 @@ Time-to-accuracy verdicts of a candidate against a baseline (`tta`; its data in 
 `output`), throughput A/B on one runner (`ab` runs both commits alternating, `ab_verdict` decides) and change
 points over the history (`history`). The comparison key and the noise floors are stored with the baselines, so
 they live in `suite.results` (`key`, `noise_floor`). May import: `suite.results`, `suite.throughput` (the A/B
-runner's lockstep turns), `suite.run_options` (each A/B block's `trainbench run`); never site, studies or cli.
+runner's lockstep turns), `suite.run_flags` (each A/B block's `trainbench run`); never site, studies or cli.
 """

@@ -45,7 +45,7 @@ def order_of(rounds: int, order: str, seed: int) -> list[tuple[int, str]]:
 
 def _command(side: Side, plan: ABPlan, round_: int) -> tuple[list[str], dict[str, str]]:
     results = (plan.out / side.name).resolve()
-    cmd = [str(side.python), "-m", "suite.cli", "run", *plan.run_options(results, round_).argv()]
+    cmd = [str(side.python), "-m", "suite.cli", "run", *plan.run_flags(results, round_).argv()]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{side.python.parent}{os.pathsep}{env.get('PATH', '')}"
     return cmd, env

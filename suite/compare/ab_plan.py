@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.run_options import RunOptions
+from suite.run_flags import RunFlags
 
 SIDES = ("base", "head")
 
@@ -58,8 +58,8 @@ class ABPlan:
     mode: str = "throughput"  # tta: seeds to the target (`trainbench bisect --metric time_to_target`)
     cache: Path | None = None  # one worktree and venv per commit under cache/<sha>, shared by many A/Bs (bisect)
 
-    def run_options(self, results: Path, round_: int) -> RunOptions:
+    def run_flags(self, results: Path, round_: int) -> RunFlags:
         """One block's `trainbench run`: this round's seeds, quiet, in the block's own process (no isolation)."""
-        return RunOptions(workloads=list(self.workloads), mode=self.mode, backend=self.backend,
+        return RunFlags(workloads=list(self.workloads), mode=self.mode, backend=self.backend,
                           seed=round_ * self.runs_per_block, seeds=self.runs_per_block, results=results, quiet=True,
                           isolate=False, threads=self.threads, nproc=self.nproc, sets=list(self.sets))

@@ -3,7 +3,8 @@
 `run` builds it from its flags; `study` from the flags it shares with `run` (how to launch, where results go); `ab`
 and `bisect` describe each block's `trainbench run` with one and write it back as flags (`argv`). The checks that
 need nothing but the values (`check`) live here; the ones that need the registry or the machine stay with the
-planner and the launcher. Pure: it imports no suite module, so every layer may hold one.
+planner and the launcher. Pure: it imports no suite module, so every layer may hold one. (A backend is handed
+fewer choices: suite/backends/base.py RunOptions.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ MLPERF_DIVISIONS = ("open", "closed")
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class RunFlags:
     workloads: list[str] = field(default_factory=list)  # names (cv/digits_cnn) or spec paths
     tier: str | None = None
     backend: str = "torch"
@@ -77,7 +78,7 @@ class RunOptions:
         seeds, results), then every other flag that differs from its default."""
         out = [*self.workloads, "--mode", self.mode, "--backend", self.backend, "--seed", str(self.seed),
                "--seeds", str(self.seeds), "--results", str(self.results)]
-        default = RunOptions()
+        default = RunFlags()
         out += ["--quiet"] if self.quiet else []
         out += ["--no-isolate"] if not self.isolate else []
         out += ["--threads", str(self.threads)] if self.threads is not None else []
