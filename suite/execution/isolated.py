@@ -42,11 +42,9 @@ from suite.execution.child import Job, forked_main
 from suite.execution.launch import Outcome
 from suite.execution.processes import (
     JOB_PREFIX,
-    alive,
     kill_tree,
     nnodes_of,
     process_start_time,
-    sweep_stale_jobs,
     torchrun_command,
     torchrun_env,
 )
@@ -56,7 +54,7 @@ from suite.measure.environment import fingerprint
 from suite.results import dead_runs
 from suite.results import record as results
 
-__all__ = ["IsolatedRun", "Job", "alive", "kill_tree", "run_isolated", "sweep_stale_jobs"]
+__all__ = ["IsolatedRun", "run_isolated"]
 
 STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the child's own watchdog is armed
 TAIL_LINES = 30
