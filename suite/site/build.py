@@ -25,7 +25,6 @@ import jinja2
 
 from suite.results import rcp as rcp_files
 from suite.results.conditions import load_warning
-from suite.results.index import store as index_store
 from suite.results.record import Result, load_results
 from suite.site import months as site_months
 from suite.site.baselines import load_baselines
@@ -147,6 +146,7 @@ def _row(root: Path, values: Sequence[Any]) -> RunRow:
 def _index_results(results: Path) -> Iterator[Callable[[list[RunRow]], dict[str, Result]]]:
     """Read Results from the index through one connection (opening one costs ~20 ms)."""
     from suite.results import index
+    from suite.results.index import store as index_store
 
     with index_store.reading(results, refresh=False) as con:
         yield lambda rows: index.results_of(results, [rr.rel for rr in rows], [rr.rowid for rr in rows], con=con)

@@ -12,8 +12,9 @@ from support.compare_factory import make_result, write_all
 from suite.results import baseline_schema, stats
 from suite.results import baselines as bl
 from suite.results.record import load_results
+from suite.site.baselines import load_baselines
 from suite.site.build import build_site
-from suite.site.data import RunRow, load_baselines, submissions
+from suite.site.data import RunRow, submissions
 
 STEPS = [900, 1000, 1100, 1200, 1300]
 

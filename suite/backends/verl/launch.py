@@ -30,7 +30,6 @@ from suite.algorithms import grpo, grpo_rewards
 from suite.backends.verl import adapt as verl_adapt
 from suite.data.base import DataMissing
 from suite.execution.trainer_process import LineReader, TrainerProcess
-from suite.models.hf import tensors as hf_tensors
 
 MODULE = "verl.trainer.main_ppo"
 _EXCEPTION = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)(: .*)?$")  # a traceback's last line
@@ -65,6 +64,7 @@ def write_model(workload: Any, policy: Any, folder: Path) -> Path:
     """The warm-started policy as a Hugging Face model folder (the suite's save path) with the data's tokenizer, and
     the token ids a generation engine stops and pads with."""
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import tensors as hf_tensors
 
     hf_checkpoint.save_llama(policy, folder)
     workload.problems.save_hf_tokenizer(folder)
