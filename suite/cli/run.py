@@ -269,10 +269,12 @@ def launch_options(o: RunFlags, launched: bool = False, rendezvous: list[str] | 
     `launched`: this process is already a rank of someone's torchrun; `rendezvous`: torchrun's node arguments."""
     from suite.execution import launch
 
-    return launch.Options(executor=o.executor, jobs=o.jobs, address=o.address, nproc=1 if launched else o.nproc,
-                          quiet=o.quiet, isolate=o.isolate and not launched, slurm=list(o.slurm),
-                          nnodes=o.nnodes if o.executor == "slurm" else 1,
-                          **({} if rendezvous is None else {"torchrun_args": rendezvous}))
+    options = launch.Options(executor=o.executor, jobs=o.jobs, address=o.address, nproc=1 if launched else o.nproc,
+                             quiet=o.quiet, isolate=o.isolate and not launched, slurm=list(o.slurm),
+                             nnodes=o.nnodes if o.executor == "slurm" else 1)
+    if rendezvous is not None:  # else launch.Options' default (one node, standalone)
+        options.torchrun_args = rendezvous
+    return options
 
 
 def write_or_report(root: Path, result: Any) -> Path | None:
