@@ -100,9 +100,9 @@ def test_study_reader_refuses_a_file_that_is_not_a_study(tmp_path: Path) -> None
 def test_the_site_reads_side_files_only_through_typed_readers_and_never_imports_the_study_runner() -> None:
     site = {e.target for e in import_graph() if e.source.startswith("suite.site.")}
     assert "suite.studies.runner" not in site
-    assert {"suite.compare.tta", "suite.results.baselines", "suite.studies.report"} <= site
+    assert {"suite.compare.output", "suite.results.baselines", "suite.studies.report"} <= site
     for path in (Path(__file__).resolve().parents[2] / "suite" / "site").glob("*.py"):
-        # pages.py, output.py and units.py read the site's OWN manifest, marker and month files (files it wrote), not a
+        # pages.py, output.py and months.py read the site's OWN manifest, marker and month files (files it wrote), not a
         # side file
-        assert "json.loads" not in path.read_text(encoding="utf-8") or path.name in ("pages.py", "output.py", "units.py"), \
+        assert "json.loads" not in path.read_text(encoding="utf-8") or path.name in ("pages.py", "output.py", "months.py"), \
             path.name
