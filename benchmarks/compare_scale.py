@@ -27,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.sim
 
 from benchmarks.sim.results import make_result  # noqa: E402
+from suite.compare import model as compare_model  # noqa: E402
+from suite.compare import output as compare_output  # noqa: E402
 from suite.compare import tta as cmp  # noqa: E402
 from suite.registry import find_workload  # noqa: E402
 from suite.results import baselines as bl  # noqa: E402
@@ -80,11 +82,11 @@ def build(root: Path, files: int) -> tuple[Path, Path]:
     return baselines, cand
 
 
-def timed(baselines: Path, cand: Path, validate: bool) -> tuple[float, cmp.Report]:
+def timed(baselines: Path, cand: Path, validate: bool) -> tuple[float, compare_model.Report]:
     t0 = time.perf_counter()
     report = cmp.compare([baselines], [cand], validate=validate)
-    cmp.to_markdown(report)
-    cmp.to_json(report)
+    compare_output.to_markdown(report)
+    compare_output.to_json(report)
     return time.perf_counter() - t0, report
 
 

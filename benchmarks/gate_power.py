@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from benchmarks.sim.ab import Noise, simulate  # noqa: E402
 from suite.compare import ab_verdict as compare_ab  # noqa: E402
-from suite.compare import tta as cmp  # noqa: E402
+from suite.compare import model as compare_model  # noqa: E402
 
 
 def load() -> str:
@@ -225,7 +225,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200, help="measured steps a run (the spec's default)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--slowdown", type=float, default=0.05)
-    ap.add_argument("--floor", type=float, default=cmp.DEFAULT_THROUGHPUT_FLOOR)
+    ap.add_argument("--floor", type=float, default=compare_model.DEFAULT_THROUGHPUT_FLOOR)
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)

@@ -40,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.sim
 
 from benchmarks.sim.results import T0, site_result  # noqa: E402
 from benchmarks.site_scale import BACKENDS, HARDWARE, SEEDS  # noqa: E402
+from suite.compare import model as compare_model  # noqa: E402
 from suite.results import index  # noqa: E402
+from suite.results.index import store as index_store  # noqa: E402
 from suite.results.record import result_path  # noqa: E402
 
 NIGHT = 10_000
@@ -94,13 +96,13 @@ def _timed(fn, name: str = ""):  # noqa: ANN001, ANN202
 
 def _compare_last_night(root: Path) -> dict[str, int]:
     from suite.compare import tta as cmp
-    from suite.results.baselines import Loaded, sides
+    from suite.results.runfiles import Loaded, sides
 
     nights = index.nights(root)  # the one update (a scan: nothing new) every reader pays first
     cand, _ = index.records(root, "day = ?", [nights[-1]], refresh=False)
     base, _ = index.records(root, "day = ?", [nights[-2]], refresh=False)
     pairs = cmp.compare_sides(sides(Loaded(base, [], [], len(base))), sides(Loaded(cand, [], [], len(cand))),
-                              cmp.Settings())
+                              compare_model.Settings())
     return {"baseline_runs": len(base), "candidate_runs": len(cand), "pairs": len(pairs)}
 
 
@@ -129,16 +131,16 @@ def main() -> int:
             marker.write_text("", encoding="utf-8")
         shutil.rmtree(res / ".index", ignore_errors=True)
         figures["load_before"] = round(os.getloadavg()[0], 2)
-        figures["index_cold_s"], rep = _timed(lambda: index.update(res), "index_cold")
+        figures["index_cold_s"], rep = _timed(lambda: index_store.update(res), "index_cold")
         figures["index_cold_phases_s"] = rep.phases_s
         rss["index_cold"] = _rss_mb()
-        figures["index_noop_s"], _ = _timed(lambda: index.update(res), "index_noop")
+        figures["index_noop_s"], _ = _timed(lambda: index_store.update(res), "index_noop")
         added += populate(res, args.results, NIGHT, per_day)
-        figures["index_incr_s"], rep = _timed(lambda: index.update(res), "index_incr")
+        figures["index_incr_s"], rep = _timed(lambda: index_store.update(res), "index_incr")
         figures["index_incr_read"] = rep.read
         figures["index_incr_phases_s"] = rep.phases_s
         rss["index_incr"] = _rss_mb()
-        figures["db_bytes"] = index.db_path(res).stat().st_size
+        figures["db_bytes"] = index_store.db_path(res).stat().st_size
         figures["result_bytes"] = sum(f.stat().st_size for f in res.rglob("*.json"))
         figures["compare_s"], figures["compare"] = _timed(lambda: _compare_last_night(res), "compare")
         rss["compare"] = _rss_mb()

@@ -36,7 +36,8 @@ class Breakage:
 BREAKAGES = [
     Breakage(
         "clock-after-first-batch", "suite/harness.py",
-        "        t0, self.job.run_start_epoch = time.perf_counter(), time.time()\n"
+        "        t0 = self.start_clock()\n"
+        "        self.job.run_start_epoch = time.time()\n"
         "        (account := self.account).lap(\"init_s\", t0)\n"
         "        # a backend with model parallelism says which data shard this rank reads (TP peers read the same one)\n"
         "        shard = backend.data_shard()\n"
@@ -46,7 +47,8 @@ BREAKAGES = [
         "        data_rank, data_world = shard if shard is not None else (self.dist.rank, self.dist.world)\n"
         "        _it = iter(workload.train_batches(data_rank, data_world))\n"
         "        _first = next(_it)  # broken: the first batch is fetched before the clock starts\n"
-        "        t0, self.job.run_start_epoch = time.perf_counter(), time.time()\n"
+        "        t0 = self.start_clock()\n"
+        "        self.job.run_start_epoch = time.time()\n"
         "        (account := self.account).lap(\"init_s\", t0)\n"
         "        batches = self.faults.batches(__import__(\"itertools\").chain([_first], _it))\n",
         (P + "test_the_clock_starts_before_the_first_batch_is_touched",)),

@@ -1,7 +1,7 @@
 """Load a workload spec and check every component it names: suite.spec's schema, then the registry's
 components (task, model, data set, backend options) and the plug-ins (optimizer, schedule, loss, compression).
 
-suite/spec.py is pure (it imports no user code and no registry); this module is the one that imports them,
+suite/spec/ is pure (it imports no user code and no registry); this module is the one that imports them,
 so the import graph has no circle (tests/project/test_import_graph.py).
 
 May import: `suite.spec`, `suite.registry`, `suite.strict_numbers`, `suite.algorithms` (the plug-ins' load-time

@@ -13,6 +13,7 @@ import numpy as np
 
 from benchmarks.sim.ab import Noise, simulate, write_sides
 from suite.compare import ab_verdict, tta
+from suite.compare import model as compare_model
 from suite.compare.bisect import Comparator, Decision
 from suite.compare.bisect_ab import decision_of
 
@@ -33,7 +34,7 @@ def comparator(level: dict[str, float], rng: np.random.Generator, noise: Noise |
     """files: each side written as result files and decided by `compare` itself (the whole path, ~2 s a comparison
     here); else the two functions compare_throughput calls on them (the paired two-level bootstrap interval at
     alpha 0.05, 2,000 resamples, and the verdict at the 1% floor), without the files."""
-    s = tta.Settings()
+    s = compare_model.Settings()
 
     def compare(base: str, head: str, rounds: int) -> Decision:
         if calls is not None:

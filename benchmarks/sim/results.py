@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from suite.results.baselines import RunFigures
 from suite.results.record import EvalPoint, GitInfo, HardwareInfo, PeakInfo, Result, write_result
+from suite.results.stats import RunFigures
 
 
 def make_result(**fields: Any) -> Any:
@@ -186,6 +186,6 @@ def write_all(root: Path, results: list[Result]) -> Path:
 
 def figures(rng: random.Random, n: int, **kw) -> list[RunFigures]:
     """The same simulation straight to RunFigures, for the many-set false-alarm test."""
-    from suite.results.baselines import figures_of
+    from suite.results.stats import figures_of
 
     return [figures_of(r) for r in noisy_runs(rng, n, **kw)]

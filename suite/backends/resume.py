@@ -44,7 +44,7 @@ def default_root(run_id: str) -> Path:
 
 
 def parse_every(text: str) -> dict[str, Any]:
-    """`--checkpoint-every`'s value as spec overrides (suite/spec.py CheckpointSpec.flag_overrides)."""
+    """`--checkpoint-every`'s value as spec overrides (suite/spec/schema.py CheckpointSpec.flag_overrides)."""
     from suite.spec import CheckpointSpec
 
     return CheckpointSpec.flag_overrides(text)

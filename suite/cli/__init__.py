@@ -1,7 +1,7 @@
 """The `trainbench` command line: a thin typer app, one module per command group.
 
-`run` (run, study), `catalog` (list, env, spec, data), `results` (results, compare, baseline), `site`,
-`gh` (gh, runner), `ab` (ab, calibrate, history), `mllog` (mllog check), `plan`. Each module's `register` adds its commands; heavy imports happen inside commands so
+`run` (run, study), `list_`, `env`, `spec`, `data`, `results` (results, compare, baseline), `site`,
+`gh` (gh, runner), `ab`, `bisect`, `calibrate`, `history`, `mllog` (mllog check), `plan`. Each module's `register` adds its commands; heavy imports happen inside commands so
 that `trainbench --help` is instant. Exit codes and the error style live in `common`.
 
 May import: `suite` (any package: the command line is the top of the graph).
@@ -11,7 +11,22 @@ from __future__ import annotations
 
 import typer
 
-from suite.cli import ab, catalog, gh, mllog, plan, results, run, site
+from suite.cli import (
+    ab,
+    bisect,
+    calibrate,
+    data,
+    env,
+    gh,
+    history,
+    list_,
+    mllog,
+    plan,
+    results,
+    run,
+    site,
+    spec,
+)
 
 app = typer.Typer(
     name="trainbench",
@@ -21,7 +36,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _group in (run, catalog, results, gh, site, ab, mllog, plan):
+for _group in (run, list_, env, spec, data, results, gh, site, ab, bisect, calibrate, history, mllog, plan):
     _group.register(app)
 
 

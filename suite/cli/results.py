@@ -108,11 +108,12 @@ def results_index(
 ) -> None:
     """Bring the results index (RESULTS/.index/results.duckdb) up to date: reads only new or changed files."""
     from suite.results import index
+    from suite.results.index import store as index_store
 
     root = _results_dir(results)
     try:
-        report = index.update(root, rescan=rescan)
-    except index.IndexError_ as e:
+        report = index_store.update(root, rescan=rescan)
+    except index_store.IndexStoreError as e:
         raise fail_input(str(e)) from None
     if json_:
         emit_json({"db": str(report.db), "read": report.read, "removed": report.removed, "runs": report.runs,
@@ -142,13 +143,15 @@ def results_archive(
 ) -> None:
     """Pack result files (and their MLLOG logs) started before DATE into RESULTS/archive/YYYY-MM.zip, one per
     month; the index and every reader still read them. Each archive is verified before a file is deleted."""
-    from suite.results import index
+    from suite.results.index import archive as index_archive
+    from suite.results.index import pack as index_pack
+    from suite.results.index import store as index_store
 
     root = _results_dir(results)
     cutoff = _date(before)
     try:
-        report = index.pack(root, cutoff)
-    except (index.ArchiveError, index.IndexError_, OSError) as e:
+        report = index_pack.pack(root, cutoff)
+    except (index_archive.ArchiveError, index_store.IndexStoreError, OSError) as e:
         raise fail_input(f"archive failed, no result file was deleted: {e}") from None
     for name, n in report.archives.items():
         out.print(f"{root / name}: +{n} file(s)", highlight=False, soft_wrap=True)
@@ -184,6 +187,8 @@ def compare(
 ) -> None:
     """Compare candidate runs against baselines. Exit 0: no regression; 1: a regression; 2: bad input or
     nothing comparable."""
+    from suite.compare import model as compare_model
+    from suite.compare import output as compare_output
     from suite.compare import tta as cmp
 
     if format_ not in ("md", "json"):
@@ -199,8 +204,8 @@ def compare(
                                  f"{max(rb, rc, key=lambda x: len(x.parts))} would be counted on both sides; give "
                                  "each side its own folder (e.g. ab/base and ab/head)")
     try:
-        settings = cmp.Settings(alpha=alpha, default_noise_floor=noise_floor, min_seeds=min_seeds,
-                                gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else cmp.DEFAULT_GATE,
+        settings = compare_model.Settings(alpha=alpha, default_noise_floor=noise_floor, min_seeds=min_seeds,
+                                gate=tuple(g.strip() for g in gate.split(",") if g.strip()) if gate else compare_model.DEFAULT_GATE,
                                 throughput_noise_floor=throughput_noise_floor, min_runs=min_runs, min_steps=min_steps)
         if named:
             from suite.compare.published import compare_published
@@ -210,8 +215,8 @@ def compare(
             report = cmp.compare(baseline, candidate, settings, strict=strict, validate=validate, floors=floors)
     except ValueError as e:  # ResultError is a ValueError: a missing path, or a bad file under --strict
         raise fail_input(str(e)) from None
-    as_json = json.dumps(cmp.to_json(report), indent=2) + "\n" if format_ == "json" or json_out else ""
-    text = as_json if format_ == "json" else cmp.to_markdown(report)
+    as_json = json.dumps(compare_output.to_json(report), indent=2) + "\n" if format_ == "json" or json_out else ""
+    text = as_json if format_ == "json" else compare_output.to_markdown(report)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(as_json, encoding="utf-8")
@@ -225,7 +230,7 @@ def compare(
         err.print(f"skipped bad file {problem}", markup=False, highlight=False, soft_wrap=True)
     for line in report.left_out:
         err.print(f"left out {line}", markup=False, highlight=False, soft_wrap=True)
-    err.print(cmp.summary_line(report).replace("**", ""), markup=False, highlight=False, soft_wrap=True)
+    err.print(compare_output.summary_line(report).replace("**", ""), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(report.exit_code)
 
 
@@ -300,10 +305,11 @@ def baseline_rcp(
 ) -> None:
     """Make Reference Convergence Points (MLPerf's RCPs: samples to target per seed at one global batch size) from
     blessed baselines; written beside them, append-only, and used by compare's convergence guard."""
+    from suite.results import baseline_schema
     from suite.results import baselines as bl
     from suite.results import rcp as rcp_mod
 
-    found: list[tuple[Path, bl.Baseline]] = []
+    found: list[tuple[Path, baseline_schema.Baseline]] = []
     for root in baselines:
         if not root.exists():
             raise fail_input(f"{root}: no such file or folder")

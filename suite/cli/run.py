@@ -12,13 +12,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from suite import registry
 from suite.cli.common import EXIT_FAIL, EXIT_OK, check_writable, emit_json, err, fail_input, out, say_err
-
-BACKEND_CHOICES = " | ".join(registry.BACKENDS)  # the registry's names: `run --help` never drifts
+from suite.cli.options import BACKEND_CHOICES
+from suite.execution.plan import (
+    MAX_SEED,  # imports only the standard library: `trainbench --help` stays instant
+)
+from suite.run_flags import RunFlags
 
 MAX_SEEDS = 1000  # `--seeds 100000` once started a days-long suite without a word; compare needs a handful
-MAX_SEED = 2**32 - 1  # = suite.execution.plan.MAX_SEED (not imported here: `trainbench --help` stays instant)
 
 
 def _row(result: Any, written: Path | None) -> dict[str, Any]:
@@ -138,52 +139,59 @@ def run(
                     "agent; --executor inline)")] = 0,
 ) -> None:
     """Run workloads and record one result per seed. Progress goes to stderr, the summary to stdout."""
+    execute(RunFlags(
+        workloads=list(workloads or []), tier=tier, backend=backend, seeds=seeds, seed=seed, sets=list(set_ or []),
+        variant=variant, precision=precision, compile=compile_, threads=threads, nproc=nproc, results=results,
+        json=json_, quiet=quiet, fail_fast=fail_fast, executor=executor, jobs=jobs, address=address,
+        profile=profile, profile_dir=profile_dir, nvtx=nvtx, peak_tflops=peak_tflops,
+        attention_flops=attention_flops, mlperf_org=mlperf_org, mlperf_division=mlperf_division, algo=algo,
+        mode=mode, isolate=isolate, parallel=parallel, ac=ac, nnodes=nnodes, node_rank=node_rank,
+        rdzv_endpoint=rdzv_endpoint, slurm=list(slurm or []), checkpoint_every=checkpoint_every,
+        max_restarts=max_restarts))
+
+
+def execute(o: RunFlags) -> None:
+    """`run` with its options as one object (the flags' values): plan, launch, print the summary, exit."""
     from suite.backends import layout
     from suite.execution import plan as planner
 
+    sets = list(o.sets)
+
     try:
-        planner.check_seeds(seed, seeds)
-        planner.preflight(workloads or [], tier, backend, set_ or [], variant, algo)  # no torch: errors at once
+        planner.check_seeds(o.seed, o.seeds)
+        planner.preflight(o.workloads or [], o.tier, o.backend, sets or [], o.variant, o.algo)  # no torch: errors at once
     except planner.PlanError as e:
         raise fail_input(str(e)) from None
     try:  # the layout flags are spec overrides: one road for the flag, the spec block and --set
-        set_ = [*(set_ or []), *(f"{k}={v}" for k, v in layout.parse_flag(parallel or "").items())]
-        set_ += [f"parallel.ac={ac}"] if ac is not None else []
-        if checkpoint_every is not None:
+        sets = [*(sets or []), *(f"{k}={v}" for k, v in layout.parse_flag(o.parallel or "").items())]
+        sets += [f"parallel.ac={o.ac}"] if o.ac is not None else []
+        if o.checkpoint_every is not None:
             from suite.spec import CheckpointSpec
 
-            set_ += [f"{k}={v}" for k, v in CheckpointSpec.flag_overrides(checkpoint_every).items()]
-        if executor == "slurm" and (node_rank or rdzv_endpoint):
+            sets += [f"{k}={v}" for k, v in CheckpointSpec.flag_overrides(o.checkpoint_every).items()]
+        if o.executor == "slurm" and (o.node_rank or o.rdzv_endpoint):
             raise layout.LayoutError("--node-rank and --rdzv-endpoint: under --executor slurm, Slurm places the "
                                      "nodes and the rendezvous is taken from the job (give --nnodes only)")
-        rendezvous = layout.torchrun_args(1 if executor == "slurm" else nnodes, node_rank, rdzv_endpoint)
-        if max_restarts:
-            if executor != "inline" or not isolate:
+        rendezvous = layout.torchrun_args(1 if o.executor == "slurm" else o.nnodes, o.node_rank, o.rdzv_endpoint)
+        if o.max_restarts:
+            if o.executor != "inline" or not o.isolate:
                 raise layout.LayoutError("--max-restarts: the job restarts under torchrun's elastic agent, started "
                                          "by --executor inline (isolated); Slurm's requeue is not implemented")
-            rendezvous = [*rendezvous, f"--max-restarts={max_restarts}"]
+            rendezvous = [*rendezvous, f"--max-restarts={o.max_restarts}"]
     except (layout.LayoutError, ValueError) as e:
         raise fail_input(str(e)) from None
     launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
-    world = int(os.environ["WORLD_SIZE"]) if launched else nproc * nnodes
-    if (nproc > 1 or nnodes > 1) and not launched and not isolate:
-        _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)  # refuse before torchrun
-        raise typer.Exit(_torchrun(nproc, rendezvous))
+    world = int(os.environ["WORLD_SIZE"]) if launched else o.nproc * o.nnodes
+    if (o.nproc > 1 or o.nnodes > 1) and not launched and not o.isolate:
+        _plan(planner, o.workloads, o.tier, o.backend, sets, o.variant, o.precision, o.algo, world)  # refuse before torchrun
+        raise typer.Exit(_torchrun(o.nproc, rendezvous))
     from suite.execution import launch
 
-    if mode not in ("tta", "throughput"):
-        raise fail_input(f"--mode {mode!r}: expected tta or throughput")
-    if peak_tflops is not None and not peak_tflops > 0:
-        raise fail_input(f"--peak-tflops {peak_tflops}: must be a positive number of TFLOP/s per device")
-    if attention_flops not in ("full", "causal"):
-        raise fail_input(f"--attention-flops {attention_flops!r}: expected full or causal")
-    if mlperf_division not in ("open", "closed"):
-        raise fail_input(f"--mlperf-division {mlperf_division!r}: expected open or closed")
-    if mlperf_org is not None and not mlperf_org.strip():
-        raise fail_input("--mlperf-org: give the submitting organisation's name (not empty)")
-    options = launch.Options(executor=executor, jobs=jobs, address=address, nproc=1 if launched else nproc,
-                             quiet=quiet, isolate=isolate and not launched, torchrun_args=rendezvous,
-                             slurm=slurm or [], nnodes=nnodes if executor == "slurm" else 1)
+    try:
+        o.check()
+    except ValueError as e:
+        raise fail_input(str(e)) from None
+    options = launch_options(o, launched, rendezvous)
     try:
         launch.check(options)
     except ValueError as e:
@@ -192,20 +200,20 @@ def run(
     from suite.execution import forkserver
 
     # nothing so far imported torch: the fork server imports it and the suite on the other core, now
-    launch.prewarm(backend, options)
+    launch.prewarm(o.backend, options)
     is_main = distributed.from_env().is_main
     try:  # a refusal below ends the fork server at once (not after its imports)
         from suite.algorithms import precision as precision_mod
 
-        if precision is not None and precision not in precision_mod.RECIPES:
-            raise fail_input(f"--precision {precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
-        specs = _plan(planner, workloads, tier, backend, set_, variant, precision, algo, world)
+        if o.precision is not None and o.precision not in precision_mod.RECIPES:
+            raise fail_input(f"--precision {o.precision!r}: expected one of {', '.join(precision_mod.RECIPES)}")
+        specs = _plan(planner, o.workloads, o.tier, o.backend, sets, o.variant, o.precision, o.algo, world)
         if is_main:  # every output folder, before the first run (not after the last one trained)
-            check_writable(results, "--results", "result files")
-            if executor == "slurm":  # the folder's path goes into each job's batch script
-                launch.check_script_path(results, "--results")
-            if profile:
-                check_writable(profile_dir, "--profile-dir", "profiler traces")
+            check_writable(o.results, "--results", "result files")
+            if o.executor == "slurm":  # the folder's path goes into each job's batch script
+                launch.check_script_path(o.results, "--results")
+            if o.profile:
+                check_writable(o.profile_dir, "--profile-dir", "profiler traces")
         launch.launcher_for(options)  # the launcher's own checks (--jobs, Ray's import)
     except ValueError as e:
         forkserver.stop()
@@ -214,19 +222,19 @@ def run(
         forkserver.stop()
         raise
     requests = planner.requests(
-        specs, backend, range(seed, seed + seeds), compile=compile_, threads=threads, results_dir=results,
-        tier=tier, variant=variant, peak_tflops=peak_tflops, profile_dir=profile_dir if profile else None, nvtx=nvtx,
-        attention_flops=attention_flops, mlperf_org=mlperf_org, mlperf_division=mlperf_division,
-        mode=mode)
+        specs, o.backend, o.seed_range, compile=o.compile, threads=o.threads, results_dir=o.results,
+        tier=o.tier, variant=o.variant, peak_tflops=o.peak_tflops, profile_dir=o.profile_dir if o.profile else None, nvtx=o.nvtx,
+        attention_flops=o.attention_flops, mlperf_org=o.mlperf_org, mlperf_division=o.mlperf_division,
+        mode=o.mode)
     rows: list[dict[str, Any]] = []
     ran: list[Any] = []  # the Results, for the loaded-host note (rows hold what --json prints)
     bad = False
-    for outcome in launch.launch(requests, options, launch.Control(fail_fast=fail_fast)):
+    for outcome in launch.launch(requests, options, launch.Control(fail_fast=o.fail_fast)):
         result = outcome.result
         if outcome.data_missing:
-            if executor == "inline":  # this machine lacks the data: bad input, nothing recorded
+            if o.executor == "inline":  # this machine lacks the data: bad input, nothing recorded
                 raise fail_input(outcome.data_missing)
-            outcome.path = write_or_report(results, result)  # a worker node lacks it: that run failed there
+            outcome.path = write_or_report(o.results, result)  # a worker node lacks it: that run failed there
         if outcome.write_error:
             bad = True
             say_err(outcome.write_error)
@@ -237,23 +245,36 @@ def run(
         ran.append(result)
         if result.status in launch.BAD:
             bad = True
-            if is_main and result.error and not quiet:
+            if is_main and result.error and not o.quiet:
                 err.print(f"[red]{escape(result.workload)} seed {result.seed}: {result.status}[/red]: "
                           f"{escape(result.error)}", highlight=False)
     if is_main:
-        if json_:
+        if o.json:
             emit_json(rows)
         else:
             out.print(_summary_table(rows))
-            if node_rank > 0:
+            if o.node_rank > 0:
                 ids = ", ".join(str(r["run_id"]) for r in rows)
-                out.print(f"node {node_rank} of {nnodes}: node 0 writes the results (run id {ids}); nothing is "
+                out.print(f"node {o.node_rank} of {o.nnodes}: node 0 writes the results (run id {ids}); nothing is "
                           "written here unless this node's ranks ended without reporting", markup=False,
                           highlight=False, soft_wrap=True)
             else:
-                out.print(f"results written under {results}/", markup=False, highlight=False, soft_wrap=True)
+                out.print(f"results written under {o.results}/", markup=False, highlight=False, soft_wrap=True)
         _note_loaded_host(ran, specs)
     raise typer.Exit(EXIT_FAIL if bad else EXIT_OK)
+
+
+def launch_options(o: RunFlags, launched: bool = False, rendezvous: list[str] | None = None) -> Any:
+    """How to launch the runs of these options (suite.execution.launch.Options): `run`'s and `study`'s one road.
+    `launched`: this process is already a rank of someone's torchrun; `rendezvous`: torchrun's node arguments."""
+    from suite.execution import launch
+
+    options = launch.Options(executor=o.executor, jobs=o.jobs, address=o.address, nproc=1 if launched else o.nproc,
+                             quiet=o.quiet, isolate=o.isolate and not launched, slurm=list(o.slurm),
+                             nnodes=o.nnodes if o.executor == "slurm" else 1)
+    if rendezvous is not None:  # else launch.Options' default (one node, standalone)
+        options.torchrun_args = rendezvous
+    return options
 
 
 def write_or_report(root: Path, result: Any) -> Path | None:
@@ -321,8 +342,9 @@ def study(
     out_dir = out_dir or Path("studies") / "_out" / st.name
     check_writable(results, "--results", "result files")  # both before the first run, not after the last
     check_writable(out_dir, "--out", "the study's outputs")
-    options = launch.Options(executor=executor or st.executor, jobs=jobs or st.jobs, address=address, quiet=quiet,
-                             nproc=nproc)
+    o = RunFlags(results=results, threads=threads, json=json_, quiet=quiet, executor=executor or st.executor,
+                   jobs=jobs or st.jobs, address=address, fail_fast=fail_fast, nproc=nproc)
+    options = launch_options(o)
     try:
         launch.launcher_for(options)
         if options.executor == "slurm":  # the folder's path goes into each job's batch script
@@ -330,8 +352,8 @@ def study(
     except ValueError as e:
         raise fail_input(str(e)) from None
     try:
-        report = study_mod.run_study(st, plan, results_dir=results, threads=threads, options=options,
-                                     control=launch.Control(fail_fast=fail_fast))
+        report = study_mod.run_study(st, plan, results_dir=o.results, threads=o.threads, options=options,
+                                     control=launch.Control(fail_fast=o.fail_fast))
     except DataMissing as e:
         raise fail_input(str(e)) from None
     paths = study_mod.write_outputs(report, out_dir)

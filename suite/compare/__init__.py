@@ -6,5 +6,5 @@ points over the history (`history`). The comparison key and the noise floors are
 they live in `suite.results` (`key`, `noise_floor`).
 
 May import: `suite.results`, `suite.throughput` (the A/B runner's lockstep turns), `suite.execution.processes`
-(the A/B runner ends its children's process trees). Never: `suite.site`, `suite.studies`, `suite.cli`.
+(the A/B runner ends its children's process trees), `suite.run_flags` (each A/B block's `trainbench run`). Never: `suite.site`, `suite.studies`, `suite.cli`.
 """

@@ -17,9 +17,9 @@ import msgspec
 import numpy as np
 
 from suite.results import key as compare_key
-from suite.results.baselines import Loaded, RunRecord, SideKey
 from suite.results.noise_floor import NoiseFloor
 from suite.results.record import ResultError
+from suite.results.runfiles import Loaded, RunRecord, SideKey
 
 MAX_BOOT_CELLS = 4_000_000  # resampled step times held at once (32 MB of float64)
 

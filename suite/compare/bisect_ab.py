@@ -8,12 +8,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from suite.compare import model as compare_model
 from suite.compare import tta
-from suite.compare.ab import ABError, ABPlan, output_tail, run_ab
+from suite.compare.ab import output_tail, run_ab
+from suite.compare.ab_plan import ABError, ABPlan
 from suite.compare.bisect import METRICS, NO_CHANGE, NOT_COMPARABLE, SKIPPED, Decision
 
 
-def decision_of(report: tta.Report, workload: str, metric: str) -> Decision:
+def decision_of(report: compare_model.Report, workload: str, metric: str) -> Decision:
     """The gate's verdict on one workload: the pair's verdict and the metric's ratio and interval (or p)."""
     pairs = [p for p in report.pairs if p.workload == workload]
     if len(pairs) != 1:
@@ -21,7 +23,7 @@ def decision_of(report: tta.Report, workload: str, metric: str) -> Decision:
         return Decision(NOT_COMPARABLE, note=f"{workload}: {why}")
     p = pairs[0]
     m = p.metric(METRICS[metric])
-    verdict = NO_CHANGE if p.verdict == tta.SAME else str(p.verdict)
+    verdict = NO_CHANGE if p.verdict == compare_model.SAME else str(p.verdict)
     if m is None:
         return Decision(verdict, note=p.reason)
     return Decision(verdict, m.ratio, m.ci_low, m.ci_high, m.p_value, p.reason or m.note)
@@ -48,7 +50,7 @@ def _skipped(sha: str, why: str, log: Callable[[str], None], n: int) -> Decision
     return Decision(SKIPPED, note=f"{sha[:12]} skipped: {why[-600:]}")
 
 
-def ab_comparator(plan: ABPlan, workload: str, metric: str, settings: tta.Settings, floors: list[Path],
+def ab_comparator(plan: ABPlan, workload: str, metric: str, settings: compare_model.Settings, floors: list[Path],
                   log: Callable[[str], None] = lambda _: None) -> Callable[[str, str, int], Decision]:
     """A Comparator running `trainbench ab` into plan.out/NN-<base>-<head>/ and `compare` on its two sides."""
     count = [0]

@@ -26,7 +26,7 @@ import numpy as np
 DEFAULT_ALPHA = 0.01
 DEFAULT_PERMUTATIONS = 999
 MIN_SEGMENT = 5  # points on each side of a change: fewer cannot tell a step from an outlier
-METRICS = (  # (name, lower is better, getter on baselines.RunFigures)
+METRICS = (  # (name, lower is better, getter on stats.RunFigures)
     ("time_per_step_s", True),
     ("samples_per_s", False),
     ("time_to_target_s", True),

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from suite.results import stats
-from suite.results.baselines import RunFigures
 from suite.results.noise_floor import check_floor
+from suite.results.stats import RunFigures
 
 REPORT_SCHEMA_VERSION = 1
 DEFAULT_ALPHA = 0.05

@@ -1,4 +1,4 @@
-"""Injected faults, declared by a spec's `faults` block (suite/spec.py FaultSpec): the harness calls them at fixed
+"""Injected faults, declared by a spec's `faults` block (suite/spec/schema.py FaultSpec): the harness calls them at fixed
 points of the timed loop, so a fault scenario runs the same way on every backend.
 
 - a loader stall: the batch iterator sleeps before the batch the spec names (and every `stall_every` after);

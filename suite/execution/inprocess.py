@@ -36,9 +36,9 @@ class InProcess:
                 result, path = execute_guarded(req, show)
             except DataMissing as e:
                 from suite.measure.environment import fingerprint
-                from suite.results import record as results
+                from suite.results import dead_runs
 
-                yield Outcome(results.error_result(req, "error", str(e), fingerprint()), None, None, str(e))
+                yield Outcome(dead_runs.error_result(req, "error", str(e), fingerprint()), None, None, str(e))
                 return
             signalled = None
             if result.status == "interrupted":  # the harness caught the driver's own signal

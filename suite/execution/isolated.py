@@ -42,20 +42,19 @@ from suite.execution.child import Job, forked_main
 from suite.execution.launch import Outcome
 from suite.execution.processes import (
     JOB_PREFIX,
-    alive,
     kill_tree,
     nnodes_of,
     process_start_time,
-    sweep_stale_jobs,
     torchrun_command,
     torchrun_env,
 )
 from suite.execution.watchdog import EXIT_TIMEOUT, Limits
 from suite.harness import RunRequest
 from suite.measure.environment import fingerprint
+from suite.results import dead_runs
 from suite.results import record as results
 
-__all__ = ["IsolatedRun", "Job", "alive", "kill_tree", "run_isolated", "sweep_stale_jobs"]
+__all__ = ["IsolatedRun", "run_isolated"]
 
 STARTUP_S = 60.0  # python + torch import + (torchrun) rendezvous before the child's own watchdog is armed
 TAIL_LINES = 30
@@ -261,20 +260,20 @@ class IsolatedRun:
         try:
             payload = _read_report(self.report)
             if payload is not None and "data_missing" in payload:
-                result = results.error_result(self.req, "error", f"DataMissing: {payload['data_missing']}",
+                result = dead_runs.error_result(self.req, "error", f"DataMissing: {payload['data_missing']}",
                                               fingerprint(self.nproc), run_id=self.run_id, world_size=self.world)
                 return Outcome(result, None, signalled, payload["data_missing"], rc)
             if payload is not None:
                 result = results.parse_result(payload["result"], "worker report")
                 return Outcome(result, Path(payload["path"]) if payload["path"] else None, signalled, None, rc,
                                payload.get("write_error"), payload.get("recorded_by"))
-            found = results.find_by_run_id(self.req.results_dir, self.run_id)
+            found = dead_runs.find_by_run_id(self.req.results_dir, self.run_id)
             if found is not None:
                 return Outcome(found[1], found[0], signalled, None, rc)
             how = _how_it_ended(rc, self.backstop_s, signalled, self.wedged_s)
             last = "".join(self.tail).strip()[-3000:]
             error = f"{how}\nlast output of the worker:\n{last}" if last else how
-            result = results.error_result(self.req, "interrupted" if signalled else "error", error,
+            result = dead_runs.error_result(self.req, "interrupted" if signalled else "error", error,
                                           fingerprint(self.nproc), run_id=self.run_id, world_size=self.world)
             if self.amend:
                 from suite.execution.child import amender

@@ -15,8 +15,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from suite.execution import forkserver
-from suite.execution.isolated import IsolatedRun, sweep_stale_jobs
+from suite.execution.isolated import IsolatedRun
 from suite.execution.launch import Control, Options, Outcome, peak_cache_file
+from suite.execution.processes import sweep_stale_jobs
 
 if TYPE_CHECKING:
     from suite.harness import RunRequest

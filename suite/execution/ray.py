@@ -142,6 +142,7 @@ class RayLauncher:
         import ray
 
         from suite.measure.environment import fingerprint
+        from suite.results import dead_runs
         from suite.results import record as results
 
         started_here = False
@@ -196,7 +197,7 @@ class RayLauncher:
                         reply = ray.get(ref)
                     except Exception as e:  # noqa: BLE001 - RayTaskError, RayActorError, ...: recorded
                         ray.kill(hosts.pop(ref))
-                        result = results.error_result(req, "error", f"ray task failed: {describe(e)}",
+                        result = dead_runs.error_result(req, "error", f"ray task failed: {describe(e)}",
                                                       fingerprint(), world_size=self.options.nproc)
                         path = results.write_run(req.results_dir, result) if req.results_dir else None
                         yield Outcome(result, path, None)

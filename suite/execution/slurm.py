@@ -135,9 +135,10 @@ class SlurmLauncher:
 
     def _fallback_new(self, req: RunRequest, run_id: str, error: str, status: str = "error") -> Outcome:
         from suite.measure.environment import fingerprint
+        from suite.results import dead_runs
         from suite.results import record as results
 
-        result = results.error_result(req, status, error, fingerprint(), run_id=run_id,  # type: ignore[arg-type]
+        result = dead_runs.error_result(req, status, error, fingerprint(), run_id=run_id,  # type: ignore[arg-type]
                                       world_size=self.options.nproc * self.cfg.nodes)
         try:
             path = results.write_run(req.results_dir, result) if req.results_dir else None
@@ -209,6 +210,7 @@ class SlurmLauncher:
 
     def _finished(self, t: Tracked) -> tuple[bool, Outcome | None]:
         """(ended, its Outcome): (False, None) while it runs; (True, None): it never ran (cancelled while pending)."""
+        from suite.results import dead_runs
         from suite.results import record as results
 
         report = t.folder / "outcome"
@@ -228,7 +230,7 @@ class SlurmLauncher:
             return True, None  # cancelled before it started: like a run a local launcher never started
         if time.monotonic() - t.ended_at < self.cfg.outcome_grace_s:
             return False, None  # its node may still be writing, or the shared filesystem showing, the report
-        found = results.find_by_run_id(t.req.results_dir, t.run_id)
+        found = dead_runs.find_by_run_id(t.req.results_dir, t.run_id)
         if found is not None:  # the child recorded it, its node-side parent died before the report
             return True, Outcome(found[1], found[0], None)
         state = slurm_job.job_state(t.job_id)

@@ -1,7 +1,7 @@
 """The hyper-parameter keys an MLPerf benchmark's rules read (mlperf-logging's compliance_checker/training_<ruleset>/
 closed_<benchmark>.yaml: max_sequence_length, the AdamW constants, the warmup/decay schedule, max_steps, the
 gradient clip, moe_aux_loss_coeff), each taken from the spec that ran. A spec names its benchmark in
-`mlperf_benchmark` (suite/spec.py's MLPERF_BENCHMARKS), which the MLLOG logs as submission_benchmark; a task's own keys
+`mlperf_benchmark` (suite/spec/schema.py's MLPERF_BENCHMARKS), which the MLLOG logs as submission_benchmark; a task's own keys
 (LoRA's rank, GRPO's generations) come from its workload's `mllog_hyperparameters()`; `mllog.check_benchmark` runs
 the official checker with the benchmark's own rules.
 """
@@ -9,8 +9,6 @@ the official checker with the benchmark's own rules.
 from __future__ import annotations
 
 from typing import Any
-
-from suite.spec import MLPERF_BENCHMARKS  # noqa: F401  (re-exported: the names a spec may give)
 
 DECAYING = {"cosine": "cosine", "polynomial": "polynomial", "wsd": "warmup-stable-decay"}
 TORCH_ADAMW = {"betas": (0.9, 0.999), "eps": 1e-8}  # torch.optim.AdamW's defaults, what runs when a spec is silent

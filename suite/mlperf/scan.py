@@ -164,4 +164,4 @@ def _warm() -> None:
     import mlperf_logging.compliance_checker.mlp_parser  # noqa: F401
 
 
-__all__ = ["Cache", "CACHE_NAME", "read_all", "hash_file"]
+__all__ = ["Cache", "CACHE_NAME", "read_all"]

@@ -15,28 +15,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from suite.results import stats
-from suite.results.baseline_schema import (  # noqa: F401 - re-exported
-    BASELINE_KIND,
-    BASELINE_SCHEMA_VERSION,
+from suite.results.baseline_schema import (
     Baseline,
     BaselineAggregate,
     Provenance,
-    parse_baseline,
     read_baseline,
 )
 from suite.results.noise_floor import NoiseFloor
 from suite.results.rcp import RCP
 from suite.results.record import ResultError, slug
-from suite.results.runfiles import (  # noqa: F401 - re-exported: compare and the CLI read runs through here
+from suite.results.runfiles import (
     Loaded,
     RunRecord,
-    Side,
-    SideKey,
     read_file,
-    record_of_result,
-    sides,
 )
-from suite.results.stats import RunFigures, figures_of  # noqa: F401 - re-exported
+from suite.results.stats import RunFigures
 from suite.results.tree import create_temp, json_files
 
 

@@ -12,8 +12,6 @@ import json
 import os
 import re
 import secrets
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from suite.results.account import Goodput
 from suite.results.imported import ImportedFrom
-from suite.results.tree import create_temp, json_files, leads_out
+from suite.results.tree import clean_stale_temporaries, create_temp, json_files, leads_out
 
 SCHEMA_VERSION = 3  # 2: throughput mode (status `measured`, `mode`, `step_times_s`); 3: `goodput` (issue 48), and the
 # optional `imported` (a published MLPerf result, issue 44), `synthetic_data` and hardware's load_avg_max, cpu_wait_s (issue 49)
@@ -272,11 +270,6 @@ def load_results(root: Path, strict: bool = False) -> Loaded:
     return Loaded(good, bad)
 
 
-def iter_results(root: Path) -> Iterator[Result]:
-    for _, r in load_results(root).results:
-        yield r
-
-
 # ---- writing ------------------------------------------------------------------------------------------
 
 _SLUG_RE = re.compile(r"[^a-z0-9._-]+")
@@ -397,53 +390,6 @@ def write_run(root: Path, result: Result, mllog_text: str | None = None,
                 except OSError:
                     pass
             raise ResultWriteError(path, e.strerror or str(e)) from e
-
-
-def clean_stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> int:
-    """Remove `.tmp-*.part` files a killed writer left in folder. Only old ones: a live writer's file is fresh
-    (a write takes milliseconds; an hour covers any fsync on a stalled disk)."""
-    removed = 0
-    if not folder.is_dir():
-        return 0
-    now = time.time()
-    for tmp in folder.glob(".tmp-*.part"):
-        try:
-            if now - tmp.stat().st_mtime > older_than_s:
-                tmp.unlink()
-                removed += 1
-        except OSError:
-            continue
-    return removed
-
-
-def find_by_run_id(root: Path | None, run_id: str) -> tuple[Path, Result] | None:
-    """A run's result file by its id (a child may have written it and died before reporting)."""
-    if root is None or not root.exists():
-        return None
-    for path in root.rglob(f"*-{run_id}.json"):
-        try:
-            return path, read_result(path)
-        except ResultError:
-            continue
-    return None
-
-
-def error_result(req: Any, status: Status, error: str, fingerprint: tuple[HardwareInfo, dict[str, str | None], GitInfo],
-                 run_id: str | None = None, world_size: int = 1) -> Result:
-    """The one constructor of a run that measured nothing (its worker died, its node was lost, no data):
-    the run's identity and configuration (a RunRequest), the status and why, where it ran
-    (`environment.fingerprint()`)."""
-    spec = req.spec
-    hardware, software, git = fingerprint
-    return Result(
-        run_id=run_id or new_run_id(), started_at=now_utc(), workload=spec.name, workload_version=spec.version,
-        spec_hash=spec.spec_hash(), backend=req.backend, tier=req.tier,
-        config={"spec": spec.canonical(), "spec_source": req.spec_source, "overrides": req.overrides,
-                "variant": req.variant, "precision": req.precision, "compile": req.compile, "threads": req.threads,
-                **req.extra_config},
-        parallel={"dp": world_size}, status=status, train_s=0.0, eval_s=0.0, init_s=0.0, total_s=0.0, steps=0,
-        samples=0, hardware=hardware, software=software, git=git, seed=req.seed, world_size=world_size, error=error[-8000:],
-    )
 
 
 def now_utc() -> datetime:

@@ -16,14 +16,13 @@ import msgspec
 
 from suite.results import key as compare_key
 from suite.results.baseline_schema import BASELINE_KIND, Baseline, parse_baseline
-from suite.results.conditions import load_warning, pause_warning
 from suite.results.lean import DECODER as LEAN_DECODER
 from suite.results.lean import LeanResult, started_at_iso
 from suite.results.noise_floor import FLOOR_KIND, NoiseFloor, parse_floor
 from suite.results.rcp import RCP, RCP_KIND, parse_rcp
 from suite.results.record import MAX_RESULT_BYTES, Result, ResultError, parse_result
 from suite.results.record import SCHEMA_VERSION as RESULT_SCHEMA_VERSION
-from suite.results.stats import RunFigures, figures_of, peak_memory, phase_figure, time_per_step
+from suite.results.stats import RunFigures, figures_of
 
 # ---- the lean reader ---------------------------------------------------------------------------------------
 # Parsing a whole result (config, eval curve, software table) is nearly all of the cost of comparing 10,000
@@ -98,16 +97,7 @@ def record_of_result(r: Result, source: str) -> RunRecord:
 
 
 def _lean_record(d: LeanResult, started_at: str, source: str) -> RunRecord:
-    figures = RunFigures.model_construct(  # every field was type-checked by the decoder
-        run_id=d.run_id, seed=d.seed, status=d.status, time_to_target_s=d.time_to_target_s,
-        steps_to_target=d.steps_to_target, time_per_step_s=time_per_step(d.step_time_s, d.train_s, d.steps),
-        samples_per_s=d.throughput.get("samples_per_s"),
-        mfu=d.mfu, peak_memory_bytes=peak_memory(d.memory), energy_j=d.energy_j, git_sha=d.git.sha,
-        started_at=started_at, host_load=load_warning(d.hardware), paused=pause_warning(d.warnings),
-        rollout_s_per_step=phase_figure(d.phases, "rollout_s_per_step"),
-        training_s_per_step=phase_figure(d.phases, "training_s_per_step"),
-        goodput_parts_s=dict(d.goodput.parts_s) if d.goodput else {}, goodput=d.goodput.goodput if d.goodput else None,
-    )
+    figures = figures_of(d, started_at)  # every field was type-checked by the decoder
     return RunRecord(
         source, SideKey(d.hardware.slug, d.workload, d.backend), d.spec_hash, d.workload_version,
         d.config.spec.compare.noise_floor, figures, bool(d.git.dirty),

@@ -9,6 +9,7 @@ measured one. `RunFigures` is what one seed contributes, from a Result (`figures
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -32,7 +33,8 @@ def _reached(status: str, time_to_target_s: float | None) -> bool:
     return status == "reached" and time_to_target_s is not None
 
 
-def _tta(status: str, time_to_target_s: float | None) -> float:
+def tta_of(status: str, time_to_target_s: float | None) -> float:
+    """Time to target of one run from its status and figure; infinite where the run did not reach it."""
     return time_to_target_s if _reached(status, time_to_target_s) else INF  # type: ignore[return-value]
 
 
@@ -43,7 +45,7 @@ def _steps(status: str, time_to_target_s: float | None, steps_to_target: int | N
 
 def tta_or_inf(r: Result) -> float:
     """Time to target of one run; infinite where the run did not reach it."""
-    return _tta(r.status, r.time_to_target_s)
+    return tta_of(r.status, r.time_to_target_s)
 
 
 def olympic_mean(values: Sequence[float]) -> float:
@@ -100,7 +102,7 @@ class RunFigures(BaseModel):
         return _reached(self.status, self.time_to_target_s)
 
     def tta(self) -> float:
-        return _tta(self.status, self.time_to_target_s)
+        return tta_of(self.status, self.time_to_target_s)
 
     def steps(self) -> float:
         return _steps(self.status, self.time_to_target_s, self.steps_to_target)
@@ -120,18 +122,25 @@ def time_per_step(step_time_s: dict[str, float], train_s: float, steps: int) -> 
     return train_s / steps if tps is None and steps > 0 else tps
 
 
-def figures_of(r: Result) -> RunFigures:
-    """The figures of a fully validated Result."""
-    return RunFigures.model_construct(  # every field comes from a validated Result
+def figures_of(r: Any, started_at: str | None = None) -> RunFigures:
+    """The figures of one run: the ONE builder of RunFigures (compare, promote, the index and the lean reader all
+    come here, so a new per-seed figure is added here and in RunFigures). `r` is a validated Result, or
+    results/lean.py's LeanResult (the same fields, its `started_at` still text: pass it, checked, as `started_at`)."""
+    return RunFigures.model_construct(  # every field comes from a validated Result (or the typed lean decoder)
         run_id=r.run_id, seed=r.seed, status=r.status, time_to_target_s=r.time_to_target_s,
         steps_to_target=r.steps_to_target, time_per_step_s=time_per_step(r.step_time_s, r.train_s, r.steps),
         samples_per_s=r.throughput.get("samples_per_s"), mfu=r.mfu, peak_memory_bytes=peak_memory(r.memory),
-        energy_j=r.energy_j, git_sha=r.git.sha, started_at=r.started_at.isoformat(),
+        energy_j=r.energy_j, git_sha=r.git.sha, started_at=started_at or r.started_at.isoformat(),
         host_load=load_warning(r.hardware), paused=pause_warning(r.warnings),
         rollout_s_per_step=phase_figure(r.phases, "rollout_s_per_step"),
         training_s_per_step=phase_figure(r.phases, "training_s_per_step"),
         goodput_parts_s=dict(r.goodput.parts_s) if r.goodput else {}, goodput=r.goodput.goodput if r.goodput else None,
     )
+
+
+def figures_from_json(text: str) -> RunFigures:
+    """RunFigures as the index stores them (`figures_of(...).model_dump_json()`), unchecked: the index wrote them."""
+    return RunFigures.model_construct(**json.loads(text))
 
 
 def phase_figure(phases: dict[str, Any], key: str) -> float | None:
@@ -197,7 +206,7 @@ def aggregate_results(runs: Sequence[Result]) -> Aggregate:
     submission of 10,000 results; building a RunFigures per result made that 3x slower). The same per-seed
     functions as RunFigures' make the two agree; tests/results/test_one_aggregation.py checks they do."""
     return _aggregate(
-        sum(_reached(r.status, r.time_to_target_s) for r in runs), [_tta(r.status, r.time_to_target_s) for r in runs],
+        sum(_reached(r.status, r.time_to_target_s) for r in runs), [tta_of(r.status, r.time_to_target_s) for r in runs],
         [_steps(r.status, r.time_to_target_s, r.steps_to_target) for r in runs],
         [time_per_step(r.step_time_s, r.train_s, r.steps) for r in runs],
         [r.throughput.get("samples_per_s") for r in runs], [r.mfu for r in runs],

@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import stat
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,3 +175,20 @@ def flocked(fd: int, exclusive: bool = True) -> Iterator[None]:
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def clean_stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> int:
+    """Remove `.tmp-*.part` files a killed writer left in folder. Only old ones: a live writer's file is fresh
+    (a write takes milliseconds; an hour covers any fsync on a stalled disk)."""
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    now = time.time()
+    for tmp in folder.glob(".tmp-*.part"):
+        try:
+            if now - tmp.stat().st_mtime > older_than_s:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed

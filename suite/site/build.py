@@ -26,8 +26,11 @@ import jinja2
 from suite.results import rcp as rcp_files
 from suite.results.conditions import load_warning
 from suite.results.record import Result, load_results
-from suite.site import units as site_units
-from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload, cell_text, load_baselines
+from suite.site import months as site_months
+from suite.site.baselines import load_baselines
+from suite.site.cells import cell_text
+from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload
+from suite.site.months import digest, walk_catalog, workloads_of
 from suite.site.output import (
     MARKER,
     SiteError,
@@ -52,25 +55,16 @@ from suite.site.pages import (
     signature,
     worker_count,
 )
-from suite.site.render import (  # noqa: F401 - fmt_* and sort_value are re-exported for callers and tests
-    MAX_CURVES,
+from suite.site.render import (
     CurveSource,
-    convergence_chart,
-    eval_names,
-    eval_rows,
     fmt_date,
     fmt_num,
     fmt_pct,
     fmt_s,
-    history_charts,
-    kv_rows,
-    record_tables,
     result_curve,
-    run_charts,
     sort_value,
 )
 from suite.site.reports import CompareView, StudyView, compare_view, study_view
-from suite.site.units import digest, walk_catalog, workloads_of
 from suite.site.workloads import workload_pages
 
 
@@ -152,8 +146,9 @@ def _row(root: Path, values: Sequence[Any]) -> RunRow:
 def _index_results(results: Path) -> Iterator[Callable[[list[RunRow]], dict[str, Result]]]:
     """Read Results from the index through one connection (opening one costs ~20 ms)."""
     from suite.results import index
+    from suite.results.index import store as index_store
 
-    with index.reading(results, refresh=False) as con:
+    with index_store.reading(results, refresh=False) as con:
         yield lambda rows: index.results_of(results, [rr.rel for rr in rows], [rr.rowid for rr in rows], con=con)
 
 
@@ -208,7 +203,7 @@ def _prepare_out(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise SiteError(f"--out {out}: folder is not empty and was not built by `trainbench site build` "
                         f"(no {MARKER}); choose another --out or empty it")
-    for sub in ("w", "r", "compare", "study", "static", site_units.UNITS_DIR):
+    for sub in ("w", "r", "compare", "study", "static", site_months.UNITS_DIR):
         (out / sub).mkdir(parents=True, exist_ok=True)
 
 
@@ -288,7 +283,7 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
                 skipped: list[str], jobs: int | None, phases: dict[str, float], root: Path, inputs: _Inputs) -> int:
     """Render every page whose inputs changed into the site folder, write the manifest, prune; the count of
     pages the site has. A month whose checksum (and the logs its pages wait for) is as the last build recorded
-    keeps its run pages and history points without its rows being read (suite/site/units.py); a workload or
+    keeps its run pages and history points without its rows being read (suite/site/months.py); a workload or
     month page whose digest is unchanged is kept unrendered."""
     out = txn.out
     _prepare_out(out)
@@ -298,9 +293,9 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
     old_units: dict[str, Any] = old.get("units", {})
     common = digest(version, [(v.page, v.name) for v in views], [(v.page, v.name) for v in study_views])
     t1 = time.perf_counter()
-    plan = site_units.plan(workloads, old_units, old.get("pages", {}), common, root, out)
+    plan = site_months.plan(workloads, old_units, old.get("pages", {}), common, root, out)
     rows = inputs.rows_of(plan.needed())
-    site_units.attach(plan, rows)
+    site_months.attach(plan, rows)
     phases["plan"] = time.perf_counter() - t1
     gc.freeze()  # the rows and the manifest live to the end: out of every later collection (unfrozen at the end)
     # the run pages of the months that changed: each kept if its signature is as its month's file recorded
@@ -309,10 +304,10 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
     arrived: set[str] = set()
     olds: dict[tuple[str, str], dict[str, Any] | None] = {}
     for up in stale:
-        olds[up.key] = entries = site_units.old_runs(out, up.old)
+        olds[up.key] = entries = site_months.old_runs(out, up.old)
         cache.update(entries or {})
         arrived.update(x[0] for x in (up.old[2] if up.old else []) if isinstance(x, list) and len(x) == 3
-                       and site_units.log_beside(root, x[1], x[2]))
+                       and site_months.log_beside(root, x[1], x[2]))
     job = Job(_env(), out, {"compares": views, "studies": study_views},
               [(rr, up.w) for up in stale for rr in up.w.month_runs[up.unit.month]], cache, arrived, root, inputs.fetch)
     t1 = time.perf_counter()
@@ -328,9 +323,9 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
             entry = up.old
         else:
             runs = {rr.page: manifest[rr.page] for rr in up.w.month_runs[up.unit.month]}
-            entry = site_units.unit_entry(out, up, runs, up.w.month_subs[up.unit.month])
+            entry = site_months.unit_entry(out, up, runs, up.w.month_subs[up.unit.month])
             written.update(f for e in runs.values() for f in e["files"])
-            previous.update(site_units.files_of(olds[up.key]))
+            previous.update(site_months.files_of(olds[up.key]))
         assert entry is not None
         written.add(entry[4])
         units_out.setdefault(up.unit.workload, {})[up.unit.month] = entry
@@ -341,8 +336,8 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
     last: dict[str, Any] = last_units if isinstance(last_units, dict) else {}
     for name, months in last.items():
         for month, entry in months.items() if isinstance(months, dict) else ():
-            if (not old or month not in units_out.get(name, {})) and site_units.valid(entry):
-                previous.update(site_units.files_of(site_units.old_runs(out, entry)))
+            if (not old or month not in units_out.get(name, {})) and site_months.valid(entry):
+                previous.update(site_months.files_of(site_months.old_runs(out, entry)))
     domains: dict[str, list[Workload]] = {}
     for w in workloads:
         domains.setdefault(w.domain, []).append(w)

@@ -19,14 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from suite.results import baselines as bl
 from suite.results.imported import ImportedFrom
 from suite.results.index.rows import target_of as target_of_column
-from suite.results.record import Result, ResultError, slug
-from suite.results.stats import Aggregate, RunFigures, aggregate
-from suite.results.stats import _tta as tta_of
+from suite.results.record import Result, slug
+from suite.results.stats import Aggregate, RunFigures, aggregate, tta_of
 from suite.site import goodput_history
-from suite.site.cells import cell_text, flatten  # noqa: F401 - moved there (module size); imported from here
+from suite.site.baselines import Baseline
 from suite.site.published import Reference, imported_of, newest_target, published_key, with_references
 
 
@@ -274,36 +272,6 @@ class Submission(Reference):
         return _median([r.energy_j for r in self.runs if r.energy_j is not None])
 
 
-@dataclass
-class Baseline:
-    """A blessed baseline on the site: the file (read by suite.results.baselines' typed reader) and its aggregate,
-    recomputed from the stored seeds by suite.results.stats, so it is the figure a leaderboard row of the same runs shows."""
-
-    path: str  # relative to the baselines folder
-    baseline: bl.Baseline
-    agg: Aggregate
-
-    @property
-    def workload(self) -> str:
-        return self.baseline.workload
-
-    @property
-    def hardware(self) -> str:
-        return self.baseline.hardware
-
-    @property
-    def backend(self) -> str:
-        return self.baseline.backend
-
-    @property
-    def spec_hash(self) -> str:
-        return self.baseline.spec_hash
-
-    @property
-    def tta_s(self) -> float:
-        return self.agg.tta_olympic_s
-
-
 @dataclass(slots=True)
 class SubSummary:
     """What the history charts show of one submission, kept in the site's manifest with its month: a month
@@ -429,19 +397,3 @@ def submissions(rows: list[RunRow]) -> list[Submission]:
     subs = [Submission(k[0], k[1], k[2], k[3], k[4], k[5], runs) for k, runs in groups.items()]
     subs.sort(key=lambda s: (s.timestamp, s.order))
     return subs
-
-
-# ---- side files: baselines and compare reports ----------------------------------------------------------
-
-
-def load_baselines(root: Path | None) -> tuple[list[Baseline], list[str]]:
-    """baselines/<hardware>/<domain>/<workload>/<backend>.json through suite.results.baselines' typed reader;
-    a file that is not a valid baseline is named in the errors and skipped."""
-    if root is None or not root.exists():
-        return [], []
-    try:
-        found, errors = bl.load_baselines(root)
-    except ResultError as e:
-        return [], [str(e)]
-    base = root if root.is_dir() else root.parent
-    return [Baseline(p.relative_to(base).as_posix(), b, b.figures()) for p, b in found], errors

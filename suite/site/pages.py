@@ -22,7 +22,8 @@ import jinja2
 from suite.results import tree as results_tree
 from suite.results.record import Result
 from suite.site import output
-from suite.site.data import RunRow, Workload, flatten
+from suite.site.cells import flatten
+from suite.site.data import RunRow, Workload
 from suite.site.goodput_bar import goodput_bar
 from suite.site.render import eval_names, eval_rows, eval_shown, kv_rows, record_tables, run_charts
 
@@ -272,7 +273,7 @@ def code_version() -> str:
 
 
 def read_manifest_all(out: Path, version: str, data: object = ...) -> dict[str, Any]:
-    """The last build's manifest ("units": workload -> month -> its entry (suite/site/units.py); "pages": workload
+    """The last build's manifest ("units": workload -> month -> its entry (suite/site/months.py); "pages": workload
     and month page -> its input digest; "cp": workload page -> the change-point tests its history charts made),
     or nothing when it was built by other site code (`data`: output.read_marker's, else read)."""
     if data is ...:

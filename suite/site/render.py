@@ -17,13 +17,12 @@ from markupsafe import Markup
 
 from suite.results.record import Result
 from suite.site import charts, downsample
+from suite.site.cells import cell_text, flatten
 from suite.site.data import (
     RunRow,
     Submission,
     SubSummary,
     Workload,
-    cell_text,
-    flatten,
     short_hash,
     target_metric,
     target_of,

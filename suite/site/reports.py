@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.compare import tta as cmp
+from suite.compare import model as compare_model
+from suite.compare import output as compare_output
 from suite.results.record import slug
 from suite.studies import profile_plot
 from suite.studies.report import StudyReport, StudyReportError, read_study
@@ -18,7 +19,7 @@ from suite.studies.report import StudyReport, StudyReportError, read_study
 MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # a compare report larger than this is refused, not parsed
 
 # compare's verdicts -> a CSS class from a fixed set: the value itself never reaches the class attribute
-VERDICT_CLASS = {cmp.REGRESSED: "bad", cmp.NOT_COMPARABLE: "warn", cmp.IMPROVED: "good", cmp.SAME: "ok"}
+VERDICT_CLASS = {compare_model.REGRESSED: "bad", compare_model.NOT_COMPARABLE: "warn", compare_model.IMPROVED: "good", compare_model.SAME: "ok"}
 
 
 def verdict_class(value: object) -> str:
@@ -28,7 +29,7 @@ def verdict_class(value: object) -> str:
 def _num_text(x: float | None, unit: str = "") -> tuple[str, str]:
     if x is None or math.isnan(x):
         return "", ""
-    return cmp.fmt(x, unit) if unit else ("∞" if math.isinf(x) else f"{x:.4g}"), "num"
+    return compare_output.fmt(x, unit) if unit else ("∞" if math.isinf(x) else f"{x:.4g}"), "num"
 
 
 @dataclass
@@ -55,7 +56,7 @@ class CompareView:
     error: str = ""
 
 
-def test_text(report: cmp.Report) -> str:
+def test_text(report: compare_model.Report) -> str:
     """The test each comparison ran: Mann-Whitney on time-to-target seeds, the bootstrap interval on throughput A/B."""
     s = report.settings
     texts = []
@@ -68,7 +69,7 @@ def test_text(report: cmp.Report) -> str:
     return "; ".join(texts)
 
 
-def _ratio_cell(m: cmp.MetricResult | None) -> tuple[str, str]:
+def _ratio_cell(m: compare_model.MetricResult | None) -> tuple[str, str]:
     """The ratio with its interval where the test made one (throughput A/B)."""
     if m is None or m.ratio is None:
         return "", ""
@@ -77,17 +78,17 @@ def _ratio_cell(m: cmp.MetricResult | None) -> tuple[str, str]:
     return _num_text(m.ratio)
 
 
-def _why(p: cmp.PairReport, s: cmp.Settings) -> str:
+def _why(p: compare_model.PairReport, s: compare_model.Settings) -> str:
     """The reason or cause; for a verdict without one, the gating metrics that moved, else the floor it stayed within."""
     if p.reason or p.cause:
         return p.reason or p.cause or ""
-    moved = [m.label for m in p.metrics if m.gating and m.verdict in (cmp.REGRESSED, cmp.IMPROVED)]
+    moved = [m.label for m in p.metrics if m.gating and m.verdict in (compare_model.REGRESSED, compare_model.IMPROVED)]
     if moved:
         return f"{', '.join(moved)} beyond the noise floor ({p.noise_floor:.1%}, {p.noise_floor_source})"
     return f"within the noise floor ({p.noise_floor:.1%}, {p.noise_floor_source})"
 
 
-def _pairs_table(report: cmp.Report) -> Table:
+def _pairs_table(report: compare_model.Report) -> Table:
     rows = []
     for p in report.pairs:
         # the figure the verdict is about: time to target for seeds, the median step time for a throughput A/B
@@ -105,7 +106,7 @@ def _pairs_table(report: cmp.Report) -> Table:
                                  "ratio [interval]", "p (beyond floor) / interval", "cause / reason"], rows)
 
 
-def _metrics_table(report: cmp.Report) -> Table:
+def _metrics_table(report: compare_model.Report) -> Table:
     rows = []
     for p in report.pairs:
         for m in p.metrics:
@@ -125,15 +126,15 @@ def compare_view(path: Path, index: int) -> CompareView:
     try:
         size = path.stat().st_size
         if size > MAX_SIDE_FILE_BYTES:
-            raise cmp.ReportError(f"{path}: {size} bytes is too large to render")
-        report = cmp.read_report(path)
-    except (OSError, cmp.ReportError) as e:
+            raise compare_output.ReportError(f"{path}: {size} bytes is too large to render")
+        report = compare_output.read_report(path)
+    except (OSError, compare_output.ReportError) as e:
         view.error = str(e)
         return view
-    regressed = any(p.verdict == cmp.REGRESSED for p in report.pairs)
-    overall = cmp.REGRESSED if regressed else ("no regression" if report.exit_code == cmp.EXIT_OK else "nothing comparable")
-    view.summary.append(("verdict", overall, verdict_class(cmp.REGRESSED) if regressed else
-                         ("ok" if report.exit_code == cmp.EXIT_OK else "warn")))
+    regressed = any(p.verdict == compare_model.REGRESSED for p in report.pairs)
+    overall = compare_model.REGRESSED if regressed else ("no regression" if report.exit_code == compare_model.EXIT_OK else "nothing comparable")
+    view.summary.append(("verdict", overall, verdict_class(compare_model.REGRESSED) if regressed else
+                         ("ok" if report.exit_code == compare_model.EXIT_OK else "warn")))
     view.summary += [(verdict, str(n), verdict_class(verdict) if n else "") for verdict, n in report.counts.items()]
     view.summary += [("exit code", str(report.exit_code), ""),
                      ("files", f"{report.baseline_files} baseline, {report.candidate_files} candidate, "
@@ -144,7 +145,7 @@ def compare_view(path: Path, index: int) -> CompareView:
         view.tables = [_pairs_table(report), _metrics_table(report)]
     if report.errors:
         view.texts.append(("bad files", "\n".join(report.errors)))
-    view.texts.append(("PR comment (Markdown)", cmp.to_markdown(report)))
+    view.texts.append(("PR comment (Markdown)", compare_output.to_markdown(report)))
     return view
 
 

@@ -2,14 +2,15 @@
 and the submissions and runs of the newest month; each earlier month's submissions and runs are on a page of
 their own, which a later build keeps unrendered while its results are unchanged (a night's new runs land in the
 newest month, so an incremental build renders O(new runs) rows, not every run ever made). What is rendered is
-decided by suite.site.units.plan."""
+decided by suite.site.months.plan."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from suite.site import goodput_history, pages
-from suite.site import units as site_units
+from suite.site import months as site_months
+from suite.site.months import Plan, UnitPlan
 from suite.site.pages import Job
 from suite.site.render import (
     MAX_CURVES,
@@ -20,7 +21,6 @@ from suite.site.render import (
     rcp_chart,
 )
 from suite.site.tables import phase_rows, run_rows, submission_rows
-from suite.site.units import Plan, UnitPlan
 
 
 def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, Any]
@@ -54,7 +54,7 @@ def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, 
     points = curves([([rr for _, rr in picked], metric) for picked, metric in picks]) if todo else []
     for (w, ups), pick, pts in zip(todo, picks, points, strict=True):
         rendered += 1
-        w.history = site_units.history(w, ups)
+        w.history = site_months.history(w, ups)
         cache = old_cp.get(w.page)
         used: dict[str, Any] = {}
         charts = history_charts(w, cache if isinstance(cache, dict) else None, used)

@@ -153,11 +153,9 @@ def score(records: list[dict[str, Any]], algorithms: list[str], tau_max: float) 
     times: dict[str, dict[str, float]] = {w: {} for w in workloads}
     for w in workloads:
         for a in algorithms:
-            runs = [stats.RunFigures(run_id=str(rec.get("run_id") or i), seed=int(rec.get("seed") or 0),
-                                     status=rec["status"], time_to_target_s=rec["time_to_target_s"],
-                                     steps_to_target=rec.get("steps_to_target"))
-                    for i, rec in enumerate(records) if rec["workload"] == w and rec["algorithm"] == a]
-            times[w][a] = stats.aggregate(runs).tta_olympic_s if runs else math.inf  # the one aggregation
+            ttas = [stats.tta_of(rec["status"], rec["time_to_target_s"])
+                    for rec in records if rec["workload"] == w and rec["algorithm"] == a]
+            times[w][a] = stats.olympic_mean(ttas) if ttas else math.inf  # as stats.aggregate's tta_olympic_s
     r = profiles.ratios(times, algorithms)
     rows: list[dict[str, Any]] = []
     for a in algorithms:

@@ -10,7 +10,8 @@ from support.promised import require
 
 from suite import devices, registry
 from suite.backends.base import RunOptions
-from suite.backends.megatron.backend import MegatronBackend, supports
+from suite.backends.megatron.backend import MegatronBackend
+from suite.backends.megatron.options import supports
 from suite.data.locate import data_root
 from suite.harness import seed_everything
 from suite.results.record import read_result

@@ -120,11 +120,11 @@ def test_the_cli_refuses_ep_that_does_not_divide_the_experts_before_starting(tmp
 
 
 def test_megatron_runs_the_llama_with_ep_and_refuses_what_it_does_not_map():
-    from suite.backends.megatron import backend as megatron
+    from suite.backends.megatron import options as megatron_options
 
-    assert megatron.supports(load_spec(TINY_MOE, {"parallel.ep": 2})) is None
-    assert megatron.supports(load_spec(TINY_LLAMA)) is None
-    assert megatron.supports(load_spec(TINY_MOE, {"model.attention_bias": True})) is None  # add_bias_linear
+    assert megatron_options.supports(load_spec(TINY_MOE, {"parallel.ep": 2})) is None
+    assert megatron_options.supports(load_spec(TINY_LLAMA)) is None
+    assert megatron_options.supports(load_spec(TINY_MOE, {"model.attention_bias": True})) is None  # add_bias_linear
     for spec, sets, message in [
         (TINY_MOE, {"parallel.ep": 3}, "--parallel ep=3 does not divide model.moe.experts=8"),
         (TINY_LLAMA, {"parallel.ep": 2}, "--parallel ep=2: this model is dense"),
@@ -132,7 +132,7 @@ def test_megatron_runs_the_llama_with_ep_and_refuses_what_it_does_not_map():
         (TINY_MOE, {"model.moe.normalize_top_k": False}, "normalize_top_k=false"),
         (TESTS / "support" / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "expert parallelism needs a Mixture-of-Experts"),
     ]:
-        assert message in (megatron.supports(load_spec(spec, sets)) or ""), (sets, message)
+        assert message in (megatron_options.supports(load_spec(spec, sets)) or ""), (sets, message)
 
 
 def test_deepspeed_refuses_ep():

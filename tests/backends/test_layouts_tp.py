@@ -55,10 +55,10 @@ def test_tp_implies_sequence_and_loss_parallel_as_torchtitan():
     assert layout.resolve(load_spec(CHAR_GPT, {"parallel.fsdp": 2}).parallel, 2).sp is False
     assert "needs parallel.tp > 1" in layout.check(load_spec(CHAR_GPT, {"parallel.sp": True}), 2)
     assert "parallel.loss_parallel" in layout.check(load_spec(CHAR_GPT, {"parallel.loss_parallel": True}), 2)
-    from suite.backends.megatron import backend as megatron
+    from suite.backends.megatron import options as megatron_options
 
     no_lp = load_spec(CHAR_GPT, {"parallel.tp": 2, "parallel.loss_parallel": False})
-    assert "always computes the vocab-parallel cross-entropy" in megatron.supports(no_lp)
+    assert "always computes the vocab-parallel cross-entropy" in megatron_options.supports(no_lp)
 
 
 # hang guards: each torchrun child's timeout, and above it this test's pytest timeout (pyproject's 600 s was below

@@ -27,7 +27,7 @@ from support.backend_util import ROOT, TESTS, env
 from support.noise import OTHER_KERNELS, measure
 from support.promised import require
 
-from suite.backends.megatron import backend as megatron
+from suite.backends.megatron import options as megatron_options
 from suite.models.llama import model as llama
 from suite.specload import load_spec
 
@@ -42,10 +42,10 @@ LAUNCH_GUARD_S = 600
 
 
 def test_megatron_refuses_llama_layouts_it_cannot_shard():
-    assert megatron.supports(load_spec(TINY_LLAMA, {"parallel.tp": 2})) is None
-    assert megatron.supports(load_spec(TINY_LLAMA, {"parallel.pp": 2})) is None
+    assert megatron_options.supports(load_spec(TINY_LLAMA, {"parallel.tp": 2})) is None
+    assert megatron_options.supports(load_spec(TINY_LLAMA, {"parallel.pp": 2})) is None
     lora = {"rank": 4, "alpha": 8, "target_modules": ["qkv_proj", "o_proj"]}
-    assert megatron.supports(load_spec(TINY_LLAMA, {"model.arch": "hf_llama", "model.lora": lora,
+    assert megatron_options.supports(load_spec(TINY_LLAMA, {"model.arch": "hf_llama", "model.lora": lora,
                                                     "parallel.tp": 2})) is None
     for spec, sets, message in [
         # 4 query heads, 2 key/value groups: tp=4 would split a group
@@ -58,7 +58,7 @@ def test_megatron_refuses_llama_layouts_it_cannot_shard():
         (TINY_LLAMA, {"model.arch": "hf_llama", "model.lora": {"rank": 4, "alpha": 8, "target_modules": ["wq"]}},
          "lora.target_modules: 'wq'"),
     ]:
-        assert message in (megatron.supports(load_spec(spec, sets)) or ""), (sets, message)
+        assert message in (megatron_options.supports(load_spec(spec, sets)) or ""), (sets, message)
 
 
 @pytest.fixture(scope="module")

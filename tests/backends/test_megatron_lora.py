@@ -62,7 +62,7 @@ def test_adapter_count_of_the_70b_reference_in_megatrons_fused_layout():
     ({"parallel.sp": True}, "parallel.sp with model.lora"),
 ])
 def test_what_megatron_cannot_adapt_is_refused_naming_the_field(sets, message):
-    from suite.backends.megatron.backend import supports
+    from suite.backends.megatron.options import supports
 
     assert supports(_spec()) is None
     assert supports(_spec(targets=("linear_qkv", "wo", "linear_fc1", "down_proj"))) is None

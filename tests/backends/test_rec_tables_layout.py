@@ -52,6 +52,7 @@ def _sharded(tmp_path: Path) -> list[dict]:
 
 
 @pytest.mark.slow  # five one-process curves and one 2-rank launch: ~80 s under load
+@pytest.mark.timeout(960)  # above the 900 s guard of its 2-rank child (_sharded)
 def test_two_ranks_with_sharded_tables_match_one_process(tmp_path: Path, reference) -> None:
     want, want_evals, noise = reference
     rows = _sharded(tmp_path)

@@ -15,6 +15,8 @@ import pytest
 from support.backend_util import ROOT, env
 
 from benchmarks.sim.results import noisy_runs, write_all
+from suite.compare import model as compare_model
+from suite.compare import output as compare_output
 
 
 def cli(*args: str | Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:
@@ -273,11 +275,10 @@ def test_the_default_min_seeds_is_the_fewest_that_can_give_a_verdict() -> None:
     import inspect
 
     from suite.cli import results
-    from suite.compare import tta as compare
     from suite.results import stats
 
-    n = compare.DEFAULT_MIN_SEEDS
-    assert stats.min_attainable_p(n, n) <= compare.DEFAULT_ALPHA < stats.min_attainable_p(n - 1, n - 1)
+    n = compare_model.DEFAULT_MIN_SEEDS
+    assert stats.min_attainable_p(n, n) <= compare_model.DEFAULT_ALPHA < stats.min_attainable_p(n - 1, n - 1)
     for command in (results.compare, results.baseline_promote):
         assert inspect.signature(command).parameters["min_seeds"].default == n
     seeds = int(_readme_commands()["seeds"][_readme_commands()["seeds"].index("--seeds") + 1])
@@ -378,7 +379,7 @@ def test_a_paused_run_says_so_in_its_result_in_compare_and_on_the_site(tmp_path:
         (pair,) = report.pairs
         assert [w for w in pair.warnings if "paused" in w] == [
             f"candidate: 1 of 5 run(s) paused inside the timed run, seed 2: {warning.removeprefix('paused: ')}"]
-        assert "did not run for" in cmp.to_markdown(report)
+        assert "did not run for" in compare_output.to_markdown(report)
     # the site's run page shows the result's warnings
     from suite.site.build import build_site
 

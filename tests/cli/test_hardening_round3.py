@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from benchmarks.sim.results import site_result
 from suite.cli import app
-from suite.results import index
 from suite.results.index import archive
+from suite.results.index import pack as index_pack
 from suite.results.record import EvalPoint, write_result
 from suite.site import downsample
 from suite.site.build import MARKER, build_site
@@ -76,7 +76,7 @@ def test_validate_counts_and_checks_archived_results(tmp_path):
     res = tmp_path / "results"
     write_standard(res)
     runner = CliRunner()
-    assert index.pack(res, datetime(2100, 1, 1, tzinfo=UTC)).results == 29  # every result archived
+    assert index_pack.pack(res, datetime(2100, 1, 1, tzinfo=UTC)).results == 29  # every result archived
     assert not list(res.rglob("*.json"))
     r = runner.invoke(app, ["results", "validate", str(res)])
     assert r.exit_code == 0, r.output

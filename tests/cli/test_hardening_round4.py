@@ -17,6 +17,7 @@ import pytest
 from support.promised import require
 
 from suite.data.base import DataMissing
+from suite.models.hf import tensors as hf_tensors
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,11 +59,11 @@ def _shard_outside(folder: Path) -> str:
     hf_checkpoint.save_llama(hf_checkpoint.load_llama(folder, hf_checkpoint.config_for(folder)), folder,
                              max_shard_bytes=100_000)
     (folder / "model.safetensors").unlink()
-    index = json.loads((folder / hf_checkpoint.INDEX).read_text())
+    index = json.loads((folder / hf_tensors.INDEX).read_text())
     first = sorted(set(index["weight_map"].values()))[0]
     shutil.move(folder / first, folder.parent / first)
     index["weight_map"] = {k: f"../{v}" if v == first else v for k, v in index["weight_map"].items()}
-    (folder / hf_checkpoint.INDEX).write_text(json.dumps(index))
+    (folder / hf_tensors.INDEX).write_text(json.dumps(index))
     return f"weight_map names shard(s) '../{first}' outside the checkpoint folder"
 
 

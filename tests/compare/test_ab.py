@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.sim.git_repo import make_repo
-from suite.compare import ab
+from suite.compare import ab, ab_checkout, ab_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_rounds_alternate_who_goes_first() -> None:
     rnd = ab.order_of(40, "random", 1)
     firsts = [rnd[i][1] for i in range(0, 80, 2)]
     assert {"base", "head"} == set(firsts) and sorted(rnd[i][1] for i in range(80)).count("base") == 40
-    with pytest.raises(ab.ABError, match="--order"):
+    with pytest.raises(ab_plan.ABError, match="--order"):
         ab.order_of(2, "zigzag", 0)
 
 
@@ -107,13 +107,13 @@ def test_offline_install_gives_each_side_its_own_project_and_dependencies(tmp_pa
     _git(repo, "commit", "-q", "-am", "head needs a new dependency")
     head = _git(repo, "rev-parse", "HEAD")
     out = tmp_path / "ab"
-    plan = ab.ABPlan(repo=repo, out=out, workloads=["cv/digits_cnn"], deps="install", offline=True)
-    with pytest.raises(ab.ABError, match="abdep.only.in.head") as refused:
-        ab.prepare(plan, base, head, log=lambda _: None)
+    plan = ab_plan.ABPlan(repo=repo, out=out, workloads=["cv/digits_cnn"], deps="install", offline=True)
+    with pytest.raises(ab_plan.ABError, match="abdep.only.in.head") as refused:
+        ab_checkout.prepare(plan, base, head, log=lambda _: None)
     assert "--find-links" in str(refused.value)
 
     plan.find_links = [str(_wheel(tmp_path, "abdep_only_in_head"))]
-    sides = {s.name: s for s in ab.prepare(plan, base, head, log=lambda _: None)}
+    sides = {s.name: s for s in ab_checkout.prepare(plan, base, head, log=lambda _: None)}
     for name, side in sides.items():
         assert side.python == out.resolve() / "env" / name / "bin" / "python"
         where = _imports(side.python, side.src, "import suite, torch; print(suite.__file__)")
@@ -129,12 +129,12 @@ def test_offline_install_gives_each_side_its_own_project_and_dependencies(tmp_pa
 
 def test_offline_options_are_refused_where_they_mean_nothing(tmp_path: Path) -> None:
     repo, base, head = make_repo(tmp_path, None)
-    for plan, flag in ((ab.ABPlan(repo=repo, out=tmp_path / "a", workloads=["w"], deps="shared", offline=True),
+    for plan, flag in ((ab_plan.ABPlan(repo=repo, out=tmp_path / "a", workloads=["w"], deps="shared", offline=True),
                         "--offline"),
-                       (ab.ABPlan(repo=repo, out=tmp_path / "b", workloads=["w"], find_links=[str(tmp_path / "no")]),
+                       (ab_plan.ABPlan(repo=repo, out=tmp_path / "b", workloads=["w"], find_links=[str(tmp_path / "no")]),
                         "--find-links")):
-        with pytest.raises(ab.ABError, match=flag):
-            ab.prepare(plan, base, head, log=lambda _: None)
+        with pytest.raises(ab_plan.ABError, match=flag):
+            ab_checkout.prepare(plan, base, head, log=lambda _: None)
         assert not (plan.out / "env").exists()
 
 

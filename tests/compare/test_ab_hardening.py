@@ -19,8 +19,9 @@ from support.faults import ROOT, TESTS, write_spec
 
 from benchmarks.sim.bisect import comparator, levels
 from benchmarks.sim.git_repo import _git, make_repo
-from suite.compare import ab
+from suite.compare import ab, ab_plan
 from suite.compare import bisect as bis
+from suite.compare import model as compare_model
 from suite.execution.processes import descendants
 from suite.results.record import load_results
 
@@ -70,13 +71,12 @@ SHORT = ["throughput.measure_steps=20", "throughput.warmup_steps=1", "budget.wat
 
 @pytest.mark.slow  # one comparison of two real processes: ~20 s at load 7
 def test_the_real_comparator_skips_a_head_that_does_not_import(tmp_path: Path) -> None:
-    from suite.compare import tta
     from suite.compare.bisect_ab import ab_comparator
 
     repo, base, head = _broken_repo(tmp_path)
-    plan = ab.ABPlan(repo=repo, out=tmp_path / "bisect", workloads=["cv/digits_cnn"], deps="shared", threads=1,
+    plan = ab_plan.ABPlan(repo=repo, out=tmp_path / "bisect", workloads=["cv/digits_cnn"], deps="shared", threads=1,
                      sets=SHORT)
-    d = ab_comparator(plan, "cv/digits_cnn", "step_time", tta.Settings(), [])(base, head, 1)
+    d = ab_comparator(plan, "cv/digits_cnn", "step_time", compare_model.Settings(), [])(base, head, 1)
     assert d.verdict == bis.SKIPPED and "SyntaxError" in d.note, d
     (one,) = [p for p in (tmp_path / "bisect").iterdir() if p.name.startswith("01-")]
     base_runs = load_results(one / "base").results
@@ -86,18 +86,18 @@ def test_the_real_comparator_skips_a_head_that_does_not_import(tmp_path: Path) -
 # ---- item 4: a dead partner ends the turn at once ------------------------------------------------------------------
 
 
-def _side(tmp_path: Path, name: str, *extra: str) -> ab.Side:
+def _side(tmp_path: Path, name: str, *extra: str) -> ab_plan.Side:
     """A side running this checkout, through a wrapper that adds `extra` to its `trainbench run` (a fault for one)."""
     wrapper = tmp_path / f"python-{name}"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT}:{TESTS} exec {sys.executable} "$@" {" ".join(extra)}\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return ab.Side(name, name, name * 5, ROOT, wrapper)
+    return ab_plan.Side(name, name, name * 5, ROOT, wrapper)
 
 
 @pytest.mark.slow  # two real processes in lockstep: ~35 s at load 10
 def test_a_side_whose_partner_dies_measures_on_and_is_not_a_false_hang(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, "lockstep")
-    plan = ab.ABPlan(repo=ROOT, out=tmp_path / "ab", workloads=[str(spec)], threads=1,
+    plan = ab_plan.ABPlan(repo=ROOT, out=tmp_path / "ab", workloads=[str(spec)], threads=1,
                      sets=["throughput.measure_steps=60", "throughput.warmup_steps=1", "budget.watchdog_s=8"])
     base = _side(tmp_path, "base")
     head = _side(tmp_path, "head", "--set", "model.fault=sigkill", "--set", "model.at_step=4")

@@ -12,18 +12,20 @@ import pytest
 from scipy.stats import binom
 
 from benchmarks.sim.results import noisy_runs, simulated_result, write_all
+from suite.compare import model as compare_model
+from suite.compare import output as compare_output
 from suite.compare import tta as cmp
 from suite.results import stats
-from suite.results.baselines import Loaded, record_of_result, sides
+from suite.results.runfiles import Loaded, record_of_result, sides
 
 
-def run_compare(tmp_path: Path, base, cand, **settings) -> cmp.Report:
+def run_compare(tmp_path: Path, base, cand, **settings) -> compare_model.Report:
     write_all(tmp_path / "base", base)
     write_all(tmp_path / "cand", cand)
-    return cmp.compare([tmp_path / "base"], [tmp_path / "cand"], cmp.Settings(**settings))
+    return cmp.compare([tmp_path / "base"], [tmp_path / "cand"], compare_model.Settings(**settings))
 
 
-def only_pair(report: cmp.Report) -> cmp.PairReport:
+def only_pair(report: compare_model.Report) -> compare_model.PairReport:
     assert len(report.pairs) == 1, [p.reason for p in report.pairs]
     return report.pairs[0]
 
@@ -37,7 +39,7 @@ def test_clear_regression(tmp_path: Path) -> None:
     assert tta.ratio == pytest.approx(2.25, rel=0.15)
     assert tta.p_value == pytest.approx(2 / 252)  # complete separation of 5 vs 5
     assert pair.cause == "both"
-    assert report.exit_code == cmp.EXIT_REGRESSION
+    assert report.exit_code == compare_model.EXIT_REGRESSION
 
 
 def test_clear_improvement(tmp_path: Path) -> None:
@@ -48,7 +50,7 @@ def test_clear_improvement(tmp_path: Path) -> None:
     assert pair.metric("time_to_target_s").verdict == "improved"
     assert pair.metric("samples_per_s").verdict == "improved"  # higher is better: direction handled
     assert pair.cause == "throughput"
-    assert report.exit_code == cmp.EXIT_OK
+    assert report.exit_code == compare_model.EXIT_OK
 
 
 def test_pure_noise_is_no_significant_change(tmp_path: Path) -> None:
@@ -58,7 +60,7 @@ def test_pure_noise_is_no_significant_change(tmp_path: Path) -> None:
     assert pair.verdict == "no significant change"
     assert all(m.verdict in ("no significant change", "not comparable") for m in pair.metrics)
     assert pair.metric("energy_j").verdict == "not comparable"  # never measured: said, not hidden
-    assert report.exit_code == cmp.EXIT_OK
+    assert report.exit_code == compare_model.EXIT_OK
 
 
 def _noise_sides(rng: random.Random, n: int, **kw):
@@ -78,8 +80,8 @@ def test_false_alarm_rate_at_most_alpha(n: int) -> None:
     alpha, sets = 0.05, 400
     mc_limit = binom.ppf(0.999, sets, alpha)  # 34 of 400: a test with a true rate of 8% or more fails here
     rng = random.Random(1234 + n)
-    strict = cmp.Settings(alpha=alpha, default_noise_floor=0.0)
-    default = cmp.Settings(alpha=alpha)
+    strict = compare_model.Settings(alpha=alpha, default_noise_floor=0.0)
+    default = compare_model.Settings(alpha=alpha)
     alarms = {name: 0 for name in ("time_to_target_s", "steps_to_target", "time_per_step_s")}
     regress_alarms = gate_alarms_default = 0
     for _ in range(sets):
@@ -110,9 +112,9 @@ def test_a_change_at_the_noise_floor_is_rarely_a_regression(n: int) -> None:
                                                                           time_per_step_s=0.0105)], [], [], n))
         slow = sides(Loaded([record_of_result(r, "c") for r in noisy_runs(rng, n, cv_time=0.03,
                                                                           time_per_step_s=0.0125)], [], [], n))
-        (p,) = cmp.compare_sides(base, same, cmp.Settings(alpha=alpha))
+        (p,) = cmp.compare_sides(base, same, compare_model.Settings(alpha=alpha))
         at_floor += p.metric("time_per_step_s").verdict == "regressed"
-        (p,) = cmp.compare_sides(base, slow, cmp.Settings(alpha=alpha))
+        (p,) = cmp.compare_sides(base, slow, compare_model.Settings(alpha=alpha))
         twice += p.metric("time_per_step_s").verdict == "regressed"
     assert at_floor <= binom.ppf(0.999, sets, alpha / 2), at_floor
     assert twice / sets > 0.5, twice
@@ -174,7 +176,7 @@ def test_failed_runs_count_as_infinitely_slow(tmp_path: Path) -> None:
     assert pair.verdict == "regressed" and pair.cause == "convergence"
     assert pair.candidate.success_rate == pytest.approx(0.4)
     assert "success rate 100% -> 40%" in pair.cause_detail
-    assert '"inf"' in json.dumps(cmp.to_json(report), allow_nan=False)  # JSON has no Infinity: "inf"
+    assert '"inf"' in json.dumps(compare_output.to_json(report), allow_nan=False)  # JSON has no Infinity: "inf"
 
 
 def test_failures_never_look_like_an_improvement(tmp_path: Path) -> None:
@@ -197,7 +199,7 @@ def test_mismatched_specs_are_reported_not_skipped(tmp_path: Path) -> None:
     assert pair.verdict == "not comparable"
     assert "different spec hash" in pair.reason and "changed1" in pair.reason and "spec0001" in pair.reason
     assert pair.metric("time_to_target_s").candidate.n == 5  # the candidate's figures are still shown
-    assert report.exit_code == cmp.EXIT_ERROR  # nothing comparable
+    assert report.exit_code == compare_model.EXIT_ERROR  # nothing comparable
 
 
 def test_other_hardware_and_missing_pairs_are_reported(tmp_path: Path) -> None:
@@ -213,7 +215,7 @@ def test_other_hardware_and_missing_pairs_are_reported(tmp_path: Path) -> None:
     assert verdict == "not comparable" and "no baseline for this workload and backend" in reason
     verdict, reason = reasons[("nlp/gone", "cpu-test-2c")]
     assert verdict == "not comparable" and "no candidate runs" in reason
-    assert report.exit_code == cmp.EXIT_OK  # something was comparable and nothing regressed
+    assert report.exit_code == compare_model.EXIT_OK  # something was comparable and nothing regressed
 
 
 @pytest.mark.parametrize(("n_base", "n_cand"), [(5, 2), (3, 3)])
@@ -222,7 +224,7 @@ def test_too_few_seeds(tmp_path: Path, n_base: int, n_cand: int) -> None:
     report = run_compare(tmp_path, noisy_runs(rng, n_base), noisy_runs(rng, n_cand, time_per_step_s=0.03))
     pair = only_pair(report)
     assert pair.verdict == "not comparable" and "too few seeds" in pair.reason  # even a 3x slowdown
-    assert report.exit_code == cmp.EXIT_ERROR
+    assert report.exit_code == compare_model.EXIT_ERROR
 
 
 def test_noise_floor_from_spec_beats_the_default(tmp_path: Path) -> None:
@@ -255,7 +257,7 @@ def test_bad_files_are_named_and_skipped_or_fatal_under_strict(tmp_path: Path) -
     assert any("truncated.json" in e and "not valid JSON" in e for e in report.errors)
     assert any("wrong-type.json" in e and "steps" in e for e in report.errors)
     assert only_pair(report).verdict == "no significant change"
-    assert "2 bad file(s) skipped" in cmp.to_markdown(report)
+    assert "2 bad file(s) skipped" in compare_output.to_markdown(report)
     with pytest.raises(ValueError, match="truncated.json"):
         cmp.compare([tmp_path / "base"], [tmp_path / "cand"], strict=True)
 
@@ -271,12 +273,12 @@ def test_markdown_orders_by_severity_and_json_has_the_documented_fields(tmp_path
     report = run_compare(tmp_path, base, cand)
     order = [(p.workload, p.verdict) for p in report.pairs]
     assert order == [("cv/c", "regressed"), ("cv/b", "regressed"), ("cv/d", "not comparable"), ("cv/a", "improved")]
-    md = cmp.to_markdown(report)
+    md = compare_output.to_markdown(report)
     first, rest = md.split("\n", 3)[2], md
     assert first.startswith("🔴 **2 regressions** in 4 comparison(s)")
     assert rest.index("`cv/c`") < rest.index("`cv/b`") < rest.index("`cv/d`") < rest.index("`cv/a`")
     assert "<details>" in md and "</details>" in md
-    data = json.loads(json.dumps(cmp.to_json(report), allow_nan=False))
+    data = json.loads(json.dumps(compare_output.to_json(report), allow_nan=False))
     assert data["kind"] == "trainbench-compare" and data["schema_version"] == 1
     assert data["summary"] == {"regressed": 2, "not_comparable": 1, "improved": 1, "no_significant_change": 0,
                                "suspicious": 0, "no_change": 0,
@@ -291,9 +293,9 @@ def test_markdown_orders_by_severity_and_json_has_the_documented_fields(tmp_path
 
 def test_settings_are_validated() -> None:
     with pytest.raises(ValueError, match="gate metric"):
-        cmp.Settings(gate=("time_to_targett",))
+        compare_model.Settings(gate=("time_to_targett",))
     with pytest.raises(ValueError, match="alpha"):
-        cmp.Settings(alpha=1.5)
+        compare_model.Settings(alpha=1.5)
 
 
 def test_markdown_fits_a_github_comment(tmp_path: Path) -> None:
@@ -304,9 +306,9 @@ def test_markdown_fits_a_github_comment(tmp_path: Path) -> None:
         cand += noisy_runs(rng, 5, workload=f"cv/w{w:03d}", time_per_step_s=0.02 if w == 7 else 0.01)
     bs = sides(Loaded([record_of_result(r, "b") for r in base], [], [], 0))
     cs = sides(Loaded([record_of_result(r, "c") for r in cand], [], [], 0))
-    report = cmp.Report(cmp.Settings(), cmp.compare_sides(bs, cs, cmp.Settings()), [], 600, 600)
-    md = cmp.to_markdown(report, max_chars=12_000)
+    report = compare_model.Report(compare_model.Settings(), cmp.compare_sides(bs, cs, compare_model.Settings()), [], 600, 600)
+    md = compare_output.to_markdown(report, max_chars=12_000)
     assert len(md) <= 12_000
     assert "`cv/w007`" in md.split("<details>")[0]  # the regression is never the part that is cut
     assert "more (least severe): see the JSON report" in md and "</details>" in md
-    assert len(cmp.to_markdown(report)) > 12_000  # the default limit (60,000) keeps more
+    assert len(compare_output.to_markdown(report)) > 12_000  # the default limit (60,000) keeps more

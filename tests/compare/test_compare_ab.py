@@ -14,6 +14,8 @@ import pytest
 from benchmarks.sim.ab import Noise, simulate, throughput_result, write_sides
 from benchmarks.sim.results import noisy_runs, write_all
 from suite.compare import ab_verdict as compare_ab
+from suite.compare import model as compare_model
+from suite.compare import output as compare_output
 from suite.compare import tta as cmp
 from suite.compare.ab_verdict import CompareInputError
 
@@ -25,7 +27,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "200"})
 
 
-def _verdict(tmp: Path, slowdown: float, seed: int = 0, rounds: int = 8, steps: int = 100, **kw) -> cmp.PairReport:
+def _verdict(tmp: Path, slowdown: float, seed: int = 0, rounds: int = 8, steps: int = 100, **kw) -> compare_model.PairReport:
     rng = np.random.default_rng(seed)
     base, head = simulate(rng, rounds, steps, slowdown, noise=Noise(**kw))
     b, h = write_sides(tmp / f"s{seed}-{slowdown}", base, head)
@@ -104,7 +106,7 @@ def test_the_candidates_own_floor_is_ignored_and_the_baselines_wins(tmp_path: Pa
     report = cmp.compare([tmp_path / "b"], [tmp_path / "c"])
     (pair,) = report.pairs
     assert pair.verdict == "regressed" and report.exit_code == 1
-    assert pair.noise_floor == cmp.DEFAULT_NOISE_FLOOR and pair.noise_floor_source == "default"
+    assert pair.noise_floor == compare_model.DEFAULT_NOISE_FLOOR and pair.noise_floor_source == "default"
     assert "0.99 was ignored" in pair.floor_note
 
 
@@ -220,5 +222,5 @@ def test_json_and_markdown_carry_the_interval(tmp_path: Path) -> None:
     assert pair["mode"] == "throughput" and pair["verdict"] == "regressed"
     (m,) = pair["metrics"]
     assert m["ci_low"] > 1 and m["ci_high"] > m["ci_low"] and data["summary"]["regressed"] == 1
-    md = cmp.to_markdown(cmp.compare([b], [h]))
+    md = compare_output.to_markdown(cmp.compare([b], [h]))
     assert "median step time" in md and "two-level bootstrap" in md and "[1." in md

@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 from benchmarks.sim.results import simulated_result, write_all
+from suite.compare import model as compare_model
 from suite.compare import tta as cmp
 from suite.measure.goodput import PARTS
 from suite.results.record import Goodput
@@ -21,11 +22,11 @@ def _with_account(seed: int, rng: random.Random, compile_s: float) -> object:
     return r
 
 
-def _compare(tmp_path: Path, base_compile: float, cand_compile: float, **settings) -> cmp.PairReport:
+def _compare(tmp_path: Path, base_compile: float, cand_compile: float, **settings) -> compare_model.PairReport:
     rng = random.Random(7)
     write_all(tmp_path / "base", [_with_account(i, rng, base_compile) for i in range(5)])
     write_all(tmp_path / "cand", [_with_account(i, rng, cand_compile) for i in range(5)])
-    (pair,) = cmp.compare([tmp_path / "base"], [tmp_path / "cand"], cmp.Settings(**settings)).pairs
+    (pair,) = cmp.compare([tmp_path / "base"], [tmp_path / "cand"], compare_model.Settings(**settings)).pairs
     return pair
 
 

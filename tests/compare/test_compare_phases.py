@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 from benchmarks.sim.results import simulated_result, write_all
+from suite.compare import model as compare_model
 from suite.compare import output
 from suite.compare import tta as cmp
 
@@ -25,19 +26,19 @@ def _grpo_runs(rng: random.Random, n: int, gen_s: float, train_s: float, first_s
     return out
 
 
-def _compare(tmp_path: Path, base, cand) -> cmp.Report:
+def _compare(tmp_path: Path, base, cand) -> compare_model.Report:
     write_all(tmp_path / "base", base)
     write_all(tmp_path / "cand", cand)
-    return cmp.compare([tmp_path / "base"], [tmp_path / "cand"], cmp.Settings())
+    return cmp.compare([tmp_path / "base"], [tmp_path / "cand"], compare_model.Settings())
 
 
 def test_generation_slowed_by_ten_percent_is_a_rollout_regression(tmp_path: Path) -> None:
     rng = random.Random(3)
     report = _compare(tmp_path, _grpo_runs(rng, 6, 0.04, 0.03), _grpo_runs(rng, 6, 0.044, 0.03, first_seed=10))
     (pair,) = report.pairs
-    assert pair.metric("rollout_s_per_step").verdict == cmp.REGRESSED
-    assert pair.metric("training_s_per_step").verdict != cmp.REGRESSED
-    assert pair.phase == "rollout regression" and pair.verdict == cmp.REGRESSED
+    assert pair.metric("rollout_s_per_step").verdict == compare_model.REGRESSED
+    assert pair.metric("training_s_per_step").verdict != compare_model.REGRESSED
+    assert pair.phase == "rollout regression" and pair.verdict == compare_model.REGRESSED
     md = output.to_markdown(report)
     assert "**rollout regression**" in md and "rollout (generation) time per step" in md
     data = json.loads(json.dumps(output.to_json(report)))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from suite.measure import energy, environment, fingerprint
-from suite.results.baselines import RunFigures, figures_of
+from suite.results.stats import RunFigures, figures_of
 
 
 class FakeNVML:
@@ -100,7 +100,8 @@ def test_per_device_clocks_power_ecc_mig_and_interconnect(fake_cuda, monkeypatch
 
 def test_load_warning_reaches_compare_figures(tmp_path):
     from benchmarks.sim.results import simulated_result, write_all
-    from suite.compare.tta import compare, host_load_warnings, to_json, to_markdown
+    from suite.compare.output import to_json, to_markdown
+    from suite.compare.tta import compare, host_load_warnings
 
     def with_load(seed: int, load: list[float] | None):
         r = simulated_result(seed=seed, steps_to_target=100, time_per_step_s=0.01)

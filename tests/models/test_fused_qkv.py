@@ -73,12 +73,12 @@ def test_mlperf_fused_checkpoint_loads_into_wqkv_whole_and_saves_in_transformers
     entry = plan.entries["layers.1.attention.wqkv.weight"]
     assert [(s.name, s.select) for s in entry.sources] == [("model.layers.1.self_attn.qkv_proj.weight", ())]
     model = ckpt.load_llama(folder, cfg, dtype=torch.float32)
-    on_disk = load_file(folder / ckpt.SINGLE)
+    on_disk = load_file(folder / hf_tensors.SINGLE)
     for i in range(cfg.n_layer):
         assert torch.equal(model.layers[i].attention.wqkv.weight, on_disk[f"model.layers.{i}.self_attn.qkv_proj.weight"]
                            .float())
     saved = ckpt.save_llama(model, tmp_path / "saved")
-    names = set(load_file(saved / ckpt.SINGLE))
+    names = set(load_file(saved / hf_tensors.SINGLE))
     assert "model.layers.0.self_attn.k_proj.weight" in names and not any("qkv_proj" in n for n in names)
     idx = _tokens(cfg)
     theirs = LlamaForCausalLM.from_pretrained(saved).eval()
@@ -95,14 +95,14 @@ def test_separate_qkv_that_do_not_make_wqkv_are_refused_naming_the_tensor(tmp_pa
     from safetensors.torch import load_file, save_file
 
     ckpt.save_llama(llama.build(TINY, {}), tmp_path)
-    tensors = load_file(tmp_path / ckpt.SINGLE)
+    tensors = load_file(tmp_path / hf_tensors.SINGLE)
     k = tensors["model.layers.1.self_attn.k_proj.weight"]
-    save_file({**tensors, "model.layers.1.self_attn.k_proj.weight": k[:-2]}, str(tmp_path / ckpt.SINGLE))
+    save_file({**tensors, "model.layers.1.self_attn.k_proj.weight": k[:-2]}, str(tmp_path / hf_tensors.SINGLE))
     with pytest.raises(DataMissing, match=r"k_proj.weight has shape \(30, 64\), .* needs \(32, 64\) \(its rows of "
                                           r"layers.1.attention.wqkv.weight\)"):
         ckpt.load_llama(tmp_path, FUSED)
     del tensors["model.layers.1.self_attn.v_proj.weight"]
-    save_file(tensors, str(tmp_path / ckpt.SINGLE))
+    save_file(tensors, str(tmp_path / hf_tensors.SINGLE))
     with pytest.raises(DataMissing, match=r"tensor model.layers.1.self_attn.v_proj.weight is in no file"):
         ckpt.load_llama(tmp_path, FUSED)
 

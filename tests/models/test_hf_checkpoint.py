@@ -14,6 +14,7 @@ from test_llama import _max_abs, _tokens
 
 from suite.data.base import DataMissing
 from suite.models.hf import checkpoint as ckpt
+from suite.models.hf import tensors as hf_tensors
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
@@ -38,7 +39,7 @@ def test_checkpoint_saved_by_transformers_gives_its_logits(tmp_path, mixtral, sa
     cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False) if mixtral else llama.Config(preset="llama3.1-tiny")
     hf_model = _saved_by_transformers(cfg, tmp_path, mixtral, **save)
     if save:
-        assert (tmp_path / ckpt.INDEX).is_file() and len(ckpt.weight_files(tmp_path)) > 3
+        assert (tmp_path / hf_tensors.INDEX).is_file() and len(hf_tensors.weight_files(tmp_path)) > 3
     loaded_cfg = ckpt.config_for(tmp_path, cfg)
     ours = ckpt.load_llama(tmp_path, loaded_cfg).eval()
     idx = _tokens(cfg)
@@ -82,7 +83,7 @@ def test_suite_model_saved_back_reads_in_transformers_with_same_logits(tmp_path,
     ours = llama.build(cfg, {}).eval()
     randomize(ours, seed=3)
     ckpt.save_llama(ours, tmp_path, max_shard_bytes=shard)
-    assert (tmp_path / ckpt.INDEX).is_file() == bool(shard)
+    assert (tmp_path / hf_tensors.INDEX).is_file() == bool(shard)
     theirs = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager",
                                                   experts_implementation="eager").eval()  # eager: has fp64
     idx = _tokens(cfg)
@@ -120,7 +121,7 @@ def test_missing_folder_and_missing_config(tmp_path, saved):
 
 def test_index_naming_a_missing_shard(saved):
     folder, cfg = saved
-    shard = ckpt.weight_files(folder)[1]
+    shard = hf_tensors.weight_files(folder)[1]
     shard.unlink()
     _refused(folder, cfg, f"model.safetensors.index.json names shard(s) {shard.name}",
              "partial")
@@ -144,7 +145,7 @@ def test_missing_and_misshapen_tensors_name_tensor_shape_and_file(saved):
     from safetensors.torch import load_file, save_file
 
     folder, cfg = saved
-    shard = ckpt.weight_files(folder)[0]
+    shard = hf_tensors.weight_files(folder)[0]
     tensors = load_file(shard)
     name = sorted(tensors)[0]
     save_file({k: v for k, v in tensors.items() if k != name}, str(shard))
@@ -157,14 +158,14 @@ def test_dtype_the_device_cannot_hold(saved, monkeypatch):
     from safetensors.torch import load_file, save_file
 
     folder, cfg = saved
-    shard = ckpt.weight_files(folder)[0]
+    shard = hf_tensors.weight_files(folder)[0]
     tensors = load_file(shard)
     save_file({k: v.to(torch.float8_e4m3fn) for k, v in tensors.items()}, str(shard))
     _refused(folder, cfg, str(shard), "float8_e4m3fn", "dequantize")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100")
     with pytest.raises(DataMissing, match="Tesla V100 has no bfloat16: set model.dtype: float32"):
-        ckpt.check_dtype(torch.bfloat16, torch.device("cuda"), str(shard))
+        hf_tensors.check_dtype(torch.bfloat16, torch.device("cuda"), str(shard))
 
 
 def test_fused_qkv_checkpoint_of_the_mlperf_reference_loads_split(tmp_path):
@@ -175,15 +176,15 @@ def test_fused_qkv_checkpoint_of_the_mlperf_reference_loads_split(tmp_path):
     cfg = llama.Config(preset="llama3.1-tiny")
     ours = llama.build(cfg, {})
     ckpt.save_llama(ours, tmp_path)
-    tensors = load_file(tmp_path / ckpt.SINGLE)
+    tensors = load_file(tmp_path / hf_tensors.SINGLE)
     for i in range(cfg.n_layer):
         p = f"model.layers.{i}.self_attn."
         tensors[p + "qkv_proj.weight"] = torch.cat([tensors.pop(p + f"{x}_proj.weight") for x in "qkv"])
-    save_file(tensors, str(tmp_path / ckpt.SINGLE))
+    save_file(tensors, str(tmp_path / hf_tensors.SINGLE))
     back = ckpt.load_llama(tmp_path, cfg)
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), back.state_dict().values(), strict=True))
     tensors["model.layers.0.self_attn.qkv_proj.weight"] = tensors["model.layers.0.self_attn.qkv_proj.weight"][:-16]
-    save_file(tensors, str(tmp_path / ckpt.SINGLE))
+    save_file(tensors, str(tmp_path / hf_tensors.SINGLE))
     with pytest.raises(DataMissing, match=r"qkv_proj.weight has 112 rows, q \+ k \+ v .* need 128 \(64 \+ 32 \+ 32\)"):
         ckpt.load_llama(tmp_path, cfg)
 

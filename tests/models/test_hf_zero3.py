@@ -73,7 +73,7 @@ def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tm
     randomize(hf_model)
     folder = tmp_path / "model"
     hf_model.save_pretrained(folder, max_shard_size="40KB")
-    assert len(ckpt.weight_files(folder)) > 3  # the index path
+    assert len(hf_tensors.weight_files(folder)) > 3  # the index path
     idx = _tokens(cfg, batch=2)
     with torch.no_grad():
         logits = hf_model(idx).logits
@@ -81,7 +81,7 @@ def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tm
     torch.save({"idx": idx, "logits": logits}, tmp_path / "ref.pt")
     bad = tmp_path / "bad"
     shutil.copytree(folder, bad)
-    ckpt.weight_files(bad)[1].unlink()
+    hf_tensors.weight_files(bad)[1].unlink()
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
            "support.zero3_load", str(tmp_path), str(folder), str(tmp_path / "ref.pt"), str(bad)]
@@ -92,7 +92,7 @@ def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tm
     sizes = {}  # the checkpoint's tensors, from transformers' own files: bytes and one row's bytes
     from safetensors import safe_open
 
-    for path in ckpt.weight_files(folder):
+    for path in hf_tensors.weight_files(folder):
         with safe_open(str(path), framework="pt") as f:
             for name in f.keys():  # noqa: SIM118
                 t = f.get_tensor(name)
@@ -173,11 +173,11 @@ def test_mixtral_experts_missing_or_misshapen_are_refused_from_the_headers(tmp_p
 
     cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False)
     ckpt.save_llama(llama.build(cfg, {}), tmp_path)
-    tensors = load_file(tmp_path / ckpt.SINGLE)
+    tensors = load_file(tmp_path / hf_tensors.SINGLE)
     name = "model.layers.1.block_sparse_moe.experts.2.w3.weight"
-    save_file({k: v for k, v in tensors.items() if k != name}, str(tmp_path / ckpt.SINGLE))
-    with pytest.raises(ckpt.CheckpointError, match=rf"tensor {name} is in no file of {tmp_path} \(1 expert"):
+    save_file({k: v for k, v in tensors.items() if k != name}, str(tmp_path / hf_tensors.SINGLE))
+    with pytest.raises(hf_tensors.CheckpointError, match=rf"tensor {name} is in no file of {tmp_path} \(1 expert"):
         hf_tensors.plan(tmp_path, cfg)
-    save_file({**tensors, name: tensors[name][:-1]}, str(tmp_path / ckpt.SINGLE))
-    with pytest.raises(ckpt.CheckpointError, match=rf"tensor {name} has shape \(\d+, 48\), expert 0's has"):
+    save_file({**tensors, name: tensors[name][:-1]}, str(tmp_path / hf_tensors.SINGLE))
+    with pytest.raises(hf_tensors.CheckpointError, match=rf"tensor {name} has shape \(\d+, 48\), expert 0's has"):
         hf_tensors.plan(tmp_path, cfg)

@@ -18,6 +18,7 @@ from support.site_factory import write_hostile, write_standard
 
 from benchmarks.sim.results import make_result, noisy_runs, write_all
 from suite import harness
+from suite.compare import model as compare_model
 from suite.compare import tta as cmp
 from suite.execution.watchdog import Limits
 from suite.results import record as results_mod
@@ -223,7 +224,7 @@ def test_default_noise_floor_is_five_percent(tmp_path, slowdown, verdict):
     cand = noisy_runs(rng, 6, cv_steps=0.0005, cv_time=0.0005, time_per_step_s=0.01 * slowdown, first_seed=10)
     write_all(tmp_path / "base", base)
     write_all(tmp_path / "cand", cand)
-    report = cmp.compare([tmp_path / "base"], [tmp_path / "cand"], cmp.Settings())
+    report = cmp.compare([tmp_path / "base"], [tmp_path / "cand"], compare_model.Settings())
     (pair,) = report.pairs
     assert pair.noise_floor_source == "default"
     assert pair.metric("time_per_step_s").verdict == verdict
@@ -409,7 +410,7 @@ def test_kv_rows_escape_keys_and_values_and_mark_mono_cells():
 
 def test_cell_text_by_hand():
     """What a site table cell shows (escaped afterwards by kv_rows or the templates): exact forms and the cut."""
-    from suite.site.data import cell_text
+    from suite.site.cells import cell_text
 
     assert cell_text("abc") == "abc" and cell_text(0.123456789) == "0.123457"
     assert (cell_text(None), cell_text(True), cell_text(False), cell_text(3)) == ("null", "true", "false", "3")

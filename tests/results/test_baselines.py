@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.sim.results import noisy_runs, simulated_result, write_all
+from suite.compare import output as compare_output
 from suite.compare import tta as cmp
+from suite.results import baseline_schema, runfiles, stats
 from suite.results import baselines as bl
 from suite.results.record import ResultError, parse_result, result_files
 
@@ -28,7 +30,7 @@ def test_promote_writes_aggregate_raw_figures_and_provenance(tmp_path: Path) -> 
     (path,) = promote(tmp_path / "res", tmp_path / "baselines", promoted_by_git_sha="feedbeef")
     assert path == tmp_path / "baselines" / "cpu-test-2c" / "cv" / "digits_cnn" / "torch.json"
     data = json.loads(path.read_text())
-    assert data["schema_version"] == bl.BASELINE_SCHEMA_VERSION and data["kind"] == "trainbench-baseline"
+    assert data["schema_version"] == baseline_schema.BASELINE_SCHEMA_VERSION and data["kind"] == "trainbench-baseline"
     assert (data["hardware"], data["workload"], data["backend"], data["spec_hash"]) == (
         "cpu-test-2c", "cv/digits_cnn", "torch", "spec0001")
     assert data["noise_floor"] == 0.08
@@ -52,8 +54,8 @@ def test_compare_against_a_baseline_equals_compare_against_its_results(tmp_path:
     write_all(tmp_path / "res", noisy_runs(rng, 5))
     write_all(tmp_path / "cand", noisy_runs(rng, 5, time_per_step_s=0.012, cv_steps=0.01))
     promote(tmp_path / "res", tmp_path / "baselines")
-    via_baseline = cmp.to_json(cmp.compare([tmp_path / "baselines"], [tmp_path / "cand"]))
-    via_results = cmp.to_json(cmp.compare([tmp_path / "res"], [tmp_path / "cand"]))
+    via_baseline = compare_output.to_json(cmp.compare([tmp_path / "baselines"], [tmp_path / "cand"]))
+    via_results = compare_output.to_json(cmp.compare([tmp_path / "res"], [tmp_path / "cand"]))
     via_baseline["summary"].pop("baseline_files"), via_results["summary"].pop("baseline_files")
     assert via_baseline == via_results
     assert via_baseline["pairs"][0]["verdict"] == "regressed"
@@ -97,13 +99,13 @@ def test_lean_reader_agrees_with_the_full_schema(tmp_path: Path) -> None:
     runs.append(simulated_result(50, steps_to_target=None, time_per_step_s=0.02, status="error", mfu=None))
     write_all(tmp_path / "res", runs)
     for path in result_files(tmp_path / "res"):
-        lean = bl.read_file(path)
-        full = bl.read_file(path, validate=True)
-        assert isinstance(lean, bl.RunRecord) and isinstance(full, bl.RunRecord)
+        lean = runfiles.read_file(path)
+        full = runfiles.read_file(path, validate=True)
+        assert isinstance(lean, runfiles.RunRecord) and isinstance(full, runfiles.RunRecord)
         assert lean.figures.model_dump() == full.figures.model_dump()
         assert (lean.key, lean.spec_hash, lean.workload_version, lean.noise_floor) == (
             full.key, full.spec_hash, full.workload_version, full.noise_floor)
-        assert full.figures == bl.figures_of(parse_result(path.read_text(), str(path)))
+        assert full.figures == stats.figures_of(parse_result(path.read_text(), str(path)))
 
 
 # a file the lean decoder refuses goes through the full schema, so the verdict (and the message) is the one
@@ -123,7 +125,7 @@ def test_lean_reader_names_file_and_field(tmp_path: Path, field: str, value, mes
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(data))
     with pytest.raises(ResultError, match=message) as e:
-        bl.read_file(path)
+        runfiles.read_file(path)
     assert str(e.value).startswith(str(path))
 
 
@@ -139,7 +141,7 @@ def test_corrupt_baseline_file_is_named(tmp_path: Path) -> None:
     data["schema_version"] = 99
     path.write_text(json.dumps(data))
     with pytest.raises(ResultError, match="baseline schema_version 99"):
-        bl.read_file(path)
+        runfiles.read_file(path)
 
 
 def test_a_run_reached_twice_counts_once(tmp_path: Path) -> None:
@@ -147,5 +149,5 @@ def test_a_run_reached_twice_counts_once(tmp_path: Path) -> None:
     write_all(tmp_path / "res", noisy_runs(rng, 5))
     promote(tmp_path / "res", tmp_path / "baselines")
     loaded = bl.load_paths([tmp_path / "res", tmp_path / "baselines", tmp_path / "res"])
-    (side,) = bl.sides(loaded).values()
+    (side,) = runfiles.sides(loaded).values()
     assert len(side.by_spec["spec0001"]) == 5

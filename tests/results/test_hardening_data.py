@@ -15,6 +15,7 @@ import pytest
 import suite.site.workloads as site_workloads
 from benchmarks.sim.results import site_result
 from suite.results import baselines as bl
+from suite.results import runfiles
 from suite.results.record import ResultError, ResultWriteError, load_results, parse_result, write_result
 from suite.site.build import SiteError, build_site
 
@@ -127,8 +128,8 @@ def test_a_nan_metric_reads_the_same_in_validate_compare_and_promote(tmp_path):
     data["mfu"] = "NaN"  # how the writer itself encodes a NaN
     path.write_text(json.dumps(data))
     assert parse_result(path.read_text(), str(path)).mfu != parse_result(path.read_text(), str(path)).mfu
-    rec = bl.read_file(path)
-    assert isinstance(rec, bl.RunRecord) and rec.figures.mfu != rec.figures.mfu  # NaN, read, not skipped
+    rec = runfiles.read_file(path)
+    assert isinstance(rec, runfiles.RunRecord) and rec.figures.mfu != rec.figures.mfu  # NaN, read, not skipped
     assert bl.load_paths([res]).errors == []
 
 
@@ -141,7 +142,7 @@ def test_deeply_nested_result_baseline_and_compare_files_are_named_not_crashed(t
     deep = res / "deep.json"
     deep.write_text('{"schema_version": 1, "x": ' + DEEP + "}")
     with pytest.raises(ResultError, match="nested too deeply"):
-        bl.read_file(deep)
+        runfiles.read_file(deep)
     loaded = bl.load_paths([res])
     assert len(loaded.records) == 2 and any("nested too deeply" in e for e in loaded.errors)
     (base / "h" / "cv" / "x").mkdir(parents=True)
@@ -179,7 +180,7 @@ def test_a_year_1_start_is_invalid_for_validate_compare_and_site(tmp_path):
     with pytest.raises(ResultError, match="plausible run start"):
         parse_result(bad.read_text(), str(bad))
     with pytest.raises(ResultError, match="plausible run start"):
-        bl.read_file(bad)
+        runfiles.read_file(bad)
     report = build_site(res, tmp_path / "out")
     assert report.results == 1 and any("plausible run start" in s for s in report.skipped)
     alone = tmp_path / "alone"

@@ -21,6 +21,7 @@ from support.unprivileged import unprivileged as _drop_caps
 
 from benchmarks.sim.results import site_result
 from suite.results import baselines as bl
+from suite.results.index import store as index_store
 from suite.results.noise_floor import AAMeasurement, NoiseFloor, write_floor
 from suite.results.record import write_result, write_run
 from suite.site.build import build_site
@@ -148,10 +149,10 @@ def test_a_result_swapped_for_a_symlink_after_it_was_indexed_is_not_published_th
     res, secret = tmp_path / "results", tmp_path / "environ"
     secret.write_text(SECRET + "\n")
     paths = _seeds(res, 2)
-    index.update(res)
+    index_store.update(res)
     paths[0].unlink()
     paths[0].symlink_to(secret)  # between the index's read and the site's copy
-    monkeypatch.setattr(index, "update", lambda root, rescan=False: index.UpdateReport(index.db_path(root)))
+    monkeypatch.setattr(index, "update", lambda root, rescan=False: index_store.UpdateReport(index_store.db_path(root)))
     out = tmp_path / "site"
     assert build_site(res, out, use_index=True).results == 2
     assert not any(b"hunter2" in f.read_bytes() for f in out.rglob("*") if f.is_file())

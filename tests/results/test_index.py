@@ -18,10 +18,12 @@ from benchmarks.sim.results import T0, site_result
 from suite.cli import app
 from suite.results import index
 from suite.results.baselines import load_paths
+from suite.results.index import pack as index_pack
 from suite.results.index import store
+from suite.results.index import store as index_store
 from suite.results.record import load_results, write_result
 from suite.site.build import MARKER, build_site
-from suite.site.units import UNITS_DIR
+from suite.site.months import UNITS_DIR
 
 
 def _tree(out: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
@@ -71,7 +73,7 @@ def test_archive_round_trips_every_result_and_the_site_is_unchanged(tmp_path):
     originals = {p.relative_to(res).as_posix(): p.read_bytes() for p in res.rglob("*") if p.is_file()
                  and ".index" not in p.parts}
     build_site(res, tmp_path / "site_before", use_index=False)
-    report = index.pack(res, datetime(2027, 1, 1, tzinfo=UTC))
+    report = index_pack.pack(res, datetime(2027, 1, 1, tzinfo=UTC))
     assert report.results == len(before.results) and report.logs == 1
     assert sorted(report.left_loose) == ["bad/newer.json", "bad/truncated.json"]
     assert sorted(report.archives) == ["archive/2026-09.zip", "archive/2026-11.zip"]
@@ -93,23 +95,23 @@ def test_archive_round_trips_every_result_and_the_site_is_unchanged(tmp_path):
         _tree(tmp_path / "site_before", _manifest(tmp_path / "site_before"))
     # a second archive run into the same month keeps the old members
     write_result(res, site_result("rl/cartpole", "nvidia-h200-x8", "torch", seed=1, started_at=T0 + timedelta(days=2)))
-    assert index.pack(res, datetime(2027, 1, 1, tzinfo=UTC)).archives == {"archive/2026-11.zip": 1}
+    assert index_pack.pack(res, datetime(2027, 1, 1, tzinfo=UTC)).archives == {"archive/2026-11.zip": 1}
     assert len(index.load(res).entries) == len(before.results) + 1
 
 
 def test_index_is_incremental_and_follows_changes(tmp_path):
     res = tmp_path / "results"
     write_standard(res)
-    first = index.update(res)
+    first = index_store.update(res)
     assert first.rebuilt == "new" and first.read == first.runs == 29
-    assert index.update(res).read == 0
+    assert index_store.update(res).read == 0
     for seed in range(3):
         write_result(res, site_result("rl/cartpole", "nvidia-h200-x8", "torch", seed=seed, started_at=T0))
-    again = index.update(res)
+    again = index_store.update(res)
     assert (again.read, again.runs, again.removed) == (3, 32, 0)
     victim = next(res.rglob("*.json"))
     victim.unlink()
-    gone = index.update(res)
+    gone = index_store.update(res)
     assert (gone.read, gone.removed, gone.runs) == (0, 1, 31)
     # per-eval series: one row per metric per evaluation
     assert index.query(res, "SELECT count(*) FROM series")[0][0] == sum(
@@ -140,7 +142,7 @@ def test_bad_files_are_reported_as_before_and_never_poison_the_index(tmp_path):
 def test_a_damaged_or_older_index_is_rebuilt_from_the_files(tmp_path, damage):
     res = tmp_path / "results"
     write_standard(res)
-    index.update(res)
+    index_store.update(res)
     db = store.db_path(res)
     if damage == "garbage":
         db.write_bytes(b"this is not a duckdb file" * 100)
@@ -148,7 +150,7 @@ def test_a_damaged_or_older_index_is_rebuilt_from_the_files(tmp_path, damage):
         con = duckdb.connect(str(db))
         con.execute("UPDATE meta SET value = '0.0'" if damage == "schema" else "DROP TABLE series")
         con.close()
-    report = index.update(res)
+    report = index_store.update(res)
     assert report.rebuilt and report.rebuilt != "new" and str(db) in report.rebuilt
     assert report.read == report.runs == 29
     assert len(index.load(res).entries) == 29
@@ -159,7 +161,7 @@ def _writer(res: str, n: int) -> None:
         write_result(Path(res), site_result("rl/cartpole", "cpu-amd-epyc-2c", "torch", seed=seed, evals=5,
                                             started_at=T0 + timedelta(minutes=seed)))
         if seed % 5 == 4:
-            index.update(Path(res))
+            index_store.update(Path(res))
 
 
 def _reader(res: str, rounds: int, q: multiprocessing.Queue) -> None:
@@ -174,7 +176,7 @@ def _reader(res: str, rounds: int, q: multiprocessing.Queue) -> None:
 def test_concurrent_writers_and_readers_never_see_half_an_update(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
-    index.update(res)
+    index_store.update(res)
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(str(res), 30)), ctx.Process(target=_writer, args=(str(res), 30)),
@@ -189,7 +191,7 @@ def test_concurrent_writers_and_readers_never_see_half_an_update(tmp_path):
         for runs, series, files in seen:
             assert series == runs * 5 * 2 and files == runs  # whole updates only: every run with all its points
     # the two writers wrote the same 30 runs' names at most once each per second; every file is indexed once
-    assert index.update(res).runs == len(load_results(res).results) >= 30
+    assert index_store.update(res).runs == len(load_results(res).results) >= 30
 
 
 def test_compare_records_through_the_index_match_the_file_reader(tmp_path):
@@ -238,24 +240,24 @@ def test_unchanged_folders_are_not_statted_file_by_file_and_rescan_finds_an_in_p
     old = 1_700_000_000
     for folder in [res, *[p for p in res.rglob("*") if p.is_dir()]]:
         os.utime(folder, (old, old))  # not racily recent: the folder mtimes can be trusted
-    assert index.update(res).runs == 29
+    assert index_store.update(res).runs == 29
     # an edit in place leaves its folder's mtime alone: the plain update keeps the recorded row ...
     victim = next(p for p in res.rglob("*.json") if ".index" not in p.parts)
     victim.write_text("{broken", encoding="utf-8")
     os.utime(victim.parent, (old, old))
-    assert index.update(res).read == 0
+    assert index_store.update(res).read == 0
     # ... and --rescan stats every file and finds it
-    again = index.update(res, rescan=True)
+    again = index_store.update(res, rescan=True)
     assert (again.read, again.errors, again.runs) == (1, 1, 28)
     # a new file changes its folder's mtime, so it is found without --rescan
     write_result(res, site_result("cv/digits_cnn", "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=30)))
-    assert index.update(res).read == 1
+    assert index_store.update(res).read == 1
 
 
 def test_a_damaged_archive_is_named_and_the_other_results_still_read(tmp_path):
     res = tmp_path / "results"
     write_standard(res)
-    assert index.pack(res, datetime(2026, 11, 5, tzinfo=UTC)).results == 3
+    assert index_pack.pack(res, datetime(2026, 11, 5, tzinfo=UTC)).results == 3
     (res / "archive" / "2026-11.zip").write_bytes(b"not a zip at all")
     ix = index.load(res)
     assert len(ix.entries) == 26

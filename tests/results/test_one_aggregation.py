@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.sim.results import simulated_result, write_all
+from suite.results import baseline_schema, stats
 from suite.results import baselines as bl
-from suite.results import stats
 from suite.results.record import load_results
+from suite.site.baselines import load_baselines
 from suite.site.build import build_site
-from suite.site.data import RunRow, load_baselines, submissions
+from suite.site.data import RunRow, submissions
 
 STEPS = [900, 1000, 1100, 1200, 1300]
 
@@ -34,21 +35,21 @@ def _promote(results: Path, to: Path) -> Path:
     return bl.write_baseline(to, b)
 
 
-def _row_and_baseline(tmp_path: Path, missed: int) -> tuple[stats.Aggregate, stats.Aggregate, bl.Baseline]:
+def _row_and_baseline(tmp_path: Path, missed: int) -> tuple[stats.Aggregate, stats.Aggregate, baseline_schema.Baseline]:
     write_all(tmp_path / "res", _runs(missed))
     path = _promote(tmp_path / "res", tmp_path / "baselines")
     loaded = load_results(tmp_path / "res")
     (sub,) = submissions([RunRow.of_result(p.parent, p.name, r) for p, r in loaded.results])
     (site_base,), errors = load_baselines(tmp_path / "baselines")
     assert not errors
-    return sub.agg, site_base.agg, bl.read_baseline(path)
+    return sub.agg, site_base.agg, baseline_schema.read_baseline(path)
 
 
 @pytest.mark.parametrize("missed", [0, 1, 2])
 def test_leaderboard_row_and_promoted_baseline_show_the_same_figures(tmp_path: Path, missed: int) -> None:
     row, base, stored = _row_and_baseline(tmp_path, missed)
     assert row == base  # every figure: TTA olympic/median/spread, success, steps and time-per-step factors
-    assert stored.aggregate == bl.BaselineAggregate.of(row)  # what the file holds is the same aggregate
+    assert stored.aggregate == baseline_schema.BaselineAggregate.of(row)  # what the file holds is the same aggregate
     assert row.runs == 5 and row.reached == 5 - missed
     # a missed seed counts as infinite in BOTH factors: steps to target is the median of [900..1200, inf]
     assert row.steps_to_target_median == (sorted(STEPS[: 5 - missed]) + [math.inf] * missed)[2]

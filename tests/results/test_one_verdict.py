@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from benchmarks.sim.results import site_result
 from suite.compare import history
 from suite.results import baselines as bl
-from suite.results import index
+from suite.results import index, runfiles
 from suite.results import lean as result_lean
 from suite.results.record import (
     EvalPoint,
@@ -140,7 +140,7 @@ def _compare_each_file(root: Path, files: dict[str, Path], tmp: Path) -> set[str
     bad = set()
     for name, path in files.items():
         try:  # `trainbench compare -c FILE`: the lean reader on the file alone
-            assert isinstance(bl.read_file(path), bl.RunRecord)
+            assert isinstance(runfiles.read_file(path), runfiles.RunRecord)
         except ResultError:
             bad.add(name)
     return bad
@@ -251,7 +251,7 @@ def test_the_lean_reader_and_the_schema_agree_on_random_edits(tmp_path_factory, 
     f = tmp_path_factory.mktemp("fuzz") / "r.json"
     f.write_text(text, encoding="utf-8", errors="surrogatepass")
     try:
-        lean = isinstance(bl.read_file(f), bl.RunRecord)
+        lean = isinstance(runfiles.read_file(f), runfiles.RunRecord)
     except ResultError:
         lean = False
     assert lean == full, (path, value, add)

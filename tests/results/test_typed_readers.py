@@ -11,8 +11,10 @@ import pytest
 from support.import_graph import import_graph
 from support.site_factory import write_compare_report
 
+from suite.compare import model as compare_model
+from suite.compare import output as compare_output
 from suite.compare import tta as cmp
-from suite.results import baselines as bl
+from suite.results import baseline_schema
 from suite.results.record import ResultError
 from suite.studies import profile_plot
 from suite.studies import report as study_report
@@ -21,12 +23,12 @@ from suite.studies import runner as study
 
 def test_compare_report_reads_back_as_the_report_it_was_written_from(tmp_path: Path) -> None:
     path = write_compare_report(tmp_path)
-    report = cmp.read_report(path)
-    assert isinstance(report, cmp.Report)
-    assert json.loads(json.dumps(cmp.to_json(report))) == json.loads(path.read_text())
-    assert [p.verdict for p in report.pairs] == [cmp.REGRESSED, cmp.IMPROVED, cmp.SAME]
-    assert report.exit_code == cmp.EXIT_REGRESSION and report.pairs[0].cause == "throughput"
-    assert cmp.to_markdown(report) == cmp.to_markdown(cmp.compare([tmp_path / "base"], [tmp_path / "cand"]))
+    report = compare_output.read_report(path)
+    assert isinstance(report, compare_model.Report)
+    assert json.loads(json.dumps(compare_output.to_json(report))) == json.loads(path.read_text())
+    assert [p.verdict for p in report.pairs] == [compare_model.REGRESSED, compare_model.IMPROVED, compare_model.SAME]
+    assert report.exit_code == compare_model.EXIT_REGRESSION and report.pairs[0].cause == "throughput"
+    assert compare_output.to_markdown(report) == compare_output.to_markdown(cmp.compare([tmp_path / "base"], [tmp_path / "cand"]))
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -38,8 +40,8 @@ def test_compare_report_reads_back_as_the_report_it_was_written_from(tmp_path: P
 def test_compare_reader_refuses_other_files_naming_them(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "c.json"
     path.write_text(text)
-    with pytest.raises(cmp.ReportError, match=message) as e:
-        cmp.read_report(path)
+    with pytest.raises(compare_output.ReportError, match=message) as e:
+        compare_output.read_report(path)
     assert str(path) in str(e.value)
 
 
@@ -48,18 +50,18 @@ def test_a_bad_verdict_in_a_report_is_refused(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     data["pairs"][0]["verdict"] = "slower"
     path.write_text(json.dumps(data))
-    with pytest.raises(cmp.ReportError, match="verdict 'slower'"):
-        cmp.read_report(path)
+    with pytest.raises(compare_output.ReportError, match="verdict 'slower'"):
+        compare_output.read_report(path)
 
 
 def test_baseline_reader_refuses_what_is_not_a_baseline(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     path.write_text(json.dumps({"aggregate": {"tta_olympic_s": 10.0}}))
     with pytest.raises(ResultError, match="not a baseline file"):
-        bl.read_baseline(path)
+        baseline_schema.read_baseline(path)
     path.write_text(json.dumps({"kind": "trainbench-baseline", "schema_version": 1, "hardware": "x"}))
     with pytest.raises(ResultError, match=r"b.json: .*workload"):
-        bl.read_baseline(path)
+        baseline_schema.read_baseline(path)
 
 
 def _study(tmp: Path) -> Path:
@@ -98,9 +100,9 @@ def test_study_reader_refuses_a_file_that_is_not_a_study(tmp_path: Path) -> None
 def test_the_site_reads_side_files_only_through_typed_readers_and_never_imports_the_study_runner() -> None:
     site = {e.target for e in import_graph() if e.source.startswith("suite.site.")}
     assert "suite.studies.runner" not in site
-    assert {"suite.compare.tta", "suite.results.baselines", "suite.studies.report"} <= site
+    assert {"suite.compare.output", "suite.results.baselines", "suite.studies.report"} <= site
     for path in (Path(__file__).resolve().parents[2] / "suite" / "site").glob("*.py"):
-        # pages.py, output.py and units.py read the site's OWN manifest, marker and month files (files it wrote), not a
+        # pages.py, output.py and months.py read the site's OWN manifest, marker and month files (files it wrote), not a
         # side file
-        assert "json.loads" not in path.read_text(encoding="utf-8") or path.name in ("pages.py", "output.py", "units.py"), \
+        assert "json.loads" not in path.read_text(encoding="utf-8") or path.name in ("pages.py", "output.py", "months.py"), \
             path.name

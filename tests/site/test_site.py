@@ -22,12 +22,14 @@ from support.site_factory import (
 )
 
 from benchmarks.sim.results import T0, site_result
-from suite.compare import tta as cmp
-from suite.results.baselines import Baseline, Provenance, aggregate_figures
+from suite.compare import output as compare_output
+from suite.results.baseline_schema import Baseline, Provenance
+from suite.results.baselines import aggregate_figures
 from suite.results.record import ResultError, write_result
 from suite.results.stats import RunFigures
 from suite.site import charts as site_charts
-from suite.site.build import SiteError, build_site, fmt_s
+from suite.site.build import SiteError, build_site
+from suite.site.render import fmt_s
 from suite.site.reports import compare_view, verdict_class
 
 
@@ -233,7 +235,7 @@ def test_compare_page_renders_rows_and_verdicts_and_refuses_what_is_not_a_report
 
 def test_compare_view_shows_what_compare_computed(tmp_path: Path) -> None:
     path = write_compare_report(tmp_path)
-    report = cmp.read_report(path)
+    report = compare_output.read_report(path)
     view = compare_view(path, 0)
     assert not view.error
     pairs = view.tables[0]

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.sim.ab import simulate, write_sides
+from suite.compare import model as compare_model
+from suite.compare import output as compare_output
 from suite.compare import tta as cmp
 from suite.site.build import build_site
 
@@ -26,9 +28,9 @@ def test_a_throughput_ab_page_names_its_test_and_fills_every_column(tmp_path: Pa
     base, head = simulate(np.random.default_rng(3), rounds=6, steps=40, slowdown=1.5)
     base_dir, head_dir = write_sides(tmp_path / "ab", base, head)
     report = cmp.compare([base_dir], [head_dir])
-    assert [p.mode for p in report.pairs] == ["throughput"] and report.pairs[0].verdict == cmp.REGRESSED
+    assert [p.mode for p in report.pairs] == ["throughput"] and report.pairs[0].verdict == compare_model.REGRESSED
     out_json = tmp_path / "ab.json"
-    out_json.write_text(json.dumps(cmp.to_json(report)))
+    out_json.write_text(json.dumps(compare_output.to_json(report)))
     build_site(head_dir, tmp_path / "site", compare=[out_json])
     html = next((tmp_path / "site" / "compare").glob("*.html")).read_text()
     summary = html[html.index('id="compare-summary"'):html.index("</table>", html.index('id="compare-summary"'))]
@@ -73,7 +75,7 @@ def test_the_compare_page_in_chromium(tmp_path: Path, browser) -> None:
     base, head = simulate(np.random.default_rng(3), rounds=6, steps=40, slowdown=1.5)
     base_dir, head_dir = write_sides(tmp_path / "ab", base, head)
     out_json = tmp_path / "ab.json"
-    out_json.write_text(json.dumps(cmp.to_json(cmp.compare([base_dir], [head_dir]))))
+    out_json.write_text(json.dumps(compare_output.to_json(cmp.compare([base_dir], [head_dir]))))
     build_site(head_dir, tmp_path / "site", compare=[out_json])
     page_file = next((tmp_path / "site" / "compare").glob("*.html"))
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000})

@@ -21,7 +21,7 @@ from suite.site import data as site_data
 from suite.site import workloads as site_workloads
 from suite.site.build import MARKER, build_site
 from suite.site.data import month_page, workload_page
-from suite.site.units import UNITS_DIR
+from suite.site.months import UNITS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -201,18 +201,18 @@ def _nights(res: Path, workload: str, nights: range, step_at: int = 6, hardware:
 
 
 def test_an_unchanged_month_is_one_row_and_a_changed_one_reads_only_its_own_rows(tmp_path, monkeypatch):
-    from suite.site import units as site_units
+    from suite.site import months as site_months
 
     res, out = tmp_path / "results", tmp_path / "site"
     _nights(res, WL, range(0, 45))  # November and December 2026 (T0 is 1 November)
     _nights(res, "rl/cartpole", range(0, 3))
     build_site(res, out, use_index=True)
     asked: list[list[tuple[str, str]]] = []
-    real_rows, real_old = index.site_unit_rows, site_units.old_runs
+    real_rows, real_old = index.site_unit_rows, site_months.old_runs
     opened: list[str] = []
     monkeypatch.setattr(index, "site_unit_rows", lambda root, cols, units: asked.append(list(units)) or
                         real_rows(root, cols, units))
-    monkeypatch.setattr(site_units, "old_runs", lambda out_, entry: opened.append(entry and entry[4]) or
+    monkeypatch.setattr(site_months, "old_runs", lambda out_, entry: opened.append(entry and entry[4]) or
                         real_old(out_, entry))
     build_site(res, out, use_index=True)
     assert asked == [[]] and opened == []  # nothing new: no month's rows, no month's file
@@ -224,7 +224,7 @@ def test_an_unchanged_month_is_one_row_and_a_changed_one_reads_only_its_own_rows
     asked.clear()
     build_site(res, out, use_index=True)
     dec = (WL, "2026-12")
-    assert asked == [[dec]] and opened == [site_units.unit_file(site_units.Unit(WL, "2026-12", "", 0))]
+    assert asked == [[dec]] and opened == [site_months.unit_file(site_months.Unit(WL, "2026-12", "", 0))]
     assert rows == [3 * (45 - 30) + 1]  # December's runs only: November's 90 are not read
     # the same site as a cold walk, manifest included
     build_site(res, tmp_path / "walked", use_index=False)

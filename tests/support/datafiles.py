@@ -8,8 +8,6 @@ from suite.data.synthetic.files import (  # noqa: F401 - re-exported for the tes
     write_c4_indexed,
     write_cifar10,
     write_fashion,
-    write_flux1,
-    write_flux_split,
     write_fused_qkv_llama,
     write_govreport,
     write_idx,
@@ -19,6 +17,7 @@ from suite.data.synthetic.files import (  # noqa: F401 - re-exported for the tes
     write_ogbg,
     write_shards,
 )
+from suite.data.synthetic.flux_files import write_flux1, write_flux_split  # noqa: F401 - re-exported for the tests
 from suite.data.synthetic.overrides import (  # noqa: F401 - re-exported for the tests
     flux1_overrides,
     full_tier_overrides,

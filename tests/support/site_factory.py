@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from benchmarks.sim.results import T0, site_result
+from suite.compare import output as compare_output
 
 # ---- the constructed results folders the site tests share ----------------------------------------------
 
@@ -111,5 +112,5 @@ def write_compare_report(folder, hardware_tps: dict[str, float] | None = None):
                                               cv_steps=0.01, cv_time=0.01))
     report = cmp.compare([folder / "base"], [folder / "cand"])
     path = folder / "compare.json"
-    path.write_text(json.dumps(cmp.to_json(report), indent=2))
+    path.write_text(json.dumps(compare_output.to_json(report), indent=2))
     return path

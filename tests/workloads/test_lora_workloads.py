@@ -20,6 +20,7 @@ from suite import registry
 from suite.data.base import DataMissing
 from suite.data.text import govreport
 from suite.measure.mllog import check_benchmark, parse
+from suite.models.hf import tensors as hf_tensors
 from suite.results.record import load_results
 from suite.specload import load_spec
 from suite.workloads.contract import Context
@@ -173,7 +174,7 @@ def test_partial_checkpoint_exits_2_before_the_clock_and_records_nothing(tmp_pat
     cfg = hf_checkpoint.config_for(folder)
     hf_checkpoint.save_llama(hf_checkpoint.load_llama(folder, cfg), folder, max_shard_bytes=100_000)
     (folder / "model.safetensors").unlink()
-    shard = hf_checkpoint.weight_files(folder)[-1]
+    shard = hf_tensors.weight_files(folder)[-1]
     shard.unlink()
     expected = f"names shard(s) {shard.name} that are not in {folder}"
     out = _cli("nlp/llama2_70b_lora", "--variant", "tiny", "--set", f"data.path={data}", "--set",

@@ -35,7 +35,6 @@ from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from suite import devices
@@ -44,89 +43,17 @@ from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends import layout as layouts
 from suite.backends import translate
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.layout import is_gpt, is_pretrained_llama
+from suite.backends.layout import is_pretrained_llama
 from suite.backends.megatron import llama as megatron_llama
 from suite.backends.megatron import lora as megatron_lora
 from suite.backends.megatron.cpu import CpuShim
 from suite.backends.megatron.model import MegatronGPT, layer_spec, megatron_state, te_names
+from suite.backends.megatron.options import Options, degrees, sequence_parallel_wanted, supports
 from suite.backends.megatron.recompute import recompute_config, recompute_fraction
 from suite.backends.megatron.step import MegatronSteps, PipelineEval, clip_grad_norm
 from suite.backends.torch.backend import to_device
 from suite.measure.environment import package_version
 from suite.workloads.contract import Batch, Workload
-
-SUPPORTED_ARCHS = ("gpt",)
-
-
-class Options(BaseModel):
-    """The spec's `backends.megatron` block."""
-
-    model_config = ConfigDict(extra="forbid")
-    tp: int = Field(default=1, ge=1, description="tensor-parallel degree (prefer the spec's parallel.tp)")
-    pp: int = Field(default=1, ge=1, description="pipeline-parallel degree (prefer the spec's parallel.pp)")
-    use_distributed_optimizer: bool = Field(default=True, description="CUDA only: Megatron's ZeRO-1 optimizer")
-    sequence_parallel: bool | None = Field(
-        default=None, description="Megatron sequence parallelism with tp > 1 (prefer the spec's parallel.sp; "
-        "default: on where Transformer Engine's layer spec is used, which it needs)")
-    grad_clip: float | None = Field(default=None, gt=0)
-
-
-def supports(spec: Any) -> str | None:
-    """None if this backend can run the spec, else the reason it cannot."""
-    llama = megatron_llama.is_llama_family(spec.model.arch)
-    if not (is_gpt(spec.model.arch) or llama):
-        return (f"megatron builds a Megatron GPTModel and runs transformer LM workloads only (model.arch gpt, "
-                f"llama or hf_llama); this spec's model.arch is {spec.model.arch!r}")
-    try:
-        opts = Options.model_validate(spec.backends.get("megatron", {}))
-    except Exception as e:  # noqa: BLE001 - reported, not raised
-        return f"backends.megatron: {e}"
-    try:
-        tp, pp = degrees(spec, opts)
-    except ValueError as e:
-        return str(e)
-    if llama:
-        reason = megatron_llama.refusal(spec, tp, pp)
-        if not reason and is_pretrained_llama(spec.model.arch):
-            reason = megatron_lora.refusal(spec)  # LoRA: Megatron's own adapters (suite/backends/megatron/lora.py)
-        if reason:
-            return reason
-    elif spec.parallel is not None and spec.parallel.ep > 1:
-        return f"--parallel ep={spec.parallel.ep}: expert parallelism needs a Mixture-of-Experts model (arch llama)"
-    params = spec.model.params()
-    n_head, n_layer = int(params.get("n_head", 1)), int(params.get("n_layer", 1))  # the llama's: refusal() above
-    if n_head % tp and not llama:
-        return f"tensor parallelism tp={tp} does not divide model.n_head={n_head}"
-    if n_layer % pp and not llama:
-        return f"pipeline parallelism pp={pp} does not divide model.n_layer={n_layer} (Megatron splits layers evenly)"
-    par = spec.parallel
-    if par is not None and par.schedule == "interleaved" and pp > 1:
-        return "parallel.schedule interleaved: Megatron's virtual pipeline stages are not wired; use 1f1b"
-    if par is not None and par.loss_parallel is False and tp > 1:
-        return ("parallel.loss_parallel=false: Megatron always computes the vocab-parallel cross-entropy over the "
-                "tp group (leave loss_parallel unset)")
-    # fsdp=N: the distributed optimizer on CUDA, ZeroRedundancyOptimizer on CPU (suite/backends/translate.py)
-    return translate.megatron_refusal(par)
-
-
-def sequence_parallel_wanted(spec: Any, opts: Options) -> bool | None:
-    """The spec's parallel.sp, else backends.megatron.sequence_parallel (older specs); None: the default."""
-    par = spec.parallel
-    if par is not None and par.sp is not None:
-        return bool(par.sp)
-    return opts.sequence_parallel
-
-
-def degrees(spec: Any, opts: Options) -> tuple[int, int]:
-    """(tp, pp): the spec's parallel block, or the backend block's (older specs); refused when they disagree."""
-    par = spec.parallel
-    if par is None:
-        return opts.tp, opts.pp
-    for dim, legacy in (("tp", opts.tp), ("pp", opts.pp)):
-        if legacy != 1 and legacy != getattr(par, dim):
-            raise ValueError(f"backends.megatron.{dim}={legacy} contradicts parallel.{dim}={getattr(par, dim)}; "
-                             f"drop backends.megatron.{dim}")
-    return par.tp, par.pp
 
 
 def version() -> str | None:

@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
-from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from suite import devices
@@ -22,49 +21,9 @@ from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, pipeline_llama, tables, tensor
 from suite.backends.parallel.allreduce_timer import AllreduceTimer
+from suite.backends.torch.options import Options, supports
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
-
-
-class Options(BaseModel):
-    """The spec's `backends.torch` block."""
-
-    model_config = ConfigDict(extra="forbid")
-    find_unused_parameters: bool = False
-    grad_clip: float | None = None
-
-
-def supports(spec: Any) -> str | None:
-    """Pure (no framework import): the layouts whose plans exist for this spec's model. DDP and FSDP2 wrap any
-    model; tensor and pipeline plans are written for the suite GPT's blocks, activation checkpointing for the GPT's
-    blocks and the Llama-class decoder's layers (dense or MoE, pretrained or with LoRA adapters)."""
-    par = spec.parallel
-    if par is not None and (par.tables is not None or par.table_memory_gib is not None):
-        return tables.spec_refusal(spec)  # recommenders' sharded tables: dp only beside them
-    if par is not None and par.pp > 1 and layouts.is_llama(spec.model.arch):  # dense or MoE, with dp and ep
-        return pipeline_llama.spec_refusal(spec)
-    if par is not None and par.ep > 1:
-        return expert.spec_refusal(spec)
-    if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
-        return None
-    if par.tp == 1 and par.pp == 1 and spec.model.arch in checkpoint.LAYERED_ARCHS:
-        return None
-    if spec.model.arch == "flux" and par.pp == 1 and par.ac == "none":  # the DiT's own TP plan (models/flux.py)
-        asked = [k for k in ("sp", "loss_parallel") if getattr(par, k)]
-        return f"parallel.{asked[0]}: the DiT's tensor-parallel plan has none; set it false" if asked else None
-    if not layouts.is_gpt(spec.model.arch):
-        ac = par.ac != "none" and spec.model.arch not in checkpoint.LAYERED_ARCHS
-        wanted = ", ".join(f for f, on in (("tp", par.tp > 1), ("pp", par.pp > 1), ("ac", ac)) if on)
-        return (f"parallel {wanted}: the torch backend's tensor/pipeline/checkpointing plans are for the suite GPT "
-                f"(model.arch gpt); this spec's model.arch is {spec.model.arch!r}")
-    params = spec.model.params()
-    if par.tp > 1 and int(params.get("n_head", 1)) % par.tp:
-        return f"parallel.tp={par.tp} does not divide model.n_head={params.get('n_head')}"
-    if par.pp > 1 and par.schedule == "interleaved":
-        return "parallel.schedule interleaved is wired for the Llama decoder (model.arch llama), not the GPT"
-    if par.pp > 1 and int(params.get("n_layer", 1)) < par.pp:
-        return f"parallel.pp={par.pp} is more stages than model.n_layer={params.get('n_layer')}"
-    return None
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:

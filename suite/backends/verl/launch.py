@@ -65,12 +65,13 @@ def write_model(workload: Any, policy: Any, folder: Path) -> Path:
     """The warm-started policy as a Hugging Face model folder (the suite's save path) with the data's tokenizer, and
     the token ids a generation engine stops and pads with."""
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import tensors as hf_tensors
 
     hf_checkpoint.save_llama(policy, folder)
     workload.problems.save_hf_tokenizer(folder)
     ids = {"eos_token_id": workload.problems.eos_id, "pad_token_id": workload.problems.pad_id}
-    config = json.loads((folder / hf_checkpoint.CONFIG).read_text())
-    (folder / hf_checkpoint.CONFIG).write_text(json.dumps({**config, **ids}, indent=2) + "\n")
+    config = json.loads((folder / hf_tensors.CONFIG).read_text())
+    (folder / hf_tensors.CONFIG).write_text(json.dumps({**config, **ids}, indent=2) + "\n")
     (folder / "generation_config.json").write_text(json.dumps(ids) + "\n")
     return folder
 

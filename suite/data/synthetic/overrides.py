@@ -8,7 +8,6 @@ from pathlib import Path
 from suite.data.synthetic.files import (
     write_c4_indexed,
     write_cifar10,
-    write_flux1,
     write_fused_qkv_llama,
     write_govreport,
     write_imagefolder,
@@ -16,6 +15,7 @@ from suite.data.synthetic.files import (
     write_ogbg,
     write_shards,
 )
+from suite.data.synthetic.flux_files import write_flux1
 
 
 def full_tier_overrides(base: Path) -> dict[str, dict[str, str]]:

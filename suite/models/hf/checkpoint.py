@@ -22,15 +22,12 @@ import torch
 from suite.data.base import json_object
 from suite.models.common.layers import Rotary
 from suite.models.hf import tensors as hf_tensors
-from suite.models.hf.tensors import (  # noqa: F401 - this module's names since before the split
+from suite.models.hf.tensors import (
     CONFIG,
-    DTYPES,
     INDEX,
     SINGLE,
     CheckpointError,
-    check_dtype,
     to_hf_state_dict,
-    weight_files,
 )
 from suite.models.llama import model as llama
 

@@ -19,6 +19,7 @@ from torch import nn
 
 from suite.models.common import lora as lora_mod
 from suite.models.hf import checkpoint as hf_checkpoint
+from suite.models.hf import tensors as hf_tensors
 from suite.models.llama import model as llama
 from suite.registry import Component
 
@@ -42,7 +43,7 @@ def checkpoint_path(cfg: Config, meta: dict[str, Any] | None = None) -> Path | N
         return None
     if cfg.checkpoint == "data":
         if not (meta or {}).get("checkpoint"):
-            raise hf_checkpoint.CheckpointError("model.checkpoint: data, but the data set provides no checkpoint; "
+            raise hf_tensors.CheckpointError("model.checkpoint: data, but the data set provides no checkpoint; "
                                                 "give the path of a Hugging Face model folder")
         return Path((meta or {})["checkpoint"])
     from suite.data.locate import data_root
@@ -68,13 +69,13 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
         # meta vocab_padded: the tokenizer's ids need only fit the embedding (Qwen2 pads it past the tokenizer)
         if data_vocab and (int(data_vocab) > ckpt_vocab
                            or (int(data_vocab) != ckpt_vocab and not meta.get("vocab_padded"))):
-            raise hf_checkpoint.CheckpointError(
+            raise hf_tensors.CheckpointError(
                 f"the data's tokenizer ({meta.get('tokenizer', meta.get('source', 'the data set'))}) has "
                 f"{data_vocab} tokens but the checkpoint {path} has a vocabulary of {llama.vocab(loaded_cfg, {})}: "
                 "tokenize the data with the checkpoint's own tokenizer.json")
         from suite import devices
 
-        dtype = hf_checkpoint.DTYPES[cfg.dtype] if cfg.dtype else None
+        dtype = hf_tensors.DTYPES[cfg.dtype] if cfg.dtype else None
         partitioned = PARTITIONED_LOADER.get()
         if partitioned is not None:  # DeepSpeed ZeRO-3: built partitioned, each rank reading only its partitions
             model = partitioned(path, loaded_cfg, dtype=dtype, runs_on=devices.current().torch)

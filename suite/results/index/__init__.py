@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.results.index import store
-from suite.results.index.archive import ArchiveError, ArchiveReport  # noqa: F401 - the package's API
-from suite.results.index.pack import pack  # noqa: F401 - the package's API
-from suite.results.index.store import IndexError_, UpdateReport, db_path, reading, update  # noqa: F401
+from suite.results.index.store import IndexStoreError, UpdateReport, reading, update
 from suite.results.record import Result, ResultError
 from suite.results.tree import TrainbenchWarning
 
@@ -44,7 +42,7 @@ def enabled(root: Path) -> bool:
         return False
     try:
         update(root)
-    except IndexError_ as e:
+    except IndexStoreError as e:
         warnings.warn(IndexUnavailable(f"{e.where}: cannot use the results index ({e.why}); reading the files "
                                        f"instead (set {ENV_OFF}=0 to skip the index without this warning)"),
                       stacklevel=2)
@@ -110,7 +108,7 @@ def load(root: Path, strict: bool = False, where: str = "", params: Sequence[Any
 
 
 # A run's month (UTC) and its submission's (the month of the submission's newest seed), in SQL: what
-# suite.site.units.walk_catalog computes from every row of the file walk.
+# suite.site.months.walk_catalog computes from every row of the file walk.
 _MONTH = "strftime(make_timestamp(CAST(round(r.started_ts * 1000000) AS BIGINT)), '%Y-%m')"
 _SUB = "r.workload, r.spec_hash, r.hardware, r.backend, r.precision, coalesce(r.git_sha, 'unknown')"
 _KEY = "workload, spec_hash, hardware, backend, precision, sha, synthetic_data, loaded_host"  # RunRow.sub_key
@@ -119,7 +117,7 @@ _RUNS = (f"SELECT r.rowid AS rid, r.*, {_MONTH} AS month, coalesce(r.git_sha, 'u
          "FROM runs r JOIN files f USING (path)")
 _SUBS = f"SELECT {_KEY}, max(started_ts) AS ts, max(month) AS sub_month, min(month) AS first_month FROM s GROUP BY ALL"
 # the checksum of every (workload, month): members are the runs started in it (role 0) and the earlier seeds of its
-# submissions (role 1); an md5 a member, summed (order-free: no sort, no long string); suite.site.units.checksum
+# submissions (role 1); an md5 a member, summed (order-free: no sort, no long string); suite.site.months.checksum
 _UNITS = (f"WITH s AS ({_RUNS}), sub AS ({_SUBS}), late AS (SELECT s.workload, sub.sub_month AS unit, 1 AS role, "
           f"s.path, s.source, s.size, s.mtime_ns FROM s JOIN sub USING ({_KEY}) WHERE sub.first_month <> sub.sub_month "
           "AND s.month <> sub.sub_month), u AS (SELECT workload, month AS unit, 0 AS role, path, source, size, mtime_ns "
@@ -148,7 +146,7 @@ def _rows_sql(columns: Sequence[str], where: str = "TRUE", best: bool = False, p
 @dataclass
 class SiteOverview:
     """What a site build reads of every run, in a few aggregate rows: the months of every workload with their
-    checksums (suite.site.units.checksum, computed here in SQL), the featured runs (every seed of the newest
+    checksums (suite.site.months.checksum, computed here in SQL), the featured runs (every seed of the newest
     submission of each leaderboard row and of each configuration), each workload's domain, and the totals."""
 
     units: list[tuple[str, str, int, str]]  # workload, month, runs started in it, checksum
@@ -162,7 +160,7 @@ class SiteOverview:
 
 
 def site_overview(root: Path, columns: Sequence[str], strict: bool = False, refresh: bool = True) -> SiteOverview:
-    """The index's side of suite.site.units.walk_catalog, plus the bad files (strict: the first raises)."""
+    """The index's side of suite.site.months.walk_catalog, plus the bad files (strict: the first raises)."""
     report = update(root) if refresh else UpdateReport(store.db_path(root))
     with reading(root, refresh=False) as con:
         errors = _bad_files(con, root, strict)
@@ -253,29 +251,20 @@ def records(root: Path, where: str = "", params: Sequence[Any] = (), refresh: bo
     """baselines.RunRecord of every valid run (matching `where`) and the bad files: what
     baselines.load_paths gives compare and promote, without reading a file that is already indexed."""
     from suite.results.runfiles import RunRecord, SideKey
-    from suite.results.stats import RunFigures
+    from suite.results.stats import figures_from_json
 
     with reading(root, refresh=refresh) as con:
         errors = con.execute("SELECT path, source, error FROM files WHERE error IS NOT NULL").fetchall()
         rows = con.execute(
-            "SELECT path, source, hardware, workload, backend, spec_hash, workload_version, noise_floor, run_id, seed, "
-            "status, tta_s, steps_to_target, time_per_step_s, samples_per_s, mfu, peak_memory_bytes, energy_j, git_sha, "
-            "started_at, git_dirty, host_load, comparison, paused, rollout_s_per_step, training_s_per_step, imported, "
-            "goodput "
-            f"FROM runs {'WHERE ' + where if where else ''}",
+            "SELECT path, source, hardware, workload, backend, spec_hash, workload_version, noise_floor, git_dirty, "
+            f"comparison, imported, figures FROM runs {'WHERE ' + where if where else ''}",
             list(params)).fetchall()
     rows.sort(key=lambda row: _path_key(row[0]))
     out = []
-    for (rel, source, hw, wl, be, spec_hash, wv, nf, run_id, seed, status, tta, stt, tps, sps, mfu, mem, energy, sha,
-         started, dirty, host_load, comparison, paused, rollout_s, training_s, imported, account) in rows:
-        account = json.loads(account) if account else {}
-        figures = RunFigures.model_construct(
-            run_id=run_id, seed=seed, status=status, time_to_target_s=tta, steps_to_target=stt, time_per_step_s=tps,
-            samples_per_s=sps, mfu=mfu, peak_memory_bytes=mem, energy_j=energy, git_sha=sha, started_at=started,
-            host_load=host_load, paused=paused, rollout_s_per_step=rollout_s, training_s_per_step=training_s,
-            goodput_parts_s=account.get("parts_s") or {}, goodput=account.get("goodput"))
-        out.append(RunRecord(_display(root, rel, source), SideKey(hw, wl, be), spec_hash, wv, nf, figures, bool(dirty),
-                             json.loads(comparison) if comparison else {}, _imported_system(imported)))
+    for rel, source, hw, wl, be, spec_hash, wv, nf, dirty, comparison, imported, figures in rows:
+        out.append(RunRecord(_display(root, rel, source), SideKey(hw, wl, be), spec_hash, wv, nf,
+                             figures_from_json(figures), bool(dirty), json.loads(comparison) if comparison else {},
+                             _imported_system(imported)))
     bad = [f"{_display(root, rel, source)}: {e}" for rel, source, e in sorted(errors, key=lambda r: _path_key(r[0]))]
     return out, bad
 
@@ -288,9 +277,9 @@ def _imported_system(column: str | None) -> str | None:
 
 
 def compare_inputs(root: Path, strict: bool, validate: bool, refresh: bool = True) -> Any:
-    """baselines.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
+    """runfiles.Loaded for one results folder, the way baselines.load_paths reads it: valid runs from the
     index; every file the index could not take as a result (a baseline file, a bad file) read again by
-    baselines.read_file, so baselines are recognised and errors are worded as compare words them."""
+    runfiles.read_file, so baselines are recognised and errors are worded as compare words them."""
     from suite.results.baseline_schema import Baseline
     from suite.results.noise_floor import NoiseFloor
     from suite.results.rcp import RCP

@@ -35,6 +35,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("variant", "VARCHAR"),  # the spec's named variant (`--variant tiny`): labelled, off the leaderboards, schema 6
     ("goodput", "VARCHAR"),  # the wall-clock account: {"parts_s": ..., "goodput": ...} (JSON), index schema 6;
     # schema 7: also "recovery" (restarts, steps lost, times to recover) and the spec's "faults" block (_account)
+    ("figures", "VARCHAR"),  # the run's stats.RunFigures (figures_of) as JSON, what compare and promote read: schema 8
 )
 SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"), ("step", "BIGINT"), ("samples", "BIGINT"), ("elapsed_s", "DOUBLE"), ("train_s", "DOUBLE"),
@@ -97,9 +98,8 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
     """The `runs` row (in RUN_COLUMNS order) and the `series` rows of one validated result. `with_json`
     False leaves the `result` column None (the site's file walk holds the Result itself)."""
     from suite.results import key as compare_key
-    from suite.results.conditions import load_warning, pause_warning
     from suite.results.runfiles import _noise_floor_of  # the figures compare uses, computed once
-    from suite.results.stats import peak_memory, phase_figure, time_per_step
+    from suite.results.stats import figures_of
 
     raw_spec = r.config.get("spec")
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
@@ -109,25 +109,25 @@ def row_of(rel: str, source: str, r: results_mod.Result, with_json: bool = True)
     domain = raw_domain if isinstance(raw_domain, str) and raw_domain else (
         r.workload.partition("/")[0] if "/" in r.workload else "other")
     algo = r.config.get("algorithm")
-    tps = time_per_step(r.step_time_s, r.train_s, r.steps)
+    f = figures_of(r)  # the one builder of a run's figures: the columns below are its fields
     ts = r.started_at.timestamp()
     run = [
         rel, source, r.run_id, r.started_at.isoformat(), ts, time.strftime("%Y-%m-%d", time.gmtime(ts)),
         r.workload, domain, r.workload_version, r.spec_hash, r.backend, r.hardware.slug,
         _text(r.config.get("precision"), "fp32"), r.git.sha, bool(r.git.dirty), r.seed, r.status,
-        r.time_to_target_s, r.train_s, r.total_s, r.steps, r.steps_to_target, tps, r.throughput.get("samples_per_s"),
-        r.mfu, peak_memory(r.memory), r.energy_j, _noise_floor_of(r.config),
+        r.time_to_target_s, r.train_s, r.total_s, r.steps, r.steps_to_target, f.time_per_step_s, f.samples_per_s,
+        r.mfu, f.peak_memory_bytes, r.energy_j, _noise_floor_of(r.config),
         target.get("metric") if isinstance(target.get("metric"), str) else None, _num(target.get("value")),
-        load_warning(r.hardware), r.model_dump_json() if with_json else None,
+        f.host_load, r.model_dump_json() if with_json else None,
         json.dumps(compare_key.key_of(r.config, backend=r.backend, world_size=r.world_size, parallel=r.parallel,
                                       mode=r.mode)),
         r.energy_to_target_j, _text(r.backend_version), r.hardware.device_name, r.hardware.device_count,
         str(algo.get("label", "")) if isinstance(algo, dict) else "", _text(spec.get("description")),
-        json.dumps(target), r.mllog, pause_warning(r.warnings),
-        phase_figure(r.phases, "rollout_s_per_step"), phase_figure(r.phases, "training_s_per_step"),
+        json.dumps(target), r.mllog, f.paused, f.rollout_s_per_step, f.training_s_per_step,
         r.imported.model_dump_json() if r.imported else None,
         bool(r.synthetic_data), _text(r.config.get("variant")),
         _account(r, spec),
+        json.dumps(dict(f)) if with_json else None,  # json, not pydantic: an inf stays inf (pydantic writes null)
     ]
     series = [[rel, p.step, p.samples, p.elapsed_s, p.train_s, m, v, i]
               for i, p in enumerate(r.eval_curve) for m, v in p.metrics.items()]

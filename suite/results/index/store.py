@@ -30,11 +30,12 @@ from suite.results.index.rows import RUN_COLUMNS, SERIES_COLUMNS, row_of
 
 # bump on any change to the tables or to what a row holds; the results' own schema version is part of it,
 # so a new migration re-reads every file
-INDEX_SCHEMA = 7  # 2: the comparison key (suite/results/key.py) of each run; 3: the site's columns, series order;
+INDEX_SCHEMA = 8  # 2: the comparison key (suite/results/key.py) of each run; 3: the site's columns, series order;
 # 4: `paused` (a pause inside the timed run); 5: RL post-training's phase times (rollout/training s per step);
 # 6: `imported` (a published MLPerf result's provenance), `synthetic_data` (the run read `trainbench data prepare
 # --synthetic` files), `variant` (`--variant tiny`), `goodput` (the wall-clock account's parts and goodput, JSON); 7: `goodput` also holds the recoveries and the
-# spec's injected faults
+# spec's injected faults;
+# 8: `figures` (stats.figures_of as JSON: a new per-seed figure reaches compare without a new column)
 INDEX_DIR = results_tree.INDEX_DIR  # ".index"
 DB_NAME = "results.duckdb"
 LOCK_NAME = "lock"
@@ -45,7 +46,7 @@ FILE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin
+class IndexStoreError(RuntimeError):
     """The index cannot be used (its folder is not writable, or DuckDB failed); the message says where.
     `where` (the index folder) and `why` (the cause) apart, for readers that fall back to the files."""
 
@@ -360,7 +361,7 @@ def update(root: Path, rescan: bool = False) -> UpdateReport:
                 con.close()
     except (OSError, duckdb.Error) as e:
         why = f"{type(e).__name__}: {e}"
-        raise IndexError_(f"{index_dir(root)}: cannot update the results index ({why}); make the results folder "
+        raise IndexStoreError(f"{index_dir(root)}: cannot update the results index ({why}); make the results folder "
                           "writable, or set TRAINBENCH_INDEX=0 to read the files", str(index_dir(root)), why) from None
     report.seconds = time.perf_counter() - t0
     return report

@@ -1,21 +1,16 @@
-"""Workload specs: pydantic models for `workloads/<domain>/<name>.yaml`, YAML loading, overrides, hashing.
+"""A workload spec's schema: the pydantic models of `workloads/<domain>/<name>.yaml`, SpecError, and the spec hash.
 
-Every error names the file, the field path and the problem, e.g.
-`workloads/cv/digits_cnn.yaml: target.value: Input should be greater than 0`.
 Validation is pure: loading a spec never touches data, devices or the environment.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Domain = Literal["cv", "nlp", "gnn", "rl", "rec"]
 Tier = Literal["smoke", "standard", "full"]
@@ -348,177 +343,3 @@ class WorkloadSpec(_Strict):
             data["budget"]["max_init_s"] = DEFAULT_MAX_INIT_S  # so no spec hash moved when the default became derived
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def _format_pydantic(err: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
-    out = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        if prefix:
-            loc = f"{prefix}.{loc}" if loc else prefix
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; `trainbench spec schema` lists the fields)"
-        out.append((loc, msg))
-    return out
-
-
-class _SafeLoader(yaml.SafeLoader):
-    """SafeLoader that also refuses duplicate keys (a silent override is a bug in a benchmark spec)."""
-
-
-def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # `<<: *defaults`: merged below; the keys written here may override merged ones
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-        try:
-            hash(key)
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a mapping key must be a plain value, not a {type(key).__name__}", key_node.start_mark
-            ) from None
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    loader.flatten_mapping(node)  # type: ignore[no-untyped-call] - YAML merge keys, as SafeLoader does
-    return loader.construct_mapping(node, deep=deep)
-
-
-_SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _check_values(data: Any, source: str) -> None:
-    """Bound what a reader will walk: values counted as expanded (a shared alias counts each time), and
-    integers that fit 64 bits (a 5,000-digit one validates, then breaks str() and the spec hash)."""
-    n, todo = 0, [data]
-    while todo:
-        item = todo.pop()
-        n += 1
-        if n > MAX_SPEC_VALUES:
-            raise SpecError(source, [("", f"more than {MAX_SPEC_VALUES} values once YAML aliases are expanded")])
-        if isinstance(item, dict):
-            todo.extend(item.keys())
-            todo.extend(item.values())
-        elif isinstance(item, (list, tuple, set)):
-            todo.extend(item)
-        elif isinstance(item, int) and not -(2**63) <= item < 2**63:
-            raise SpecError(source, [("", "an integer does not fit in 64 bits")])
-
-
-def parse_yaml(text: str, source: str) -> Any:
-    try:
-        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader derives from SafeLoader
-    except yaml.YAMLError as e:
-        raise SpecError(source, [("", f"not valid YAML (only plain YAML, no tags): {e}")]) from None
-    except RecursionError:
-        raise SpecError(source, [("", "nested too deeply to be a spec")]) from None
-    except Exception as e:  # noqa: BLE001 - a constructor choking on a value (`!!timestamp x`, 5,000 digits)
-        raise SpecError(source, [("", f"not valid YAML: {type(e).__name__}: {e}")]) from None
-    _check_values(data, source)
-    return data
-
-
-def read_spec_file(path: Path) -> dict[str, Any]:
-    source = str(path)
-    try:
-        exists, is_file = path.exists(), path.is_file()
-    except (OSError, ValueError) as e:  # a NUL byte in the name, a name too long
-        raise SpecError(source, [("", f"cannot read: {e}")]) from None
-    if not exists:
-        raise SpecError(source, [("", "no such file (use `trainbench list` to see the workloads)")])
-    if not is_file:  # a folder, /dev/zero, a FIFO (which would block a reader forever)
-        raise SpecError(source, [("", "not a file")])
-    size = path.stat().st_size
-    if size > MAX_SPEC_BYTES:
-        raise SpecError(source, [("", f"file is {size} bytes; a spec may be at most {MAX_SPEC_BYTES} bytes")])
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SpecError(source, [("", "not UTF-8 text")]) from None
-    except OSError as e:  # no permission, gone since the check
-        raise SpecError(source, [("", f"cannot read: {e.strerror or e}")]) from None
-    data = parse_yaml(text, source)
-    if not isinstance(data, dict):
-        raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
-    return data
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """`optimizer.lr=0.01` -> ("optimizer.lr", 0.01). The value is parsed as YAML (numbers, lists, bools)."""
-    if "=" not in text:
-        raise SpecError("--set", [(text, "expected KEY=VALUE, e.g. --set optimizer.lr=0.01")])
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    if not key or not all(p for p in key.split(".")):
-        raise SpecError("--set", [(text, "the key must be a dotted field path, e.g. optimizer.lr")])
-    value = parse_yaml(raw, f"--set {text}") if raw.strip() else ""
-    return key, value
-
-
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str) -> dict[str, Any]:
-    out = copy.deepcopy(data)
-    for key, value in overrides.items():
-        node: Any = out
-        parts = key.split(".")
-        for i, part in enumerate(parts[:-1]):
-            nxt = node.get(part) if isinstance(node, dict) else None
-            if nxt is None:
-                nxt = {}
-                node[part] = nxt
-            if not isinstance(nxt, dict):
-                raise SpecError(source, [(".".join(parts[: i + 1]), f"is a {type(nxt).__name__}, cannot set {key}")])
-            node = nxt
-        node[parts[-1]] = value
-    return out
-
-
-def merge_spec_data(data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None,
-                    variant: str | None = None) -> dict[str, Any]:
-    """Raw spec data with a variant and --set overrides applied, not yet validated."""
-    if not isinstance(data, dict):
-        raise SpecError(source, [("", f"top level must be a mapping of fields, got {type(data).__name__}")])
-    _check_values(data, source)
-    if variant:
-        variants = data.get("variants") or {}
-        if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
-            raise SpecError(source, [("variants", "must map each variant name to a mapping of `field.path: value`")])
-        if variant not in variants:
-            known = ", ".join(sorted(map(str, variants))) or "none"
-            raise SpecError(source, [("variants", f"no variant {variant!r} (this spec has: {known})")])
-        data = apply_overrides(data, dict(variants[variant]), f"{source} (variant {variant})")
-    return apply_overrides(data, overrides, f"{source} (--set)") if overrides else data
-
-
-def parse_spec(data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None,
-               variant: str | None = None) -> WorkloadSpec:
-    """Raw spec data (plus a variant and --set overrides) against the schema only (suite.specload checks the rest)."""
-    data = merge_spec_data(data, source, overrides, variant)
-    try:
-        spec = WorkloadSpec.model_validate(data)
-    except ValidationError as e:
-        raise SpecError(source, blame_overrides(_format_pydantic(e), overrides)) from None
-    return spec
-
-
-def blame_overrides(problems: list[tuple[str, str]], overrides: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """Point at the --set flag when the bad value came from one, not at the file that was fine."""
-    if not overrides:
-        return problems
-    out = []
-    for loc, msg in problems:
-        # the field itself, below it, or above it (`--set a.b.c=1` makes an unknown field `a`)
-        hit = next((k for k in overrides if loc == k or loc.startswith((k + ".", k + "["))
-                    or (loc and k.startswith(loc + "."))), None)
-        out.append((loc, f"{msg} (from --set {hit}={overrides[hit]!r})" if hit else msg))
-    return out
-
-
-def json_schema() -> dict[str, Any]:
-    return WorkloadSpec.model_json_schema()
-
-
-def format_validation(err: ValidationError, prefix: str = "") -> list[tuple[str, str]]:
-    """Public for components that validate their own blocks (model/data params)."""
-    return _format_pydantic(err, prefix)
