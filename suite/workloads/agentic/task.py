@@ -37,7 +37,8 @@ PHASES = ("weight_sync", "gen", "tool", "reward", "old_log_prob", "update", "wai
 
 
 class AgenticClock:
-    def __init__(self) -> None:
+    def __init__(self, updates_per_rollout: int = 1) -> None:
+        self.updates_per_rollout = updates_per_rollout
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.rollout_spans: list[tuple[float, float]] = []
         self.update_spans: list[tuple[float, float]] = []
@@ -65,9 +66,11 @@ class AgenticClock:
         per = max(self.rollouts, 1)
         return {"seconds": s, "rollouts": self.rollouts, "updates": self.updates,
                 "rollout_s_per_step": (s["gen"] + s["tool"] + s["reward"]) / per,
-                "training_s_per_step": s["old_log_prob"] / per + s["update"] / max(self.updates, 1),
+                "training_s_per_step": s["old_log_prob"] / per
+                + s["update"] / max(self.updates, 1) * self.updates_per_rollout,
                 "weight_sync_s_per_step": s["weight_sync"] / per,
                 "max_staleness": max((i - v for i, v in enumerate(self.versions)), default=0),
+                "updates_per_rollout": self.updates_per_rollout,
                 "overlap_s": over, "overlap_fraction": over / rollout_busy if rollout_busy else 0.0,
                 "tokens_generated": self.tokens_generated, "tokens_tool": self.tokens_tool,
                 "episodes": self.episodes, "mean_turns": self.turns / max(self.episodes, 1),
@@ -119,7 +122,7 @@ class AgenticGRPO(WorkloadBase):
             raise ValueError(f"an expert episode is {need} tokens, longer than model.seq_len {self.context}")
         if self.cfg.kl_coef:
             raise ValueError("task agentic_grpo: kl_coef > 0 is not implemented (set grpo.kl_coef: 0)")
-        self.clock = AgenticClock()
+        self.clock = AgenticClock(self.cfg.ppo_epochs * self.cfg.minibatches)
         self.policy: nn.Module | None = None
         self.actor: nn.Module | None = None
         self._eval_s = 0.0
@@ -170,7 +173,7 @@ class AgenticGRPO(WorkloadBase):
         """One rollout with `net`'s weights: tasks and sampling seeded by (seed, step) only."""
         g, c = self.cfg.group_size, self.clock
         rng = np.random.default_rng([seed, step, 0xA6E7])
-        tasks = self.repos.draw(rng, self.spec.data.batch_size)
+        tasks = self.repos.draw(rng, self.spec.data.batch_size * self.cfg.minibatches)
         gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
         ro: Rollout = rollout(net, self._envs(tasks, g), self.repos, self.sampling, gen, self.repos.cfg.max_turns,
                               self.context, self.repos.cfg.tool_workers)
@@ -217,7 +220,11 @@ class AgenticGRPO(WorkloadBase):
         t = time.perf_counter()
         state = {k: v.detach().clone() for k, v in _unwrap(self.policy).state_dict().items()}
         self.clock.add("weight_sync", time.perf_counter() - t)
-        return state, self.clock.updates
+        return state, self._version()
+
+    def _version(self) -> int:
+        """Rollouts whose updates the trainer's weights have seen (all `ppo_epochs` x `minibatches` of each)."""
+        return self.clock.updates // (self.cfg.ppo_epochs * self.cfg.minibatches)
 
     def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
         if world != 1:
@@ -233,10 +240,10 @@ class AgenticGRPO(WorkloadBase):
         step = 0
         while True:
             t0 = time.perf_counter()
-            self.clock.versions.append(self.clock.updates)
+            self.clock.versions.append(self._version())
             batch = self.make_batch(_unwrap(self.policy), seed, step)
             self.clock.rollout_spans.append((t0, time.perf_counter()))
-            yield from self._timed(batch)
+            yield from self._timed(batch, seed, step)
             step += 1
 
     def _async(self, seed: int) -> Iterator[Batch]:
@@ -250,21 +257,31 @@ class AgenticGRPO(WorkloadBase):
                 self.clock.add("wait", time.perf_counter() - t)
                 if self.cfg.staleness >= 1:  # rollout k+1 from the weights before update k: overlaps it
                     fut = pool.submit(self._produce, *self._snapshot(), seed, step + 1)
-                yield from self._timed(batch)
+                yield from self._timed(batch, seed, step)
                 if self.cfg.staleness == 0:  # on-policy: from the weights after update k
                     fut = pool.submit(self._produce, *self._snapshot(), seed, step + 1)
                 step += 1
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _timed(self, batch: dict[str, Any]) -> Iterator[Batch]:
-        eval_before, t = self._eval_s, time.perf_counter()
-        yield batch  # the harness updates (and may evaluate) before asking for the next
-        end = time.perf_counter()
-        self.clock.add("update", end - t - (self._eval_s - eval_before))
-        with self.clock.lock:
-            self.clock.update_spans.append((t, end))
-            self.clock.updates += 1
+    def _timed(self, batch: dict[str, Any], seed: int, step: int) -> Iterator[Batch]:
+        """`ppo_epochs` passes over the rollout, each `minibatches` updates on a shuffle of its task groups (one
+        update of the whole rollout when both are 1)."""
+        g, mb = self.cfg.group_size, self.cfg.minibatches
+        n = int(batch["sequences"].shape[0]) // g
+        for epoch in range(self.cfg.ppo_epochs):
+            order = (torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + step * 1009 + epoch))
+                     if mb > 1 else torch.arange(n))
+            for part in order.chunk(mb):
+                rows = (part[:, None] * g + torch.arange(g)).reshape(-1)
+                eval_before, t = self._eval_s, time.perf_counter()
+                yield batch if mb == 1 else {k: v[rows] for k, v in batch.items()}
+                # the harness updates (and may evaluate) before asking for the next
+                end = time.perf_counter()
+                self.clock.add("update", end - t - (self._eval_s - eval_before))
+                with self.clock.lock:
+                    self.clock.update_spans.append((t, end))
+                    self.clock.updates += 1
 
     def batch_samples(self, batch: Batch) -> int:
         return int(batch["sequences"].shape[0]) // self.cfg.group_size
@@ -308,6 +325,11 @@ class AgenticGRPO(WorkloadBase):
 
     def eval_samples(self) -> int:
         return len(self.repos.held_out)
+
+    def mllog_samples_per_sample(self) -> int:
+        """MLPerf's GRPO samples are completions: each of a step's prompts is G of them in the log's samples_count
+        (the result's `samples` stay prompts, the unit of data.batch_size)."""
+        return self.cfg.group_size
 
     def mllog_hyperparameters(self) -> dict[str, Any]:
         return mllog_keys(self.spec)
