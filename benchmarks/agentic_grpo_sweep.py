@@ -53,6 +53,15 @@ def train(overrides: dict, seed: int, rollouts: int, every: int) -> dict:
     model = w.model_component.build(w.model_cfg, w.meta)
     model.load_state_dict(_WARM[key])
     w.attach(model)
+    rewards: list[float] = []  # each rollout's mean reward (the training episodes' pass rate)
+    make_batch = w.make_batch
+
+    def counted(net, seed_, step):
+        batch = make_batch(net, seed_, step)
+        rewards.append(float(batch["rewards"].float().mean()))
+        return batch
+
+    w.make_batch = counted  # type: ignore[method-assign]
     opt_spec = spec.optimizer.params()
     opt = torch.optim.AdamW(model.parameters(), lr=spec.optimizer.lr, weight_decay=opt_spec.get("weight_decay", 0.0),
                             betas=opt_spec.get("betas", (0.9, 0.999)))
@@ -75,7 +84,7 @@ def train(overrides: dict, seed: int, rollouts: int, every: int) -> dict:
             model.eval()
             curve.append((r, w.evaluate(model)["pass_at_k"], time.perf_counter() - t0))
     it.close()
-    return {"curve": curve, "best": max(p for _, p, _ in curve[1:]), "start": curve[0][1],
+    return {"curve": curve, "train_reward": rewards, "best": max(p for _, p, _ in curve[1:]), "start": curve[0][1],
             "last": curve[-1][1], "seconds": time.perf_counter() - t0}
 
 
@@ -100,6 +109,8 @@ def main() -> None:
             row = train(setting, seed, args.rollouts, args.every)
             name = " ".join(f"{k.split('.')[-1]}={v}" for k, v in setting.items()) or "spec"
             curve = " ".join(f"{r}:{p:.2f}" for r, p, _ in row["curve"])
+            tr = row["train_reward"]
+            curve += f" (train reward {sum(tr[:5]) / 5:.2f} -> {sum(tr[-5:]) / 5:.2f})"
             print(f"| {name} | {seed} | {row['start']:.3f} | {row['best']:.3f} | {row['last']:.3f} | {curve} | "
                   f"{row['seconds']:.0f} | {before}/{load()} |", flush=True)
             if args.json:

@@ -27,10 +27,11 @@ from torch import nn
 from suite.algorithms import grpo, grpo_agentic
 from suite.models.generation import Sampling, token_logprobs
 from suite.workloads.agentic.bugfix import BugFixEnv
-from suite.workloads.agentic.env import Rollout, rollout
+from suite.workloads.agentic.env import rollout
 from suite.workloads.agentic.sandbox import Limits, enforced
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
+from suite.workloads.grpo_rollout import require_ray
 from suite.workloads.ppo import _unwrap
 
 PHASES = ("weight_sync", "gen", "tool", "reward", "old_log_prob", "update", "wait")
@@ -125,6 +126,9 @@ class AgenticGRPO(WorkloadBase):
         self.clock = AgenticClock(self.cfg.ppo_epochs * self.cfg.minibatches)
         self.policy: nn.Module | None = None
         self.actor: nn.Module | None = None
+        self.remote: Any = None  # placement ray: the rollout actors (suite/workloads/agentic/ray_rollout.py)
+        if self.cfg.placement == "ray":
+            require_ray()
         self._eval_s = 0.0
 
     # ---- init (untimed) ---------------------------------------------------------------------------------
@@ -161,7 +165,13 @@ class AgenticGRPO(WorkloadBase):
         import copy
 
         self.policy = model
-        if self.cfg.rollout_mode == "async":
+        if self.cfg.placement == "ray":
+            from suite.workloads.agentic.ray_rollout import RayAgentic
+
+            self.remote = RayAgentic(self.spec.model.arch, self.spec.model.params(), self.meta, self.spec.data.name,
+                                     self.spec.data.params(), self.sampling, self.cfg.rollout_workers,
+                                     self.repos.pad_id)
+        elif self.cfg.rollout_mode == "async":
             self.actor = copy.deepcopy(_unwrap(model)).eval().requires_grad_(False)
 
     # ---- rollouts ---------------------------------------------------------------------------------------
@@ -169,22 +179,29 @@ class AgenticGRPO(WorkloadBase):
     def _envs(self, tasks: list[Any], g: int) -> list[BugFixEnv]:
         return [BugFixEnv(t, self.limits) for t in tasks for _ in range(g)]
 
-    def make_batch(self, net: nn.Module, seed: int, step: int) -> dict[str, Any]:
-        """One rollout with `net`'s weights: tasks and sampling seeded by (seed, step) only."""
-        g, c = self.cfg.group_size, self.clock
+    def make_batch(self, net: nn.Module | None, seed: int, step: int) -> dict[str, Any]:
+        """One rollout with `net`'s weights (placement ray: the actors' weights): tasks and sampling seeded by
+        (seed, step) only."""
+        g, c, dc = self.cfg.group_size, self.clock, self.repos.cfg
         rng = np.random.default_rng([seed, step, 0xA6E7])
         tasks = self.repos.draw(rng, self.spec.data.batch_size * self.cfg.minibatches)
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        ro: Rollout = rollout(net, self._envs(tasks, g), self.repos, self.sampling, gen, self.repos.cfg.max_turns,
-                              self.context, self.repos.cfg.tool_workers)
+        if self.remote is not None:
+            ro, old, old_s = self.remote.run(tasks, g, seed * 1_000_003 + step, dc.max_turns, self.context,
+                                             dc.tool_workers, self.limits)
+        else:
+            assert net is not None
+            gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+            ro = rollout(net, self._envs(tasks, g), self.repos, self.sampling, gen, dc.max_turns, self.context,
+                         dc.tool_workers)
+            t = time.perf_counter()
+            with torch.no_grad():
+                old = token_logprobs(net, ro.sequences, ro.prompt_len, self.sampling.temperature, ro.prompt_mask)
+            old_s = time.perf_counter() - t
         c.add("gen", ro.gen_s)
         c.add("tool", ro.tool_s)
         c.add("reward", ro.reward_s)
+        c.add("old_log_prob", old_s)
         adv = grpo.group_advantages(ro.rewards, g, self.cfg.normalize_std)
-        t = time.perf_counter()
-        with torch.no_grad():
-            old = token_logprobs(net, ro.sequences, ro.prompt_len, self.sampling.temperature, ro.prompt_mask)
-        c.add("old_log_prob", time.perf_counter() - t)
         with c.lock:
             c.rollouts += 1
             c.tokens_generated += ro.gen_tokens
@@ -199,16 +216,18 @@ class AgenticGRPO(WorkloadBase):
                 "old_logp": old, "rewards": ro.rewards}
 
     def _sync_weights(self, state: dict[str, torch.Tensor]) -> None:
-        assert self.actor is not None
         t = time.perf_counter()
-        self.actor.load_state_dict(state)
+        if self.remote is not None:
+            self.remote.sync(state)
+        else:
+            assert self.actor is not None
+            self.actor.load_state_dict(state)
         self.clock.add("weight_sync", time.perf_counter() - t)
 
     def _produce(self, state: dict[str, torch.Tensor], version: int, seed: int, step: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         self.clock.versions.append(version)
         self._sync_weights(state)
-        assert self.actor is not None
         batch = self.make_batch(self.actor, seed, step)
         with self.clock.lock:
             self.clock.rollout_spans.append((t0, time.perf_counter()))
@@ -230,10 +249,14 @@ class AgenticGRPO(WorkloadBase):
         if world != 1:
             raise ValueError("task agentic_grpo runs on one process (world 1)")
         seed = self.ctx.seed
-        if self.cfg.rollout_mode == "sync":
-            yield from self._sync(seed)
-        else:
-            yield from self._async(seed)
+        try:
+            if self.cfg.rollout_mode == "sync":
+                yield from self._sync(seed)
+            else:
+                yield from self._async(seed)
+        finally:  # the harness drops the iterator when the run ends: the Ray actors go with it
+            if self.remote is not None:
+                self.remote.close()
 
     def _sync(self, seed: int) -> Iterator[Batch]:
         assert self.policy is not None
@@ -241,6 +264,8 @@ class AgenticGRPO(WorkloadBase):
         while True:
             t0 = time.perf_counter()
             self.clock.versions.append(self._version())
+            if self.remote is not None:  # the actors generate from the trainer's weights of now
+                self._sync_weights(self._snapshot()[0])
             batch = self.make_batch(_unwrap(self.policy), seed, step)
             self.clock.rollout_spans.append((t0, time.perf_counter()))
             yield from self._timed(batch, seed, step)
@@ -337,5 +362,6 @@ class AgenticGRPO(WorkloadBase):
     def phase_report(self, peak_flops_per_s: float | None, dtype: str) -> dict[str, Any]:
         out = self.clock.report()
         out.update({"rollout_mode": self.cfg.rollout_mode, "staleness": self.cfg.staleness,
-                    "placement": "colocated", "sandbox": enforced(), "dtype": dtype})
+                    "placement": self.cfg.placement,
+                    "rollout_workers": self.cfg.rollout_workers if self.remote is not None else 0, "sandbox": enforced(), "dtype": dtype})
         return out
