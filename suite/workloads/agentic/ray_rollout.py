@@ -84,7 +84,8 @@ class RayAgentic:
                      configure_logging=False, runtime_env={"env_vars": {
                          "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}})
         actor = ray.remote(num_cpus=1)(_Worker)
-        self.workers = [actor.remote(arch, model_cfg, meta, data, data_cfg, sampling.model_dump()) for _ in range(workers)]
+        self.workers: list[Any] = [actor.remote(arch, model_cfg, meta, data, data_cfg, sampling.model_dump())
+                                   for _ in range(workers)]
         self.ray, self.pad_id = ray, pad_id
 
     def sync(self, state: dict[str, torch.Tensor]) -> None:
