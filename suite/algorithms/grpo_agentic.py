@@ -4,7 +4,10 @@ model, then updates (the existing GRPO's order); `async` generates in a rollout 
 policy, loaded with the trainer's weights (`weight_sync`) `staleness` updates behind: 0 waits for each update
 before generating the next rollout (on-policy: the same batches and updates as sync), 1 generates rollout k+1
 while update k runs (one step off-policy, MLPerf qwen35_397b_grpo's reference: NeMo-RL's async GRPO with
-max_trajectory_age_steps 1).
+max_trajectory_age_steps 1). `placement: ray` runs the episodes in Ray actors (suite/workloads/agentic/ray_rollout.py),
+`colocated` in the trainer's process. A rollout draws `data.batch_size` x `minibatches` tasks and is trained on for
+`ppo_epochs` passes of `minibatches` updates each (veRL's ppo_mini_batch_size and ppo_epochs): one harness step is
+one optimizer update, and a rollout's weights are as old as the rollouts, not the updates, before it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ class Config(grpo.Config):
     rollout_mode: Literal["sync", "async"] = "sync"
     staleness: int = Field(default=0, ge=0, le=1, description="async: updates the rollout's weights may lag "
                            "the trainer's (0 on-policy, 1 one step off-policy)")
+    ppo_epochs: int = Field(default=1, ge=1, description="passes over each rollout (veRL's ppo_epochs): each "
+                            "pass is `minibatches` clipped updates against the rollout's old log-probs")
 
     @model_validator(mode="after")
     def _agentic(self) -> Config:
-        if self.placement != "colocated":
-            raise ValueError("task agentic_grpo places rollouts colocated only (a thread beside the trainer); "
-                             "placement: ray is not implemented for it yet")
         if self.rollout_mode == "sync" and self.staleness:
             raise ValueError(f"staleness {self.staleness} needs rollout_mode: async (sync is on-policy)")
         if self.old_logprob != "recompute":

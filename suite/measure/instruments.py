@@ -92,6 +92,7 @@ class Instruments:
             self.profiler = Profiler(profile_dir, name, device.type, profile_window)
         self.energy: EnergyMeter | None = None
         self.run_stop_ms: int | None = None
+        self.mllog_samples_per_sample = 1  # the log's samples per harness sample (GRPO: completions per prompt)
         self._steps = 0
         if attention_flops not in ("full", "causal"):
             raise ValueError(f"attention FLOPs convention {attention_flops!r}: expected full or causal")
@@ -171,6 +172,8 @@ class Instruments:
             opt = spec.optimizer
             # the task's own keys (LoRA's rank, GRPO's generations; GRPO's global batch counts completions)
             own = dict(workload.mllog_hyperparameters()) if hasattr(workload, "mllog_hyperparameters") else {}
+            if hasattr(workload, "mllog_samples_per_sample"):  # MLPerf's GRPO samples_count counts completions
+                self.mllog_samples_per_sample = int(workload.mllog_samples_per_sample())
             self.mllog.hyperparameters(
                 seed=self.seed, global_batch_size=own.pop("global_batch_size", spec.data.batch_size),
                 optimizer=own.pop("opt_name", getattr(opt, "name", str(opt))),  # a benchmark's own spelling
@@ -229,12 +232,12 @@ class Instruments:
     def eval_begin(self, step: int, samples: int) -> None:
         self.nvtx.push("eval")
         if self.mllog:
-            self.mllog.eval_start(step, samples)
+            self.mllog.eval_start(step, samples * self.mllog_samples_per_sample)
 
     def eval_end(self, step: int, samples: int, metric: str, scores: dict[str, float], met: bool) -> None:
         self.nvtx.pop()
         if self.mllog:
-            self.mllog.eval_stop(step, samples, metric, scores, running=not met)
+            self.mllog.eval_stop(step, samples * self.mllog_samples_per_sample, metric, scores, running=not met)
 
     def target_reached(self) -> None:
         if self.energy:
@@ -249,7 +252,7 @@ class Instruments:
 
     def finish(self, status: str, steps: int, samples: int) -> None:
         if self.mllog:
-            self.mllog.run_stop(status, steps, samples, time_ms=self.run_stop_ms)
+            self.mllog.run_stop(status, steps, samples * self.mllog_samples_per_sample, time_ms=self.run_stop_ms)
         self.nvtx.detach()
 
     # ---- the record ----------------------------------------------------------------------------------------

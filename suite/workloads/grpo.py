@@ -290,6 +290,11 @@ class GRPO(WorkloadBase):
     def eval_samples(self) -> int:
         return len(self.eval_problems)
 
+    def mllog_samples_per_sample(self) -> int:
+        """MLPerf's GRPO samples are completions: each of a step's prompts is G of them in the log's samples_count
+        (the result's `samples` stay prompts, the unit of data.batch_size)."""
+        return self.cfg.group_size
+
     def mllog_hyperparameters(self) -> dict[str, Any]:
         """The GRPO keys of MLPerf Training 6.1's qwen35_397b_grpo rules (its global batch counts completions)."""
         opt, cfg = self.spec.optimizer.params(), self.cfg

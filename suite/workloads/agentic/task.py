@@ -27,17 +27,19 @@ from torch import nn
 from suite.algorithms import grpo, grpo_agentic
 from suite.models.common.generation import Sampling, token_logprobs
 from suite.workloads.agentic.bugfix import BugFixEnv
-from suite.workloads.agentic.env import Rollout, rollout
+from suite.workloads.agentic.env import rollout
 from suite.workloads.agentic.sandbox import Limits, enforced
 from suite.workloads.base import WorkloadBase
 from suite.workloads.contract import Batch, Context
+from suite.workloads.grpo_rollout import require_ray
 from suite.workloads.ppo import _unwrap
 
 PHASES = ("weight_sync", "gen", "tool", "reward", "old_log_prob", "update", "wait")
 
 
 class AgenticClock:
-    def __init__(self) -> None:
+    def __init__(self, updates_per_rollout: int = 1) -> None:
+        self.updates_per_rollout = updates_per_rollout
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.rollout_spans: list[tuple[float, float]] = []
         self.update_spans: list[tuple[float, float]] = []
@@ -65,9 +67,11 @@ class AgenticClock:
         per = max(self.rollouts, 1)
         return {"seconds": s, "rollouts": self.rollouts, "updates": self.updates,
                 "rollout_s_per_step": (s["gen"] + s["tool"] + s["reward"]) / per,
-                "training_s_per_step": s["old_log_prob"] / per + s["update"] / max(self.updates, 1),
+                "training_s_per_step": s["old_log_prob"] / per
+                + s["update"] / max(self.updates, 1) * self.updates_per_rollout,
                 "weight_sync_s_per_step": s["weight_sync"] / per,
                 "max_staleness": max((i - v for i, v in enumerate(self.versions)), default=0),
+                "updates_per_rollout": self.updates_per_rollout,
                 "overlap_s": over, "overlap_fraction": over / rollout_busy if rollout_busy else 0.0,
                 "tokens_generated": self.tokens_generated, "tokens_tool": self.tokens_tool,
                 "episodes": self.episodes, "mean_turns": self.turns / max(self.episodes, 1),
@@ -119,9 +123,12 @@ class AgenticGRPO(WorkloadBase):
             raise ValueError(f"an expert episode is {need} tokens, longer than model.seq_len {self.context}")
         if self.cfg.kl_coef:
             raise ValueError("task agentic_grpo: kl_coef > 0 is not implemented (set grpo.kl_coef: 0)")
-        self.clock = AgenticClock()
+        self.clock = AgenticClock(self.cfg.ppo_epochs * self.cfg.minibatches)
         self.policy: nn.Module | None = None
         self.actor: nn.Module | None = None
+        self.remote: Any = None  # placement ray: the rollout actors (suite/workloads/agentic/ray_rollout.py)
+        if self.cfg.placement == "ray":
+            require_ray()
         self._eval_s = 0.0
 
     # ---- init (untimed) ---------------------------------------------------------------------------------
@@ -158,7 +165,13 @@ class AgenticGRPO(WorkloadBase):
         import copy
 
         self.policy = model
-        if self.cfg.rollout_mode == "async":
+        if self.cfg.placement == "ray":
+            from suite.workloads.agentic.ray_rollout import RayAgentic
+
+            self.remote = RayAgentic(self.spec.model.arch, self.spec.model.params(), self.meta, self.spec.data.name,
+                                     self.spec.data.params(), self.sampling, self.cfg.rollout_workers,
+                                     self.repos.pad_id)
+        elif self.cfg.rollout_mode == "async":
             self.actor = copy.deepcopy(_unwrap(model)).eval().requires_grad_(False)
 
     # ---- rollouts ---------------------------------------------------------------------------------------
@@ -166,22 +179,29 @@ class AgenticGRPO(WorkloadBase):
     def _envs(self, tasks: list[Any], g: int) -> list[BugFixEnv]:
         return [BugFixEnv(t, self.limits) for t in tasks for _ in range(g)]
 
-    def make_batch(self, net: nn.Module, seed: int, step: int) -> dict[str, Any]:
-        """One rollout with `net`'s weights: tasks and sampling seeded by (seed, step) only."""
-        g, c = self.cfg.group_size, self.clock
+    def make_batch(self, net: nn.Module | None, seed: int, step: int) -> dict[str, Any]:
+        """One rollout with `net`'s weights (placement ray: the actors' weights): tasks and sampling seeded by
+        (seed, step) only."""
+        g, c, dc = self.cfg.group_size, self.clock, self.repos.cfg
         rng = np.random.default_rng([seed, step, 0xA6E7])
-        tasks = self.repos.draw(rng, self.spec.data.batch_size)
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        ro: Rollout = rollout(net, self._envs(tasks, g), self.repos, self.sampling, gen, self.repos.cfg.max_turns,
-                              self.context, self.repos.cfg.tool_workers)
+        tasks = self.repos.draw(rng, self.spec.data.batch_size * self.cfg.minibatches)
+        if self.remote is not None:
+            ro, old, old_s = self.remote.run(tasks, g, seed * 1_000_003 + step, dc.max_turns, self.context,
+                                             dc.tool_workers, self.limits)
+        else:
+            assert net is not None
+            gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+            ro = rollout(net, self._envs(tasks, g), self.repos, self.sampling, gen, dc.max_turns, self.context,
+                         dc.tool_workers)
+            t = time.perf_counter()
+            with torch.no_grad():
+                old = token_logprobs(net, ro.sequences, ro.prompt_len, self.sampling.temperature, ro.prompt_mask)
+            old_s = time.perf_counter() - t
         c.add("gen", ro.gen_s)
         c.add("tool", ro.tool_s)
         c.add("reward", ro.reward_s)
+        c.add("old_log_prob", old_s)
         adv = grpo.group_advantages(ro.rewards, g, self.cfg.normalize_std)
-        t = time.perf_counter()
-        with torch.no_grad():
-            old = token_logprobs(net, ro.sequences, ro.prompt_len, self.sampling.temperature, ro.prompt_mask)
-        c.add("old_log_prob", time.perf_counter() - t)
         with c.lock:
             c.rollouts += 1
             c.tokens_generated += ro.gen_tokens
@@ -196,16 +216,18 @@ class AgenticGRPO(WorkloadBase):
                 "old_logp": old, "rewards": ro.rewards}
 
     def _sync_weights(self, state: dict[str, torch.Tensor]) -> None:
-        assert self.actor is not None
         t = time.perf_counter()
-        self.actor.load_state_dict(state)
+        if self.remote is not None:
+            self.remote.sync(state)
+        else:
+            assert self.actor is not None
+            self.actor.load_state_dict(state)
         self.clock.add("weight_sync", time.perf_counter() - t)
 
     def _produce(self, state: dict[str, torch.Tensor], version: int, seed: int, step: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         self.clock.versions.append(version)
         self._sync_weights(state)
-        assert self.actor is not None
         batch = self.make_batch(self.actor, seed, step)
         with self.clock.lock:
             self.clock.rollout_spans.append((t0, time.perf_counter()))
@@ -217,26 +239,36 @@ class AgenticGRPO(WorkloadBase):
         t = time.perf_counter()
         state = {k: v.detach().clone() for k, v in _unwrap(self.policy).state_dict().items()}
         self.clock.add("weight_sync", time.perf_counter() - t)
-        return state, self.clock.updates
+        return state, self._version()
+
+    def _version(self) -> int:
+        """Rollouts whose updates the trainer's weights have seen (all `ppo_epochs` x `minibatches` of each)."""
+        return self.clock.updates // (self.cfg.ppo_epochs * self.cfg.minibatches)
 
     def train_batches(self, rank: int, world: int) -> Iterator[Batch]:
         if world != 1:
             raise ValueError("task agentic_grpo runs on one process (world 1)")
         seed = self.ctx.seed
-        if self.cfg.rollout_mode == "sync":
-            yield from self._sync(seed)
-        else:
-            yield from self._async(seed)
+        try:
+            if self.cfg.rollout_mode == "sync":
+                yield from self._sync(seed)
+            else:
+                yield from self._async(seed)
+        finally:  # the harness drops the iterator when the run ends: the Ray actors go with it
+            if self.remote is not None:
+                self.remote.close()
 
     def _sync(self, seed: int) -> Iterator[Batch]:
         assert self.policy is not None
         step = 0
         while True:
             t0 = time.perf_counter()
-            self.clock.versions.append(self.clock.updates)
+            self.clock.versions.append(self._version())
+            if self.remote is not None:  # the actors generate from the trainer's weights of now
+                self._sync_weights(self._snapshot()[0])
             batch = self.make_batch(_unwrap(self.policy), seed, step)
             self.clock.rollout_spans.append((t0, time.perf_counter()))
-            yield from self._timed(batch)
+            yield from self._timed(batch, seed, step)
             step += 1
 
     def _async(self, seed: int) -> Iterator[Batch]:
@@ -250,21 +282,31 @@ class AgenticGRPO(WorkloadBase):
                 self.clock.add("wait", time.perf_counter() - t)
                 if self.cfg.staleness >= 1:  # rollout k+1 from the weights before update k: overlaps it
                     fut = pool.submit(self._produce, *self._snapshot(), seed, step + 1)
-                yield from self._timed(batch)
+                yield from self._timed(batch, seed, step)
                 if self.cfg.staleness == 0:  # on-policy: from the weights after update k
                     fut = pool.submit(self._produce, *self._snapshot(), seed, step + 1)
                 step += 1
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _timed(self, batch: dict[str, Any]) -> Iterator[Batch]:
-        eval_before, t = self._eval_s, time.perf_counter()
-        yield batch  # the harness updates (and may evaluate) before asking for the next
-        end = time.perf_counter()
-        self.clock.add("update", end - t - (self._eval_s - eval_before))
-        with self.clock.lock:
-            self.clock.update_spans.append((t, end))
-            self.clock.updates += 1
+    def _timed(self, batch: dict[str, Any], seed: int, step: int) -> Iterator[Batch]:
+        """`ppo_epochs` passes over the rollout, each `minibatches` updates on a shuffle of its task groups (one
+        update of the whole rollout when both are 1)."""
+        g, mb = self.cfg.group_size, self.cfg.minibatches
+        n = int(batch["sequences"].shape[0]) // g
+        for epoch in range(self.cfg.ppo_epochs):
+            order = (torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + step * 1009 + epoch))
+                     if mb > 1 else torch.arange(n))
+            for part in order.chunk(mb):
+                rows = (part[:, None] * g + torch.arange(g)).reshape(-1)
+                eval_before, t = self._eval_s, time.perf_counter()
+                yield batch if mb == 1 else {k: v[rows] for k, v in batch.items()}
+                # the harness updates (and may evaluate) before asking for the next
+                end = time.perf_counter()
+                self.clock.add("update", end - t - (self._eval_s - eval_before))
+                with self.clock.lock:
+                    self.clock.update_spans.append((t, end))
+                    self.clock.updates += 1
 
     def batch_samples(self, batch: Batch) -> int:
         return int(batch["sequences"].shape[0]) // self.cfg.group_size
@@ -309,11 +351,17 @@ class AgenticGRPO(WorkloadBase):
     def eval_samples(self) -> int:
         return len(self.repos.held_out)
 
+    def mllog_samples_per_sample(self) -> int:
+        """MLPerf's GRPO samples are completions: each of a step's prompts is G of them in the log's samples_count
+        (the result's `samples` stay prompts, the unit of data.batch_size)."""
+        return self.cfg.group_size
+
     def mllog_hyperparameters(self) -> dict[str, Any]:
         return mllog_keys(self.spec)
 
     def phase_report(self, peak_flops_per_s: float | None, dtype: str) -> dict[str, Any]:
         out = self.clock.report()
         out.update({"rollout_mode": self.cfg.rollout_mode, "staleness": self.cfg.staleness,
-                    "placement": "colocated", "sandbox": enforced(), "dtype": dtype})
+                    "placement": self.cfg.placement,
+                    "rollout_workers": self.cfg.rollout_workers if self.remote is not None else 0, "sandbox": enforced(), "dtype": dtype})
         return out
