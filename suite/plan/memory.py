@@ -321,7 +321,8 @@ def _collectives(cfg: Any, backend: str, lay: layouts.Layout, n_micro: int, toke
                               n * 2 * _ring(lay.tp, tokens * cfg.d_model * a)))
     if lay.ep > 1 and cfg.moe is not None:
         moe_layers = sum(cfg.is_moe(i) for i in range(first, last))
-        n = 4 * moe_layers * n_micro  # dispatch and combine, forward and backward
+        # dispatch and combine, forward and backward (+ the recomputed forward's: full AC re-runs the exchange)
+        n = (4 + (2 if lay.ac == "full" else 0)) * moe_layers * n_micro
         out.append(Collective("all-to-all of routed tokens (expert parallel)", f"ep={lay.ep}", n,
                               n * _ring(lay.ep, tokens * cfg.moe.top_k * cfg.d_model * a)))
     return out

@@ -103,8 +103,8 @@ def test_ep_is_a_layout_dimension_that_reads_different_data():
     (TINY_MOE, {"parallel.ep": 3}, "--parallel ep=3 does not divide model.moe.experts=8"),
     (TINY_LLAMA, {"parallel.ep": 2}, "--parallel ep=2: this model is dense"),
     (TESTS / "support" / "specs" / "char_gpt.yaml", {"parallel.ep": 2}, "--parallel ep=2: expert parallelism splits"),
-    (TINY_MOE, {"parallel.ep": 2, "parallel.tp": 2}, "--parallel ep=2 with tp/pp/cp/ac is not implemented"),
-    (TINY_MOE, {"parallel.ep": 2, "parallel.ac": "full"}, "--parallel ep=2 with tp/pp/cp/ac is not implemented"),
+    (TINY_MOE, {"parallel.ep": 2, "parallel.tp": 2}, "--parallel ep=2 with tp/pp/cp is not implemented"),
+    (TINY_MOE, {"parallel.ep": 2, "parallel.ac": "full"}, "--parallel ep=2 with ac=full is implemented under pp"),
 ])
 def test_impossible_expert_layouts_are_refused_naming_the_flag(spec, sets, message):
     assert message in expert.spec_refusal(load_spec(spec, sets))

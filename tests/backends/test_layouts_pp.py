@@ -15,7 +15,8 @@ a stage boundary off by one layer, and the loss on the wrong stage; each must fa
 And the recipe itself: `nlp/deepseekv3_671b --variant tiny` trains from the CLI with pp=2 x ep=2.
 Seen (AMD EPYC Zen 5, 2 cores, load 25-70), largest gap over 20 steps: torch's schedules 7.2e-7, with full AC the
 same, torchtitan's 2.4e-6; pp=2 x ep=2 torch 1.4e-6 and Megatron 1.4e-6 (before its pp x dp fix: 1.1e-1); against
-bounds of 2.4e-5 (dense) and 2.0e-5 (MoE). The faults: boundary 5.8e-2, wrong-stage loss 1.1e-1.
+bounds of 2.4e-5 (dense) and 2.0e-5 (MoE). The faults: boundary 5.8e-2, wrong-stage loss 1.1e-1. pp=2 x ep=2 with
+ac=full and with ac=selective (DeepSeek-V3's own layout shape) 1.4e-6 each (load 9); the aux loss counted twice 1.7e-2.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def test_megatron_first_and_last_stage_sizes_where_pp_does_not_divide_the_layers
 def test_the_torch_backend_takes_pipelined_llamas_and_refuses_what_it_does_not_wire():
     ok = [(TINY_LLAMA, {"parallel.pp": 2}), (TINY_LLAMA, {"parallel.pp": 2, "parallel.schedule": "gpipe"}),
           (TINY_LLAMA, {**FOUR_LAYERS, "parallel.pp": 2, "parallel.schedule": "interleaved"}),
-          (TINY_MOE, {"parallel.pp": 2, "parallel.ep": 2}), (TINY_LLAMA, {"parallel.pp": 2, "parallel.dp": 2})]
+          (TINY_MOE, {"parallel.pp": 2, "parallel.ep": 2}), (TINY_LLAMA, {"parallel.pp": 2, "parallel.dp": 2}),
+          (TINY_MOE, {**DEEPSEEK, "parallel.pp": 2, "parallel.ep": 2, "parallel.ac": "full"})]
     for spec, sets in ok:
         assert torch_backend.supports(load_spec(spec, sets)) is None, sets
     for spec, sets, message in [
@@ -183,6 +185,34 @@ def test_pp_with_ep_on_four_processes_matches_one_process(deepseek_by_4, tmp_pat
               f"bound {noise.tol(factor):.1e}")
         assert within(row, deepseek_by_4, factor), (f"{row['backend']}: gap {gap(row['losses'], want):.2e}, eval gap "
                                                     f"{eval_gap(row, deepseek_by_4):.2e} ({noise})")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LAUNCH_TEST_TIMEOUT_S)
+def test_pp_with_ep_and_activation_checkpointing_matches_one_process(deepseek_by_4, tmp_path):
+    """DeepSeek-V3's layout `{pp, ep, ac}` at its tiny size: every stage's layers checkpointed (their expert exchange
+    re-run in backward), full and selective, against the same one-process reference; the negative control counts
+    each MoE layer's load-balancing loss twice (what a recompute that attached it again would do). The aux loss
+    rides on the layer's output (moe._AttachAuxLoss), and the non-reentrant recompute only refills saved tensors:
+    its own graph is never back-propagated, so the balancing gradient arrives once."""
+    jobs = [{"backend": "torch", "overrides": {**DEEPSEEK, "parallel.pp": 2, "parallel.ep": 2, "parallel.ac": ac}}
+            for ac in ("full", "selective")]
+    jobs += [{**jobs[0], "fault": "aux_twice"}, {**jobs[0], "overrides": {**jobs[0]["overrides"], "parallel.ac": "none"}}]
+    rows = _launch(tmp_path, 4, TINY_MOE, jobs)
+    want, _, noise = deepseek_by_4
+    print("pp x ep x ac:", {r.get("fault") or r["overrides"]["parallel.ac"]: f"{gap(r['losses'], want):.1e}"
+                            for r in rows}, f"bound {noise.tol(SAME_MATH):.1e}",
+          "expert exchanges:", [r["expert_shard_calls"] for r in rows])
+    for row, ac in zip(rows[:2], ("full", "selective"), strict=True):
+        assert {k: row["layout"][k] for k in ("pp", "ep", "activation_checkpointing")} == {
+            "pp": 2, "ep": 2, "activation_checkpointing": ac}
+        assert within(row, deepseek_by_4), (f"ac={ac}: gap {gap(row['losses'], want):.2e}, eval gap "
+                                            f"{eval_gap(row, deepseek_by_4):.2e} ({noise})")
+    assert not within(rows[2], deepseek_by_4), f"aux loss counted twice: inside the tolerance ({noise})"
+    # the layers really re-ran: rank 0's stage (layers 0-1, one MoE) did its expert exchange again in backward, once
+    # per micro-batch (2) and step, beyond what the run without checkpointing did
+    for row in rows[:2]:
+        assert row["expert_shard_calls"] - rows[3]["expert_shard_calls"] == 2 * STEPS, row["expert_shard_calls"]
 
 
 @pytest.mark.slow

@@ -48,7 +48,6 @@ def test_llama31_8b_runs_under_every_llm_engine(recipes):
     ("nlp/llama2_70b_lora", "verl", "not wired", "verl.trainer.sft_trainer"),
     ("rl/qwen35_397b_grpo", "verl", "not wired", "verl.experimental.agent_loop"),
     ("nlp/deepseekv3_671b", "deepspeed", "engine limit", "deepspeed/runtime/pipe/engine.py"),
-    ("nlp/deepseekv3_671b", "torch", "not wired", "TrainBench's own"),
 ])
 def test_a_gap_of_trainbench_is_never_called_the_engines_limit(recipes, name, backend, kind, named):
     specs, grid = recipes

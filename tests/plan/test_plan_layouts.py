@@ -75,6 +75,10 @@ def test_deepseek_v3_plans_at_256_ranks_on_the_references_devices(backend):
     assert [st.in_flight for st in p.stages] == [4, 3, 2, 1]  # 1F1B
     names = {c.name.split(" (")[0] for st in p.stages for c in st.collectives}
     assert "all-to-all of routed tokens" in names and "send/recv of activations and their gradients" in names
+    # full AC re-runs each MoE layer's dispatch and combine in backward: 6 exchanges a layer and micro-batch, not 4
+    bare = plan.plan(spec("nlp/deepseekv3_671b", {"parallel.ac": "none"}), backend, 256, 4 * GB300, meta=False)
+    a2a = [[c.per_step for c in st.collectives if c.name.startswith("all-to-all")] for st in (p.stages[0], bare.stages[0])]
+    assert a2a[0][0] * 4 == a2a[1][0] * 6, a2a
     # not on an H100: the first stage that does not fit is named
     with pytest.raises(plan.PlanError, match=r"stage \d \(layers \d+-\d+\) needs [\d.]+ GB per rank"):
         plan.plan(spec("nlp/deepseekv3_671b"), backend, 256, H100, meta=False)

@@ -4,7 +4,9 @@ an optional injected fault, the negative controls of tests/backends/test_layouts
 - "boundary": a stage boundary off by one layer: every stage after the first builds its layers from one layer
   later than the split says (one layer never trains; the evaluation copy maps each stage's layers one off);
 - "loss_stage": the loss on the wrong stage: the last stage skips its own layers, so the workload's loss is taken
-  on the previous stage's output (the head applied where the last-but-one stage ends).
+  on the previous stage's output (the head applied where the last-but-one stage ends);
+- "aux_twice": each Mixture-of-Experts layer's load-balancing loss reaches the gradient twice (what an aux loss
+  attached again by the recomputed forward of a checkpointed layer would do; suite/models/common/moe.py).
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 -m support.pp_curves OUT.json SPEC STEPS \\
         '{"backend": "torch", "overrides": {"parallel.pp": 2}, "fault": "boundary"}' ...
@@ -21,7 +23,8 @@ from typing import Any
 import torch
 
 from suite import devices, distributed
-from suite.backends.parallel import pipeline_llama
+from suite.backends.parallel import expert, pipeline_llama
+from suite.models.common import moe
 from support.curves import loss_curve
 
 
@@ -29,6 +32,7 @@ from support.curves import loss_curve
 def fault(name: str | None) -> Any:
     stage = pipeline_llama.LlamaStage
     init, forward = stage.__init__, stage.forward
+    attach = moe._AttachAuxLoss.backward
 
     def late_start(self, llama, layers, first, last):  # type: ignore[no-untyped-def]
         init(self, llama, layers if first else range(layers.start + 1, layers.stop), first, last)
@@ -38,16 +42,39 @@ def fault(name: str | None) -> Any:
             return forward(self, x)
         return self.output(self.norm(x))  # this stage's layers skipped: the loss sees the stage before
 
+    def aux_twice(ctx, grad):  # type: ignore[no-untyped-def]
+        grad, aux_grad = attach(ctx, grad)
+        return grad, 2 * aux_grad
+
     if name == "boundary":
         stage.__init__ = late_start  # type: ignore[method-assign]
     elif name == "loss_stage":
         stage.forward = loss_early  # type: ignore[method-assign]
+    elif name == "aux_twice":
+        moe._AttachAuxLoss.backward = staticmethod(aux_twice)  # type: ignore[method-assign]
     elif name is not None:
         raise ValueError(f"unknown fault {name!r}")
     try:
         yield
     finally:
         stage.__init__, stage.forward = init, forward  # type: ignore[method-assign]
+        moe._AttachAuxLoss.backward = staticmethod(attach)  # type: ignore[method-assign]
+
+
+@contextmanager
+def _counted(cls: type) -> Any:
+    """Counts the calls of `cls.forward` (a one-element list, filled while inside)."""
+    forward, calls = cls.forward, [0]
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return forward(self, *args, **kwargs)
+
+    cls.forward = counting  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        cls.forward = forward  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> None:
@@ -56,10 +83,11 @@ def main(argv: list[str]) -> None:
     results = []
     for run in runs:
         job = json.loads(run)
-        with fault(job.get("fault")):
+        with fault(job.get("fault")), _counted(expert.ExpertShard) as calls:
             losses = loss_curve(job.get("spec", spec), job["backend"], int(steps), job.get("options"),
                                 overrides=job.get("overrides"))
         results.append({**job, "losses": losses, "layout": loss_curve.last_layout,  # type: ignore[attr-defined]
+                        "expert_shard_calls": calls[0],  # this rank's expert exchanges, recomputed ones included
                         "evals": {str(k): v for k, v in loss_curve.last_evals.items()}})  # type: ignore[attr-defined]
     if distributed.from_env().is_main:
         Path(out).write_text(json.dumps(results, indent=1), encoding="utf-8")

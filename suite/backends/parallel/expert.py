@@ -50,9 +50,12 @@ def spec_refusal(spec: Any) -> str | None:
     if cfg.moe.experts % par.ep:
         return (f"{flag} does not divide model.moe.experts={cfg.moe.experts}: each ep rank holds an equal share of "
                 f"the experts; choose an ep that divides {cfg.moe.experts}")
-    if par.tp > 1 or par.cp > 1 or par.ac != "none" or (par.pp > 1 and par.fsdp > 1):
-        return f"{flag} with tp/pp/cp/ac is not implemented in the torch backend, except pp with dp (ep composes " \
-               "with dp and fsdp, and with pp and dp)"
+    if par.tp > 1 or par.cp > 1 or (par.pp > 1 and par.fsdp > 1):
+        return f"{flag} with tp/pp/cp is not implemented in the torch backend, except pp with dp (ep composes " \
+               "with dp and fsdp, and with pp, dp and ac)"
+    if par.ac != "none" and par.pp == 1:
+        return f"{flag} with ac={par.ac} is implemented under pp (each stage's layers checkpointed, " \
+               "suite/backends/parallel/pipeline_llama.py), not with dp and fsdp alone"
     return None
 
 
