@@ -17,6 +17,7 @@ from suite import harness
 from suite.execution import child
 from suite.execution import isolated as isolation
 from suite.execution.watchdog import MIN_STALL_S, Limits, Watchdog
+from suite.measure.host_share import WALL_CAP
 from suite.results.record import load_results, read_result
 from suite.specload import load_spec
 
@@ -114,16 +115,20 @@ def _run_object(tmp_path: Path, **budget) -> harness.Run:
 
 
 def test_watchdog_limits_come_from_the_budget(tmp_path):
-    lim = Limits.for_budget(load_spec(write_spec(tmp_path, "a", **{"budget.watchdog_s": 5})).budget)
+    wall = {"budget.clock": "wall"}  # the budget is wall time: the run's window is the budget plus one stall window
+    lim = Limits.for_budget(load_spec(write_spec(tmp_path, "a", **{"budget.watchdog_s": 5, **wall})).budget)
     assert (lim.stall_s, lim.run_s, lim.init_s) == (5, 65, 600)
     lim = Limits.for_budget(load_spec(write_spec(tmp_path, "b")).budget)
     assert lim.stall_s == MIN_STALL_S and "default" in lim.stall_source
-    lim = Limits.for_budget(load_spec(write_spec(tmp_path, "c", **{"budget.max_train_s": 3600})).budget)
+    lim = Limits.for_budget(load_spec(write_spec(tmp_path, "c", **{"budget.max_train_s": 3600, **wall})).budget)
     assert lim.stall_s == 900 and lim.run_s == 4500
+    # a clock that may be the run's own CPU share (auto: own on a CPU) may take up to WALL_CAP x the budget of wall
+    lim = Limits.for_budget(load_spec(write_spec(tmp_path, "d", **{"budget.watchdog_s": 5})).budget)
+    assert lim.run_s == 60 * WALL_CAP + 5
 
 
 def test_watchdog_fires_on_init_stall_and_overrun_only(tmp_path):
-    run = _run_object(tmp_path, watchdog_s=2, max_train_s=10, max_init_s=5)
+    run = _run_object(tmp_path, watchdog_s=2, max_train_s=10, max_init_s=5, clock="wall")
     dog = Watchdog(run, on_fire=lambda r: None, hard_exit=False)
     start = dog._started = 100.0
     assert dog.check(start + 4.9) is None
@@ -137,7 +142,8 @@ def test_watchdog_fires_on_init_stall_and_overrun_only(tmp_path):
     assert dog.check(run.t0 + 11.9) is None
     # steps keep coming, but the run is past budget.max_train_s plus one stall window (10 + 2 s)
     run.steps += 1
-    assert "past budget.max_train_s plus one watchdog window (12 s)" in dog.check(run.t0 + 12.1)
+    assert "past its budget (budget.max_train_s, x20 when its clock may be own) plus one watchdog window (12 s)" \
+        in dog.check(run.t0 + 12.1)
 
 
 def test_watchdog_records_the_run_once(tmp_path):

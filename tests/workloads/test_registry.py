@@ -30,6 +30,6 @@ def test_digits_equal_scikit_learns_load_digits_without_importing_it():
     bunch = load_digits()
     np.testing.assert_array_equal(images, bunch.images)
     np.testing.assert_array_equal(target, bunch.target)
-    code = "import sys; from suite.data import digits; digits.read_arrays(); print('sklearn' in sys.modules)"
+    code = "import sys; from suite.data.vision import digits; digits.read_arrays(); print('sklearn' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
