@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -68,6 +69,11 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:,.2f}"
 
 
+def _wide() -> Console:
+    """stdout at no less than 180 columns: the plan's tables have 13 columns (Rich only narrows to the console)."""
+    return Console(width=max(out.width, 180), file=out.file)
+
+
 def _print(p) -> None:  # noqa: ANN001 - suite.plan.memory.Plan, imported late
     out.print(f"{escape(p.workload)} under {escape(p.backend)} on {p.world} ranks: {escape(p.layout)}, micro-batch "
               f"{p.micro_batch} x {p.micro_batches} per step, {p.precision}", highlight=False)
@@ -82,14 +88,14 @@ def _print(p) -> None:  # noqa: ANN001 - suite.plan.memory.Plan, imported late
                       _gb(s.weights_bytes), _gb(s.grads_bytes), _gb(s.optimizer_bytes), _gb(s.gathered_bytes),
                       f"{_gb(s.activations_bytes)} ({s.in_flight})", _gb(s.recompute_bytes), _gb(s.logits_bytes),
                       _gb(s.no_sync_grads_bytes), _gb(s.peak_bytes), s.phase)
-    out.print(table)
+    _wide().print(table)  # a wide table whole, never squeezed to the terminal (its cells stay greppable)
     coll = Table(title="collectives of one optimizer step, per rank (bytes it sends)")
     for col in ("stage", "collective", "group", "times", "GB sent"):
         coll.add_column(col)
     for s in p.stages:
         for c in s.collectives:
             coll.add_row(str(s.stage), escape(c.name), c.group, str(c.per_step), _gb(c.bytes_per_step))
-    out.print(coll)
+    _wide().print(coll)
     for note in p.notes:
         out.print(f"note: {escape(note)}", highlight=False)
     run = "yes" if p.run_refusal is None else f"not yet: {p.run_refusal}"

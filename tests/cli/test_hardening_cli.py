@@ -363,10 +363,13 @@ def test_budget_note_is_silent_for_runs_recorded_quiet_on_a_machine_busy_now(mon
 def _run_on_a_budget(tmp_path: Path, recorded: float, now: float, monkeypatch) -> str:
     import suite.measure.environment as environment
     import suite.measure.fingerprint as fingerprint
+    import suite.measure.host_share as host_share
 
     monkeypatch.setattr(fingerprint, "load_average", lambda: [recorded, recorded, recorded])
     monkeypatch.setattr(environment, "load_average", lambda: [recorded, recorded, recorded])
     monkeypatch.setattr(os, "getloadavg", lambda: (now, now, now))
+    # the load sampled while the clock ran (issue 49's host share) is what the run recorded, not the load now
+    monkeypatch.setattr(host_share.HostShare, "sample", lambda self, t: setattr(self, "load_avg_max", [recorded] * 3))
     monkeypatch.setattr("suite.devices.cpu_cores", lambda: 2)
     res = CliRunner().invoke(app, ["run", "cv/digits_cnn", "--no-isolate", "--quiet", "--threads", "1",
                                    "--set", "budget.max_train_s=0.3", "--set", "target.value=0.9999",

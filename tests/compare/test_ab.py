@@ -121,7 +121,7 @@ def test_offline_install_gives_each_side_its_own_project_and_dependencies(tmp_pa
         assert Path(where.stdout.strip()) == side.src / "suite" / "__init__.py"  # its own worktree's code
         # pip recorded the side's project in the side's own venv (the editable install)
         listed = _imports(side.python, side.src, "import importlib.metadata as m; print(m.distribution("
-                          "'trainbench').read_text('direct_url.json'))")
+                          "'trainbench-suite').read_text('direct_url.json'))")
         assert str(side.src) in listed.stdout, listed.stdout + listed.stderr
     assert _imports(sides["head"].python, sides["head"].src, "import abdep_only_in_head").returncode == 0
     assert _imports(sides["base"].python, sides["base"].src, "import abdep_only_in_head").returncode != 0

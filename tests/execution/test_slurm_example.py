@@ -37,6 +37,10 @@ def _completed(cluster) -> int:
     return log.read_text().count("JobState=COMPLETED") if log.exists() else 0
 
 
+def _dlrmv4_completed(log) -> bool:
+    return log.exists() and any("dlrmv4" in line and "JobState=COMPLETED" in line for line in log.read_text().splitlines())
+
+
 def test_the_page_runs_a_recipe_through_slurm_with_its_nproc_and_checks_its_log() -> None:
     lines = [line for line, _ in _commands()]
     assert any("--executor slurm" in line and "--nproc 2" in line for line in lines)
@@ -57,7 +61,13 @@ def test_the_slurm_example_page_runs_as_written(slurm_cluster, tmp_path) -> None
     _, result = loaded.results[0]
     assert result.workload == "rec/dlrmv4" and result.status in ("reached", "budget") and result.steps > 0
     assert result.world_size == 2, result.world_size
-    assert _completed(slurm_cluster) == before + 1, (slurm_cluster.root / "jobcomp.txt").read_text()
+    # slurmctld appends the job's completion record after the job has ended: wait for it (another test's job
+    # may finish in the meantime, so the count is at least one more, and this job's own record is there)
+    log = slurm_cluster.root / "jobcomp.txt"
+    deadline = time.monotonic() + 60
+    while not (_completed(slurm_cluster) >= before + 1 and _dlrmv4_completed(log)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _completed(slurm_cluster) >= before + 1 and _dlrmv4_completed(log), log.read_text() if log.exists() else ""
     deadline = time.monotonic() + 60
     while slurm_cluster.jobs() and time.monotonic() < deadline:
         time.sleep(0.5)
