@@ -22,12 +22,12 @@ import torch
 from suite.data.base import json_object
 from suite.models.common.layers import Rotary
 from suite.models.hf import tensors as hf_tensors
+from suite.models.hf.names import to_hf_state_dict
 from suite.models.hf.tensors import (
     CONFIG,
     INDEX,
     SINGLE,
     CheckpointError,
-    to_hf_state_dict,
 )
 from suite.models.llama import model as llama
 
