@@ -85,6 +85,13 @@ class _Windowed(WorkloadBase):
     def model_meta(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def train_samples(self) -> int:
+        """The MLLOG's train_samples and eval_samples (instruments.sample_counts reads no `eval_idx`)."""
+        return int(len(self.train_idx))
+
+    def eval_samples(self) -> int:
+        return int(len(self.eval_idx))
+
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
@@ -314,6 +321,23 @@ class CriteoClickThrough(_Windowed):
                "sparse": torch.from_numpy(np.stack([d.sparse[j][idx, 0] for j in self.one_hot], axis=1)),
                "label": torch.from_numpy(d.label[idx])}
         out.update({f"multi:c{j}": torch.from_numpy(d.sparse[j][idx]) for j in self.multi_hot})
+        return out
+
+    def mllog_hyperparameters(self) -> dict[str, Any]:
+        """The optimizer keys MLPerf v5.1's closed_dlrm_dcnv2.yaml reads (ruleset 5.1.0), torch.optim.Adagrad's
+        settings under the reference's names; none for another optimizer. Decay start and steps are 0 for a
+        constant schedule (a decaying one's come from suite/measure/mlperf_keys.py)."""
+        opt = self.spec.optimizer
+        if opt.name not in ("torch.optim:Adagrad", "adagrad"):
+            return {}
+        p = opt.params()
+        out: dict[str, Any] = {
+            "opt_name": "adagrad", "opt_adagrad_learning_rate_decay": float(p.get("lr_decay", 0.0)),
+            "opt_adagrad_initial_accumulator_value": float(p.get("initial_accumulator_value", 0.0)),
+            "opt_adagrad_epsilon": float(p.get("eps", 1e-10)),  # torch.optim.Adagrad's default when silent
+            "opt_weight_decay": float(opt.weight_decay)}
+        if self.spec.schedule.name == "constant":
+            out.update(opt_learning_rate_decay_start_step=0, opt_learning_rate_decay_steps=0)
         return out
 
 
