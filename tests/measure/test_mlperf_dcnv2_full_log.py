@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from support.mllog_rules import closed_rules_check
 
 from suite import registry
 from suite.measure import mlperf_keys
@@ -29,22 +30,7 @@ CRITEO_TRAIN, CRITEO_EVAL = 4_195_197_692, 89_137_319  # the reference README's 
 
 
 def _check(log: Path) -> tuple[set[str], list[str]]:
-    import re
-
-    from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
-
-    checker = mlp_compliance.make_checker("training", "5.1.0", quiet=True, werror=False)
-    lines, errors = mlp_parser.parse_file(str(log), ruleset="5.1.0")
-    rules = Path(mlp_compliance.__file__).parent / "training_5.1.0" / "closed_dlrm_dcnv2.yaml"
-    try:
-        checker.configured_checks(lines, str(rules))
-    finally:
-        mlp_compliance.enqueued_configs.clear()
-    messages = [str(m) for m in (*checker.not_overwritable, *checker.overwritable.values())]
-    failed = {m.group(1) for t in messages if (m := re.search(r"CHECK for '(\w+)' failed", t))}
-    other = [str(e) for e in errors or []]
-    other += [t for t in messages if "CHECK for" not in t and "Failed checks for eval_accuracy" not in t]
-    return failed, other
+    return closed_rules_check("closed_dlrm_dcnv2.yaml", log, ruleset="5.1.0")
 
 
 def _log(spec, path: Path, epoch_num: bool) -> Path:

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.grpo_checker import grpo_rules_check
+from support.mllog_rules import closed_rules_check
 
 from suite import harness
 from suite.data.synthetic import gsm8k as fixture
 from suite.models.common.generation import Sampling, generate, token_logprobs
 from suite.specload import load_spec
+
+GRPO_RULES = "closed_qwen35_397b_grpo.yaml"  # MLPerf 6.1's GRPO rules
 
 torch.set_num_threads(1)
 SPEC = Path(__file__).resolve().parents[2] / "workloads" / "rl" / "gsm8k_grpo.yaml"
@@ -62,7 +64,7 @@ def test_the_tiny_recipe_runs_and_its_mllog_carries_mlperfs_grpo_keys(data_root,
     assert ph["rollouts"] == 2 and result.steps == 4  # 2 updates a rollout (grpo.minibatches)
     text = path.with_suffix(".mllog").read_text()
     assert '"key": "num_generations_per_prompt", "value": 4' in text and '"value": "gsm8k"' not in text
-    failed, missing = grpo_rules_check(path.with_suffix(".mllog"))
+    failed, missing = closed_rules_check(GRPO_RULES, path.with_suffix(".mllog"))
     assert not missing, missing  # every key the rules name is logged
     # what fails pins the 397B benchmark's own values, not this recipe's (its sampling, G=16, LR formula, ...)
     assert failed <= {"opt_base_learning_rate", "opt_gradient_clip_norm", "max_sequence_length", "eval_samples",

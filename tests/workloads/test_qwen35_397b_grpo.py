@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.grpo_checker import grpo_rules_check
+from support.mllog_rules import closed_rules_check
 
 from suite import harness
 from suite.data.base import DataMissing
@@ -22,6 +22,8 @@ from suite.data.rl import r2e_gym
 from suite.measure.mllog import MLLogRecorder
 from suite.specload import load_spec
 from suite.workloads.agentic.task import mllog_keys
+
+GRPO_RULES = "closed_qwen35_397b_grpo.yaml"  # MLPerf 6.1's GRPO rules
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,13 +60,13 @@ def test_the_full_recipe_at_each_rcp_batch_passes_the_official_rules(gbs, tmp_pa
     assert spec.optimizer.lr == pytest.approx(1e-6 * math.sqrt(gbs / 256), abs=1e-15)
     assert spec.backends["torch"]["grad_clip"] == pytest.approx(2 / math.sqrt(gbs), abs=1e-10)
     first = gbs * math.ceil(2.5 + 3840 / gbs)  # the yaml's validation_start_samples
-    failed, other = grpo_rules_check(_log(spec, tmp_path / "full.mllog", 0.70, first))
+    failed, other = closed_rules_check(GRPO_RULES, _log(spec, tmp_path / "full.mllog", 0.70, first))
     assert not other and not failed, (failed, other)
     # negative controls: the first evaluation one step early, or (below) GBS 256's learning rate, fails
-    failed, _ = grpo_rules_check(_log(spec, tmp_path / "early.mllog", 0.70, first - gbs))
+    failed, _ = closed_rules_check(GRPO_RULES, _log(spec, tmp_path / "early.mllog", 0.70, first - gbs))
     assert failed == {"eval_accuracy"}
     if gbs != 256:
-        failed, _ = grpo_rules_check(_log(load_spec(SPEC, {**over, "optimizer.lr": 1e-6}), tmp_path / "lr.mllog",
+        failed, _ = closed_rules_check(GRPO_RULES, _log(load_spec(SPEC, {**over, "optimizer.lr": 1e-6}), tmp_path / "lr.mllog",
                                           0.7, first))
         assert failed == {"opt_base_learning_rate"}
 
@@ -87,7 +89,7 @@ def test_the_tiny_variant_fails_exactly_the_keys_the_rules_fix(tmp_path):
     result, path = harness.run(harness.RunRequest(spec=spec, results_dir=tmp_path, threads=1, measure_peak=False))
     assert result.status == "budget", result.error
     assert result.phases["rollout_mode"] == "async" and result.phases["staleness"] == 1
-    failed, other = grpo_rules_check(path.with_suffix(".mllog"))
+    failed, other = closed_rules_check(GRPO_RULES, path.with_suffix(".mllog"))
     assert not other, other
     assert failed == {"max_sequence_length", "eval_samples", "num_generations_per_prompt", "opt_base_learning_rate",
                       "opt_gradient_clip_norm", "eval_accuracy"}, failed

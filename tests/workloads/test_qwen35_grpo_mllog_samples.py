@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.grpo_checker import grpo_rules_check
+from support.mllog_rules import closed_rules_check
 
 from suite import harness
 from suite.measure.mllog import parse
 from suite.specload import load_spec
 from suite.workloads.agentic.env import SingleTurn
 from suite.workloads.agentic.task import AgenticGRPO
+
+GRPO_RULES = "closed_qwen35_397b_grpo.yaml"  # MLPerf 6.1's GRPO rules
 
 torch.set_num_threads(1)
 SPEC = Path(__file__).resolve().parents[2] / "workloads" / "rl" / "qwen35_397b_grpo.yaml"
@@ -59,7 +61,7 @@ def test_a_harness_log_counts_completions_and_evaluates_first_where_the_rules_sa
     assert _evals(events) == [(18, 18 * 256), (19, 19 * 256)]
     stop = next(e for e in events if e["key"] == "run_stop")
     assert stop["metadata"]["samples_count"] == 19 * 256
-    failed, other = grpo_rules_check(log)
+    failed, other = closed_rules_check(GRPO_RULES, log)
     assert not other, other
     # what pins the 397B model (65,536 tokens, 251 tasks) fails; eval_accuracy's sample counts pass
     assert failed == {"max_sequence_length", "eval_samples"}, failed
@@ -67,5 +69,5 @@ def test_a_harness_log_counts_completions_and_evaluates_first_where_the_rules_sa
     # negative control: without eval.first_step the harness evaluates from step 1, which the rule fails
     events, log = _run(tmp_path / "early", monkeypatch, **{"eval.first_step": None, "budget.max_steps": 2})
     assert _evals(events) == [(1, 256), (2, 512)]
-    failed, _ = grpo_rules_check(log)
+    failed, _ = closed_rules_check(GRPO_RULES, log)
     assert failed == {"max_sequence_length", "eval_samples", "eval_accuracy"}, failed
