@@ -9,16 +9,15 @@ process group it opened, as every in-process DeepSpeed test here does.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from support.engine_resume import EngineRecipe
 from support.promised import require
 
 from suite import harness
 from suite.backends.deepspeed.backend import DeepSpeedBackend
-from suite.specload import load_spec
 
 pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10-25)
 require("deepspeed")
@@ -27,45 +26,22 @@ DIGITS = Path(__file__).resolve().parents[2] / "workloads" / "cv" / "digits_cnn.
 # dropout draws from the RNG every step, a cosine schedule moves the lr, AdamW keeps moments, ZeRO-1 partitions them
 RECIPE = {"model.dropout": 0.2, "schedule.name": "cosine", "checkpoint.every_steps": 10,
           "backends.deepspeed.zero_stage": 1}
-KILL = {"faults.kill_rank": 0, "faults.kill_at_step": 25}
-
-
-class NodeFailure(Exception):
-    pass
-
-
-def _run(ckpt_dir: Path, overrides: dict, kill: bool = False) -> harness.Run:
-    spec = load_spec(DIGITS, overrides, "tiny")
-    req = harness.RunRequest(spec=spec, backend="deepspeed", results_dir=None, threads=1, measure_peak=False,
-                             checkpoint_dir=ckpt_dir)
-    the_run = harness.Run(req)
-    if kill:
-        def fail() -> None:
-            raise NodeFailure("killed")
-
-        the_run.faults.kill = fail
-    the_run.execute()
-    return the_run
 
 
 def _weights(the_run: harness.Run) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in the_run.train_state.raw_model.state_dict().items()}
 
 
+ENGINE = EngineRecipe(DIGITS, "deepspeed", RECIPE, variant="tiny")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("resume_ds")
-    whole = _run(tmp / "whole", RECIPE)
-    killed = _run(tmp / "killed", {**RECIPE, **KILL}, kill=True)
-    return tmp, whole, killed
+    return ENGINE.whole_and_killed(tmp_path_factory.mktemp("resume_ds"))
 
 
 def _resume(runs, monkeypatch, name: str) -> harness.Run:
-    tmp, _, _ = runs
-    folder = tmp / name
-    shutil.copytree(tmp / "killed", folder)  # the killed attempt's checkpoints, for this restart alone
-    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
-    return _run(folder, {**RECIPE, **KILL})
+    return ENGINE.resume(runs[0], monkeypatch, name)
 
 
 def test_a_resumed_deepspeed_run_equals_the_uninterrupted_run_bit_for_bit(runs, monkeypatch):

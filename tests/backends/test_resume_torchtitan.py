@@ -7,15 +7,14 @@ In one process, the kill raising instead of SIGKILL (as tests/harness/test_resum
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from support.engine_resume import EngineRecipe
 from support.promised import require
 
 from suite import harness
 from suite.backends.torchtitan import checkpoint as titan_checkpoint
-from suite.specload import load_spec
 
 pytestmark = pytest.mark.slow  # three real runs of the engine (~1 min at load 10-25)
 require("torchtitan.models.llama3", extra="torchtitan")
@@ -23,41 +22,18 @@ require("torchtitan.models.llama3", extra="torchtitan")
 CHAR_LLAMA = Path(__file__).resolve().parents[1] / "support" / "specs" / "char_llama.yaml"
 # a cosine schedule moves the lr every step, AdamW keeps moments
 RECIPE = {"schedule.name": "cosine", "budget.max_steps": 40, "eval.every_steps": 10, "checkpoint.every_steps": 10}
-KILL = {"faults.kill_rank": 0, "faults.kill_at_step": 25}
 
 
-class NodeFailure(Exception):
-    pass
-
-
-def _run(ckpt_dir: Path, overrides: dict, kill: bool = False) -> harness.Run:
-    spec = load_spec(CHAR_LLAMA, overrides)
-    req = harness.RunRequest(spec=spec, backend="torchtitan", results_dir=None, threads=1, measure_peak=False,
-                             checkpoint_dir=ckpt_dir)
-    the_run = harness.Run(req)
-    if kill:
-        def fail() -> None:
-            raise NodeFailure("killed")
-
-        the_run.faults.kill = fail
-    the_run.execute()
-    return the_run
+ENGINE = EngineRecipe(CHAR_LLAMA, "torchtitan", RECIPE)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("resume_titan")
-    whole = _run(tmp / "whole", RECIPE)
-    killed = _run(tmp / "killed", {**RECIPE, **KILL}, kill=True)
-    return tmp, whole, killed
+    return ENGINE.whole_and_killed(tmp_path_factory.mktemp("resume_titan"))
 
 
 def _resume(runs, monkeypatch, name: str) -> harness.Run:
-    tmp, _, _ = runs
-    folder = tmp / name
-    shutil.copytree(tmp / "killed", folder)  # the killed attempt's checkpoints, for this restart alone
-    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
-    return _run(folder, {**RECIPE, **KILL})
+    return ENGINE.resume(runs[0], monkeypatch, name)
 
 
 def test_a_resumed_torchtitan_run_equals_the_uninterrupted_run_bit_for_bit(runs, monkeypatch):
