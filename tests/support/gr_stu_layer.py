@@ -19,13 +19,34 @@ The reference's own code cannot run here: pytorch_hstu_mha pads and unpads throu
 kernels at module level. The padding below is those two ops' layout in plain torch (values [L, ...] by offsets
 to [B, N, ...], zeros after each sequence, and back).
 
-`silu_qkv` and `eps` are knobs for the comparison in tests/models/test_hstu_reference_layer.py, not the reference's:
-its values are silu_qkv=False, eps=1e-6."""
+Its pytorch_norm_mul_dropout computes the gated norm in float32 (`x.to(torch.float32)`, then back): a no-op for the
+float32 model, left out here so that the float64 comparison is exact.
+
+`silu_qkv` is a knob for the negative controls in tests/models/test_hstu_reference_layer.py, not the reference's
+(hstu_compute_uqvk activates u only: silu_qkv=False). `contextual_seq_len` is the STULayerConfig field, 0 in
+dlrmv4: mlcommons/training recommendation_v4/generative_recommenders/modules/dlrm_hstu.py (commits
+17e04af320676b25b56252d1a5ee2fa5d13c8e76, d489c7c8050c7cd552a75606a968cff9e1e23420) builds every STULayer with
+contextual_seq_len=0.
+
+`reference_init` is STULayer.__init__'s parameter initialisation (stu.py above), in its order."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+def reference_init(d: int, num_heads: int, attention_dim: int, hidden_dim: int) -> dict[str, torch.Tensor]:
+    """STULayer.__init__: xavier_uniform_ uvqk_weight [d, 2H(hidden+attention)], zero uvqk_beta, unit/zero input
+    norm, xavier_uniform_ output_weight [3*H*hidden, d], unit/zero output norm (from the global generator)."""
+    uvqk = torch.empty(d, (hidden_dim * 2 + attention_dim * 2) * num_heads)
+    torch.nn.init.xavier_uniform_(uvqk)
+    out = torch.empty(hidden_dim * num_heads * 3, d)
+    torch.nn.init.xavier_uniform_(out)
+    return {"uvqk_weight": uvqk, "uvqk_beta": torch.zeros(uvqk.shape[1]), "input_norm_weight": torch.ones(d),
+            "input_norm_bias": torch.zeros(d), "output_weight": out,
+            "output_norm_weight": torch.ones(hidden_dim * num_heads),
+            "output_norm_bias": torch.zeros(hidden_dim * num_heads)}
 
 
 def valid_attn_mask(n: int, seq_lengths: torch.Tensor, num_targets: torch.Tensor | None,

@@ -1,8 +1,21 @@
 """HSTU (Zhai et al. 2024, "Actions Speak Louder than Words"), the encoder of MLPerf dlrmv4, as the reference
-(mlcommons/training recommendation_v4/, a fork of meta-recsys/generative-recommenders) builds it: every layer
-normalises, projects to U, V, Q, K through one SiLU-activated linear, attends with SiLU(QK^T / sqrt(d_qk)) / N (no
-softmax; N the maximum sequence length) under a causal mask, normalises the attended values, gates them with U and
-adds a linear projection back to the residual stream.
+(mlcommons/training recommendation_v4/, a fork of meta-recsys/generative-recommenders) builds it. Each layer is the
+reference's STULayer on its PyTorch path: layer norm (eps 1e-6), one projection to U, V, Q, K (bias, no SiLU but on
+U), SiLU(QK^T / sqrt(d_qk)) / N attention (no softmax; N the maximum sequence length) under a causal, target-aware
+mask, then x + [U, AV, U * LayerNorm(AV)] @ W_out (no output bias). Sources, read 2026-12-07:
+- generative_recommenders/modules/stu.py (meta-recsys, commit 1cf745902c487c9582bf6b9723384ae335514271),
+  STULayer.__init__ / forward: xavier_uniform_ uvqk and output weights [d, 2H(l+qk)] and [3Hl, d], zero uvqk bias,
+  norm_eps=1e-6 both norms, concat_u=True, concat_x=True, mul_u_activation_type="none";
+- ops/hstu_compute.py (19bc4e07fc950909eac2ec60f588ad6465f8f868) hstu_compute_uqvk: `u = F.silu(u)`, q, k, v raw;
+- ops/pytorch/pt_hstu_linear.py (32b8e675555fc899d45bf2792dd959cc344241b2) pytorch_norm_mul_dropout: dropout over
+  the concatenation [u, attn, u * LayerNorm(attn)], then `torch.addmm(x, y, output_weight)`;
+- ops/pytorch/pt_hstu_attention.py (3a6085c67dbdf3f12c61694b2e7e37bb170d1d81) _get_valid_attn_mask;
+- mlcommons/training recommendation_v4/generative_recommenders/modules/dlrm_hstu.py (commits 17e04af320676b25b5625
+  2d1a5ee2fa5d13c8e76 and d489c7c8050c7cd552a75606a968cff9e1e23420) builds every STULayerConfig with causal=True,
+  target_aware=True, max_attn_len=None, attn_alpha=None and contextual_seq_len=0: dlrmv4's contextual tokens are
+  ordinary causal tokens in the STU (the layer's contextual mode, where they see every non-target token, is unused).
+Checked on the same weights against the reference's PyTorch path restated in tests/support/gr_stu_layer.py
+(tests/models/test_hstu_reference_layer.py).
 
 The sequence is the user's contextual token (user id), the history (item + action embeddings through the
 preprocessor MLP, plus a learned position), then the candidates: each candidate attends to the context, the history
@@ -64,28 +77,37 @@ class Config(BaseModel):
 
 
 class STULayer(nn.Module):
-    """One HSTU layer over a padded batch [B, T, d] with a multiplicative mask [B or 1, T, T]."""
+    """One HSTU layer over a padded batch [B, T, d] with a multiplicative mask [B or 1, T, T]; parameters in the
+    reference's layout (uvqk_weight [d, 2H(l+qk)], output_weight [3Hl, d]) and initialised as it does."""
+
+    NORM_EPS = 1e-6  # stu.py: norm_eps=1e-6 for the input and the output norm
 
     def __init__(self, d: int, heads: int, linear_dim: int, qk_dim: int, max_len: int, dropout: float):
         super().__init__()
         self.heads, self.dl, self.dqk, self.max_len = heads, linear_dim, qk_dim, max_len
-        self.input_norm = nn.LayerNorm(d)
-        self.uvqk = nn.Linear(d, heads * (2 * linear_dim + 2 * qk_dim))
-        self.output_norm = nn.LayerNorm(heads * linear_dim)
-        self.output = nn.Linear(heads * linear_dim, d)
+        self.input_norm = nn.LayerNorm(d, eps=self.NORM_EPS)
+        self.uvqk_weight = nn.Parameter(torch.empty(d, heads * (2 * linear_dim + 2 * qk_dim)))
+        nn.init.xavier_uniform_(self.uvqk_weight)
+        self.uvqk_beta = nn.Parameter(torch.zeros(heads * (2 * linear_dim + 2 * qk_dim)))
+        self.output_weight = nn.Parameter(torch.empty(3 * heads * linear_dim, d))
+        nn.init.xavier_uniform_(self.output_weight)
+        self.output_norm = nn.LayerNorm(heads * linear_dim, eps=self.NORM_EPS)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         h, dl, dqk = self.heads, self.dl, self.dqk
-        u, v, q, k = F.silu(self.uvqk(self.input_norm(x))).split([h * dl, h * dl, h * dqk, h * dqk], dim=-1)
+        uvqk = torch.matmul(self.input_norm(x), self.uvqk_weight) + self.uvqk_beta
+        u, v, q, k = uvqk.split([h * dl, h * dl, h * dqk, h * dqk], dim=-1)
+        u = F.silu(u)  # u only (hstu_compute_uqvk)
         q = q.reshape(b, t, h, dqk).transpose(1, 2)
         k = k.reshape(b, t, h, dqk).transpose(1, 2)
         v = v.reshape(b, t, h, dl).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(dqk))
         attn = F.silu(scores) / self.max_len * mask.unsqueeze(1)
         out = torch.matmul(attn, v).transpose(1, 2).reshape(b, t, h * dl)
-        return x + self.output(self.dropout(self.output_norm(out) * u))
+        y = torch.cat([u, out, u * self.output_norm(out)], dim=-1)  # concat_u, concat_x
+        return x + torch.matmul(self.dropout(y), self.output_weight)
 
 
 class HSTU(nn.Module):
@@ -152,7 +174,8 @@ class HSTU(nn.Module):
     @staticmethod
     def mask(valid_hist: torch.Tensor, n_cand: int, n_ctx: int = 1) -> torch.Tensor:
         """[B, T, T]: the context and history attend causally to valid positions; each candidate attends to the
-        context, the valid history and itself, never to another candidate."""
+        context, the valid history and itself, never to another candidate: the reference's _get_valid_attn_mask with
+        causal=True, target-aware, contextual_seq_len=0 (as dlrm_hstu.py builds every STULayer)."""
         b, n_hist = valid_hist.shape
         t = n_ctx + n_hist + n_cand
         keys = torch.cat([torch.ones(b, n_ctx, dtype=torch.bool, device=valid_hist.device), valid_hist,
@@ -184,7 +207,7 @@ def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 
         + n_ctx * 2 * e * d
     per_layer = (t * 2 * d * h * (2 * cfg.linear_dim + 2 * cfg.qk_dim)  # uvqk
                  + 2 * t * t * h * cfg.qk_dim + 2 * t * t * h * cfg.linear_dim  # QK^T and AV
-                 + t * 2 * h * cfg.linear_dim * d)  # output projection
+                 + t * 2 * 3 * h * cfg.linear_dim * d)  # output projection of [u, attn, u * norm(attn)]
     head = n_cand * (2 * (1 + n_side) * e * d + 2 * 3 * d * d + 2 * d)
     return float(pre + cfg.num_layers * per_layer + head)
 
