@@ -111,9 +111,26 @@ def resolve(spec: Any, tables: list[Any], world: int) -> dict[str, str]:
     return plan
 
 
+def wanted(spec: Any, world: int) -> bool:
+    """Whether this run shards its tables: then the model is built under `recsys.tables.deferred()` (no table
+    allocated) and `apply` has each rank initialise only its shard."""
+    return spec.parallel is not None and spec.parallel.tables is not None and world > 1
+
+
+def build_model(workload: Any, world: int) -> nn.Module:
+    """The workload's model; when its tables will be sharded, built without allocating them."""
+    if not wanted(workload.spec, world):
+        return workload.build_model()
+    from suite.models.recsys.tables import deferred
+
+    with deferred():
+        return workload.build_model()
+
+
 def apply(raw: nn.Module, spec: Any, rank: int, world: int, compile: bool = False) -> dict[str, Any]:
-    """Shard `raw.tables` in place (every rank first takes rank 0's initial tables, so the shards are slices of one
-    table) and mark the shards for DDP and the optimizers. Returns what the result records."""
+    """Shard `raw.tables` in place (every rank takes rank 0's tables' seed, so the shards are slices of one table:
+    each rank initialises only its own rows and columns) and mark the shards for DDP and the optimizers. Returns
+    what the result records."""
     from suite.models.recsys.sharding import column_wise_row_sum, shard_model
     from suite.models.recsys.tables import EmbeddingTables
 
@@ -125,8 +142,13 @@ def apply(raw: nn.Module, spec: Any, rank: int, world: int, compile: bool = Fals
         raise PlanRefused(f"parallel.tables: the model ({type(raw).__name__}) has no EmbeddingTables to shard")
     specs = list(full.specs.values())
     plan = resolve(spec, specs, world)
-    for name in full.specs:
-        dist.broadcast(full.bag(name).weight.data, 0)
+    if full.materialized:
+        for name in full.specs:
+            dist.broadcast(full.bag(name).weight.data, 0)
+    else:
+        seed = torch.tensor([full.init_seed], dtype=torch.int64)
+        dist.broadcast(seed, 0)
+        full.init_seed = int(seed.item())
     shard_model(raw, plan, rank, world)
     sharded = raw.tables
     row_sum = column_wise_row_sum(sharded)

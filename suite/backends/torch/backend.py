@@ -73,7 +73,7 @@ class TorchBackend(Backend):
         spec = workload.spec
         self.layout = lay = layouts.resolve(spec.parallel, self.world)
         self.micro, self.n_micro = layouts.micro_batches(spec, lay)
-        raw = workload.build_model().to(self.device.torch)
+        raw = tables.build_model(workload, self.world).to(self.device.torch)  # sharded tables: not allocated
         self.has_moe = any(isinstance(m, moe.MoE) for m in raw.modules())
         if spec.parallel is not None and spec.parallel.tables is not None and self.world > 1:  # before any wrapping
             self.tables = tables.apply(raw, spec, dist.get_rank(), self.world, compile=opts.compile)

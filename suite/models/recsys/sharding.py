@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.models.recsys.tables import EmbeddingTables, TableSpec, check_ids
+from suite.models.recsys.tables import EmbeddingTables, TableSpec, check_ids, init_rows
 
 Placement = Literal["table_wise", "row_wise", "column_wise"]
 
@@ -148,8 +148,10 @@ class _ShardedLookup(torch.autograd.Function):
 
 
 class ShardedEmbeddingTables(nn.Module):
-    """`EmbeddingTables`' interface over this rank's shards. Build it from a full `EmbeddingTables` initialised
-    identically on every rank (same seed): each rank keeps its slice."""
+    """`EmbeddingTables`' interface over this rank's shards. Built from an `EmbeddingTables` with the same seed on
+    every rank: one built under `tables.deferred()` (no table allocated) has each rank initialise only its shard
+    from the seed, by row blocks (`tables.init_rows`), the same values one process draws for those rows; one already
+    materialised is sliced."""
 
     def __init__(self, full: EmbeddingTables, plan: dict[str, str], rank: int, world: int,
                  grad_scale: float | None = None):
@@ -161,11 +163,12 @@ class ShardedEmbeddingTables(nn.Module):
         self.shards = {n: shard_of(t, plan.get(n, "table_wise:0"), rank, world) for n, t in full.specs.items()}
         self.weights = nn.ParameterDict()
         for name, s in self.shards.items():
-            w = full.bag(name).weight.detach()
             if s.placement == "table_wise" and s.owner != rank:
                 local = torch.zeros(0, s.table.dim)
+            elif full.materialized:
+                local = full.bag(name).weight.detach()[s.rows[0] : s.rows[1], s.cols[0] : s.cols[1]].clone()
             else:
-                local = w[s.rows[0] : s.rows[1], s.cols[0] : s.cols[1]].clone()
+                local = init_rows(s.table, full.init_seed, s.rows, s.cols, std=full.init_std)
             self.weights[name] = nn.Parameter(local)
             self.weights[name].sparse_table = True  # type: ignore[attr-defined]  # the sparse optimizer's
 
