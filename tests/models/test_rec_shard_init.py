@@ -103,6 +103,8 @@ def test_the_full_dlrmv4_tables_are_never_allocated_when_sharded() -> None:
             **{name: rows for name, _keys, rows, _salt in CROSS_SPECS}}
     meta = {"cardinality": card, "max_history": 8, "item_side": ("artist", "album"),
             "contextual": tuple(name for name, *_ in CROSS_SPECS)}
+    with deferred():  # a broken deferral must fail here, not try to allocate 559 GiB below
+        assert not EmbeddingTables([TableSpec("probe", 10, 4)]).materialized
     with Allocations() as seen, deferred():
         model = hstu.build(hstu.Config(preset="full"), meta)
     specs = list(model.tables.specs.values())
@@ -112,3 +114,21 @@ def test_the_full_dlrmv4_tables_are_never_allocated_when_sharded() -> None:
     per_rank = [sum((s.rows[1] - s.rows[0]) * t.dim * 4 for t in specs
                     for s in [shard_of(t, "row_wise", r, 8)]) for r in range(8)]
     assert sum(per_rank) == total and max(per_rank) < total / 8 * 1.001
+
+
+def test_the_backend_builds_deferred_only_when_the_run_shards_its_tables() -> None:
+    """suite/backends/parallel/tables.py build_model: a run with parallel.tables on more than one rank builds the
+    model without its tables (the torch backend then shards it), any other run materialises them."""
+    from types import SimpleNamespace
+
+    from suite.backends.parallel import tables as parallel_tables
+    from suite.spec.schema import ParallelSpec
+
+    def workload(tables: str | None) -> SimpleNamespace:
+        par = None if tables is None else ParallelSpec(tables=tables)
+        return SimpleNamespace(spec=SimpleNamespace(parallel=par), build_model=lambda: hstu.build(CFG, META))
+
+    assert not parallel_tables.build_model(workload("row_wise"), 2).tables.materialized
+    assert not parallel_tables.build_model(workload("auto"), 4).tables.bags  # nothing allocated
+    assert parallel_tables.build_model(workload("row_wise"), 1).tables.materialized
+    assert parallel_tables.build_model(workload(None), 2).tables.materialized
