@@ -1,3 +1,4 @@
-"""The Llama family (`arch: llama`): the decoder, dense or MoE (`model`), and its named shapes (`presets`: Llama
-3.1, gpt-oss, DeepSeek-V3 and their tiny sizes). May import what `suite.models` may.
+"""The Llama family and the Llama-class decoder every family here builds on (`arch: llama`): the decoder, dense or
+MoE (`model`), the Llama family's declaration and shapes (`family`: Llama 3.1, Llama 2) and the union of every
+registered family's shapes (`presets`). May import what `suite.models` may.
 """

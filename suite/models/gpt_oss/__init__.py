@@ -1,0 +1,2 @@
+"""The gpt-oss family (`family`): its shapes on the suite's MoE decoder. May import what `suite.models` may.
+"""
