@@ -2,7 +2,7 @@
 (its `FAMILY`), read by the registry (suite/models/families.py) and, through it, by the Hugging Face loader and the
 preset table. Nothing outside a family's folder names a family: the loader, the engine adapters (torchtitan,
 Megatron) and the memory estimator read the decoder's traits from `llama.Config` (`qkv_bias`, `attention_bias`,
-`tie_embeddings`, `moe`), and what a family's architecture fixes it declares here.
+`qk_norm`, `tie_embeddings`, `moe`), and what a family's architecture fixes it declares here.
 
 A family declares:
 - `architectures`: the Hugging Face `architectures` names it reads (config.json), `model_type` written back;
@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # the decoder's architecture traits (llama.Config), by which a Hugging Face architecture is chosen when saving
-TRAITS = ("qkv_bias", "moe")
+TRAITS = ("qkv_bias", "qk_norm", "moe")
 
 
 def traits_of(cfg: Any) -> dict[str, bool]:
     """The architecture traits of a llama.Config: `qkv_bias` q/k/v biases without an o bias (attention_bias puts
-    one on all four, which a family's config.json says in its own field), `moe` Mixture-of-Experts layers."""
-    return {"qkv_bias": bool(cfg.qkv_bias and not cfg.attention_bias), "moe": cfg.moe is not None}
+    one on all four, which a family's config.json says in its own field), `qk_norm` per-head RMSNorm on q and k
+    before rotary, `moe` Mixture-of-Experts layers."""
+    return {"qkv_bias": bool(cfg.qkv_bias and not cfg.attention_bias), "qk_norm": bool(cfg.qk_norm),
+            "moe": cfg.moe is not None}
 
 
 @dataclass(frozen=True)

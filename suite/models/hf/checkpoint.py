@@ -104,7 +104,7 @@ def suite_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 _COMPARED = ("n_layer", "d_model", "n_head", "kv_heads", "head_size", "ffn_dim", "vocab_size", "rope_theta",
-             "rope_scaling", "norm_eps", "attention_bias", "qkv_bias", "tie_embeddings", "moe")
+             "rope_scaling", "norm_eps", "attention_bias", "qkv_bias", "qk_norm", "tie_embeddings", "moe")
 
 
 def config_for(folder: str | Path, declared: llama.Config | None = None, seq_len: int | None = None) -> llama.Config:
