@@ -1,5 +1,5 @@
-"""The registry of Llama-class model families: one line per family, its folder's `FAMILY` (suite/models/family.py).
-Adding a family is a folder `suite/models/<family>/` (its `family.py`) and one line here (docs/adding-a-family.md).
+"""The registry of Llama-class model families: one line per family, the package whose `FAMILY` (suite/models/family.py)
+declares it. Adding a family is a folder `suite/models/<family>/` and one line here (docs/adding-a-family.md).
 
 Everything family-specific is found through here: the Hugging Face architectures the loader reads
 (`by_architecture`), the one written for a model (`for_traits`), the named shapes (`presets`, `tiny`).
@@ -16,12 +16,12 @@ from typing import Any
 from suite.models.family import Family, traits_of
 
 FAMILIES: dict[str, str] = {
-    "llama": "suite.models.llama.family",
-    "mixtral": "suite.models.mixtral.family",
-    "qwen2": "suite.models.qwen2.family",
-    "gpt_oss": "suite.models.gpt_oss.family",
-    "deepseek_v3": "suite.models.deepseek_v3.family",
-    "qwen35": "suite.models.qwen35.family",
+    "llama": "suite.models.llama",
+    "mixtral": "suite.models.mixtral",
+    "qwen2": "suite.models.qwen2",
+    "gpt_oss": "suite.models.gpt_oss",
+    "deepseek_v3": "suite.models.deepseek_v3",
+    "qwen35": "suite.models.qwen35",
 }
 
 

@@ -1,8 +1,9 @@
-"""What makes a Llama-class model family that family: the interface each `suite/models/<family>/family.py` fills in
-(its `FAMILY`), read by the registry (suite/models/families.py) and, through it, by the Hugging Face loader and the
-preset table. Nothing outside a family's folder names a family: the loader, the engine adapters (torchtitan,
-Megatron) and the memory estimator read the decoder's traits from `llama.Config` (`qkv_bias`, `attention_bias`,
-`qk_norm`, `tie_embeddings`, `moe`), and what a family's architecture fixes it declares here.
+"""What makes a Llama-class model family that family: the interface each family fills in (its `FAMILY`, in its
+package `suite/models/<family>/__init__.py`, as torchtitan's `models/<name>/__init__.py` holds that model's
+configs), read by the registry (suite/models/families.py) and, through it, by the Hugging Face loader and the preset
+table. Nothing outside a family's folder names a family: the loader, the engine adapters (torchtitan, Megatron) and
+the memory estimator read the decoder's traits from `llama.Config` (`qkv_bias`, `attention_bias`, `qk_norm`,
+`tie_embeddings`, `moe`), and what a family's architecture fixes it declares here.
 
 A family declares:
 - `architectures`: the Hugging Face `architectures` names it reads (config.json), `model_type` written back;

@@ -1,7 +1,7 @@
 """Named shapes for `model: {arch: llama, preset: NAME}`; fields given beside the preset override it.
 
-Each family declares its own (`presets` and `tiny` in suite/models/<family>/family.py, with the sources and what the
-suite's decoder leaves out of each); this module is their union through the registry (suite/models/families.py):
+Each family declares its own (`presets` and `tiny` of the `FAMILY` in suite/models/<family>/__init__.py, with the
+sources and what the suite's decoder leaves out of each); this module is their union through the registry (suite/models/families.py):
 `PRESETS` (the full-size shapes in registry order, then the CPU ones) and `TINY` (each full-size preset's CPU
 counterpart: the tests' FLOPs and parity shapes, a spec's `tiny` variant).
 """
