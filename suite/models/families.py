@@ -22,6 +22,7 @@ FAMILIES: dict[str, str] = {
     "gpt_oss": "suite.models.gpt_oss",
     "deepseek_v3": "suite.models.deepseek_v3",
     "qwen35": "suite.models.qwen35",
+    "qwen3": "suite.models.qwen3",
 }
 
 
