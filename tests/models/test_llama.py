@@ -101,7 +101,7 @@ def test_weight_map_covers_every_hf_parameter_both_ways():
     assert set(mapped) == set(ours)
     assert all(mapped[k].shape == ours[k].shape for k in ours)
     with pytest.raises(KeyError, match="HF_TO_SUITE"):
-        llama.suite_name("model.layers.0.self_attn.q_norm.weight")  # Qwen3's q-norm: not in this model
+        llama.suite_name("model.layers.0.self_attn.sinks")  # gpt-oss's attention sinks: not in this model
 
 
 @pytest.mark.parametrize("name", ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b"])

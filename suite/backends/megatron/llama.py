@@ -9,7 +9,7 @@ routed_scaling as moe_router_topk_scaling_factor), the aux-loss coefficient, sha
 qkv split by whole query groups, the gated fc1 as [gate; up] per rank). Llama 3.1's rope scaling: Megatron 0.16
 hard-codes original_max_position_embeddings 8192 in its scaling, so the suite's frequencies
 (llm_layers.rope_inv_freq) are set on its RotaryEmbedding instead. Attention biases: `qkv_bias` (Qwen2) is
-Megatron's `add_qkv_bias`; `attention_bias` (gpt-oss: q, k, v and o) is `add_bias_linear`, which also gives the MLP,
+Megatron's `add_qkv_bias`; `qk_norm` (Qwen3's per-head q/k RMSNorm before rotary) is its `qk_layernorm`; `attention_bias` (gpt-oss: q, k, v and o) is `add_bias_linear`, which also gives the MLP,
 the experts and the router biases the suite's decoder lacks: those are removed (`drop_biases`). gpt-oss's
 attention sinks: megatron-core 0.16.1 has them (`softmax_type: learnable`, a per-head softmax offset), the suite's
 decoder does not, so there is nothing to map (suite/models/llama/presets.py). Refused (`refusal`): unnormalised top-k
@@ -68,6 +68,9 @@ def refusal(spec: Any, tp: int = 1, pp: int = 1) -> str | None:
                 "builds the local spec. Split the experts with parallel.ep instead")
     if cfg.tie_embeddings:
         return "model.tie_embeddings: the Megatron Llama path maps untied embeddings only"
+    if getattr(cfg, "qk_norm", False) and tp > 1:  # each rank's q/k norm gradients would need summing over tp
+        return (f"parallel.tp={tp} with model.qk_norm: the per-head q/k norms' gradients are not summed over the "
+                "tensor-parallel group on this path; run it with tp=1")
     m = cfg.moe
     if par is not None and par.ep > 1:
         if m is None:
@@ -124,7 +127,7 @@ def transformer_config(cfg: Any, ep: int, token_dispatcher: str = "alltoall", pp
         num_query_groups=cfg.kv_heads, kv_channels=cfg.head_size, ffn_hidden_size=cfg.ffn_dim,
         normalization="RMSNorm", layernorm_epsilon=cfg.norm_eps, gated_linear_unit=True, activation_func=F.silu,
         add_bias_linear=cfg.attention_bias, add_qkv_bias=cfg.qkv_bias, hidden_dropout=0.0, attention_dropout=0.0,
-        init_method_std=cfg.init_std)
+        init_method_std=cfg.init_std, qk_layernorm=bool(getattr(cfg, "qk_norm", False)))
     split = uneven_split(cfg.n_layer, pp)
     if split:
         out.update(num_layers_in_first_pipeline_stage=split[0], num_layers_in_last_pipeline_stage=split[1])
@@ -205,6 +208,9 @@ def llama_state(ref: nn.Module, ep: int = 1, ep_rank: int = 0, tp: int = 1, tp_r
                                                                tp_rank, tp)
         if cfg.attention_bias:  # row-parallel: the bias is added once, after the reduction (whole on every rank)
             out[m + "self_attention.linear_proj.bias"] = sd[p + "attention.wo.bias"]
+        if getattr(cfg, "qk_norm", False):  # per-head norms (one head_dim weight each), whole on every rank
+            out[m + "self_attention.q_layernorm.weight"] = sd[p + "attention.q_norm.weight"]
+            out[m + "self_attention.k_layernorm.weight"] = sd[p + "attention.k_norm.weight"]
         # row-parallel: the input columns of this rank's heads
         out[m + "self_attention.linear_proj.weight"] = tp_shard(sd[p + "attention.wo.weight"], 1, tp_rank, tp)
         out[m + "input_layernorm.weight"] = sd[p + "attention_norm.weight"]

@@ -111,7 +111,7 @@ def layer_spec(on_cuda: bool, llama: Any = None) -> Any:
         if llama.num_moe_experts:
             return gpt_layer_specs.get_gpt_decoder_block_spec(llama, use_transformer_engine=False,
                                                               normalization="RMSNorm")
-        return gpt_layer_specs.get_gpt_layer_local_spec(normalization="RMSNorm")
+        return gpt_layer_specs.get_gpt_layer_local_spec(normalization="RMSNorm", qk_layernorm=llama.qk_layernorm)
     if on_cuda and importlib.util.find_spec("transformer_engine") is not None:
         return gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
     return gpt_layer_specs.get_gpt_layer_local_spec()

@@ -85,6 +85,9 @@ def supports(spec: Any) -> str | None:
         return ("parallel.loss_parallel=false: torchtitan's tensor-parallel plan always shards the LM head's logits "
                 "by vocabulary (its lm_head output is Shard(-1)); leave loss_parallel unset or true")
     if par.tp > 1:
+        if params.get("qk_norm"):
+            return ("parallel.tp with model.qk_norm: torchtitan's Llama 3 sharding plan (set_llama3_sharding_config) "
+                    "gives the per-head q/k norms no layout; run it with tp=1")
         if params.get("moe"):
             return ("parallel.tp with an MoE model: the MoE layers use torchtitan's DeepSeek-V3 sharding plan, written "
                     "for its MLA attention, not the GQA attention the suite's MoE presets have")

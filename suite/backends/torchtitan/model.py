@@ -72,12 +72,15 @@ def titan_config(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", seq
 
     layers = []
     for i in range(cfg.n_layer):
+        # qk_norm: torchtitan's GQAttention normalises each head's q and k before rotary (its Qwen3's q_norm, k_norm)
+        qk_norm = (RMSNorm.Config(normalized_shape=cfg.head_size, eps=cfg.norm_eps,
+                                  param_init={"weight": torch.nn.init.ones_}) if cfg.qk_norm else None)
         attn = make_gqa_config(dim=d, n_heads=cfg.n_head, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim,
                                wqkv_param_init=init, wo_param_init=init, inner_attention=_inner_attention(attention),
-                               rope=rope, fuse_qkv=True)
+                               rope=rope, fuse_qkv=True, qk_norm=qk_norm)
         if cfg.attention_bias:
             attn.qkv_linear.wqkv.bias = attn.wo.bias = True
-        elif cfg.qkv_bias:  # Qwen2: q, k and v biased, o not
+        elif cfg.qkv_bias:  # q, k and v biased, o not
             attn.qkv_linear.wqkv.bias = True
         dense = None if cfg.is_moe(i) else make_ffn_config(dim=d, hidden_dim=cfg.ffn_dim, w1_param_init=init,
                                                             w2w3_param_init=init)
@@ -129,6 +132,9 @@ def build(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", device: An
     the config before the build, as its Trainer does (`update_from_config`): modules read it when built."""
     config = titan_config(cfg, vocab_size, attention)
     if sequence_parallel is not None:
+        if cfg.qk_norm:
+            raise ValueError("tensor parallel with model.qk_norm: torchtitan's Llama 3 sharding plan gives the q/k "
+                             "norms no layout (its Qwen3 plan does); not wired")
         if cfg.moe is not None:
             raise ValueError("tensor parallel: the suite's MoE presets are built with GQA attention, which "
                              "torchtitan's DeepSeek-V3 sharding plan (written for MLA) does not cover")
@@ -189,6 +195,8 @@ def _convert(sd: dict[str, torch.Tensor], cfg: LlamaConfig, to_titan: bool) -> d
         new = re.sub(pattern, target, name)
         if m := re.search(r"attention\.(?:qkv_linear\.)?(wq|wk)\.", name):
             tensor = _rotary_rows(tensor, cfg.n_head if m.group(1) == "wq" else cfg.kv_heads, to_titan)
+        elif re.search(r"attention\.(q_norm|k_norm)\.weight$", name):  # a head's dimensions, permuted as its rows
+            tensor = _rotary_rows(tensor, 1, to_titan)
         out[new] = tensor
     return out
 

@@ -1,9 +1,11 @@
 """Hugging Face model folders (config.json + model.safetensors, or shards listed by model.safetensors.index.json)
 read into the suite's Llama-class decoder (suite/models/llama/model.py) and written back in the same format.
 
-Architectures: `LlamaForCausalLM` (dense), `Qwen2ForCausalLM` (Llama layers with q/k/v biases and no o bias:
-`qkv_bias`; small Qwen2.5 tie their embeddings) and `MixtralForCausalLM` (softmax top-k MoE; on disk its experts
-are stored one by one, `block_sparse_moe.experts.E.w1/w2/w3`, and stacked here). Names go through llama.HF_TO_SUITE.
+Architectures: those of the registered families (suite/models/families.py; each family's folder declares the names
+it reads, its traits and the rest of its config.json translation): e.g. `LlamaForCausalLM` (dense),
+`Qwen2ForCausalLM` (`qkv_bias`) and `MixtralForCausalLM` (softmax top-k MoE; on disk its experts are stored one by
+one, `block_sparse_moe.experts.E.w1/w2/w3`, and stacked here). This module names no family: a saved model is
+written as the family whose traits are the model's. Names go through llama.HF_TO_SUITE.
 A `fused_qkv` model (the spec's choice, not the folder's) reads MLPerf's fused `qkv_proj` whole into its `wqkv`, or
 separate q/k/v_proj concatenated; it is saved as separate q/k/v_proj, the layout transformers reads.
 Everything that can be wrong with a folder (missing, partial, another architecture, a shape the spec does not
@@ -20,7 +22,9 @@ from typing import Any
 import torch
 
 from suite.data.base import json_object
+from suite.models import families
 from suite.models.common.layers import Rotary
+from suite.models.family import Family, count
 from suite.models.hf import tensors as hf_tensors
 from suite.models.hf.names import to_hf_state_dict
 from suite.models.hf.tensors import (
@@ -30,9 +34,6 @@ from suite.models.hf.tensors import (
     CheckpointError,
 )
 from suite.models.llama import model as llama
-
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "MixtralForCausalLM": "mixtral", "Qwen2ForCausalLM": "qwen2"}
-
 
 # ---- config.json -------------------------------------------------------------------------------------------
 
@@ -47,14 +48,15 @@ def read_config(folder: str | Path) -> dict[str, Any]:
                        "save_pretrained)")
 
 
-def architecture(hf: dict[str, Any], path: Path) -> str:
-    archs = hf.get("architectures") or []
-    known = [ARCHITECTURES[a] for a in archs if a in ARCHITECTURES]
-    if len(known) != 1:
+def architecture(hf: dict[str, Any], path: Path) -> Family:
+    """The registered family that reads the folder's `architectures`."""
+    archs, known = hf.get("architectures") or [], families.architectures()
+    found = [known[a] for a in archs if a in known]
+    if len(found) != 1:
         raise CheckpointError(f"{path}: architectures {archs} (model_type {hf.get('model_type')!r}) is not one this "
-                              f"loader reads ({', '.join(ARCHITECTURES)}); convert the checkpoint or choose a "
+                              f"loader reads ({', '.join(known)}); convert the checkpoint or choose a "
                               "Llama-class one")
-    return known[0]
+    return found[0]
 
 
 def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
@@ -70,48 +72,29 @@ def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     return theta, {k: params[k] for k in keys}
 
 
-def _count(hf: dict[str, Any], key: str, default: Any = None) -> int:
-    """A size field of config.json: a whole number >= 1 (0 heads, 1e400 layers or 2.5 experts name the field)."""
-    value = hf.get(key, default) if default is not None else hf[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
-            float("inf"), float("-inf")) or int(value) != value or value < 1 or value > 2**40:
-        raise ValueError(f"field {key!r} is {value!r}: a size must be a whole number from 1 to 2**40")
-    return int(value)
-
-
 def suite_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
     """config.json -> llama.Config's shape fields (seq_len is the training context: the spec's, not the file's).
     Every size is checked to be a whole number >= 1 first (issue 50 item 8), so a hostile or broken file is
     refused naming the field, never a ZeroDivisionError or OverflowError during the run."""
-    arch = architecture(hf, path)
+    family = architecture(hf, path)
     try:
         if hf.get("hidden_act", "silu") != "silu" or hf.get("mlp_bias"):
             raise ValueError(f"hidden_act {hf.get('hidden_act')!r}, mlp_bias {hf.get('mlp_bias')} (SwiGLU with silu "
                              "and no MLP bias is implemented)")
         theta, scaling = _rope(hf)
-        n_head, d_model = _count(hf, "num_attention_heads"), _count(hf, "hidden_size")
+        n_head, d_model = count(hf, "num_attention_heads"), count(hf, "hidden_size")
         fields: dict[str, Any] = {
-            "n_layer": _count(hf, "num_hidden_layers"), "d_model": d_model, "n_head": n_head,
-            "n_kv_head": _count(hf, "num_key_value_heads") if hf.get("num_key_value_heads") else n_head,
-            "head_dim": _count(hf, "head_dim") if hf.get("head_dim") else d_model // n_head,
-            "ffn_dim": _count(hf, "intermediate_size"), "vocab_size": _count(hf, "vocab_size"), "rope_theta": theta,
+            "n_layer": count(hf, "num_hidden_layers"), "d_model": d_model, "n_head": n_head,
+            "n_kv_head": count(hf, "num_key_value_heads") if hf.get("num_key_value_heads") else n_head,
+            "head_dim": count(hf, "head_dim") if hf.get("head_dim") else d_model // n_head,
+            "ffn_dim": count(hf, "intermediate_size"), "vocab_size": count(hf, "vocab_size"), "rope_theta": theta,
             "rope_scaling": scaling, "norm_eps": float(hf.get("rms_norm_eps", 1e-5)),
-            "attention_bias": bool(hf.get("attention_bias", False)), "qkv_bias": arch == "qwen2",
-            "tie_embeddings": bool(hf.get("tie_word_embeddings", False))}
-        if arch == "qwen2" and hf.get("use_sliding_window"):
-            raise ValueError(f"use_sliding_window with sliding_window {hf.get('sliding_window')} (full causal "
-                             "attention only)")
-        if arch == "mixtral":
-            if hf.get("sliding_window"):
-                raise ValueError(f"sliding_window {hf['sliding_window']} (full causal attention only)")
-            # transformers' router_aux_loss_coef weighs a loss k times this block's (tests/models/test_moe.py)
-            fields["moe"] = {"experts": _count(hf, "num_local_experts"), "top_k": _count(hf, "num_experts_per_tok"),
-                             "expert_ffn_dim": _count(hf, "intermediate_size"), "score": "softmax",
-                             "normalize_top_k": True,
-                             "aux_loss_coeff": float(hf.get("router_aux_loss_coef", 0.0))
-                             * int(hf["num_experts_per_tok"])}
+            "attention_bias": bool(hf.get("attention_bias", False)), "qkv_bias": False,
+            "tie_embeddings": bool(hf.get("tie_word_embeddings", False)), **family.fields()}
+        if family.read is not None:  # the rest of the family's translation (an MoE block, a refused field)
+            family.read(hf, fields)
     except KeyError as e:
-        raise CheckpointError(f"{path}: field {e} is missing ({arch} config)") from None
+        raise CheckpointError(f"{path}: field {e} is missing ({family.name} config)") from None
     except (TypeError, ValueError, ArithmeticError) as e:
         raise CheckpointError(f"{path}: {e}") from None
     if fields["head_dim"] < 1:
@@ -121,7 +104,7 @@ def suite_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 _COMPARED = ("n_layer", "d_model", "n_head", "kv_heads", "head_size", "ffn_dim", "vocab_size", "rope_theta",
-             "rope_scaling", "norm_eps", "attention_bias", "qkv_bias", "tie_embeddings", "moe")
+             "rope_scaling", "norm_eps", "attention_bias", "qkv_bias", "qk_norm", "tie_embeddings", "moe")
 
 
 def config_for(folder: str | Path, declared: llama.Config | None = None, seq_len: int | None = None) -> llama.Config:
@@ -176,27 +159,17 @@ def hf_config(cfg: llama.Config, dtype: torch.dtype) -> dict[str, Any]:
     if cfg.rope_scaling is not None:
         rope = {"rope_type": "llama3", "rope_theta": cfg.rope_theta, **cfg.rope_scaling.model_dump()}
     out: dict[str, Any] = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": cfg.d_model,
+        "architectures": [], "model_type": None, "hidden_size": cfg.d_model,
         "num_hidden_layers": cfg.n_layer, "num_attention_heads": cfg.n_head, "num_key_value_heads": cfg.kv_heads,
         "head_dim": cfg.head_size, "intermediate_size": cfg.ffn_dim, "vocab_size": llama.vocab(cfg, {}),
         "max_position_embeddings": cfg.seq_len, "rms_norm_eps": cfg.norm_eps, "rope_parameters": rope,
         "rope_theta": cfg.rope_theta, "attention_bias": cfg.attention_bias, "mlp_bias": False,
         "hidden_act": "silu", "tie_word_embeddings": cfg.tie_embeddings, "attention_dropout": 0.0,
         "dtype": str(dtype).removeprefix("torch.")}
-    if cfg.qkv_bias and not cfg.attention_bias:
-        if cfg.moe is not None:
-            raise ValueError("qkv_bias with moe has no Hugging Face layout here (Qwen2 is dense)")
-        out.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
-                   sliding_window=None, max_window_layers=cfg.n_layer)
-        del out["attention_bias"]
-    if cfg.moe is not None:
-        moe = cfg.moe
-        if moe.score != "softmax" or not moe.normalize_top_k or moe.shared_experts or cfg.dense_layers:
-            raise ValueError("only Mixtral-form MoE (softmax, renormalised top-k, no shared experts, every layer "
-                             "MoE) has a Hugging Face layout here")
-        out.update(architectures=["MixtralForCausalLM"], model_type="mixtral", intermediate_size=moe.expert_ffn_dim,
-                   num_local_experts=moe.experts, num_experts_per_tok=moe.top_k, sliding_window=None,
-                   router_aux_loss_coef=moe.aux_loss_coeff / moe.top_k)
+    family = families.for_traits(cfg)  # the one registered family whose traits are the model's
+    out.update(architectures=[family.architectures[0]], model_type=family.model_type)
+    if family.write is not None:
+        family.write(cfg, out)
     return out
 
 

@@ -49,6 +49,8 @@ class Config(BaseModel):
     qkv_bias: bool = Field(default=False, description="biases on the q, k and v projections only, not o "
                            "(Qwen2); attention_bias puts one on all four")
     tie_embeddings: bool = False
+    qk_norm: bool = Field(default=False, description="an RMSNorm over each head's query and key before rotary "
+                          "(Qwen3's q_norm / k_norm, Megatron's qk_layernorm), one weight of head_dim each")
     fused_qkv: bool = Field(default=False, description=(
         "q, k and v as ONE linear `wqkv` (rows [q; k; v], the layout of MLPerf's fused qkv_proj checkpoint), its "
         "output split: LoRA's qkv_proj is then one adapter over the fused layer, as in MLPerf's reference"))
@@ -118,12 +120,17 @@ class Attention(nn.Module):
             self.wk = nn.Linear(cfg.d_model, self.qkv_sizes[1], bias=qkv_bias)
             self.wv = nn.Linear(cfg.d_model, self.qkv_sizes[2], bias=qkv_bias)
         self.wo = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=cfg.attention_bias)
+        if cfg.qk_norm:  # one norm over the head dimension, shared by every head
+            self.q_norm, self.k_norm = RMSNorm(self.head_dim, cfg.norm_eps), RMSNorm(self.head_dim, cfg.norm_eps)
+        self.qk_norm = cfg.qk_norm
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 cache: LayerCache | None = None, keys: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         parts = self.wqkv(x).split(self.qkv_sizes, dim=-1) if self.fused else (self.wq(x), self.wk(x), self.wv(x))
         q, k, v = (p.view(b, t, -1, self.head_dim).transpose(1, 2) for p in parts)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         mask, causal = None, True
         past = 0
@@ -217,10 +224,13 @@ def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
 
 
 def _attention_params(cfg: Config, biases: bool = True) -> int:
+    """The attention's matmul parameters; with `biases`, its others too (biases, the q/k norms' weights)."""
     d, hd = cfg.d_model, cfg.head_size
     n = d * cfg.n_head * hd * 2 + d * cfg.kv_heads * hd * 2  # wq, wo; wk, wv
     if (cfg.attention_bias or cfg.qkv_bias) and biases:
         n += cfg.n_head * hd + 2 * cfg.kv_heads * hd + (d if cfg.attention_bias else 0)
+    if cfg.qk_norm and biases:
+        n += 2 * hd
     return n
 
 
@@ -272,7 +282,7 @@ def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
 # Hugging Face parameter name (transformers 5: LlamaForCausalLM, MixtralForCausalLM, DeepseekV3ForCausalLM's MoE
 # parts) -> this module's. Rotary weights need no permutation: both use rotate_half. Not covered: gpt-oss
 # checkpoints (`mlp.router` with a bias, gate_up_proj (E, dim, 2*hidden) with gate and up interleaved, expert
-# biases, attention sinks: parts this decoder does not have), Qwen3-MoE's q/k norms, DeepSeek-V3's MLA.
+# biases, attention sinks: parts this decoder does not have), DeepSeek-V3's MLA.
 HF_TO_SUITE: list[tuple[str, str]] = [
     (r"model\.embed_tokens\.weight", "tok_embeddings.weight"),
     (r"model\.norm\.weight", "norm.weight"),
@@ -283,6 +293,7 @@ HF_TO_SUITE: list[tuple[str, str]] = [
     (r"model\.layers\.(\d+)\.self_attn\.k_proj\.(weight|bias)", r"layers.\1.attention.wk.\2"),
     (r"model\.layers\.(\d+)\.self_attn\.v_proj\.(weight|bias)", r"layers.\1.attention.wv.\2"),
     (r"model\.layers\.(\d+)\.self_attn\.o_proj\.(weight|bias)", r"layers.\1.attention.wo.\2"),
+    (r"model\.layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.weight", r"layers.\1.attention.\2.weight"),
     (r"model\.layers\.(\d+)\.mlp\.gate_proj\.weight", r"layers.\1.feed_forward.w1.weight"),
     (r"model\.layers\.(\d+)\.mlp\.up_proj\.weight", r"layers.\1.feed_forward.w3.weight"),
     (r"model\.layers\.(\d+)\.mlp\.down_proj\.weight", r"layers.\1.feed_forward.w2.weight"),
