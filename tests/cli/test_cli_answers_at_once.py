@@ -1,11 +1,12 @@
-"""The CLI answers at once (issue 49, point 5): `--help`, `list`, `spec schema` and the bad-input errors of `run`
-(a typo'd workload, backend, tier, --set key or --variant, a bad seed) import no torch and cost under 0.5 s of
-CPU. CPU time (the child's user + system, resource.getrusage(RUSAGE_CHILDREN)), not wall time: a loaded host
+"""The CLI answers at once (issue 49, point 5): `--help`, `list`, `spec schema`, `data list` and the bad-input errors
+of `run` (a typo'd workload, backend, tier, --set key or --variant, a bad seed) import no torch and cost under 0.5 s
+of CPU. CPU time (the child's user + system, resource.getrusage(RUSAGE_CHILDREN)), not wall time: a loaded host
 stretches the wall, not the work; each command's best of three is taken, since interference only adds.
 
-`env`, `data list`, `spec validate` and errors found in a component's or a plug-in's own block (`--set
-model.nosuch=1`, `--set optimizer.lrr=0.1`) still import torch (their checks live in modules that import it):
-not covered here."""
+`env` (the device fingerprint and each backend's availability), `spec validate` and `list --json` (the plug-in
+checks, and the backends' modules whose `supports()` they call) and errors found in a component's or a plug-in's own
+block (`--set model.nosuch=1`, `--set optimizer.lrr=0.1`) still import torch (their checks live in modules that
+import it): not covered here."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ CASES = [
     (["--help"], 0, "Usage"),
     (["list"], 0, "cv/digits_cnn"),
     (["spec", "schema"], 0, "WorkloadSpec"),
+    # the readers are imported for their locate(); each imports torch only where it makes a tensor
+    (["data", "list"], 0, "fashion_mnist"),
+    (["data", "list", "--json"], 0, '"name": "imagenet"'),
     (["run", "cv/digits_cn"], 2, "Did you mean"),
     (["run", "cv/digits_cnn", "--set", "budget.max_stepz=1"], 2, "budget.max_stepz"),
     (["run", "cv/digits_cnn", "--set", "data.batch_size=many"], 2, "data.batch_size"),
