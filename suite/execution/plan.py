@@ -51,9 +51,8 @@ def preflight(names: list[str], tier: str | None, backend: str, sets: list[str],
         return
     try:
         overrides = dict(parse_override(s) for s in sets)
-        for path in paths:
-            if path.is_file():
-                load_spec_schema(path, overrides, variant)
+        for path in paths:  # a missing file too: read_spec_file names it, as plan() would after importing torch
+            load_spec_schema(path, overrides, variant)
     except SpecError as e:
         raise PlanError(str(e)) from None
 
