@@ -10,8 +10,8 @@ is taken, since interference only adds.
 imports torch by design (its CUDA properties), so the case is skipped there. Not covered (they still import torch,
 their checks live in modules that import it): `list --matrix` and `spec validate` of a whole spec (components and
 plug-ins), `run --parallel tp=2` with one process and `run --precision fp64` (the plan's and the precision recipes'
-checks), `run --results` on a folder that cannot be written, `compare` (duckdb, numpy) and `data list` (numpy, through
-suite/data/synthetic/files.py).
+checks), `run --results` on a folder that cannot be written, and `compare` (duckdb, numpy). `data list` imports numpy
+(suite/data/synthetic/files.py, the synthetic writers' table): it is held to no torch only (DATA_CASES).
 """
 
 from __future__ import annotations
@@ -72,6 +72,12 @@ CASES = [
 ]
 
 
+DATA_CASES = [
+    (["data", "list"], 0, "fashion_mnist"),
+    (["data", "list", "--json"], 0, '"name": "imagenet"'),
+]
+
+
 def _run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-c", PROBE.format(args=args, heavy=HEAVY)], capture_output=True,
@@ -105,6 +111,14 @@ def test_answers_without_heavy_imports_in_under_half_a_cpu_second(args: list[str
     assert best < CPU_LIMIT_S, f"`trainbench {' '.join(args)}` took {best:.2f} s of CPU (best of three)"
     if args[0] == "ab":
         assert not any(tmp_path.iterdir()), "a refused `ab` made its working folder"
+
+
+@pytest.mark.parametrize(("args", "code", "says"), DATA_CASES, ids=[" ".join(a) for a, _, _ in DATA_CASES])
+def test_data_list_imports_no_torch(args: list[str], code: int, says: str, tmp_path: Path) -> None:
+    """The readers are imported for their locate(); each imports torch only where it makes a tensor."""
+    _, done = _run(args, tmp_path)
+    assert done.returncode == code and says in done.stdout, (done.stdout[-1000:], done.stderr[-1000:])
+    assert set(_heavy(done)) <= {"numpy"}, f"`trainbench {' '.join(args)}` imported {_heavy(done)}"
 
 
 def test_the_probe_sees_an_import_when_there_is_one(tmp_path: Path) -> None:
