@@ -11,10 +11,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import resource
+import sys
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where a function needs it: `accelerator_evidence` and a CPU Device's name and count answer
+# without it (`trainbench env`, `list --json`)
 
 
 @cache
@@ -35,12 +42,16 @@ def npu_unavailable_reason() -> str:
         return "torch_npu is not installed (Ascend runners: pip install torch-npu matching torch, plus CANN)"
     if npu_module() is None:
         return "torch_npu is installed but failed to import (is Ascend CANN installed and set_env.sh sourced?)"
+    import torch
+
     if not torch.npu.is_available():  # type: ignore[attr-defined]
         return "torch_npu imports but sees no NPU device"
     return ""
 
 
 def npu_available() -> bool:
+    import torch
+
     return npu_module() is not None and bool(torch.npu.is_available())  # type: ignore[attr-defined]
 
 
@@ -48,6 +59,8 @@ def detect_type() -> str:
     forced = os.environ.get("TRAINBENCH_DEVICE")
     if forced:
         return forced
+    import torch
+
     if torch.cuda.is_available():
         return "cuda"
     if npu_available():
@@ -57,6 +70,24 @@ def detect_type() -> str:
     return "cpu"
 
 
+def accelerator_evidence() -> list[str]:
+    """What on this host may be an accelerator torch would see, found without importing torch: NVIDIA's device
+    files or driver entries, AMD's ROCm (/dev/kfd), WSL's GPU (/dev/dxg), Ascend's /dev/davinci*, an installed
+    torch_npu, a Mac (MPS), or TRAINBENCH_DEVICE naming one. Empty: `detect_type()` would say "cpu", so a caller that
+    only needs to know that (`trainbench env`, veRL's `supports`) need not import torch."""
+    forced = os.environ.get("TRAINBENCH_DEVICE")
+    if forced:
+        return [] if forced == "cpu" else [f"TRAINBENCH_DEVICE={forced}"]
+    found = [str(p) for pattern in ("nvidia[0-9]*", "nvidiactl", "kfd", "dxg", "davinci[0-9]*")
+             for p in sorted(Path("/dev").glob(pattern))]
+    found += [str(p) for p in sorted(Path("/proc/driver/nvidia/gpus").glob("*"))]
+    if importlib.util.find_spec("torch_npu") is not None:
+        found.append("torch_npu installed")
+    if sys.platform == "darwin":
+        found.append("macOS (MPS)")
+    return found
+
+
 @dataclass(frozen=True)
 class Device:
     type: str  # cuda | npu | mps | cpu
@@ -64,9 +95,13 @@ class Device:
 
     @property
     def torch(self) -> torch.device:
+        import torch
+
         return torch.device(self.type) if self.type in ("cpu", "mps") else torch.device(self.type, self.index)
 
     def _mod(self):
+        import torch
+
         return getattr(torch, self.type, None)
 
     def set_current(self) -> None:
@@ -87,6 +122,9 @@ class Device:
         return self.type if self.type in ("cuda", "npu", "cpu", "mps") else "cpu"
 
     def name(self) -> str:
+        if self.type in ("cuda", "npu"):
+            import torch
+
         if self.type == "cuda":
             return torch.cuda.get_device_name(self.index)
         if self.type == "npu":
@@ -96,6 +134,10 @@ class Device:
         return cpu_model()
 
     def count(self) -> int:
+        if self.type == "cpu":
+            return 1
+        import torch
+
         if self.type == "cuda":
             return torch.cuda.device_count()
         if self.type == "npu":
@@ -168,5 +210,7 @@ def set_threads(threads: int | None, local_world: int = 1) -> int:
     n = threads or max(1, cpu_cores() // max(1, local_world))
     if threads is None and n > 1 and busy_host(cpu_cores()):
         n = 1
+    import torch
+
     torch.set_num_threads(n)
     return n

@@ -18,16 +18,11 @@ import torch
 from pydantic import BaseModel
 from torch import nn
 
+from suite.backends.availability import Availability  # noqa: F401 - its home (torch-free), re-exported
+
 if TYPE_CHECKING:  # annotations only: the workload module imports the registry, which imports this lazily
     from suite.devices import Device
     from suite.workloads.contract import Batch, Workload
-
-
-@dataclass
-class Availability:
-    ok: bool
-    reason: str = ""  # why not, in words a user can act on
-    version: str | None = None
 
 
 @dataclass

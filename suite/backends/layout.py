@@ -22,6 +22,8 @@ def _is_model(arch: str, name: str) -> bool:
         return True
     from suite import registry
 
+    if arch in registry.MODELS or arch == registry.MODELS.get(name):  # the registry's strings: nothing imported
+        return registry.MODELS.get(arch, arch) == registry.MODELS.get(name)
     try:
         return registry.model_component(arch) is registry.model_component(name)
     except registry.RegistryError:

@@ -12,13 +12,32 @@ from typing import Any
 
 from suite import registry
 
+# each registered backend's `supports`, in a module that imports no framework (the backend class's own `supports` is
+# this same function: tests/backends/test_support_matrix_torch_free.py), so the matrix imports no torch
+SUPPORTS: dict[str, str] = {
+    "torch": "suite.backends.torch.options:supports",
+    "deepspeed": "suite.backends.deepspeed.options:supports",
+    "megatron": "suite.backends.megatron.options:supports",
+    "npu": "suite.backends.npu.options:supports",
+    "torchtitan": "suite.backends.torchtitan.options:supports",
+    "verl": "suite.backends.verl.options:supports",
+}
+
+
+def supports_function(backend: str) -> Any:
+    """A backend's `supports(spec)`: from SUPPORTS for a registered name (no framework imported), else from the
+    plug-in's class (its module is imported)."""
+    if backend in SUPPORTS and backend in registry.BACKENDS:
+        return registry.resolve(SUPPORTS[backend], kind="backend support check")
+    return registry.backend_class(backend).supports
+
 
 def unsupported_reason(backend: str, spec: Any) -> str | None:
     """None when `backend` can run `spec`; else why not, in words that name the field to change."""
     par = getattr(spec, "parallel", None)
     if backend != "torch" and par is not None and getattr(par, "tables", None) is not None:
         return "parallel.tables: sharded embedding tables run under --backend torch only (drop parallel.tables)"
-    return registry.backend_class(backend).supports(spec)
+    return supports_function(backend)(spec)
 
 
 def matrix(specs: dict[str, Any], backends: list[str] | None = None) -> dict[str, dict[str, str | None]]:
@@ -27,14 +46,16 @@ def matrix(specs: dict[str, Any], backends: list[str] | None = None) -> dict[str
     return {wl: {b: unsupported_reason(b, spec) for b in names} for wl, spec in specs.items()}
 
 
-def load_all(paths: dict[str, Path]) -> tuple[dict[str, Any], list[str]]:
+def load_all(paths: dict[str, Path], schema_only: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The specs, validated whole; `schema_only`: against the schema alone (no component or plug-in imported, so no
+    torch: `list --json`; the matrix reads only the spec's own fields)."""
     from suite.spec import SpecError
-    from suite.specload import load_spec
+    from suite.specload import load_spec, load_spec_schema
 
     specs, problems = {}, []
     for name, path in paths.items():
         try:
-            specs[name] = load_spec(path)
+            specs[name] = (load_spec_schema if schema_only else load_spec)(path)
         except SpecError as e:
             problems.append(str(e))
     return specs, problems

@@ -11,29 +11,48 @@ from rich.table import Table
 from suite.cli.common import emit_json, err, fail_input, out
 
 
+def _without_import() -> dict[str, Any]:
+    """Each registered backend's availability check that imports neither torch nor the engine."""
+    from suite.backends import availability
+    from suite.backends.torchtitan.options import available_installed
+
+    return {"torch": availability.torch_installed, "deepspeed": availability.deepspeed,
+            "megatron": availability.megatron, "npu": availability.npu, "torchtitan": available_installed,
+            "verl": availability.verl}
+
+
 def env(
     json_: Annotated[bool, typer.Option("--json")] = False,
     peak: Annotated[bool, typer.Option("--peak", help="also the table peak and a measured GEMM peak")] = False,
     precision: Annotated[str, typer.Option(help="dtype for --peak: fp32 | bf16 | fp16")] = "fp32",
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads for --peak on CPU (default: all cores)")] = None,
 ) -> None:
-    """Hardware and software fingerprint, and which backends can run here (and why not)."""
+    """Hardware and software fingerprint, and which backends can run here (and why not).
+
+    On a host that shows no GPU or NPU (no /dev/nvidia*, /dev/kfd, /dev/dxg, /dev/davinci*, torch_npu or Mac; see
+    suite/devices.py `accelerator_evidence`) and without --peak, nothing imports torch or an engine, so it answers at
+    once: versions come from the installed packages (torch's CUDA build from its version file; torch.threads is left
+    out, a run records the threads it set), and torchtitan counts as available when it and triton are installed
+    (the import is not tried). Where an accelerator shows, or with --peak, torch and the engines are imported."""
     from suite import devices, registry
     from suite.measure import environment
 
-    device = devices.current()
+    heavy = peak or bool(devices.accelerator_evidence())
+    WITHOUT_IMPORT = _without_import()  # noqa: N806 - a table
+    device = devices.current() if heavy else devices.Device("cpu")
     if peak:
         _env_peak(device, precision, threads, json_)
         return
     info: dict[str, Any] = {
         "hardware": environment.hardware(device, device.count()).model_dump(),
-        "software": environment.software(),
+        "software": environment.software(import_torch=heavy),
         "git": environment.git_info().model_dump(),
         "backends": {},
     }
     for name in registry.BACKENDS:
         try:
-            avail = registry.backend_class(name)(device).available()
+            quick = None if heavy else WITHOUT_IMPORT.get(name)
+            avail = quick(device.type) if quick else registry.backend_class(name)(device).available()
             info["backends"][name] = {"available": avail.ok, "reason": avail.reason, "version": avail.version}
         except Exception as e:  # noqa: BLE001 - env must report, never crash
             info["backends"][name] = {"available": False, "reason": f"{type(e).__name__}: {e}", "version": None}

@@ -43,11 +43,11 @@ def list_(
         })
     if json_:
         # the backends of each workload are the support matrix's (the spec's `backends:` blocks are options, not
-        # support); reading it imports the backends, so only --json (for scripts) pays for it
+        # support); each backend's `supports` reads the spec alone, in a module that imports no framework
         from suite.backends.matrix import load_all
         from suite.backends.matrix import matrix as support_matrix
 
-        specs, _ = load_all({r["name"]: registry.workload_files()[r["name"]] for r in rows})
+        specs, _ = load_all({r["name"]: registry.workload_files()[r["name"]] for r in rows}, schema_only=True)
         grid = support_matrix(specs)
         for r in rows:
             r["backends"] = [b for b, reason in grid.get(r["name"], {}).items() if reason is None]

@@ -180,6 +180,11 @@ def execute(o: RunFlags) -> None:
             rendezvous = [*rendezvous, f"--max-restarts={o.max_restarts}"]
     except (layout.LayoutError, ValueError) as e:
         raise fail_input(str(e)) from None
+    if len(sets) > len(o.sets):  # --parallel, --ac, --checkpoint-every are --set's too: checked against the schema now
+        try:
+            planner.preflight(o.workloads or [], o.tier, o.backend, sets, o.variant, o.algo)
+        except planner.PlanError as e:
+            raise fail_input(str(e)) from None
     launched = "WORLD_SIZE" in os.environ  # already a rank of someone's torchrun: run here, as that rank
     world = int(os.environ["WORLD_SIZE"]) if launched else o.nproc * o.nnodes
     if (o.nproc > 1 or o.nnodes > 1) and not launched and not o.isolate:

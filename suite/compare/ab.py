@@ -233,6 +233,7 @@ def _run_ab(plan: ABPlan, base: str, head: str, log: Callable[[str], None]) -> d
         raise ABError(f"--rounds {plan.rounds}: need at least 1 (compare needs 4 runs a side)")
     if not plan.workloads:
         raise ABError("--workloads: name at least one workload (e.g. cv/digits_cnn)")
+    order_of(plan.rounds, plan.order, plan.seed)  # a bad --order refused before any worktree or venv is made
     with out_lock(plan.out):
         return _run_locked(plan, base, head, log)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` and DataMissing need none
+    import torch
 
 
 @dataclass
@@ -37,6 +38,8 @@ class DataTooSmall(DataMissing):
 
 def fixed_split(n: int, n_val: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """A train/val split that never depends on the run's seed, so every run sees the same validation set."""
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(n, generator=g)
     return perm[n_val:], perm[:n_val]

@@ -34,38 +34,43 @@ def preflight(names: list[str], tier: str | None, backend: str, sets: list[str],
     tier, --set or --variant is answered in a fraction of a second): the names, and each named spec against the
     schema with its --set and --variant. `plan` makes every check again, whole (components, plug-ins, layouts)."""
     from suite import registry
-    from suite.spec import TIERS, SpecError, parse_override
-    from suite.specload import load_spec_schema
 
     if backend not in registry.BACKENDS and ":" not in backend:
         raise PlanError(f"--backend: unknown backend {backend!r}; known: {', '.join(sorted(registry.BACKENDS))} "
                         "(or give an import path `pkg.module:Name`)")
-    if tier is not None and tier not in TIERS:
-        raise PlanError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
+    _check_tier(tier)
     if not names and tier is None:
         resolve_workloads(names, tier)  # raises: nothing to run
     if not names:
         return
-    paths = resolve_workloads(names, tier)
+    paths = resolve_workloads(names, tier)  # a typo'd name is answered before pydantic and the schema are imported
+    from suite.spec import SpecError, parse_override
+    from suite.specload import load_spec_schema
+
     if algo is not None:  # a bundle changes the spec before --set applies: plan() checks it whole
         return
     try:
         overrides = dict(parse_override(s) for s in sets)
-        for path in paths:
-            if path.is_file():
-                load_spec_schema(path, overrides, variant)
+        for path in paths:  # a missing file too: read_spec_file names it, as plan() would after importing torch
+            load_spec_schema(path, overrides, variant)
     except SpecError as e:
         raise PlanError(str(e)) from None
+
+
+def _check_tier(tier: str | None) -> None:
+    if tier is None:
+        return
+    from suite.spec import TIERS
+
+    if tier not in TIERS:
+        raise PlanError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
 
 
 def resolve_workloads(names: list[str], tier: str | None) -> list[Path]:
     """Spec paths for workload names (or paths), or for every workload of a tier."""
     from suite import registry
-    from suite.spec import TIERS, SpecError
-    from suite.specload import tier_workloads
 
-    if tier is not None and tier not in TIERS:
-        raise PlanError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
+    _check_tier(tier)
     if names:
         try:
             return [registry.find_workload(n) for n in names]
@@ -73,6 +78,9 @@ def resolve_workloads(names: list[str], tier: str | None) -> list[Path]:
             raise PlanError(str(e)) from None
     if tier is None:
         raise PlanError("name a workload (e.g. `trainbench run cv/digits_cnn`) or a tier (`--tier smoke`)")
+    from suite.spec import SpecError
+    from suite.specload import tier_workloads
+
     try:
         paths = tier_workloads(tier)
     except SpecError as e:

@@ -7,6 +7,7 @@ import os
 import platform
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -84,22 +85,28 @@ def package_version(dist: str) -> str | None:
         return None
 
 
-def software() -> dict[str, str | None]:
+def software(import_torch: bool = True) -> dict[str, str | None]:
+    """Versions of what a run uses. `import_torch=False` (`trainbench env` on a host with no accelerator): torch's
+    CUDA build from its version file, and no `torch.threads` (torch's own count, which only torch can say)."""
     out: dict[str, str | None] = {"python": platform.python_version(), "trainbench": __version__,
                                   "platform": platform.platform()}
     for pkg in SOFTWARE_PACKAGES:
         v = package_version(pkg)
         if v is not None:
             out[pkg] = v
-    try:
-        import torch
+    if not import_torch and "torch" not in sys.modules:
+        if package_version("torch") is not None:
+            out["torch.cuda"] = str(fp.torch_build("cuda"))
+    else:
+        try:
+            import torch
 
-        out["torch.cuda"] = str(torch.version.cuda)
-        out["torch.threads"] = str(torch.get_num_threads())
-    except Exception:  # noqa: BLE001
-        pass
+            out["torch.cuda"] = str(torch.version.cuda)
+            out["torch.threads"] = str(torch.get_num_threads())
+        except Exception:  # noqa: BLE001
+            pass
     try:
-        out.update(fp.accelerator_software())
+        out.update(fp.accelerator_software(import_torch))
     except Exception:  # noqa: BLE001 - keys stay present even when probing fails
         out.update(dict.fromkeys(k for k in fp.ACCEL_SOFTWARE_KEYS if k not in out))
     return out

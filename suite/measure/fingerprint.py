@@ -42,11 +42,35 @@ def _nvml() -> Any:
     return load()
 
 
-def accelerator_software() -> dict[str, str | None]:
-    """driver, cuda_runtime, cudnn, nccl, triton, transformer_engine, cann, torch_npu (null when absent)."""
-    import importlib.metadata
+def torch_build(attr: str) -> Any:
+    """A value of torch's build record (`torch/version.py`: __version__, cuda, hip, ...) read from the installed file,
+    without importing torch; None when torch or the value is not there."""
+    import ast
+    import importlib.util
+    from pathlib import Path
 
-    import torch
+    found = importlib.util.find_spec("torch")
+    if found is None or not found.submodule_search_locations:
+        return None
+    try:
+        tree = ast.parse((Path(list(found.submodule_search_locations)[0]) / "version.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == attr and getattr(node, "value", None) is not None:
+            try:
+                return ast.literal_eval(node.value)  # type: ignore[attr-defined]
+            except ValueError:
+                return None
+    return None
+
+
+def accelerator_software(import_torch: bool = True) -> dict[str, str | None]:
+    """driver, cuda_runtime, cudnn, nccl, triton, transformer_engine, cann, torch_npu (null when absent).
+    `import_torch=False` (a host with no accelerator, `suite.devices.accelerator_evidence`): torch's CUDA build is read
+    from its version file; cudnn, nccl and the driver, which only a visible GPU has, stay null."""
+    import importlib.metadata
 
     def version(dist: str) -> str | None:
         try:
@@ -55,8 +79,14 @@ def accelerator_software() -> dict[str, str | None]:
             return None
 
     out: dict[str, str | None] = dict.fromkeys(ACCEL_SOFTWARE_KEYS)
-    out["cuda_runtime"] = _text(torch.version.cuda)
-    if torch.cuda.is_available():
+    torch: Any = None
+    if import_torch or "torch" in sys.modules:
+        import torch
+
+        out["cuda_runtime"] = _text(torch.version.cuda)
+    else:
+        out["cuda_runtime"] = _text(torch_build("cuda"))
+    if torch is not None and torch.cuda.is_available():
         out["cudnn"] = _text(_try(torch.backends.cudnn.version))
         nccl = _try(torch.cuda.nccl.version)
         out["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else _text(nccl)

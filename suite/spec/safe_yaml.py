@@ -35,6 +35,15 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
 
 _SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
+if getattr(yaml, "__with_libyaml__", False):
+    class _FastLoader(yaml.CSafeLoader):  # type: ignore[misc,name-defined]
+        """The same loader on libyaml's scanner and parser (the constructor is _SafeLoader's): 5-10x faster, so
+        `trainbench list` reads every spec at once. Only a file it reads without any error is taken from it."""
+
+    _FastLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+else:  # PyYAML built without libyaml
+    _FastLoader = None  # type: ignore[assignment,misc]
+
 
 def _check_values(data: Any, source: str) -> None:
     """Bound what a reader will walk: values counted as expanded (a shared alias counts each time), and
@@ -55,6 +64,14 @@ def _check_values(data: Any, source: str) -> None:
 
 
 def parse_yaml(text: str, source: str) -> Any:
+    if _FastLoader is not None:
+        try:
+            data = yaml.load(text, Loader=_FastLoader)  # noqa: S506 - _FastLoader derives from CSafeLoader
+        except Exception:  # noqa: BLE001 - any problem: the pure-Python loader below says it, in today's words
+            pass
+        else:
+            _check_values(data, source)
+            return data
     try:
         data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader derives from SafeLoader
     except yaml.YAMLError as e:

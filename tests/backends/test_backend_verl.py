@@ -168,8 +168,10 @@ def test_a_cuda_node_without_verls_rollout_engine_is_refused_naming_it(monkeypat
     import importlib.util
 
     from suite.backends.verl import backend as verl_backend
+    from suite.backends.verl import options as verl_options
 
     monkeypatch.setattr(verl_backend, "_cuda_count", lambda: 1)
+    monkeypatch.setattr(verl_options, "_cuda_count", lambda: 1)  # where `supports` looks it up (torch-free)
     present = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "vllm" else present(n, *a))
     spec = load_spec(SPEC)

@@ -20,6 +20,7 @@ import torch
 from suite import harness
 from suite.backends.verl import backend as verl_backend
 from suite.backends.verl import launch as verl_launch
+from suite.backends.verl import options as verl_options
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
@@ -35,6 +36,8 @@ def one_gpu(monkeypatch):
     """A CUDA node with veRL's trainer installed, as far as the backend's checks can tell."""
     monkeypatch.setattr(verl_backend, "_cuda_count", lambda: 1)
     monkeypatch.setattr(verl_backend, "TRAINER_MODULES", ())
+    monkeypatch.setattr(verl_options, "_cuda_count", lambda: 1)  # where `supports` looks them up (torch-free)
+    monkeypatch.setattr(verl_options, "TRAINER_MODULES", ())
 
 
 def _verl_log(path: Path, records: list[tuple[int, dict]], monkeypatch) -> Path:

@@ -24,65 +24,24 @@ import socket
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
-from suite.backends import translate
+from suite.backends import availability, translate
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.deepspeed import zero3 as hf_zero3
+from suite.backends.deepspeed.options import Options, supports
 from suite.backends.parallel.checkpoint import _layers, recompute_fraction
 from suite.backends.torch.backend import split_batch, to_device
 from suite.measure.environment import package_version
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
-
-
-class Options(BaseModel):
-    """The spec's `backends.deepspeed` block."""
-
-    model_config = ConfigDict(extra="forbid")
-    zero_stage: Literal[0, 1, 2, 3] = 0
-    offload_optimizer: Literal["none", "cpu"] = Field(default="none", description="ZeRO >= 1: optimizer state on CPU")
-    offload_param: Literal["none", "cpu"] = Field(default="none", description="ZeRO 3 only: parameters on CPU")
-    gradient_accumulation_steps: int = Field(
-        default=1, ge=1, description="micro-batches per optimizer step (prefer the spec's data.micro_batch_size)")
-    grad_clip: float | None = Field(default=None, gt=0)
-    loss_scale: float = Field(default=0.0, ge=0, description="fp16: 0 = dynamic loss scaling")
-    ds_config: dict[str, Any] = Field(default_factory=dict, description="raw DeepSpeed config merged over the rest")
-
-
-def supports(spec: Any) -> str | None:
-    """DeepSpeed wraps any nn.Module: every domain runs. Only the block's own consistency is checked."""
-    try:
-        opts = Options.model_validate(spec.backends.get("deepspeed", {}))
-    except Exception as e:  # noqa: BLE001 - reported, not raised
-        return f"backends.deepspeed: {e}"
-    if opts.offload_param != "none" and opts.zero_stage != 3:
-        return "backends.deepspeed.offload_param needs zero_stage: 3"
-    if opts.offload_optimizer != "none" and opts.zero_stage == 0:
-        return "backends.deepspeed.offload_optimizer needs zero_stage >= 1"
-    par = getattr(spec, "parallel", None)
-    if par is not None:
-        # fsdp=N is ZeRO-3 over N ranks (suite/backends/translate.py); refused only where DeepSpeed cannot say it
-        reason = translate.deepspeed_refusal(par, opts.zero_stage, "zero_stage" in opts.model_fields_set)
-        if reason:
-            return reason
-        if par.tp > 1 or par.pp > 1:
-            return ("parallel.tp/pp: this backend runs data parallel (ZeRO) only; DeepSpeed's pipeline engine "
-                    "needs the model as a PipelineModule and owns the loss and data loop, outside the workload contract")
-        if par.ep > 1:
-            return (f"--parallel ep={par.ep}: this backend does not wire DeepSpeed's MoE layer; expert parallelism "
-                    "runs in the torch and megatron backends")
-        if par.ac == "selective":
-            return "parallel.ac=selective: DeepSpeed checkpoints whole blocks; use --ac full"
-    return None
 
 
 def version() -> str | None:
@@ -201,11 +160,7 @@ class DeepSpeedBackend(Backend):
         self._autocast_off: Any = nullcontext
 
     def available(self) -> Availability:
-        if importlib.util.find_spec("deepspeed") is None:
-            return Availability(False, "deepspeed is not installed (pip install 'trainbench-suite[deepspeed]')")
-        if self.device.type not in ("cpu", "cuda", "npu"):
-            return Availability(False, f"deepspeed does not run on {self.device.type}", version())
-        return Availability(True, version=version())
+        return availability.deepspeed(self.device.type)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         reason = supports(workload.spec)

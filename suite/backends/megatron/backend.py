@@ -40,8 +40,8 @@ from torch import nn
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
+from suite.backends import availability, translate
 from suite.backends import layout as layouts
-from suite.backends import translate
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
 from suite.backends.layout import is_pretrained_llama
 from suite.backends.megatron import llama as megatron_llama
@@ -78,14 +78,7 @@ class MegatronBackend(Backend):
         self.experts: list[str] = []  # MoE expert parameters (CPU path: reduced over the expert group by hand)
 
     def available(self) -> Availability:
-        if importlib.util.find_spec("megatron.core") is None:
-            return Availability(False, "megatron-core is not installed (pip install 'trainbench-suite[megatron]')")
-        v = version()
-        if v is not None and int(v.split(".")[0]) == 0 and int(v.split(".")[1]) < 16:
-            return Availability(False, f"megatron-core {v} is too old; this backend needs >= 0.16", v)
-        if self.device.type not in ("cpu", "cuda"):
-            return Availability(False, f"megatron-core runs on cuda (or cpu through a shim), not {self.device.type}", v)
-        return Availability(True, version=v)
+        return availability.megatron(self.device.type)
 
     def data_shard(self) -> tuple[int, int]:
         """(rank, world) for the data loader: tensor-parallel peers must read the same batch."""

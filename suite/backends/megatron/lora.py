@@ -49,7 +49,7 @@ def megatron_targets(lora: Any) -> list[str]:
 def refusal(spec: Any) -> str | None:
     """Pure: why the Megatron path cannot put this spec's LoRA adapters on (None when it can, or when there is no
     `lora:` block)."""
-    from suite.models.hf import pretrained
+    from suite.models.hf import config as pretrained  # not the loader: it imports torch
 
     cfg = pretrained.Config.model_validate(spec.model.params())
     if cfg.lora is None:

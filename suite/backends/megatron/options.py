@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.backends import translate
 from suite.backends.layout import is_gpt, is_pretrained_llama
-from suite.backends.megatron import llama as megatron_llama
+from suite.backends.megatron import llama_refusals as megatron_llama  # not llama.py: it imports torch
 from suite.backends.megatron import lora as megatron_lora
 
 SUPPORTED_ARCHS = ("gpt",)

@@ -9,26 +9,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from suite import devices
+from suite.backends import availability
 from suite.backends.base import Availability, RunOptions, TrainState
-from suite.backends.torch.backend import Options as TorchOptions
+from suite.backends.npu.options import Options, supports
 from suite.backends.torch.backend import TorchBackend
-from suite.backends.torch.backend import supports as torch_supports
 from suite.measure.environment import package_version
 from suite.workloads.contract import Workload
-
-
-class Options(TorchOptions):
-    """The spec's `backends.npu` block (the torch backend's options: same loop, other device)."""
-
-
-def supports(spec: Any) -> str | None:
-    """Every workload the torch backend runs (the same loop on another device)."""
-    try:
-        Options.model_validate(spec.backends.get("npu", {}))
-    except Exception as e:  # noqa: BLE001 - reported, not raised
-        return f"backends.npu: {e}"
-    return torch_supports(spec)  # the same loop and layout plans as the torch backend, so the same limits
 
 
 def version() -> str | None:
@@ -41,13 +27,7 @@ class NpuBackend(TorchBackend):
     supports = staticmethod(supports)
 
     def available(self) -> Availability:
-        reason = devices.npu_unavailable_reason()
-        if reason:
-            return Availability(False, reason, version())
-        if self.device.type != "npu":
-            return Availability(False, f"the selected device is {self.device.type!r}, not npu "
-                                       "(unset TRAINBENCH_DEVICE or set it to npu)", version())
-        return Availability(True, version=version())
+        return availability.npu(self.device.type)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         avail = self.available()

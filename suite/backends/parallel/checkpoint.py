@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from suite.backends.parallel.refusals import LAYERED_ARCHS  # noqa: F401 - its home (torch-free), re-exported
+
 # ops whose outputs selective AC saves (torchtitan's _save_list, minus the CUDA-only kernels)
 _SAVE = {
     torch.ops.aten.mm.default,
@@ -31,7 +33,6 @@ def _selective_context() -> Any:
 
 
 # model archs besides the GPT whose transformer layers apply_ac wraps (the spec-level check, before a build)
-LAYERED_ARCHS = ("llama", "hf_llama")
 
 
 def _layers(model: nn.Module) -> nn.ModuleList | None:

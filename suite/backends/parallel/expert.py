@@ -22,41 +22,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from suite.backends.parallel.refusals import expert_refusal as spec_refusal  # noqa: F401 - its home (torch-free)
 from suite.models.common.moe import Experts, MoE, combine, swiglu_experts
-
-
-def spec_refusal(spec: Any) -> str | None:
-    """Pure: why the spec's model cannot be split `parallel.ep` ways (None when it can). Names the flag."""
-    par = spec.parallel
-    if par is None or par.ep == 1:
-        return None
-    flag = f"--parallel ep={par.ep}"
-    from suite import registry
-    from suite.models.llama import model as llama
-
-    try:
-        component = registry.model_component(spec.model.arch)
-    except registry.RegistryError:
-        component = None
-    if component is not llama.COMPONENT:
-        return f"{flag}: expert parallelism splits the experts of model.arch llama with `moe:`; this spec's " \
-               f"model.arch is {spec.model.arch!r}"
-    try:
-        cfg = llama.Config.model_validate(spec.model.params())
-    except ValueError as e:
-        return f"{flag}: the model block does not validate: {e}"
-    if cfg.moe is None:
-        return f"{flag}: this model is dense (no `moe:` block): there are no experts to split; drop ep"
-    if cfg.moe.experts % par.ep:
-        return (f"{flag} does not divide model.moe.experts={cfg.moe.experts}: each ep rank holds an equal share of "
-                f"the experts; choose an ep that divides {cfg.moe.experts}")
-    if par.tp > 1 or par.cp > 1 or (par.pp > 1 and par.fsdp > 1):
-        return f"{flag} with tp/pp/cp is not implemented in the torch backend, except pp with dp (ep composes " \
-               "with dp and fsdp, and with pp, dp and ac)"
-    if par.ac != "none" and par.pp == 1:
-        return f"{flag} with ac={par.ac} is implemented under pp (each stage's layers checkpointed, " \
-               "suite/backends/parallel/pipeline_llama.py), not with dp and fsdp alone"
-    return None
 
 
 def ep_unsupported(model: nn.Module, ep: int) -> str | None:

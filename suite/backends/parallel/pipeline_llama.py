@@ -30,10 +30,11 @@ from torch import nn
 
 from suite.backends.layout import Layout
 from suite.backends.parallel import checkpoint, expert
+from suite.backends.parallel.refusals import STAGES_PER_RANK  # noqa: F401 - its home (torch-free), re-exported
+from suite.backends.parallel.refusals import pipeline_llama_refusal as spec_refusal  # noqa: F401
 from suite.models.common import moe
 
 _WRAPPERS = ("_checkpoint_wrapped_module.", "_orig_mod.")  # name parts added by checkpoint_wrapper / compile
-STAGES_PER_RANK = {"gpipe": 1, "1f1b": 1, "interleaved": 2}
 
 
 def stage_bounds(n_layer: int, stages: int, first: int | None = None, last: int | None = None) -> list[range]:
@@ -64,30 +65,6 @@ def is_llama(model: nn.Module) -> bool:
     from suite.models.llama.model import Llama
 
     return isinstance(model, Llama)
-
-
-def spec_refusal(spec: Any) -> str | None:
-    """Pure: why `parallel.pp` cannot pipeline this Llama spec under the torch backend (None when it can)."""
-    par = spec.parallel
-    params = spec.model.params()
-    from suite.models.llama import model as llama
-
-    try:
-        cfg = llama.Config.model_validate(params)
-    except ValueError as e:
-        return f"parallel.pp={par.pp}: the model block does not validate: {e}"
-    stages = par.pp * STAGES_PER_RANK[par.schedule]
-    if cfg.n_layer < stages:
-        return (f"parallel.pp={par.pp} with schedule {par.schedule} is {stages} stages, more than model.n_layer="
-                f"{cfg.n_layer}" + (" (interleaved holds 2 stages per rank)" if par.schedule == "interleaved" else ""))
-    if par.tp > 1 or par.fsdp > 1 or par.cp > 1:
-        return (f"parallel pp={par.pp} with tp/fsdp/cp on the Llama decoder is not implemented in the torch backend "
-                "(the Llama pipeline composes with dp and ep)")
-    if cfg.tie_embeddings:
-        return "parallel.pp with model.tie_embeddings: the tied embedding across stages is wired for the GPT only"
-    if par.ep > 1:
-        return expert.spec_refusal(spec)
-    return None
 
 
 def pp_unsupported(model: nn.Module, layout: Layout) -> str | None:

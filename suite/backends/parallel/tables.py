@@ -21,49 +21,18 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from suite.backends.parallel.refusals import (  # noqa: F401 - their home (torch-free), re-exported
+    ARCHS,
+    PLACEMENTS,
+    _entry_problem,
+)
+from suite.backends.parallel.refusals import tables_refusal as spec_refusal  # noqa: F401
 from suite.data.base import DataMissing
-
-PLACEMENTS = ("table_wise", "row_wise", "column_wise")
-ARCHS = ("hstu", "dcnv2")  # the recommenders whose tables are `EmbeddingTables` (suite/models/recsys/tables.py)
 
 
 class PlanRefused(DataMissing):
     """A sharding plan that cannot be placed on these tables: found during the untimed init, handled as bad input
     (exit 2, nothing recorded), naming the spec field to change."""
-
-
-def _entry_problem(field: str, entry: Any) -> str | None:
-    if not isinstance(entry, str):
-        return f"{field}: expected a placement string, got {entry!r}"
-    kind, sep, rank = entry.partition(":")
-    if kind not in PLACEMENTS or (sep and (kind != "table_wise" or not rank.isdigit())):
-        return (f"{field}: unknown placement {entry!r} (expected table_wise, table_wise:RANK, row_wise or "
-                "column_wise)")
-    return None
-
-
-def spec_refusal(spec: Any) -> str | None:
-    """From the spec alone (no process group, no model): why `parallel.tables` cannot run (None when it can)."""
-    par = spec.parallel
-    if par is None or (par.tables is None and par.table_memory_gib is None):
-        return None
-    if par.tables is None:
-        return "parallel.table_memory_gib: bounds the sharded embedding tables; set parallel.tables too"
-    if spec.model.arch not in ARCHS:
-        return (f"parallel.tables: shards a recommender's embedding tables (model.arch {' or '.join(ARCHS)}); "
-                f"this spec's model.arch is {spec.model.arch!r}")
-    others = [f"{d}={getattr(par, d)}" for d in ("fsdp", "tp", "pp", "cp", "ep") if getattr(par, d) > 1]
-    if others or par.ac != "none":
-        return (f"parallel.tables with {', '.join(others) or 'ac=' + par.ac} is not implemented: the dense layers "
-                "beside sharded tables are data parallel (dp) only")
-    if spec.checkpoint is not None:
-        return "parallel.tables with checkpoint: saving sharded tables is not implemented; drop one of them"
-    if isinstance(par.tables, str):
-        if par.tables == "auto":
-            return None
-        return _entry_problem("parallel.tables", par.tables)
-    problems = [_entry_problem(f"parallel.tables.{name}", e) for name, e in par.tables.items()]
-    return next((p for p in problems if p), None)
 
 
 def auto_plan(tables: list[Any], world: int) -> dict[str, str]:

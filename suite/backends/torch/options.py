@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from suite.backends import layout as layouts
-from suite.backends.parallel import checkpoint, expert, pipeline_llama, tables
+from suite.backends.parallel import refusals  # not the plans' modules: they import torch
 
 
 class Options(BaseModel):
@@ -25,20 +25,20 @@ def supports(spec: Any) -> str | None:
     blocks and the Llama-class decoder's layers (dense or MoE, pretrained or with LoRA adapters)."""
     par = spec.parallel
     if par is not None and (par.tables is not None or par.table_memory_gib is not None):
-        return tables.spec_refusal(spec)  # recommenders' sharded tables: dp only beside them
+        return refusals.tables_refusal(spec)  # recommenders' sharded tables: dp only beside them
     if par is not None and par.pp > 1 and layouts.is_llama(spec.model.arch):  # dense or MoE, with dp and ep
-        return pipeline_llama.spec_refusal(spec)
+        return refusals.pipeline_llama_refusal(spec)
     if par is not None and par.ep > 1:
-        return expert.spec_refusal(spec)
+        return refusals.expert_refusal(spec)
     if par is None or (par.tp == 1 and par.pp == 1 and par.ac == "none"):
         return None
-    if par.tp == 1 and par.pp == 1 and spec.model.arch in checkpoint.LAYERED_ARCHS:
+    if par.tp == 1 and par.pp == 1 and spec.model.arch in refusals.LAYERED_ARCHS:
         return None
     if spec.model.arch == "flux" and par.pp == 1 and par.ac == "none":  # the DiT's own TP plan (models/flux.py)
         asked = [k for k in ("sp", "loss_parallel") if getattr(par, k)]
         return f"parallel.{asked[0]}: the DiT's tensor-parallel plan has none; set it false" if asked else None
     if not layouts.is_gpt(spec.model.arch):
-        ac = par.ac != "none" and spec.model.arch not in checkpoint.LAYERED_ARCHS
+        ac = par.ac != "none" and spec.model.arch not in refusals.LAYERED_ARCHS
         wanted = ", ".join(f for f, on in (("tp", par.tp > 1), ("pp", par.pp > 1), ("ac", ac)) if on)
         return (f"parallel {wanted}: the torch backend's tensor/pipeline/checkpointing plans are for the suite GPT "
                 f"(model.arch gpt); this spec's model.arch is {spec.model.arch!r}")

@@ -14,7 +14,6 @@ refused before the clock, naming what to install.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,43 +21,18 @@ from typing import Any, ClassVar
 
 from torch import nn
 
+from suite.backends import availability
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.measure.environment import package_version
+from suite.backends.verl.options import (  # noqa: F401 - their home (torch-free), re-exported
+    INSTALL,
+    ISSUE,
+    TRAINER_MODULES,
+    _cuda_count,
+    _not_ready,
+    missing_modules,
+    supports,
+)
 from suite.workloads.contract import Batch, Workload
-
-ISSUE = "veRL cannot train on CPU (verl-project/verl#3266: \"Total available GPUs 0\")"
-INSTALL = "pip install 'verl[vllm]==0.9.1' (veRL's trainer, its verl-core modules and the vLLM rollout)"
-# imported by veRL 0.9.1's trainer (verl.trainer.ppo.ray_trainer and its rollout server) but not declared by the
-# plain `verl` wheel, and the rollout engine the translation names (actor_rollout_ref.rollout.name=vllm)
-TRAINER_MODULES = ("vllm", "cachetools", "fastapi", "uvicorn")
-
-
-def _cuda_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def missing_modules() -> list[str]:
-    """What veRL's trainer would fail to import here (found without importing anything)."""
-    if importlib.util.find_spec("verl") is None:
-        return ["verl"]
-    return [m for m in TRAINER_MODULES if importlib.util.find_spec(m) is None]
-
-
-def _not_ready() -> str | None:
-    if _cuda_count() == 0:
-        also = "" if importlib.util.find_spec("verl") else f"; and veRL is not installed ({INSTALL})"
-        return f"{ISSUE}; run it on a CUDA node{also}"
-    if missing := missing_modules():
-        return f"veRL's trainer cannot start here: {', '.join(missing)} not installed ({INSTALL})"
-    return None
-
-
-def supports(spec: Any) -> str | None:
-    if spec.task != "grpo":
-        return f"this backend runs veRL's GRPO trainer only (task grpo), not task {spec.task!r}"
-    return _not_ready()
 
 
 class VerlBackend(Backend):
@@ -71,9 +45,7 @@ class VerlBackend(Backend):
         self.folder: Path | None = None
 
     def available(self) -> Availability:
-        version = package_version("verl")
-        reason = _not_ready()
-        return Availability(reason is None, reason or "", version)
+        return availability.verl(self.device.type)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         """Untimed init: the warm-started policy as a model folder, the data, the command line veRL checked."""

@@ -14,14 +14,16 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.registry import Component
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
+    import torch
 
 COLUMNS = ("t5_encodings", "clip_encodings", "mean", "logvar")
 
@@ -46,6 +48,7 @@ class BadRecord(DataMissing):
 
 
 def _decode(blob: bytes, file: Path, column: str, row: int, shape: tuple[int, ...]) -> torch.Tensor:
+    import torch
     a = np.load(io.BytesIO(blob), allow_pickle=False)
     if a.dtype != np.uint16 or tuple(a.shape) != shape:
         raise BadRecord(f"{file}: column {column!r}, row {row}: array of shape {tuple(a.shape)} and dtype {a.dtype}; "
@@ -120,6 +123,7 @@ class FluxLatents:
         self.meta = {**describe(cfg), "source": str(root)}
 
     def _stack(self, rows: list[dict[str, Any]], g: torch.Generator) -> dict[str, torch.Tensor]:
+        import torch
         mean = torch.stack([r["mean"] for r in rows]).float()
         logvar = torch.stack([r["logvar"] for r in rows]).float()
         latent = mean + torch.exp(0.5 * logvar) * torch.randn(mean.shape, generator=g)  # the VAE's sample
@@ -128,6 +132,7 @@ class FluxLatents:
                 "y": torch.stack([r["clip_encodings"] for r in rows]).float()}
 
     def train_rows(self, idx: torch.Tensor, conditioning: str, g: torch.Generator) -> dict[str, torch.Tensor]:
+        import torch
         out = self._stack(self.train.rows(idx), g)
         if self.empty_t5 is not None and self.empty_clip is not None:
             drop = torch.rand(len(idx), generator=g) < self.cfg.caption_dropout
@@ -135,12 +140,14 @@ class FluxLatents:
         return out
 
     def val_rows(self, idx: torch.Tensor, conditioning: str, g: torch.Generator) -> dict[str, torch.Tensor]:
+        import torch
         rows = self.val.rows(idx)
         return {**self._stack(rows, g), "t_index": torch.tensor([r["timestep"] for r in rows])}
 
 
 def _empty(file: Path, shape: tuple[int, ...]) -> torch.Tensor:
     """The reference loads these with np.load(...)[0]: one leading row, in bfloat16 or float."""
+    import torch
     if not file.is_file():
         raise DataMissing(f"data set flux_latents: {file} is missing (the flux-1-empty-encodings download; or set "
                           "data.caption_dropout: 0)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
@@ -50,6 +49,8 @@ def stratified_split(y: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np
 
 
 def load(cfg: Config) -> NodeGraph:
+    import torch  # here, not at the top: `data list` imports this module for locate() and needs no torch
+
     folder = locate(cfg)
     adj = np.loadtxt(folder / FILES[0], dtype=np.float64)
     labels = (folder / FILES[1]).read_text().split()

@@ -4,10 +4,12 @@ CSR-style (graph classification), with the block-diagonal batching PyG uses, in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
+    import torch
 
 
 @dataclass
@@ -55,6 +57,7 @@ class PackedGraphs:
 
     def batch(self, idx: np.ndarray, as_tensors: bool = True) -> dict[str, Any]:
         """Block-diagonal batch of graphs `idx`: edge indices shifted to the batch's node numbering."""
+        import torch
         idx = np.asarray(idx, dtype=np.int64)
         n = self.node_ptr[idx + 1] - self.node_ptr[idx]
         m = self.edge_ptr[idx + 1] - self.edge_ptr[idx]

@@ -16,15 +16,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import data_root, link_local, named_dir
 from suite.registry import Component
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
+    import torch
 
 INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 LAYOUTS = {"verl": ("train.parquet", "test.parquet"), "jsonl": ("train.jsonl", "test.jsonl")}
@@ -200,6 +202,7 @@ class Problems:
     def decode(self, ids: list[int] | torch.Tensor) -> str:
         """The completion's text up to (not including) its first stop or pad token, special tokens skipped (veRL
         decodes the response with skip_special_tokens=True)."""
+        import torch
         out = []
         for i in ids.tolist() if isinstance(ids, torch.Tensor) else ids:
             if i in self.stop_ids or i == self.pad_id:
@@ -219,10 +222,12 @@ class Problems:
         return self.test
 
     def prompts(self, problems: list[tuple[list[int], str]]) -> torch.Tensor:
+        import torch
         width = max(len(ids) for ids, _ in problems)
         return torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids, _ in problems], dtype=torch.long)
 
     def prompt_mask(self, problems: list[tuple[list[int], str]]) -> torch.Tensor:
+        import torch
         width = max(len(ids) for ids, _ in problems)
         return torch.tensor([[False] * (width - len(ids)) + [True] * len(ids) for ids, _ in problems])
 

@@ -60,9 +60,9 @@ def make_vec(cfg: Config, n: int) -> Any:
 
 
 def load(cfg: Config) -> dict[str, Any]:
+    env = make_vec(cfg, 1)  # first: without gymnasium it says which package and extra to install (exit 2)
     import gymnasium as gym
 
-    env = make_vec(cfg, 1)
     obs, act = env.single_observation_space, env.single_action_space
     env.close()
     if not isinstance(obs, gym.spaces.Box) or len(obs.shape) != 1:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing, TensorSplits
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
 from suite.registry import Component
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
+    import torch
 
 TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
 TEST = "test_batch"
@@ -65,6 +67,7 @@ def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _to_tensor(x: np.ndarray) -> torch.Tensor:
+    import torch
     t = torch.from_numpy(x.astype(np.float32) / 255.0)
     mean = torch.tensor(MEAN).view(1, 3, 1, 1)
     std = torch.tensor(STD).view(1, 3, 1, 1)
@@ -72,6 +75,7 @@ def _to_tensor(x: np.ndarray) -> torch.Tensor:
 
 
 def load(cfg: Config) -> TensorSplits:
+    import torch
     folder = locate(cfg)
     parts = [read_batch(folder / name) for name in TRAIN]
     tx = np.concatenate([p[0] for p in parts])

@@ -10,14 +10,17 @@ from __future__ import annotations
 import gzip
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing, TensorSplits
 from suite.data.locate import find_dir, install_hint, link_local, named_dir, registry_dir
 from suite.registry import Component
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
+    import torch
 
 FILES = {
     "train_x": "train-images-idx3-ubyte.gz", "train_y": "train-labels-idx1-ubyte.gz",
@@ -58,6 +61,7 @@ def locate(cfg: Config) -> Path:
 
 
 def load(cfg: Config) -> TensorSplits:
+    import torch
     folder = locate(cfg)
     arrays = {k: read_idx(folder / f) for k, f in FILES.items()}
     for split in ("train", "val"):

@@ -10,15 +10,17 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
 from suite.registry import Component
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
+    import torch
 
 EXTENSIONS = (".jpeg", ".jpg", ".png")
 MEAN = (0.485, 0.456, 0.406)
@@ -141,6 +143,7 @@ def prepare(source: Path | None) -> str:
 
 
 def _to_tensor(img: Any) -> torch.Tensor:
+    import torch
     a = torch.from_numpy(np.asarray(img, dtype=np.uint8).copy()).permute(2, 0, 1).float() / 255.0
     return (a - torch.tensor(MEAN).view(3, 1, 1)) / torch.tensor(STD).view(3, 1, 1)
 
@@ -148,6 +151,7 @@ def _to_tensor(img: Any) -> torch.Tensor:
 def random_resized_crop(img: Any, size: int, min_scale: float) -> Any:
     """torchvision's RandomResizedCrop: area in [min_scale, 1], log-uniform aspect in [3/4, 4/3]; fallback
     centre crop after 10 tries; then a horizontal flip with p=0.5."""
+    import torch
     from PIL import Image
 
     w, h = img.size
@@ -180,7 +184,7 @@ def center_crop(img: Any, size: int, resize: int) -> Any:
     return img.crop((x0, y0, x0 + size, y0 + size))
 
 
-class ImageDataset(torch.utils.data.Dataset):
+class ImageDataset:  # map-style (__len__, __getitem__), all a DataLoader reads: the module imports no torch
     def __init__(self, splits: ImageFolderSplits, train: bool):
         self.root, self.cfg, self.train = splits.root, splits.cfg, train
         self.items = splits.train if train else splits.val

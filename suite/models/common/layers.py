@@ -12,27 +12,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
-
-class RopeScaling(BaseModel):
-    """Llama 3.1's `rope_scaling` (`rope_type: llama3` in its config.json): wavelengths longer than
-    original_max_position_embeddings / low_freq_factor are stretched by `factor`, those shorter than
-    original_max_position_embeddings / high_freq_factor are kept, and the band between is interpolated."""
-
-    model_config = ConfigDict(extra="forbid")
-    factor: float = Field(default=8.0, gt=0)
-    low_freq_factor: float = Field(default=1.0, gt=0)
-    high_freq_factor: float = Field(default=4.0, gt=0)
-    original_max_position_embeddings: int = Field(default=8192, gt=0)
-
-    @model_validator(mode="after")
-    def _band(self) -> RopeScaling:
-        if self.high_freq_factor <= self.low_freq_factor:
-            raise ValueError(f"rope_scaling.high_freq_factor ({self.high_freq_factor}) must be larger than "
-                             f"rope_scaling.low_freq_factor ({self.low_freq_factor}): they bound the smoothed band")
-        return self
+from suite.models.common.configs import RopeScaling  # noqa: F401 - its home (torch-free), re-exported
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling | None = None) -> torch.Tensor:

@@ -13,51 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-HF_TARGETS: dict[str, tuple[str, ...]] = {
-    "q_proj": ("wq",), "k_proj": ("wk",), "v_proj": ("wv",), "o_proj": ("wo",), "qkv_proj": ("wq", "wk", "wv"),
-    "gate_proj": ("w1",), "up_proj": ("w3",), "down_proj": ("w2",), "lm_head": ("output",),
-    # Megatron-core's fused names: one adapter each under --backend megatron (suite/backends/megatron/lora.py), the
-    # split projections' adapters here
-    "linear_qkv": ("wq", "wk", "wv"), "linear_proj": ("wo",), "linear_fc1": ("w1", "w3"), "linear_fc2": ("w2",)}
-SUITE_TARGETS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3", "output")
-FUSED_QKV = ("qkv_proj", "linear_qkv", "wqkv")  # with model.fused_qkv: the one linear wqkv
-
-
-class LoraConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rank: int = Field(gt=0, description="r: the adapters' inner width (MLPerf closed: 16)")
-    alpha: int = Field(gt=0, description="the update is scaled by alpha / rank (an integer, as peft types it)")
-    dropout: float = Field(default=0.0, ge=0, lt=1, description="dropout on the adapter's input")
-    target_modules: list[str] = Field(min_length=1, description=(
-        "linear layers that get adapters: suite names (wq, wk, wv, wo, w1, w2, w3, output) or Hugging Face's "
-        "(q_proj, ..., qkv_proj for wq+wk+wv, or the one wqkv with model.fused_qkv)"))
-
-    def suite_targets(self, fused_qkv: bool = False) -> list[str]:
-        """The suite's linear layers the targets name, each once; `fused_qkv`: the model's (model.fused_qkv)."""
-        out: list[str] = []
-        for name in self.target_modules:
-            if fused_qkv and (name in FUSED_QKV or name in ("wq", "wk", "wv", "q_proj", "k_proj", "v_proj")):
-                if name not in FUSED_QKV:
-                    raise ValueError(f"lora.target_modules: {name!r} with model.fused_qkv: q, k and v are one linear "
-                                     "(wqkv); target qkv_proj (one adapter over the fused output), or set "
-                                     "model.fused_qkv: false for separate q/k/v adapters")
-                if "wqkv" not in out:
-                    out.append("wqkv")
-                continue
-            if name == "wqkv":
-                raise ValueError("lora.target_modules: 'wqkv' exists only with model.fused_qkv: true; without it "
-                                 "target qkv_proj (adapters on wq, wk and wv)")
-            names = HF_TARGETS.get(name, (name,))
-            for n in names:
-                if n not in SUITE_TARGETS:
-                    raise ValueError(f"lora.target_modules: {name!r} is not a linear layer of the Llama decoder; "
-                                     f"known: {', '.join(SUITE_TARGETS)} or {', '.join(HF_TARGETS)}")
-                if n not in out:
-                    out.append(n)
-        return out
+from suite.models.common.configs import (  # noqa: F401 - their home (torch-free), re-exported
+    FUSED_QKV,
+    HF_TARGETS,
+    SUITE_TARGETS,
+    LoraConfig,
+)
 
 
 def apply(model: nn.Module, cfg: LoraConfig) -> nn.Module:

@@ -17,48 +17,12 @@ MoEAuxLossAutoScaler), so a workload's loss needs no change; its value is kept i
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
+from suite.models.common.configs import MoEConfig  # noqa: F401 - its home (torch-free), re-exported
 from suite.models.common.layers import SwiGLU, swiglu_params
-
-
-class MoEConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    experts: int = Field(gt=0, description="routed experts per MoE layer")
-    top_k: int = Field(gt=0, description="experts each token is routed to")
-    expert_ffn_dim: int = Field(gt=0, description="hidden width of one expert's SwiGLU")
-    score: Literal["softmax", "sigmoid"] = "softmax"
-    normalize_top_k: bool = Field(default=True, description="renormalise the chosen k scores to sum to 1")
-    routed_scaling: float = Field(default=1.0, gt=0, description="DeepSeek-V3's routed_scaling_factor (2.5)")
-    score_bias: bool = Field(default=False, description="a per-expert bias added to the scores for the choice only")
-    groups: int = Field(default=1, gt=0, description="expert groups for group-limited routing (DeepSeek-V3: 8)")
-    topk_groups: int = Field(default=1, gt=0, description="groups a token may use (DeepSeek-V3: 4)")
-    shared_experts: int = Field(default=0, ge=0, description="always-on experts, run as one SwiGLU of their width")
-    aux_loss_coeff: float = Field(default=0.01, ge=0, description=(
-        "weight of the load-balancing loss (Switch form, Megatron's `moe_aux_loss_coeff`); 0.01 is MLPerf's "
-        "deepseekv3_671b (mlperf_logging training_6.1.0/closed_deepseekv3_671b.yaml)"))
-
-    @model_validator(mode="after")
-    def _routable(self) -> MoEConfig:
-        if self.top_k > self.experts:
-            raise ValueError(f"moe.top_k ({self.top_k}) is larger than moe.experts ({self.experts}): a token cannot "
-                             "be routed to more experts than exist; lower top_k or add experts")
-        if self.experts % self.groups:
-            raise ValueError(f"moe.groups ({self.groups}) does not divide moe.experts ({self.experts})")
-        if self.topk_groups > self.groups:
-            raise ValueError(f"moe.topk_groups ({self.topk_groups}) is larger than moe.groups ({self.groups})")
-        if self.groups > 1 and self.experts // self.groups < 2:
-            raise ValueError(f"moe.groups ({self.groups}): each group needs at least 2 experts (a group is "
-                             "scored by its best two)")
-        if self.top_k > self.topk_groups * (self.experts // self.groups):
-            raise ValueError(f"moe.top_k ({self.top_k}) is larger than the experts in moe.topk_groups "
-                             f"({self.topk_groups}) groups of {self.experts // self.groups}")
-        return self
 
 
 def load_balancing_loss(probs: torch.Tensor, chosen: torch.Tensor, top_k: int) -> torch.Tensor:

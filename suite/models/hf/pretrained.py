@@ -12,30 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
 from torch import nn
 
 from suite.models.common import lora as lora_mod
 from suite.models.hf import checkpoint as hf_checkpoint
 from suite.models.hf import tensors as hf_tensors
+from suite.models.hf.config import Config  # noqa: F401 - its home (torch-free), re-exported
 from suite.models.llama import model as llama
 from suite.registry import Component
 
 # A backend that builds the model already partitioned installs its loader here while it builds (DeepSpeed ZeRO-3:
 # suite/backends/deepspeed/zero3.py `zero3_build`), so this module needs no backend: models sit below backends.
 PARTITIONED_LOADER: ContextVar[Callable[..., nn.Module] | None] = ContextVar("partitioned_loader", default=None)
-
-
-class Config(llama.Config):
-    checkpoint: str | None = Field(default=None, description=(
-        "Hugging Face model folder (config.json + *.safetensors); relative paths are under TRAINBENCH_DATA; "
-        "`data`: the one the data set provides (lora_text's pretrained base). None: random weights of the declared "
-        "shape (shape checks only, never a fine-tune)"))
-    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
-        default=None, description="cast the weights to this dtype on load (default: the checkpoint's)")
-    lora: lora_mod.LoraConfig | None = Field(default=None, description="LoRA adapters; the base is then frozen")
 
 
 def checkpoint_path(cfg: Config, meta: dict[str, Any] | None = None) -> Path | None:

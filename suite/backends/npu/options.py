@@ -1,0 +1,22 @@
+"""What the NPU backend accepts: the torch backend's options and layouts on another device (`Options`, `supports`,
+read from the spec alone: no torch, no torch_npu). suite/backends/npu/backend.py re-exports them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from suite.backends.torch.options import Options as TorchOptions
+from suite.backends.torch.options import supports as torch_supports
+
+
+class Options(TorchOptions):
+    """The spec's `backends.npu` block (the torch backend's options: same loop, other device)."""
+
+
+def supports(spec: Any) -> str | None:
+    """Every workload the torch backend runs (the same loop on another device)."""
+    try:
+        Options.model_validate(spec.backends.get("npu", {}))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        return f"backends.npu: {e}"
+    return torch_supports(spec)  # the same loop and layout plans as the torch backend, so the same limits

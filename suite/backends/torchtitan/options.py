@@ -1,0 +1,81 @@
+"""What the torchtitan backend accepts: the spec's `backends.torchtitan` block (`Options`) and `supports` (read from
+the spec alone: no torch, no torchtitan, so `trainbench list --json` answers at once).
+suite/backends/torchtitan/backend.py re-exports them."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from suite.backends import availability
+from suite.backends import layout as layouts
+
+NO_CPU_BACKWARD = ("FlexAttention has no backward on CPU (torch raises \"FlexAttention does not support backward "
+                   "on CPU\"): torchtitan's language-model attention (flex, flex_flash, varlen) trains on CUDA only")
+
+
+class Options(BaseModel):
+    """The spec's `backends.torchtitan` block."""
+
+    model_config = ConfigDict(extra="forbid")
+    attention: Literal["sdpa", "flex", "varlen"] = Field(
+        default="sdpa", description="torchtitan's inner attention: sdpa (causal; trains on CPU) or its LM default flex")
+    grad_clip: float | None = Field(default=None, gt=0)
+
+
+def supports(spec: Any) -> str | None:
+    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets); flux waits
+    for the diffusion issue."""
+    if not layouts.is_llama(spec.model.arch):
+        return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
+                "models from the suite's `llama` configs (dense and MoE presets); use model.arch llama")
+    try:
+        opts = Options.model_validate(spec.backends.get("torchtitan", {}))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        return f"backends.torchtitan: {e}"
+    del opts
+    from suite.models.llama import presets as llm_presets
+
+    params = llm_presets.expand(dict(spec.model.params()))
+    if params.get("fused_qkv"):
+        return ("model.fused_qkv: the suite -> torchtitan weight map (titan_model.py) copies separate wq, wk, wv into "
+                "torchtitan's qkv_linear; a fused wqkv is not mapped. Set model.fused_qkv: false (the same weights "
+                "and outputs; it only changes how a LoRA adapter on qkv_proj is shaped)")
+    par = spec.parallel
+    if par is None:
+        return None
+    if par.pp > 1 and (par.tp > 1 or par.fsdp > 1 or (par.dp or 1) > 1 or par.ac != "none"):
+        return ("parallel.pp with dp/fsdp/tp/ac: torchtitan's pipeline (pipeline_llm, suite/backends/torchtitan/pipeline.py) "
+                "is wired alone here; its composition with the other dimensions is not tested")
+    if par.cp > 1:
+        return "parallel.cp: context parallel needs torchtitan's CP-sharded inputs and loss; not wired"
+    if par.tp > 1 and par.loss_parallel is False:
+        return ("parallel.loss_parallel=false: torchtitan's tensor-parallel plan always shards the LM head's logits "
+                "by vocabulary (its lm_head output is Shard(-1)); leave loss_parallel unset or true")
+    if par.tp > 1:
+        if params.get("qk_norm"):
+            return ("parallel.tp with model.qk_norm: torchtitan's Llama 3 sharding plan (set_llama3_sharding_config) "
+                    "gives the per-head q/k norms no layout; run it with tp=1")
+        if params.get("moe"):
+            return ("parallel.tp with an MoE model: the MoE layers use torchtitan's DeepSeek-V3 sharding plan, written "
+                    "for its MLA attention, not the GQA attention the suite's MoE presets have")
+        for field in ("n_head", "n_kv_head"):
+            heads = params.get(field) or params.get("n_head")
+            if heads and int(heads) % par.tp:
+                return f"parallel.tp={par.tp} does not divide model.{field}={heads}"
+    return None
+
+
+def available_installed(device_type: str) -> availability.Availability:
+    """torchtitan's availability from the installed packages, without the import its class tries
+    (`trainbench env` on a host with no accelerator: suite/backends/availability.py)."""
+    missing = next((m for m in ("torchtitan", "triton") if importlib.util.find_spec(m) is None), None)
+    if missing is not None:
+        return availability.Availability(
+            False, f"torchtitan is not importable (ModuleNotFoundError: No module named {missing!r}); install "
+                   "`pip install 'trainbench-suite[torchtitan]'` (torchtitan 0.3.0 needs triton to import, also on CPU)")
+    note = "" if device_type == "cuda" else (
+        f"trains with attention: sdpa only ({NO_CPU_BACKWARD}); backends.torchtitan.attention: flex is refused here")
+    return availability.Availability(True, note, availability.package_version("torchtitan"))
