@@ -18,10 +18,10 @@ from benchmarks.sim.results import T0, site_result
 from suite.results import index
 from suite.results.record import write_result
 from suite.site import data as site_data
-from suite.site import workloads as site_workloads
 from suite.site.build import MARKER, build_site
 from suite.site.data import month_page, workload_page
 from suite.site.months import UNITS_DIR
+from suite.site.pages import workload as site_workloads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,7 +149,7 @@ def test_a_removed_run_is_pruned_and_a_changed_workload_page_rolls_back_on_failu
 KILLED_BUILD = """
 import os, sys
 from pathlib import Path
-from suite.site import pages
+from suite.site.pages import workload as pages
 from suite.site.build import build_site
 
 real = pages.render_page
@@ -159,9 +159,7 @@ def slow(job, rel, *a, **k):
         print("half", flush=True)
         os.kill(os.getpid(), 9)  # killed after some pages of this build were written in place
     return out
-pages.render_page = slow
-import suite.site.build as b
-b.render_page = slow
+pages.render_page = slow  # the workload pages render after the run pages
 build_site(Path(sys.argv[1]), Path(sys.argv[2]), use_index=True)
 """
 
