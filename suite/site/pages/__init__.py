@@ -22,6 +22,7 @@ PAGES: tuple[str, ...] = (
     "workload",  # w/<workload>.html and its month pages w/<workload>-<YYYY-MM>.html
     "compare",  # compare/<n>-<name>.html: a `trainbench compare --json-out` report given with --compare
     "study",  # study/<n>-<name>.html: a `trainbench study` report given with --study
+    "hardware",  # hardware.html: every machine seen in the results and where it stands on each leaderboard
     "index",  # index.html, the leaderboards: last, so a reader who sees the new index finds every page it links
 )
 
