@@ -18,7 +18,7 @@ SITE ?= site/_build
 # two cores; a file stays on one worker (its module fixtures are built once). PYTEST_ARGS= runs them serially.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help install install-demo data tools browser slurm demo test lint lint-workflows mutation clean
+.PHONY: help install install-demo data tools browser slurm demo test lint lint-workflows mutation golden clean
 
 help:
 	@echo "make demo   install the demo's set, run the smoke tier on real data (CPU), build the site, say where to look"
@@ -26,6 +26,7 @@ help:
 	@echo "make lint   ruff over suite/ tests/ benchmarks/"
 	@echo "make lint-workflows   actionlint and zizmor over .github/workflows/"
 	@echo "make mutation   mutmut over the promise-carrying functions, score per module (slow; docs/testing.md)"
+	@echo "make golden   rewrite tests/cli/golden/ (the CLI outputs that must not change by accident) after a deliberate change"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -117,6 +118,11 @@ test: install data tools browser slurm lint
 MUTANTS ?=
 mutation: install data
 	MUTMUT=$(VENV)/bin/mutmut PY=$(PY) MUTANTS='$(MUTANTS)' bash scripts/mutation.sh
+
+# the CLI's golden outputs (tests/cli/test_golden.py): rewrite them after a deliberate change, then review the diff
+golden: install
+	TRAINBENCH_UPDATE_GOLDEN=1 $(VENV)/bin/pytest tests/cli/test_golden.py -q
+	@git status --short tests/cli/golden/
 
 clean:
 	rm -rf $(VENV) site/_build .pytest_cache mutants

@@ -74,11 +74,11 @@ BREAKAGES = [
         "MIN_STALL_S = 60.0", "MIN_STALL_S = 20.0",
         (P + "test_default_stall_window_is_max_of_a_minute_and_a_quarter_of_the_budget",)),
     Breakage(
-        "csp-removed", "site/templates/base.html",
+        "csp-removed", "suite/site/templates/base.html",
         '<meta http-equiv="Content-Security-Policy"', '<meta name="removed-policy"',
         (P + "test_every_site_page_carries_a_strict_csp",)),
     Breakage(
-        "csp-unsafe-inline", "site/templates/base.html",
+        "csp-unsafe-inline", "suite/site/templates/base.html",
         "script-src 'self';", "script-src 'self' 'unsafe-inline';",
         (P + "test_every_site_page_carries_a_strict_csp",)),
     Breakage(

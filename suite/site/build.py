@@ -13,7 +13,6 @@ import functools
 import gc
 import http.server
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,15 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from suite.results import rcp as rcp_files
-from suite.results.conditions import load_warning
 from suite.results.record import Result, load_results
 from suite.site import months as site_months
 from suite.site.baselines import load_baselines
-from suite.site.cells import cell_text
 from suite.site.data import ROW_COLUMNS, RunRow, Unit, Workload
+from suite.site.job import (
+    STATIC_DIR,
+    Job,
+    ResultReader,
+    Site,
+    code_version,
+    copy_if_changed,
+    environment,
+    read_manifest_all,
+    signature,
+    worker_count,
+)
 from suite.site.months import digest, walk_catalog, workloads_of
 from suite.site.output import (
     MARKER,
@@ -43,29 +50,12 @@ from suite.site.output import (
     read_marker,
     transaction,
 )
-from suite.site.pages import (
-    SITE_DIR,
-    Job,
-    ResultReader,
-    code_version,
-    copy_if_changed,
-    read_manifest_all,
-    render_page,
-    run_pages,
-    signature,
-    worker_count,
-)
-from suite.site.render import (
-    CurveSource,
-    fmt_date,
-    fmt_num,
-    fmt_pct,
-    fmt_s,
-    result_curve,
-    sort_value,
-)
-from suite.site.reports import CompareView, StudyView, compare_view, study_view
-from suite.site.workloads import workload_pages
+from suite.site.pages import whole_site_pages
+from suite.site.pages.compare import CompareView, compare_view
+from suite.site.pages.run import run_pages
+from suite.site.pages.study import StudyView, study_view
+from suite.site.pages.workload import workload_pages
+from suite.site.render import CurveSource, result_curve
 
 
 @dataclass
@@ -80,38 +70,6 @@ class BuildReport:
     index_bytes: int = 0
     phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds: load, group, plan, run_pages, other_pages
     rendered: int = 0  # pages rendered this time (the others were kept: their inputs had not changed)
-
-
-def _env() -> jinja2.Environment:
-    templates = SITE_DIR / "templates"
-    if not (templates / "base.html").is_file():
-        raise SiteError(f"{templates}: site templates are missing (is this a full checkout of the repository?)")
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates)),
-        autoescape=True,  # every template, whatever its name: results are untrusted text
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        auto_reload=False,  # one build, templates do not change: skip a stat per page
-    )
-    env.globals["inf"] = math.inf
-    env.globals["load_warning"] = load_warning  # a run whose host was loaded says so on its page
-    env.filters.update(s=fmt_s, pct=fmt_pct, num=fmt_num, date=fmt_date, sortv=sort_value, text=cell_text,
-                       clip=clip_text)
-    return env
-
-
-MAX_PAGE_TEXT = 20_000  # characters of one long text (an error, a traceback) shown on a page
-
-
-def clip_text(text: str, limit: int = MAX_PAGE_TEXT) -> str:
-    """Head and tail of a long text: a 48 MB error string once made a 120 MB run page. The result file
-    (linked from the page) keeps the whole text."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return (f"{text[:half]}\n\n… {len(text) - 2 * half:,} characters left out here; the whole text is in the "
-            f"result file …\n\n{text[-half:]}")
 
 
 # ---- the build ------------------------------------------------------------------------------------------
@@ -308,7 +266,7 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
         cache.update(entries or {})
         arrived.update(x[0] for x in (up.old[2] if up.old else []) if isinstance(x, list) and len(x) == 3
                        and site_months.log_beside(root, x[1], x[2]))
-    job = Job(_env(), out, {"compares": views, "studies": study_views},
+    job = Job(environment(), out, {"compares": views, "studies": study_views},
               [(rr, up.w) for up in stale for rr in up.w.month_runs[up.unit.month]], cache, arrived, root, inputs.fetch)
     t1 = time.perf_counter()
     run_files, manifest, rendered = run_pages(job, worker_count(jobs, len(job.runs)))
@@ -345,20 +303,21 @@ def _build_into(txn: Txn, workloads: list[Workload], views: list[CompareView], s
     files, cp, n = workload_pages(job, plan, inputs.curves, old.get("cp", {}))
     written.update(files)
     rendered += n
-    for v in views:
-        written.add(render_page(job, v.page, "compare.html", view=v))
-    for sv in study_views:
-        written.add(render_page(job, sv.page, "study_page.html", view=sv))
-    for asset in sorted((SITE_DIR / "static").iterdir()):
+    for asset in sorted(STATIC_DIR.iterdir()):
         if asset.is_file():
             copy_if_changed(asset, out / "static" / asset.name)
             written.add(f"static/{asset.name}")
-    # the index last: a reader who sees the new index finds every page it links
+    # the pages over the whole results (suite/site/pages/: compare reports, studies, ..., the index last)
     rounds = sorted({s.round for wls in domains.values() for w in wls for _, subs in w.leaderboards() for s in subs})
-    written.add(render_page(job, "index.html", "index.html", domains=domains, skipped=skipped, latest=latest,
-                            n_results=inputs.n_results, hardware=inputs.hardware, backends=inputs.backends,
-                            n_workloads=len(workloads), rounds=rounds))
-    phases["rendered_pages"] = rendered + len(views) + len(study_views) + 1
+    site = Site(workloads=workloads, domains=domains, compares=views, studies=study_views, skipped=skipped,
+                n_results=inputs.n_results, hardware=inputs.hardware, backends=inputs.backends, latest=latest,
+                rounds=rounds)
+    n_whole = 0
+    for page in whole_site_pages():
+        files = page.render(job, site)
+        written.update(files)
+        n_whole += len(files)
+    phases["rendered_pages"] = rendered + n_whole
     # the marker doubles as the manifest: the months (their run pages, history points and checksums), the
     # digests of the workload and month pages, the change-point tests, and every other file this build wrote
     # (the only files a later build may prune: a month's run pages are listed in its entry)

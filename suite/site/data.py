@@ -4,7 +4,7 @@ A *submission* is the seeds of one (workload, spec hash, hardware, backend, prec
 leaderboard row, aggregated with suite.results.stats (olympic mean; a run that never reached the target is
 infinite, never missing). The leaderboard of a workload shows, per spec hash, the latest submission of
 each (hardware, backend, precision); the workload page keeps the whole history. Baseline files are read
-through suite.results.baselines' typed reader (compare reports and studies: suite/site/reports.py).
+through suite.results.baselines' typed reader (compare reports and studies: suite/site/pages/compare/, pages/study/).
 """
 
 from __future__ import annotations

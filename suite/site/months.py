@@ -29,7 +29,7 @@ from suite.site.data import (
     submissions,
     workload_page,
 )
-from suite.site.pages import write_if_changed
+from suite.site.job import write_if_changed
 
 UNIT_SEP = "\x1f"  # between the fields of a member, in the checksum
 

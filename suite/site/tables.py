@@ -1,7 +1,7 @@
 """The submissions and runs tables of the workload and month pages, built in Python: a month of a workload has
 thousands of rows, and jinja's macro calls (a status badge and a TTA cell a row) made them most of the time
 of an incremental build. Every text from a result goes through html.escape; the markup is the same as the
-templates' macros (`status`, `tta_cell` in site/templates/_macros.html) write."""
+templates' macros (`status`, `tta_cell` in suite/site/templates/_macros.html) write."""
 
 from __future__ import annotations
 

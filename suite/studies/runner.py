@@ -28,7 +28,7 @@ from suite.studies import profile_plot, profiles
 from suite.studies import report as study_report
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
-TEMPLATES = Path(__file__).resolve().parents[2] / "site" / "templates"
+TEMPLATES = Path(__file__).resolve().parent  # study.html, the standalone study page, ships in the package
 
 
 class StudyError(ValueError):

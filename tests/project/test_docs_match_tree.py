@@ -26,13 +26,16 @@ def _first_cells(text: str) -> list[str]:
 
 def named_modules(text: str) -> Counter[str]:
     """The suite modules a table's first cells name: `suite/a/b.py`, or a bare `c.py` after a path in the same cell
-    (its folder), or a folder `suite/a/b/` (its package, __init__.py)."""
+    (its folder), or a folder `suite/a/b/` (its package, __init__.py). A package's data (`suite/site/templates/`, an
+    .html file) is no module: test_every_path_architecture_names_exists checks it is there."""
     named: Counter[str] = Counter()
     for cell in _first_cells(_section(text, "## Where things live", "## The structure")):
         folder = None
         for token in re.findall(r"`([^`]+)`", cell):
             token = token.strip()
             if token.startswith("suite/"):
+                if not token.endswith(".py") and (ROOT / token).exists() and not (ROOT / token / "__init__.py").exists():
+                    continue  # a data file or folder in the package (templates, assets): a path, checked below
                 if token.endswith("/"):
                     folder = token
                     named[token + "__init__.py"] += 1

@@ -270,10 +270,13 @@ def test_every_site_page_carries_a_strict_csp(tmp_path):
         assert policy.get("script-src") == ["'self'"], (page, meta.csp)
         assert policy.get("default-src") == ["'none'"], (page, meta.csp)
         assert "unsafe-inline" not in meta.csp[0] and "unsafe-eval" not in meta.csp[0], page
-    # every site page template inherits the policy from the base template (one that does not has no policy);
-    # study.html is not a site page: `trainbench study` writes it into the study's own folder
-    for template in (ROOT / "site" / "templates").glob("*.html"):
-        if template.name not in ("base.html", "study.html") and not template.name.startswith("_"):
+    # every site page template (each page's folder, suite/site/pages/<page>/) inherits the policy from the base
+    # template (one that does not has no policy); study.html is not a site page: `trainbench study` writes it
+    # into the study's own folder (it lives in suite/studies/)
+    templates = sorted((ROOT / "suite" / "site" / "pages").glob("*/*.html"))
+    assert len(templates) >= 6, templates
+    for template in templates:
+        if not template.name.startswith("_"):
             assert re.search(r'{%\s*extends\s+"base\.html"\s*%}', template.read_text()), template
 
 
@@ -450,13 +453,15 @@ def test_the_site_environment_escapes_and_refuses_what_it_does_not_know(tmp_path
     is what a failed run's time is compared with; a checkout without the templates is named."""
     import jinja2
 
-    from suite.site import build
+    from suite.site import job, pages
+    from suite.site.output import SiteError
 
-    env = build._env()
+    env = job.environment()
     assert env.from_string("{{ v }}").render(v="<script>") == "&lt;script&gt;"
     with pytest.raises(jinja2.UndefinedError):
         env.from_string("<td>{{ nobody_passed_this }}</td>").render()
     assert env.from_string("{{ 'not reached' if v == inf else v }}").render(v=float("inf")) == "not reached"
-    monkeypatch.setattr(build, "SITE_DIR", tmp_path)
-    with pytest.raises(build.SiteError, match=r"templates: site templates are missing \(is this a full checkout"):
-        build._env()
+    monkeypatch.setattr(job.jinja2, "PackageLoader", lambda package, path: jinja2.FileSystemLoader(str(tmp_path)))
+    monkeypatch.setattr(pages, "template_loaders", lambda: [])
+    with pytest.raises(SiteError, match=r"templates: site templates are missing \(is this a full checkout"):
+        job.environment()

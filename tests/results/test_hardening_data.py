@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import suite.site.workloads as site_workloads
+import suite.site.pages.workload as site_workloads
 from benchmarks.sim.results import site_result
 from suite.results import baselines as bl
 from suite.results import runfiles

@@ -29,8 +29,8 @@ from suite.results.record import ResultError, write_result
 from suite.results.stats import RunFigures
 from suite.site import charts as site_charts
 from suite.site.build import SiteError, build_site
+from suite.site.pages.compare import compare_view, verdict_class
 from suite.site.render import fmt_s
-from suite.site.reports import compare_view, verdict_class
 
 
 @pytest.fixture()

@@ -181,8 +181,9 @@ def test_hostile_result_strings_are_inert_in_the_browser(tab: Page, tmp_path: Pa
     out = tmp_path / "out"
     build_site(tmp_path / "results", out, compare=[compare])
     pages = sorted(out.rglob("*.html"))
-    # a run page per payload, the index, the compare page, and 5 workload pages (4 hostile names + digits)
-    assert len(list((out / "r").glob("*.html"))) == len(XSS) and len(pages) == len(XSS) + 7
+    # a run page per payload, the index, the hardware page (every hostile hardware name on it), the compare page,
+    # and 5 workload pages (4 hostile names + digits)
+    assert len(list((out / "r").glob("*.html"))) == len(XSS) and len(pages) == len(XSS) + 8
     for p in pages:
         tab.open(p)
         tab.page.mouse.move(200, 300)  # give onmouseover-style payloads their chance

@@ -18,12 +18,15 @@ from benchmarks.sim.results import T0, site_result
 from suite.results import index
 from suite.results.record import write_result
 from suite.site import data as site_data
-from suite.site import workloads as site_workloads
 from suite.site.build import MARKER, build_site
 from suite.site.data import month_page, workload_page
 from suite.site.months import UNITS_DIR
+from suite.site.pages import workload as site_workloads
 
 ROOT = Path(__file__).resolve().parents[2]
+# the pages over the whole results rendered every build (a few pages, written only when their bytes change): index.html
+# and hardware.html (suite/site/pages/: those with `render`; compare and study pages only where given)
+EVERY_BUILD = 2
 
 
 def _tree(out: Path) -> dict[str, bytes]:
@@ -64,19 +67,19 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     monkeypatch.setattr(index, "results_of", counting)
     before = _stamps(out)
     noop = build_site(res, out, use_index=True)
-    assert fetched == [] and noop.rendered == 1  # only index.html is rendered again; nothing is rewritten
+    assert fetched == [] and noop.rendered == EVERY_BUILD  # only the whole-site pages render again; nothing is rewritten
     assert _stamps(out) == before
 
-    # one new run of cv/digits_cnn in the same month: its run page, its workload page and the index are
-    # rendered, nothing else
+    # one new run of cv/digits_cnn in the same month: its run page, its workload page, the index and the hardware
+    # page (h200's newest submission changed) are rendered, nothing else
     new = write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=7, started_at=T0 + timedelta(days=12)))
     incr = build_site(res, out, use_index=True)
     assert fetched == [new.relative_to(res).as_posix()]
-    assert incr.rendered == 3 and incr.results == cold.results + 1
+    assert incr.rendered == 2 + EVERY_BUILD and incr.results == cold.results + 1
     after = _stamps(out)
     changed = sorted(k for k in after if before.get(k) != after[k])
     new_page = next(k for k in changed if k.startswith("r/") and k.endswith(".html"))
-    assert changed == sorted([new_page, new_page.replace(".html", ".json"), "index.html", workload_page(WL)])
+    assert changed == sorted([new_page, new_page.replace(".html", ".json"), "index.html", "hardware.html", workload_page(WL)])
     assert before[workload_page("rl/cartpole")] == after[workload_page("rl/cartpole")]  # another workload: kept
 
     # a run in the next month: the workload page now lists December's runs, November's move to a page of
@@ -84,12 +87,12 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     fetched.clear()
     dec = write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=8, started_at=T0 + timedelta(days=30)))
     incr = build_site(res, out, use_index=True)
-    assert fetched == [dec.relative_to(res).as_posix()] and incr.rendered == 4
+    assert fetched == [dec.relative_to(res).as_posix()] and incr.rendered == 3 + EVERY_BUILD
     nov = month_page(WL, "2026-11")
     before, after = after, _stamps(out)
     changed = sorted(k for k in after if before.get(k) != after[k])
     dec_page = next(k for k in changed if k.startswith("r/") and k.endswith(".html"))
-    assert changed == sorted([dec_page, dec_page.replace(".html", ".json"), "index.html", workload_page(WL), nov])
+    assert changed == sorted([dec_page, dec_page.replace(".html", ".json"), "index.html", "hardware.html", workload_page(WL), nov])
     wl_html = (out / workload_page(WL)).read_text()
     wl_runs, nov_runs = (_runs_table(out / p) for p in (workload_page(WL), nov))
     assert f'href="../{nov}"' in wl_html and f'href="../{dec_page}"' in wl_runs
@@ -100,7 +103,7 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     fetched.clear()
     write_result(res, site_result(WL, "nvidia-h200-x8", "torch", seed=9, started_at=T0 + timedelta(days=31)))
     incr = build_site(res, out, use_index=True)
-    assert len(fetched) == 1 and incr.rendered == 3
+    assert len(fetched) == 1 and incr.rendered == 2 + EVERY_BUILD
     before, after = after, _stamps(out)
     assert before[nov] == after[nov] and before[workload_page("rl/cartpole")] == after[workload_page("rl/cartpole")]
 
@@ -108,11 +111,11 @@ def test_an_incremental_build_renders_only_what_changed_and_equals_a_fresh_walk(
     fetched.clear()
     late = write_result(res, site_result(WL, "nvidia-a100-x8", "torch", seed=5, started_at=T0 + timedelta(days=13)))
     incr = build_site(res, out, use_index=True)
-    assert fetched == [late.relative_to(res).as_posix()] and incr.rendered == 4
+    assert fetched == [late.relative_to(res).as_posix()] and incr.rendered == 3 + EVERY_BUILD
     before, after = after, _stamps(out)
     changed = sorted(k for k in after if before.get(k) != after[k])
     late_page = next(k for k in changed if k.startswith("r/") and k.endswith(".html"))
-    assert changed == sorted([late_page, late_page.replace(".html", ".json"), "index.html", workload_page(WL), nov])
+    assert changed == sorted([late_page, late_page.replace(".html", ".json"), "index.html", "hardware.html", workload_page(WL), nov])  # a100 · torch's newest submission
     assert f'href="../{late_page}"' in _runs_table(out / nov)
 
     # byte for byte what a cold build by walking the files gives, manifest included
@@ -149,7 +152,7 @@ def test_a_removed_run_is_pruned_and_a_changed_workload_page_rolls_back_on_failu
 KILLED_BUILD = """
 import os, sys
 from pathlib import Path
-from suite.site import pages
+from suite.site.pages import workload as pages
 from suite.site.build import build_site
 
 real = pages.render_page
@@ -159,9 +162,7 @@ def slow(job, rel, *a, **k):
         print("half", flush=True)
         os.kill(os.getpid(), 9)  # killed after some pages of this build were written in place
     return out
-pages.render_page = slow
-import suite.site.build as b
-b.render_page = slow
+pages.render_page = slow  # the workload pages render after the run pages
 build_site(Path(sys.argv[1]), Path(sys.argv[2]), use_index=True)
 """
 
@@ -263,7 +264,7 @@ def test_change_points_are_tested_again_only_for_the_segments_a_new_point_change
 
     forget(damage_cache=False)
     tested.clear()
-    assert build_site(res, out, use_index=True).rendered == 2 and tested == []
+    assert build_site(res, out, use_index=True).rendered == 1 + EVERY_BUILD and tested == []
     # a damaged cache is computed again, and gives the same site
     forget(damage_cache=True)
     build_site(res, out, use_index=True)

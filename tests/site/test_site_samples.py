@@ -105,7 +105,7 @@ def test_a_grid_whose_header_claims_too_many_pixels_or_is_no_png_is_not_publishe
 def test_a_grid_beside_a_run_whose_task_makes_none_is_not_attached(tmp_path) -> None:
     import json
 
-    from suite.site import pages
+    from suite.site.pages import run as pages
 
     folder = tmp_path / "results" / "cpu" / "cv" / "digits_cnn" / "torch"
     folder.mkdir(parents=True)
@@ -118,7 +118,7 @@ def test_a_grid_beside_a_run_whose_task_makes_none_is_not_attached(tmp_path) -> 
 
 
 def test_the_grid_tasks_are_the_tasks_that_write_side_files() -> None:
-    from suite.site import pages
+    from suite.site.pages import run as pages
 
     makers = {name for name in registry.TASKS if hasattr(registry.task_class(name), "side_files")}
     assert makers == pages.GRID_TASKS

@@ -193,7 +193,7 @@ def results_of(root: Path, rels: Sequence[str], rowids: Sequence[int] = (), con:
     runs' row ids as site_unit_rows gave them) find the rows without a scan of every path and result: a lookup
     by path decompressed the result column around every match, ~0.4 s a chunk of 500 at 250,000 runs. A row
     whose id no longer holds its path (the index was updated since) is found by its path. `con`: an open
-    connection (site.pages reads many chunks through one)."""
+    connection (site.pages.run reads many chunks through one)."""
     if con is None:
         with reading(root, refresh=False) as own:
             return results_of(root, rels, rowids, own)

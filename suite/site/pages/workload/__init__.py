@@ -1,17 +1,19 @@
-"""Workload pages and their month pages: the workload page shows the leaderboards, the history, the convergence
+"""The workload pages and their month pages (w/<workload>.html, w/<workload>-<YYYY-MM>.html; templates
+workload.html and month.html beside this file): the workload page shows the leaderboards, the history, the convergence
 and the submissions and runs of the newest month; each earlier month's submissions and runs are on a page of
 their own, which a later build keeps unrendered while its results are unchanged (a night's new runs land in the
 newest month, so an incremental build renders O(new runs) rows, not every run ever made). What is rendered is
-decided by suite.site.months.plan."""
+decided by suite.site.months.plan. Not a `render(job, site)` page: build.py calls `workload_pages` with the
+plan and the change-point tests of the last build, which it writes into the manifest."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from suite.site import goodput_history, pages
+from suite.site import goodput_history
 from suite.site import months as site_months
+from suite.site.job import Job, render_page
 from suite.site.months import Plan, UnitPlan
-from suite.site.pages import Job
 from suite.site.render import (
     MAX_CURVES,
     CurveSource,
@@ -38,7 +40,7 @@ def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, 
         if up.render:
             w, m = up.w, up.unit.month
             rendered += 1
-            pages.render_page(job, up.page, "month.html", w=w, month=m,
+            render_page(job, up.page, "month.html", w=w, month=m,
                               sub_rows=submission_rows(w.month_subs[m], "../"),
                               run_rows=run_rows(w.month_runs[m], "../"))
     todo = []
@@ -62,7 +64,7 @@ def workload_pages(job: Job, plan: Plan, curves: CurveSource, old_cp: dict[str, 
         curve, n_curves = convergence_chart(w, pick, pts)
         newest = w.newest
         earlier = [(up.unit.month, up.page, up.unit.n_runs) for up in ups if up.unit.month != newest]
-        pages.render_page(job, w.page, "workload.html", w=w, history=charts, convergence=curve, n_curves=n_curves,
+        render_page(job, w.page, "workload.html", w=w, history=charts, convergence=curve, n_curves=n_curves,
                           rcp_chart=rcp_chart(w, pick, pts), goodput_history=goodput_history.history_charts(w.history),
                           max_curves=MAX_CURVES, month=newest, months=earlier,
                           sub_rows=submission_rows(w.month_subs[newest], "../"),

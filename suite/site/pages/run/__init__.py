@@ -1,33 +1,26 @@
-"""Run pages, written incrementally: a page whose result, log and site code are unchanged since the last build
-(the manifest in the output's marker file) is kept unrendered, and its Result is never read; many pages render
-in forked workers.
+"""The run page (r/<id>.html, with the result's JSON copy, its :::MLLOG log and a diffusion run's sample grid beside
+it), written incrementally: a page whose result, log and site code are unchanged since the last build (the manifest
+in the output's marker file) is kept unrendered, and its Result is never read; many pages render in forked workers.
+Its template is run.html beside this file. Not a `render(job, site)` page: build.py calls `run_pages` first, because
+the month entries of the manifest are made from what it returns.
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
-import shutil
-import stat
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from suite.results import tree as results_tree
 from suite.results.record import Result
-from suite.site import output
 from suite.site.cells import flatten
 from suite.site.data import RunRow, Workload
 from suite.site.goodput_bar import goodput_bar
+from suite.site.job import Job, copy_if_changed, render_page, write_if_changed
 from suite.site.render import eval_names, eval_rows, eval_shown, kv_rows, record_tables, run_charts
-
-SITE_DIR = Path(__file__).resolve().parents[2] / "site"
 
 
 def _safe_log_name(name: str) -> bool:
@@ -95,78 +88,10 @@ def _attach_samples(rr: RunRow, result: Result, out: Path, file_mode: int) -> No
         copy_if_changed(rr.path.parent / name, out / rr.samples_copy, file_mode=file_mode)
 
 
-# a context (one connection to the index) giving: run rows -> their full Results by rel (for their pages)
-ResultReader = Callable[[], AbstractContextManager[Callable[[list[RunRow]], dict[str, Result]]]]
 CHUNK = 500  # run pages whose Results are fetched at once
 CHUNKS_PER_READER = 20  # the reader (and its shared lock on the index) is reopened every 10,000 pages
 
-
-@dataclass
-class Job:
-    """What every run-page worker needs; module-global so forked workers inherit it instead of pickling it."""
-
-    env: jinja2.Environment
-    out: Path
-    common: dict[str, Any]
-    runs: list[tuple[RunRow, Workload]]
-    cache: dict[str, Any] = field(default_factory=dict)  # the previous build's manifest, by run page
-    arrived: set[str] = field(default_factory=set)  # run pages rendered without their log, which is now there
-    root: Path = Path()  # the results folder
-    fetch: ResultReader | None = None  # only the pages that are rendered read their Result
-
-
 _JOB: Job | None = None
-
-
-def write_if_changed(path: Path, text: str | bytes) -> None:
-    """Leave an identical file alone: a rebuild then rewrites only the pages of new results (and on ext4
-    rewriting an existing file in place forces its blocks out at close, which made rebuilds 5x slower)."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    try:
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
-            return
-    except OSError:
-        pass
-    output.before_write(path)  # the build's transaction keeps the old file (or notes the new one)
-    path.unlink(missing_ok=True)  # a hard link into the previous site (see site/output.py): never write through it
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def copy_if_changed(src: Path, dst: Path, link: bool = False, file_mode: int | None = None) -> None:
-    """Copy with its mtime; skip when the copy already has the same size, mtime and mode (results are append-only).
-    The copy gets the mode every file of the site gets (`file_mode`: 0666 less the umask, as open() makes it),
-    never the source's: a result kept private in results/ is not published private, nor a private one public by
-    a link. `link`: a hard link instead where the source already has that mode, the filesystem allows it (and
-    TRAINBENCH_SITE_LINK is not 0): no data written, one directory entry. Safe because nothing of the site writes
-    through a file of its folder (every writer here unlinks first, the transaction moves files); a tool that
-    edits the site's JSON in place would edit the result itself, which is why it can be turned off."""
-    wanted = (0o666 & ~results_tree.umask()) if file_mode is None else file_mode
-    a = src.stat()
-    try:
-        b = dst.stat()
-        if a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns and stat.S_IMODE(b.st_mode) == wanted:
-            return
-    except OSError:
-        pass
-    output.before_write(dst)
-    dst.unlink(missing_ok=True)  # the transaction's backup is a hard link to it: never write through it
-    if link and stat.S_IMODE(a.st_mode) == wanted \
-            and os.environ.get("TRAINBENCH_SITE_LINK", "1") not in ("0", "off", "false", "no"):
-        try:
-            os.link(src, dst)
-            return
-        except OSError:  # another filesystem, or not allowed (protected hard links): a copy
-            pass
-    shutil.copyfile(src, dst)  # created as open() creates it: the site's mode, not the source's (copy2 copied it)
-    os.utime(dst, ns=(a.st_atime_ns, a.st_mtime_ns))
-
-
-def render_page(job: Job, rel: str, template: str, common: bool = True, **ctx: Any) -> str:
-    extra = job.common if common else {}
-    html = job.env.get_template(template).render(root="../" * rel.count("/"), page=rel, **extra, **ctx)
-    write_if_changed(job.out / rel, html)
-    return rel
 
 
 def _attach_archived(rr: RunRow, job: Job) -> None:
@@ -186,14 +111,6 @@ def _attach_archived(rr: RunRow, job: Job) -> None:
         return
     rr.mllog_copy = rr.page.removesuffix(".html") + ".mllog.txt"
     write_if_changed(job.out / rr.mllog_copy, archive.read_bytes(job.root, rr.source, log))
-
-
-def signature(rr: RunRow, size: int, mtime_ns: int) -> list[Any]:
-    """What a run page's bytes depend on besides the site code and its log: its result file (size and mtime, as
-    the index recorded them; for an archived run the archive's, which is rewritten only to add members). The log
-    a result names is checked when its page is rendered; a page rendered while its log was missing waits for it
-    (the unit's `waiting` list in the manifest) and is rendered again when it appears."""
-    return [rr.rel, rr.source, size, mtime_ns]
 
 
 def plan_runs(job: Job) -> tuple[list[int], dict[str, Any]]:
@@ -260,39 +177,6 @@ def _render_chunk(job: Job, fetch: Callable[[list[RunRow]], dict[str, Result]], 
         written += files
         manifest[rr.page] = entry
     return written, manifest
-
-
-def code_version() -> str:
-    """A hash of everything that shapes the pages: a changed template or module re-renders every page."""
-    h = hashlib.sha1()
-    for f in sorted([*SITE_DIR.glob("templates/*"), *SITE_DIR.glob("static/*"),
-                     *Path(__file__).parent.glob("*.py"), Path(__file__).parents[1] / "results.py"]):
-        if f.is_file():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
-
-
-def read_manifest_all(out: Path, version: str, data: object = ...) -> dict[str, Any]:
-    """The last build's manifest ("units": workload -> month -> its entry (suite/site/months.py); "pages": workload
-    and month page -> its input digest; "cp": workload page -> the change-point tests its history charts made),
-    or nothing when it was built by other site code (`data`: output.read_marker's, else read)."""
-    if data is ...:
-        data = output.read_marker(out)
-    if not isinstance(data, dict) or data.get("code") != version or not isinstance(data.get("units"), dict):
-        return {}
-    return {k: data[k] if isinstance(data.get(k), dict) else {} for k in ("units", "pages", "cp")}
-
-
-def worker_count(requested: int | None, n_runs: int) -> int:
-    if requested is not None:
-        return max(1, requested)
-    env = os.environ.get("TRAINBENCH_SITE_JOBS")
-    if env and env.isdigit():
-        return max(1, int(env))
-    # forking pays off only for many pages, and only where fork exists (Linux); elsewhere one process
-    if n_runs < 1000 or not hasattr(os, "fork") or sys.platform == "darwin":
-        return 1
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def run_pages(job: Job, jobs: int) -> tuple[list[str], dict[str, Any], int]:
