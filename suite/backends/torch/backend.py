@@ -19,7 +19,17 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, pipeline_llama, tables, tensor
+from suite.backends.parallel import (
+    checkpoint,
+    expert,
+    fsdp,
+    mesh,
+    pipeline,
+    pipeline_llama,
+    state_names,
+    tables,
+    tensor,
+)
 from suite.backends.parallel.allreduce_timer import AllreduceTimer
 from suite.backends.torch.options import Options, supports
 from suite.models.common import moe
@@ -153,6 +163,7 @@ class TorchBackend(Backend):
             reasons.append(expert.ep_unsupported(raw, lay.ep))
             if opts.compile:
                 reasons.append("--compile with ep is not implemented (the expert exchange's splits are data-dependent)")
+        reasons.append(state_names.refusal(lay, spec.checkpoint is not None))
         if self._sharded(lay):
             if opts.precision not in ("fp32", "bf16", "float8"):
                 reasons.append(f"--precision {opts.precision}: layouts with fsdp/tp/pp run fp32 or bf16")
@@ -331,6 +342,15 @@ class TorchBackend(Backend):
 
     def synchronize(self) -> None:
         self.device.synchronize()
+
+    def checkpoint_state(self, state: TrainState) -> dict[str, Any]:  # the whole model's names, any layout
+        return state_names.state(self._named_model(state), state.optimizer)
+
+    def load_checkpoint_state(self, state: TrainState, app_state: dict[str, Any]) -> None:
+        state_names.load(self._named_model(state), state.optimizer, app_state)
+
+    def _named_model(self, state: TrainState) -> nn.Module:
+        return state.model if self.pipeline is None else state_names.whole_view(self.pipeline)
 
     def parallel_layout(self) -> dict[str, Any]:
         return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
