@@ -31,6 +31,7 @@ from suite.backends.parallel import (
     tensor,
 )
 from suite.backends.parallel.allreduce_timer import AllreduceTimer
+from suite.backends.parallel.fsdp_comm_timer import FsdpCommTimer
 from suite.backends.torch.options import Options, supports
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
@@ -118,6 +119,8 @@ class TorchBackend(Backend):
         optimizer = build_optimizer(spec.optimizer, train_params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
         scaler = self.precision.scaler()
+        fsdp_comm = FsdpCommTimer()  # each step's seconds in FSDP2's all-gathers / reduce-scatters (CPU)
+        fsdp_comm.attach(model, optimizer, self.device.type)
         self.workload = workload
         self.steps_done = 0
         micro = spec.data.micro_batch_size
@@ -128,7 +131,8 @@ class TorchBackend(Backend):
         after_step = getattr(raw, "after_optimizer_step", None)  # a model's own per-step update (lookahead)
         return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                           extra={"train_params": train_params, "after_step": after_step,
-                                 "allreduce_s": allreduce.spans_s})
+                                 "allreduce_s": allreduce.spans_s, "fsdp_comm_s": fsdp_comm.spans_s,
+                                 "fsdp_reduce_scatter_s": fsdp_comm.reduce_scatter_s})
 
     @staticmethod
     def _sharded(lay: layouts.Layout) -> bool:
