@@ -159,9 +159,9 @@ def check_script_path(path: Path, flag: str) -> None:
 
 def check_requeue(options: Options, specs: list[tuple[Path, Any]]) -> None:
     """`--slurm requeue=true`: a requeued job resumes from its last checkpoint, so every run must save them (exit 2)."""
-    from suite.execution import slurm
+    from suite.execution import slurm_job
 
-    if options.executor != "slurm" or not slurm.config(options).requeue:
+    if options.executor != "slurm" or not slurm_job.parse(options.slurm).requeue:
         return
     missing = [p.spec.name for _, p in specs if p.spec.checkpoint is None]
     if missing:

@@ -33,7 +33,7 @@ TIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{
 QUERY_TIMEOUT_S = 30
 REQUEUE_ENV = "TRAINBENCH_SLURM_REQUEUE"  # set by the batch script of a job submitted with requeue=true
 # what squeue says of a requeued job until it runs again (a requeued job waits as PENDING, reason BeginTime)
-REQUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"}
+REQUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
 # Slurm's names (partitions, accounts, QOS): letters, digits, `_`, `.`, `-`; --partition takes a comma list
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 MEM_RE = re.compile(r"^\d+[KMGT]?B?$", re.IGNORECASE)  # sbatch --mem: a size, its unit K, M, G or T (MB default)

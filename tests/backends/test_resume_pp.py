@@ -29,8 +29,6 @@ RECIPE = {"model.n_layer": 4, "schedule.name": "cosine", "checkpoint.every_steps
           "budget.max_train_s": 3600, "eval.every_steps": 10, "data.micro_batch_size": 4}
 PP2 = {**RECIPE, "parallel.pp": 2}
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(700)]
-
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
@@ -42,6 +40,8 @@ def ranks(tmp_path_factory):
     return tmp, [json.loads((tmp / f"out-rank{r}.json").read_text()) for r in (0, 1)]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(700)
 def test_a_pipelined_job_resumed_at_pp2_equals_the_uninterrupted_run_bit_for_bit(ranks):
     _, seen = ranks
     for rank in seen:
@@ -63,6 +63,8 @@ def test_a_pipelined_job_resumed_at_pp2_equals_the_uninterrupted_run_bit_for_bit
     assert seen[0]["whole"]["weights"] != seen[1]["whole"]["weights"]  # two stages, not two copies
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(700)
 def test_the_pp2_checkpoint_resumes_under_another_split_of_the_layers(ranks):
     _, seen = ranks
     for rank in seen:
@@ -72,6 +74,8 @@ def test_the_pp2_checkpoint_resumes_under_another_split_of_the_layers(ranks):
         assert moved["losses"] == rank["whole"]["losses"] and moved["curve"] == rank["whole"]["curve"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(700)
 def test_a_restart_without_the_optimizer_state_is_caught(ranks):
     _, seen = ranks
     for rank in seen:
@@ -87,6 +91,8 @@ def _one_process(ranks, monkeypatch, name: str):
     return recipe.resume(tmp, monkeypatch, name), seen[0]["whole"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(700)
 def test_the_pp2_checkpoint_loads_in_one_process_with_whole_model_names(ranks, monkeypatch):
     import torch.distributed.checkpoint as dcp
 
@@ -103,6 +109,8 @@ def test_the_pp2_checkpoint_loads_in_one_process_with_whole_model_names(ranks, m
         [c["val_loss"] for c in whole["curve"]], abs=1e-4)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(700)
 def test_in_one_process_too_the_optimizer_state_is_what_keeps_it_on_course(ranks, monkeypatch):
     from suite.backends.parallel import state_names
 
@@ -112,3 +120,15 @@ def test_in_one_process_too_the_optimizer_state_is_what_keeps_it_on_course(ranks
     assert resumed.steps == 40
     gap = max(abs(a - b) for a, b in zip(resumed.losses[20:], whole["losses"][20:], strict=True))
     assert gap > 1e-3, gap
+
+
+def test_pipeline_checkpoints_with_expert_or_sharded_stages_are_refused_before_the_run():
+    from suite.backends.torch.options import supports
+    from suite.specload import load_spec
+
+    moe = TESTS / "support" / "specs" / "tiny_moe.yaml"
+    assert supports(load_spec(moe, {"parallel.pp": 2, "parallel.ep": 2, "model.n_layer": 2})) is None
+    why = supports(load_spec(moe, {"parallel.pp": 2, "parallel.ep": 2, "model.n_layer": 2,
+                                   "checkpoint.every_steps": 10}))
+    assert why is not None and "checkpoint with parallel pp=2 and ep/tp/fsdp" in why
+    assert supports(load_spec(TINY_LLAMA, PP2)) is None  # pp with dp: checkpointed

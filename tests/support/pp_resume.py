@@ -5,7 +5,8 @@ restarts from copies of the killed attempt's checkpoints: as they are, and with 
 negative control), and under another split of the layers (schedule interleaved: two stages a rank). Each rank writes what it saw (losses, evaluations, a digest of its stage's weights under the
 whole model's names) to OUT-rank<r>.json.
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 -m support.pp_resume OUT DIR SPEC '{"parallel.pp": 2}'
+    python -m torch.distributed.run --standalone --nproc_per_node 2 -m support.pp_resume OUT DIR SPEC '{"parallel.pp": 2}' \
+        [no-interleaved]
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _restart(spec: str, overrides: dict[str, Any], tmp: Path, name: str) -> harn
 
 
 def main(argv: list[str]) -> None:
-    out, folder, spec, overrides_json = argv
+    out, folder, spec, overrides_json, *flags = argv  # flags: `no-interleaved` (the GPT's stages have no such split)
     overrides = json.loads(overrides_json)
     tmp = Path(folder)
     seen: dict[str, Any] = {}
@@ -82,7 +83,8 @@ def main(argv: list[str]) -> None:
     os.environ["TORCHELASTIC_RESTART_COUNT"] = "1"  # what torchrun's agent sets on the restarted job
     seen["resumed"] = _seen(_restart(spec, overrides, tmp, "resumed"))
     # another split of the same layers: two stages a rank (loop style), the checkpoint's names the whole model's
-    seen["interleaved"] = _seen(_restart(spec, {**overrides, "parallel.schedule": "interleaved"}, tmp, "interleaved"))
+    if "no-interleaved" not in flags:
+        seen["interleaved"] = _seen(_restart(spec, {**overrides, "parallel.schedule": "interleaved"}, tmp, "interleaved"))
     orig_load = state_names.load
 
     def model_only(model: Any, optimizer: Any, app_state: dict[str, Any]) -> None:
