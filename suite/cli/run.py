@@ -217,6 +217,7 @@ def execute(o: RunFlags) -> None:
             check_writable(o.results, "--results", "result files")
             if o.executor == "slurm":  # the folder's path goes into each job's batch script
                 launch.check_script_path(o.results, "--results")
+                launch.check_requeue(options, specs)
             if o.profile:
                 check_writable(o.profile_dir, "--profile-dir", "profiler traces")
         launch.launcher_for(options)  # the launcher's own checks (--jobs, Ray's import)

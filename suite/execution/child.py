@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from suite import harness
-from suite.execution import faults
+from suite.execution import faults, slurm_job
 from suite.execution.processes import adopt_orphans, alive, end_descendants
 from suite.execution.watchdog import Watchdog
 from suite.harness import Run, RunRequest
@@ -92,6 +92,10 @@ def execute_guarded(
         if faults.restart_pending(result.status):
             sys.stderr.write(f"trainbench: attempt {faults.attempt()} ended {result.status}; the elastic agent restarts "
                              "the job from its last checkpoint, which records the result\n")
+            return None
+        if slurm_job.requeue_pending(result.status):
+            sys.stderr.write(f"trainbench: Slurm requeued job {os.environ.get('SLURM_JOB_ID')}; its next run resumes "
+                             "from the last checkpoint and records the result\n")
             return None
         if amend is not None and is_main:
             result = amend(result)

@@ -7,7 +7,7 @@ points of the timed loop, so a fault scenario runs the same way on every backend
   `slow_at: before_step`, that share of its previous step's own time before the step: before its gradient all-reduce);
 - a killed rank: rank `kill_rank` sends itself SIGKILL once it has finished step `kill_at_step` (what a failed
   node looks like to its peers: no exception, no goodbye). Only on a job's first attempt
-  (TORCHELASTIC_RESTART_COUNT 0), so the restarted job runs through.
+  (TORCHELASTIC_RESTART_COUNT and SLURM_RESTART_COUNT 0), so the restarted job runs through.
 """
 
 from __future__ import annotations
@@ -21,23 +21,26 @@ from typing import Any
 from suite.spec import FaultSpec
 
 RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"  # set by torchrun's elastic agent: 0 on the first attempt
+SLURM_RESTART_ENV = "SLURM_RESTART_COUNT"  # set by Slurm in a requeued job: 1 on its first rerun
 
 
-def attempt() -> int:
-    """Which attempt of the job this process is (0: the first; torchrun counts the restarts)."""
+def _count(name: str) -> int:
     try:
-        return int(os.environ.get(RESTART_ENV, "0"))
+        return int(os.environ.get(name) or 0)
     except ValueError:
         return 0
 
 
+def attempt() -> int:
+    """Which attempt of the job this process is (0: the first): torchrun's restarts, plus Slurm's requeues of the
+    job (SLURM_RESTART_COUNT, `--slurm requeue=true`)."""
+    return _count(RESTART_ENV) + _count(SLURM_RESTART_ENV)
+
+
 def restart_pending(status: str) -> bool:
     """A failed attempt that torchrun's elastic agent will restart (`--max-restarts` left): the next attempt, not
-    this one, records the job's result."""
-    try:
-        left = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) - attempt()
-    except ValueError:
-        left = 0
+    this one, records the job's result. (A Slurm requeue: suite/execution/slurm_job.py requeue_pending.)"""
+    left = _count("TORCHELASTIC_MAX_RESTARTS") - _count(RESTART_ENV)
     return status in ("error", "interrupted") and left > 0
 
 

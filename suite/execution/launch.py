@@ -157,6 +157,18 @@ def check_script_path(path: Path, flag: str) -> None:
     slurm_job.script_path(Path(path).absolute(), flag)
 
 
+def check_requeue(options: Options, specs: list[tuple[Path, Any]]) -> None:
+    """`--slurm requeue=true`: a requeued job resumes from its last checkpoint, so every run must save them (exit 2)."""
+    from suite.execution import slurm_job
+
+    if options.executor != "slurm" or not slurm_job.parse(options.slurm).requeue:
+        return
+    missing = [p.spec.name for _, p in specs if p.spec.checkpoint is None]
+    if missing:
+        raise ValueError(f"--slurm requeue=true: {', '.join(missing)} saves no checkpoints, so a requeued job would "
+                         "start over; add --checkpoint-every N (steps) or Ns (seconds)")
+
+
 def launcher_for(options: Options) -> Launcher:
     """The launcher `--executor` names (inline: a pool of one; inline --no-isolate: this process)."""
     check(options)

@@ -9,8 +9,9 @@ holds the others back by a median of at least LATE_FRACTION of the median step: 
 host (which slows every rank alike and shuffles who comes last) names nobody, while a rank slowed by a third of
 its step every step is named. A rank slowed before the step's gradient all-reduce is waited for inside that
 collective instead (every rank then reaches the agreement together): under DDP each rank also times its span inside
-the all-reduce (suite/backends/parallel/allreduce_timer.py), and the same rule on those spans names it. Not seen:
-FSDP's reduce-scatter and the other backends' collectives (not timed).
+the all-reduce (suite/backends/parallel/allreduce_timer.py), and the same rule on those spans names it; under FSDP2
+(on CPU) its all-gathers and reduce-scatters (suite/backends/parallel/fsdp_comm_timer.py). Not seen: the other
+backends' collectives (not timed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ import torch
 MIN_STEPS = 20  # fewer steps say nothing about who is usually last
 LATEST_SHARE = 0.9  # the last to arrive in at least this share of the steps ...
 LATE_FRACTION = 0.35  # ... by a median of at least this share of the median step (a quiet 2-rank CPU run at load 14: rank 0 last in 70% of steps by 16%, gloo's own asymmetry)
+
+
+# the collectives inside a step whose per-rank spans the backend times (TrainState.extra key, the words, the row
+# fields' prefix, whether it names a straggler): DDP's all-reduce (allreduce_timer.py), FSDP2's all-gathers and
+# reduce-scatters together, and the reduce-scatters alone (recorded; the rank is named once, by the two together)
+MEETINGS = (("allreduce_s", "the last to reach the gradient all-reduce", "allreduce_", True),
+            ("fsdp_comm_s", "the last to reach FSDP's all-gathers and reduce-scatters", "fsdp_", True),
+            ("fsdp_reduce_scatter_s", "the last to reach FSDP's gradient reduce-scatter", "reduce_scatter_", False))
 
 
 def _gather(values: list[float], world: int) -> list[list[float]]:
@@ -94,13 +103,15 @@ def gather(run: Any) -> None:
     run.warnings += warnings
     from suite import distributed
 
-    got = run.train_state.extra.get("allreduce_s") if run.train_state is not None else None
-    spans: list[float] = got or []
-    m = -distributed.all_max(-min(len(spans), n))  # every rank's spans of the same steps (DDP: one a step)
-    if m > 0:
+    extra = run.train_state.extra if run.train_state is not None else {}
+    for key, where, prefix, warn in MEETINGS:
+        spans: list[float] = extra.get(key) or []
+        m = -distributed.all_max(-min(len(spans), n))  # every rank's spans of the same steps (one a step)
+        if m <= 0:
+            continue
         rows, more = summary(_gather(run.step_times[len(run.step_times) - m:], world),
-                             _gather(spans[len(spans) - m:], world), "the last to reach the gradient all-reduce",
-                             "allreduce_")
-        for row, extra in zip(run.rank_summary, rows, strict=True):
-            row.update({k: v for k, v in extra.items() if k.startswith("allreduce_")})
-        run.warnings += more
+                             _gather(spans[len(spans) - m:], world), where, prefix)
+        for row, got in zip(run.rank_summary, rows, strict=True):
+            row.update({k: v for k, v in got.items() if k.startswith(prefix)})
+        if warn:
+            run.warnings += more

@@ -145,7 +145,8 @@ def restore(run: Any, found: tuple[int, Path], backend: Any, state: Any, batches
     run.account.carry(extra["account"], extra["account_wall_s"], lost_s, recovery_s)
     event = {"attempt": faults.attempt(), "failed_at_step": failed_step, "restored_step": step,
              "steps_lost": max(0, failed_step - step), "lost_s": lost_s, "recovery_s": recovery_s,
-             "failed_at": failed_at, "restore_s": now - t_restore}
+             "failed_at": failed_at, "restore_s": now - t_restore,
+             "cause": "slurm requeue" if os.environ.get(faults.SLURM_RESTART_ENV) else "restart"}
     run.job.events = [*extra.get("recoveries", []), event]
     run.job.pending = event  # time to recover ends at this attempt's first productive step
     run.job.run_start_epoch = extra["run_start_epoch"]

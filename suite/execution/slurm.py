@@ -11,6 +11,9 @@ The fault contract:
 - the driver's SIGINT/SIGTERM (and --fail-fast): a running job gets a `stop.N` file (its node passes the
   signal on: `interrupted`, "stopped by signal SIGINT"), a pending one is cancelled (it never ran: nothing
   to record); the driver waits for every job to end, so nothing is left running; a third signal cancels all;
+- `--slurm requeue=true` (sbatch --requeue): a job Slurm requeues (scontrol requeue, preemption, a node
+  failure) records nothing; the driver follows it to its next run, which resumes from the last checkpoint (in
+  the job folder) and records the run with the restart and the time it lost (Result.goodput.recovery);
 - scancel, a time limit, preemption, a node failure: the child records the run with what Slurm did
   (`slurm: job 12 reached its time limit (TIMEOUT ...)`); a job that ended without a word from its node (the
   node died, Slurm killed everything) is recorded by the driver from sacct (else scontrol): never lost;
@@ -59,6 +62,7 @@ class Tracked:
     dequeued: bool = False  # the driver cancelled it while it was pending
     ended_at: float | None = None  # when squeue stopped listing it as pending/running
     log_pos: int = 0
+    requeues: int = 0  # times Slurm requeued it (requeue=true): each time it is followed to its next run
 
 
 def config(options: Options) -> SlurmConfig:
@@ -119,6 +123,8 @@ class SlurmLauncher:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         folder = self.workdir(req.results_dir) / f"{stamp}-{run_id}"
         folder.mkdir(parents=True, exist_ok=False)
+        if self.cfg.requeue and req.checkpoint_dir is None:  # where every run of the job finds the checkpoints
+            req = replace(req, checkpoint_dir=folder / "checkpoints")
         job = NodeJob(req=req, run_id=run_id, nproc=self.options.nproc, nnodes=self.cfg.nodes,
                       quiet=self.options.quiet, srun=self.cfg.srun, master_port=self.cfg.master_port,
                       python=self.cfg.python)
@@ -170,6 +176,8 @@ class SlurmLauncher:
                     now = time.monotonic()
                     for t in live if states is not None else []:  # no answer (a busy controller): ask again
                         t.state = (states or {}).get(t.job_id, "GONE")
+                        if self.cfg.requeue and t.ran and t.state in slurm_job.REQUEUED:
+                            self._requeued(t)
                         t.ran = t.ran or t.state in RUNNING or (t.folder / "started").exists()
                         if t.ended_at is None and (t.state in FINAL or t.state == "GONE"):
                             t.ended_at = now
@@ -188,6 +196,16 @@ class SlurmLauncher:
         finally:
             if live:  # the driver itself is failing (an exception here or in its caller): leave no job behind
                 slurm_job.command("scancel", *[t.job_id for t in live])
+
+    def _requeued(self, t: Tracked) -> None:
+        """Slurm requeued a job that ran (scontrol requeue, preemption, a node failure): it waits to run again, and
+        its next run resumes from the last checkpoint (its earlier run recorded nothing: slurm_node.py)."""
+        t.requeues += 1
+        t.ran, t.ended_at = False, None
+        (t.folder / "started").unlink(missing_ok=True)  # the next run writes it when it starts
+        if not self.options.quiet:
+            sys.stderr.write(f"slurm: job {t.job_id} was requeued (restart {t.requeues}); following it to its next "
+                             "run, which resumes from its last checkpoint\n")
 
     def _stop_all(self, live: list[Tracked], count: int, signum: int) -> None:
         """Stop request `count`: a running job's node gets it as a file, a pending job is cancelled; the third

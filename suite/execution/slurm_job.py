@@ -31,6 +31,9 @@ FAILED = {"NODE_FAIL": "lost its node (node failure)", "BOOT_FAIL": "could not b
 REASON_STATE = {"TimeLimit": "TIMEOUT", "NodeDown": "NODE_FAIL"}  # scontrol's Reason of a job being ended
 TIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$")
 QUERY_TIMEOUT_S = 30
+REQUEUE_ENV = "TRAINBENCH_SLURM_REQUEUE"  # set by the batch script of a job submitted with requeue=true
+# what squeue says of a requeued job until it runs again (a requeued job waits as PENDING, reason BeginTime)
+REQUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
 # Slurm's names (partitions, accounts, QOS): letters, digits, `_`, `.`, `-`; --partition takes a comma list
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 MEM_RE = re.compile(r"^\d+[KMGT]?B?$", re.IGNORECASE)  # sbatch --mem: a size, its unit K, M, G or T (MB default)
@@ -62,6 +65,9 @@ class SlurmConfig(BaseModel):
     outcome_grace_s: float = Field(30.0, ge=0, description="wait this long for a finished job's report (NFS)")
     srun: bool = Field(False, description="start the ranks through srun even on one node (always on several)")
     master_port: int = Field(29500, ge=1, le=65535, description="torchrun's port on the first node (--nnodes > 1)")
+    requeue: bool = Field(False, description="sbatch --requeue: a job Slurm requeues (scontrol requeue, preemption "
+                          "with PreemptMode=REQUEUE, a node failure) runs again and resumes from its last checkpoint "
+                          "(needs --checkpoint-every or the spec's checkpoint block)")
 
     @field_validator("time")
     @classmethod
@@ -163,7 +169,8 @@ def batch_script(cfg: SlurmConfig, folder: Path, name: str, cpus_per_task: int, 
         raise SlurmError(f"job name {name!r}: not a Slurm name")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={shlex.quote(f'{folder}/slurm-%j.out')}",
              "#SBATCH --open-mode=append",
-             "#SBATCH --no-requeue",  # a silently repeated run would hide what happened to the first one
+             # without requeue=true, never: a silently repeated run would hide what happened to the first one
+             "#SBATCH --requeue" if cfg.requeue else "#SBATCH --no-requeue",
              f"#SBATCH --nodes={cfg.nodes}", "#SBATCH --ntasks-per-node=1", f"#SBATCH --cpus-per-task={cpus_per_task}"]
     for key in ("partition", "account", "qos", "time", "mem"):
         if getattr(cfg, key) is not None:
@@ -173,6 +180,7 @@ def batch_script(cfg: SlurmConfig, folder: Path, name: str, cpus_per_task: int, 
     lines += [f"#SBATCH {extra}" for extra in cfg.sbatch]
     lines += ["set -e", *cfg.setup, "set +e",
               f"export PYTHONPATH={shlex.quote(str(root))}${{PYTHONPATH:+:$PYTHONPATH}}",
+              *([f"export {REQUEUE_ENV}=1"] if cfg.requeue else []),
               f"exec {shlex.quote(cfg.python)} -m suite.execution.slurm_node run {shlex.quote(str(folder))}"]
     return "\n".join(lines) + "\n"
 
@@ -291,6 +299,22 @@ def node_address(node: str) -> str:
     p = command("scontrol", "show", "node", "-o", node)
     fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f) if p.returncode == 0 else {}
     return fields.get("NodeAddr") or node
+
+
+def requeue_pending(status: str) -> bool:
+    """Inside a job submitted with requeue=true: this attempt ended (`status` interrupted or error) because Slurm
+    requeued the job, so its next attempt resumes from the last checkpoint and records the run; this one records
+    nothing. Slurm counts the job's restarts (scontrol's Restarts) before it signals the job's processes, so a count
+    above the one this attempt started with (SLURM_RESTART_COUNT, unset on the first) says the job runs again."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if os.environ.get(REQUEUE_ENV) != "1" or not job_id or status not in ("interrupted", "error"):
+        return False
+    p = command("scontrol", "show", "job", "-o", job_id)
+    fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f) if p.returncode == 0 else {}
+    try:
+        return int(fields.get("Restarts", "0")) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    except ValueError:
+        return False
 
 
 def slurm_reason(result: Any) -> Any:

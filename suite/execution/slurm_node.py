@@ -11,6 +11,8 @@ record as on a laptop) on the job's first node. The child writes its result into
   included, so the signal is only noted here (a second copy would read as "the user means it"). The record
   says what Slurm did (`slurm_job.slurm_reason`, asked of the controller when the record is written).
 The driver's death changes nothing here: the job runs to its end and records its result.
+A job submitted with `requeue=true` that Slurm requeues (its restart count rose) leaves no outcome and no record:
+its next run resumes from the last checkpoint and records the run (`slurm_job.requeue_pending`).
 
 `ranks NPROC PORT JOB`: one task of `srun --ntasks-per-node=1` (a multi-node run): torchrun on this node, with
 the static rendezvous from Slurm's environment (`slurm_job.rendezvous_from_env`).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import signal
 import socket
 import sys
@@ -61,6 +64,7 @@ def run(folder: Path) -> int:
         signal.signal(s, lambda signum, _frame: noted.append(signum))  # first, before the imports take seconds
     from suite.execution import child
     from suite.execution.isolated import IsolatedRun
+    from suite.execution.slurm_job import requeue_pending
     from suite.results import record as results
 
     def note(signum: int, _frame: Any) -> None:
@@ -69,6 +73,8 @@ def run(folder: Path) -> int:
 
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, note)
+    if (folder / "outcome").exists():  # a requeued job whose run had already ended and reported: nothing to redo
+        return 0
     with open(folder / "job.pkl", "rb") as f:
         job: NodeJob = pickle.load(f)  # noqa: S301 - written by our driver into its own job folder
     multi = job.nnodes > 1 or job.srun
@@ -102,6 +108,9 @@ def run(folder: Path) -> int:
                 signum = signal.SIGTERM
             isolated.stop(signum)
         time.sleep(POLL_S)
+    if not isolated.report.exists() and requeue_pending("interrupted"):  # the child recorded nothing: the job's
+        shutil.rmtree(isolated.tmp, ignore_errors=True)  # next run resumes from its checkpoint and records it
+        return 0
     out = isolated.outcome()
     results.write_atomic(folder / "outcome", json.dumps({
         "result": out.result.model_dump_json(), "path": str(out.path) if out.path else None,

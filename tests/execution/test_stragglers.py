@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from support.faults import sh
+from support.faults import sh, write_spec
 
 from suite.execution import ranks
 from suite.results.record import read_result
@@ -108,4 +108,35 @@ def test_a_rank_slowed_before_the_gradient_all_reduce_is_named_from_its_time_ins
     assert r1["allreduce_latest_share"] >= 0.9 and r1["allreduce_late_median_s"] > 0.35 * r1["step_p50_s"]
     assert r0["allreduce_latest_share"] <= 0.1 and r0["allreduce_late_median_s"] == 0.0
     assert all("allreduce_latest_share" in r for r in quiet.goodput.ranks)
+    assert not [w for w in quiet.warnings if w.startswith("straggler")], quiet.warnings
+
+
+@pytest.mark.timeout(960)  # above its children's 900 s guard (tests/project/test_hang_guards.py)
+@pytest.mark.slow
+def test_a_rank_slowed_inside_its_fsdp_step_is_named_from_its_time_in_the_reduce_scatter(tmp_path):
+    """FSDP2 (`--parallel fsdp=2`, 2 gloo ranks): rank 1 sleeps 30 ms inside its forward (support.faults' model,
+    `sleep_rank`), after FSDP's parameter all-gather and before its gradient reduce-scatter, so rank 0 waits for it
+    inside the reduce-scatter (suite/backends/parallel/fsdp_comm_timer.py) and both reach the stop agreement together.
+    The spans inside FSDP's collectives name rank 1; the same run without the sleep names nobody.
+    Seen (AMD EPYC Zen 5, 2 cores, load 13): rank 1 last into the reduce-scatter in 100% of 40 steps, by a median
+    30.6 ms (74% of a step); the quiet run: 60% / 40%, 1.0 ms."""
+    found = {}
+    for name, model in (("slow", {"sleep_s": 0.03, "sleep_rank": 1}), ("quiet", {})):
+        spec = write_spec(tmp_path, name, "none", steps=40, **model)
+        res = tmp_path / f"results-{name}"
+        p = sh("run", str(spec), "--parallel", "fsdp=2", "--nproc", "2", "--threads", "1", "--quiet",
+               "--results", str(res), timeout=900)
+        assert p.returncode == 0, p.stderr[-3000:]
+        (path,) = res.rglob("*.json")
+        found[name] = read_result(path)
+    slow, quiet = found["slow"], found["quiet"]
+    assert slow.parallel["fsdp"] == 2 and quiet.parallel["fsdp"] == 2
+    named = [w for w in slow.warnings if w.startswith("straggler: rank 1 was the last to reach FSDP's all-gathers")]
+    assert named, (slow.warnings, slow.goodput.ranks, slow.hardware.load_avg_start)
+    assert not [w for w in slow.warnings if w.startswith("straggler: rank 0")]
+    assert not [w for w in slow.warnings if "the last to finish its step" in w], slow.warnings  # hid in the collective
+    r0, r1 = slow.goodput.ranks
+    assert r1["reduce_scatter_latest_share"] >= 0.9 and r1["reduce_scatter_late_median_s"] > 0.02  # 30 ms asked
+    assert r0["reduce_scatter_late_median_s"] == 0.0
+    assert all("reduce_scatter_latest_share" in r for r in quiet.goodput.ranks)
     assert not [w for w in quiet.warnings if w.startswith("straggler")], quiet.warnings

@@ -52,6 +52,7 @@ class Config(cnn.Config):
     at_step: int = Field(default=3, ge=1, description="training forward call that faults (1 = first)")
     rank: int | None = Field(default=None, description="only this rank faults (None: every rank)")
     sleep_s: float = Field(default=0.0, ge=0, description="sleep in every training step")
+    sleep_rank: int | None = Field(default=None, description="only this rank sleeps sleep_s (None: every rank)")
     ready_file: str | None = Field(default=None, description="written (with the pid) when step at_step starts; "
                                    "`{rank}` in it is replaced by the rank")
 
@@ -73,8 +74,8 @@ class FaultyModel(nn.Module):
             out = self.inner(x)
             return out * math.nan if cfg.fault == "nan_eval" else out
         self.calls += 1
-        if cfg.sleep_s:
-            time.sleep(cfg.sleep_s)
+        if cfg.sleep_s and cfg.sleep_rank in (None, int(os.environ.get("RANK", "0"))):
+            time.sleep(cfg.sleep_s)  # inside the forward: under FSDP2, after its all-gather, before its reduce-scatter
         if cfg.ready_file and self.calls == cfg.at_step:
             Path(cfg.ready_file.replace("{rank}", os.environ.get("RANK", "0"))).write_text(str(os.getpid()))
         if self._armed():

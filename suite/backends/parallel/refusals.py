@@ -120,3 +120,14 @@ def _is_llama_component(arch: str) -> bool:
         return registry.model_component(arch) is model.COMPONENT
     except registry.RegistryError:
         return False
+
+
+def checkpoint_refusal(layout: Any, checkpointing: bool) -> str | None:
+    """Pure: why this layout cannot checkpoint under the torch backend (None when it can)."""
+    if not checkpointing or layout.pp <= 1:
+        return None
+    if layout.ep > 1 or layout.tp > 1 or layout.fsdp > 1:
+        return (f"checkpoint with parallel pp={layout.pp} and ep/tp/fsdp > 1: the pipeline's checkpoint maps stage "
+                "names back to the whole model's for pp and dp only (expert and DTensor shards inside a stage are "
+                "not mapped); drop --checkpoint-every or use pp with dp")
+    return None

@@ -19,8 +19,20 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
 from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.parallel import checkpoint, expert, fsdp, mesh, pipeline, pipeline_llama, tables, tensor
+from suite.backends.parallel import (
+    checkpoint,
+    expert,
+    fsdp,
+    mesh,
+    pipeline,
+    pipeline_llama,
+    refusals,
+    state_names,
+    tables,
+    tensor,
+)
 from suite.backends.parallel.allreduce_timer import AllreduceTimer
+from suite.backends.parallel.fsdp_comm_timer import FsdpCommTimer
 from suite.backends.torch.options import Options, supports
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
@@ -108,6 +120,8 @@ class TorchBackend(Backend):
         optimizer = build_optimizer(spec.optimizer, train_params)
         scheduler = build_scheduler(spec.schedule, optimizer, spec.budget.max_steps)
         scaler = self.precision.scaler()
+        fsdp_comm = FsdpCommTimer()  # each step's seconds in FSDP2's all-gathers / reduce-scatters (CPU)
+        fsdp_comm.attach(model, optimizer, self.device.type)
         self.workload = workload
         self.steps_done = 0
         micro = spec.data.micro_batch_size
@@ -118,7 +132,8 @@ class TorchBackend(Backend):
         after_step = getattr(raw, "after_optimizer_step", None)  # a model's own per-step update (lookahead)
         return TrainState(model=model, raw_model=raw, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                           extra={"train_params": train_params, "after_step": after_step,
-                                 "allreduce_s": allreduce.spans_s})
+                                 "allreduce_s": allreduce.spans_s, "fsdp_comm_s": fsdp_comm.spans_s,
+                                 "fsdp_reduce_scatter_s": fsdp_comm.reduce_scatter_s})
 
     @staticmethod
     def _sharded(lay: layouts.Layout) -> bool:
@@ -153,6 +168,7 @@ class TorchBackend(Backend):
             reasons.append(expert.ep_unsupported(raw, lay.ep))
             if opts.compile:
                 reasons.append("--compile with ep is not implemented (the expert exchange's splits are data-dependent)")
+        reasons.append(refusals.checkpoint_refusal(lay, spec.checkpoint is not None))
         if self._sharded(lay):
             if opts.precision not in ("fp32", "bf16", "float8"):
                 reasons.append(f"--precision {opts.precision}: layouts with fsdp/tp/pp run fp32 or bf16")
@@ -331,6 +347,15 @@ class TorchBackend(Backend):
 
     def synchronize(self) -> None:
         self.device.synchronize()
+
+    def checkpoint_state(self, state: TrainState) -> dict[str, Any]:  # the whole model's names, any layout
+        return state_names.state(self._named_model(state), state.optimizer)
+
+    def load_checkpoint_state(self, state: TrainState, app_state: dict[str, Any]) -> None:
+        state_names.load(self._named_model(state), state.optimizer, app_state)
+
+    def _named_model(self, state: TrainState) -> nn.Module:
+        return state.model if self.pipeline is None else state_names.whole_view(self.pipeline)
 
     def parallel_layout(self) -> dict[str, Any]:
         return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,

@@ -24,6 +24,8 @@ def supports(spec: Any) -> str | None:
     model; tensor and pipeline plans are written for the suite GPT's blocks, activation checkpointing for the GPT's
     blocks and the Llama-class decoder's layers (dense or MoE, pretrained or with LoRA adapters)."""
     par = spec.parallel
+    if par is not None and (why := refusals.checkpoint_refusal(par, spec.checkpoint is not None)):
+        return why
     if par is not None and (par.tables is not None or par.table_memory_gib is not None):
         return refusals.tables_refusal(spec)  # recommenders' sharded tables: dp only beside them
     if par is not None and par.pp > 1 and layouts.is_llama(spec.model.arch):  # dense or MoE, with dp and ep
