@@ -29,11 +29,12 @@ def env(
 ) -> None:
     """Hardware and software fingerprint, and which backends can run here (and why not).
 
-    On a host that shows no GPU or NPU (no /dev/nvidia*, /dev/kfd, /dev/dxg, /dev/davinci*, torch_npu or Mac; see
-    suite/devices.py `accelerator_evidence`) and without --peak, nothing imports torch or an engine, so it answers at
-    once: versions come from the installed packages (torch's CUDA build from its version file; torch.threads is left
-    out, a run records the threads it set), and torchtitan counts as available when it and triton are installed
-    (the import is not tried). Where an accelerator shows, or with --peak, torch and the engines are imported."""
+    Without --peak, on a host with no GPU or NPU in sight, it imports neither torch nor an engine.
+
+    Versions then come from the installed packages; torch.threads is left out (a run records its own).
+
+    With --peak, or where an accelerator shows (/dev/nvidia*, /dev/kfd, /dev/davinci*), torch is imported.
+    """
     from suite import devices, registry
     from suite.measure import environment
 
