@@ -50,9 +50,10 @@ def _torchtitan(spec: Any) -> Limit:
                      "their module names (apply_fsdp_to_decoder reads torchtitan's Decoder: tok_embeddings, layers, "
                      "norm, lm_head): no torchtitan model holds GPT-2's learned positions, LayerNorm and GELU MLP")
     if arch == "flux":
-        return Limit("not wired", "torchtitan 0.3.0's Flux (torchtitan.models.flux, what the MLPerf flux1 reference "
-                     "trains with) runs here on one process with parallelize_flux's FSDP and full checkpointing; "
-                     "its FSDP over several ranks is not tested")
+        return Limit("engine limit", "torchtitan 0.3.0's parallelize_flux (torchtitan.models.flux, what the MLPerf "
+                     "flux1 reference trains with) applies FSDP2, full activation checkpointing, compile and context "
+                     "parallel only (models/flux/sharding.py declares the DP and CP mesh axes alone): no tensor, pipeline or "
+                     "expert parallel plan for Flux")
     if arch == "hf_llama":
         return Limit("not wired", "torchtitan 0.3.0 has Llama 3 models, Hugging Face checkpoint adapters and LoRA "
                      "(torchtitan.components.lora); this backend builds from the suite's `llama` configs only")

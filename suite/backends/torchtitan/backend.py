@@ -59,11 +59,10 @@ class Options(BaseModel):
 
 def _supports_flux(spec: Any) -> str | None:
     par = spec.parallel
-    if par is not None and (par.tp > 1 or par.pp > 1 or par.cp > 1 or par.ep > 1 or par.fsdp > 1 or
-                            (par.dp or 1) > 1 or par.ac == "selective"):
-        return ("parallel: torchtitan's Flux (parallelize_flux) is wired on one process here, with its full "
-                "activation checkpointing (ac=full); its FSDP over several ranks is not tested, and it has no tensor, "
-                "pipeline or expert parallel plan and no selective checkpointing")
+    if par is not None and (par.tp > 1 or par.pp > 1 or par.cp > 1 or par.ep > 1 or par.ac == "selective"):
+        return ("parallel: torchtitan's Flux (parallelize_flux) shards with FSDP2 (fsdp, and dp as its replicate "
+                "dimension) and checkpoints whole blocks (ac=full); it has no tensor, pipeline, context or expert "
+                "parallel plan and no selective checkpointing")
     return None
 
 
