@@ -11,8 +11,9 @@ grouped matmul sees both ranks' tokens, the gap is bf16 rounding of other token 
 (tests/support/pp_curves.py `titan_fp32_experts`: the `.bfloat16()` casts inside GroupedExperts made the identity,
 nothing else changed), the reference and its four reorderings alike, and the bound is the one the other layout
 tests use (tests/support/noise.py, SAME_MATH: the same arithmetic in another order).
-Seen (AMD EPYC Zen 5, 2 cores, load 8-12): ep=2 alone 1.2e-6 (eval 1.9e-6) from one process; pp=2 alone, bf16
-experts, bit-identical. The negative control: torchtitan's split with the first stage one layer short. And the
+Also fsdp=2 x ep=2 without the pipeline (torchtitan's dp_shard 4, its experts FSDP-sharded over efsdp 2).
+Seen (AMD EPYC Zen 5, 2 cores, load 8-18): pp=2 x ep=2, with and without ac=full, 1.2e-6 (eval 1.9e-6) from one
+process; fsdp=2 x ep=2 7.2e-7; ep=2 alone 1.2e-6; pp=2 alone, bf16 experts, bit-identical; bound 9.7e-6. The negative control: torchtitan's split with the first stage one layer short. And the
 recipe: `nlp/deepseekv3_671b --variant tiny --backend torchtitan` trains from the CLI as pp=2 x ep=2 x ac=full.
 """
 
@@ -63,9 +64,13 @@ def test_pp_with_ep_and_ac_under_torchtitan_matches_one_process(titan_reference,
              "overrides": {**BY_4, "parallel.pp": 2, "parallel.ep": 2, **extra}}
             for extra in ({}, {"parallel.ac": "full"})]
     jobs.append({**jobs[0], "fault": "titan_boundary"})  # a layer in no stage
+    # without the pipeline: fsdp=2 x ep=2 (torchtitan's dp_shard 4, its experts FSDP-sharded over efsdp = 4 / 2)
+    jobs.append({"backend": "torchtitan", "fp32_experts": True,
+                 "overrides": {**BY_4, "data.micro_batch_size": 2, "parallel.fsdp": 2, "parallel.ep": 2}})
     rows = _launch(tmp_path, 4, TINY_MOE, jobs)
     want, _, noise = titan_reference
-    print("torchtitan pp x ep:", {r.get("fault", "") + str(r["overrides"].get("parallel.ac", "")):
+    print("torchtitan pp x ep:", {r.get("fault", "") + str(r["overrides"].get("parallel.ac", ""))
+                                  + ("fsdp" if "parallel.fsdp" in r["overrides"] else ""):
                                   f"{gap(r['losses'], want):.1e} eval {eval_gap(r, titan_reference):.1e}" for r in rows},
           f"bound {noise.tol(SAME_MATH):.1e}")
     for row, ac in zip(rows[:2], ("none", "full"), strict=True):
@@ -76,6 +81,11 @@ def test_pp_with_ep_and_ac_under_torchtitan_matches_one_process(titan_reference,
         assert row["layout"]["torchtitan_mesh"] == {"dp_shard": 2, "ep": 2}  # the mapping, recorded
         assert within(row, titan_reference), (f"ac={ac}: gap {gap(row['losses'], want):.2e}, eval gap "
                                               f"{eval_gap(row, titan_reference):.2e} ({noise})")
+    assert {k: rows[3]["layout"][k] for k in ("fsdp", "ep", "micro_batch_size", "micro_batches")} == {
+        "fsdp": 2, "ep": 2, "micro_batch_size": 2, "micro_batches": 2}
+    assert rows[3]["layout"]["torchtitan_mesh"] == {"dp_shard": 4, "ep": 2}
+    assert within(rows[3], titan_reference), (f"fsdp x ep: gap {gap(rows[3]['losses'], want):.2e}, eval gap "
+                                              f"{eval_gap(rows[3], titan_reference):.2e} ({noise})")
     assert not within(rows[2], titan_reference), f"a layer in no stage: inside the tolerance ({noise})"
     assert gap(rows[2]["losses"], want) > 100 * noise.tol(SAME_MATH)
 
