@@ -56,7 +56,9 @@ def _torchtitan(spec: Any) -> Limit:
                      "expert parallel plan for Flux")
     if arch == "hf_llama":
         return Limit("not wired", "torchtitan 0.3.0 has Llama 3 models, Hugging Face checkpoint adapters and LoRA "
-                     "(torchtitan.components.lora); this backend builds from the suite's `llama` configs only")
+                     "(torchtitan.components.lora.LoRAConverter: target_modules ['wqkv', 'wo'] puts one adapter on "
+                     "its fused QKV linear, the recipe's qkv_proj); this backend builds from the suite's `llama` "
+                     "configs only and does not run the converter")
     if arch not in ("llama", "gpt"):
         return Limit("engine limit", "torchtitan 0.3.0's models are LLMs and Flux (torchtitan.models: llama3, "
                      "deepseek_v3, gpt_oss, qwen3, qwen3_5, kimi_k2_7, flux): no CNN, GNN, recommender or RL policy")
