@@ -39,12 +39,26 @@ def _megatron(spec: Any) -> Limit:
 
 def _torchtitan(spec: Any) -> Limit:
     arch = _arch(spec)
+    if str(spec.task) == "grpo":
+        return Limit("engine limit", "torchtitan 0.3.0's Trainer has no RL loop; its GRPO lives in "
+                     "torchtitan.experiments.rl (GRPOLoss, DAPOLoss), whose rollouts run on vLLM "
+                     "(experiments/rl/actors/generator.py: 'from vllm import EngineArgs, LLMEngine, SamplingParams'; "
+                     "vLLM ships CUDA builds) in Monarch actors with torchstore weight sync (monarch, torchstore)")
+    if arch == "gpt":
+        return Limit("engine limit", "torchtitan 0.3.0 ships no GPT-2 (torchtitan.models: llama3, deepseek_v3, gpt_oss, "
+                     "qwen3, qwen3_5, kimi_k2_7, flux), and each parallelize_<model> shards its own model classes by "
+                     "their module names (apply_fsdp_to_decoder reads torchtitan's Decoder: tok_embeddings, layers, "
+                     "norm, lm_head): no torchtitan model holds GPT-2's learned positions, LayerNorm and GELU MLP")
     if arch == "flux":
-        return Limit("not wired", "torchtitan 0.3.0 ships a Flux model and trainer (torchtitan.models.flux, what the "
-                     "MLPerf flux1 reference trains with); this backend builds torchtitan's LLMs only")
+        return Limit("engine limit", "torchtitan 0.3.0's parallelize_flux (torchtitan.models.flux, what the MLPerf "
+                     "flux1 reference trains with) applies FSDP2, full activation checkpointing, compile and context "
+                     "parallel only (models/flux/sharding.py declares the DP and CP mesh axes alone): no tensor, pipeline or "
+                     "expert parallel plan for Flux")
     if arch == "hf_llama":
         return Limit("not wired", "torchtitan 0.3.0 has Llama 3 models, Hugging Face checkpoint adapters and LoRA "
-                     "(torchtitan.components.lora); this backend builds from the suite's `llama` configs only")
+                     "(torchtitan.components.lora.LoRAConverter: target_modules ['wqkv', 'wo'] puts one adapter on "
+                     "its fused QKV linear, the recipe's qkv_proj); this backend builds from the suite's `llama` "
+                     "configs only and does not run the converter")
     if arch not in ("llama", "gpt"):
         return Limit("engine limit", "torchtitan 0.3.0's models are LLMs and Flux (torchtitan.models: llama3, "
                      "deepseek_v3, gpt_oss, qwen3, qwen3_5, kimi_k2_7, flux): no CNN, GNN, recommender or RL policy")
@@ -56,10 +70,14 @@ def _verl(spec: Any) -> Limit:
     task = str(spec.task)
     if task == "causal_lm_samples":
         return Limit("not wired", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer, LoRA included) would hold "
-                     "it; this backend drives veRL's GRPO trainer only")
+                     "it; this backend drives veRL's GRPO trainer only (the SFT trainer's config defaults to "
+                     "trainer.device: cuda, and its platform layer names cpu and gloo: whether it trains on a CPU is "
+                     "untried)")
     if task == "agentic_grpo":
-        return Limit("not wired", "veRL 0.9.1's agent loop (verl.experimental.agent_loop) runs multi-turn tool "
-                     "rollouts; this backend drives its single-turn GRPO only")
+        return Limit("engine limit", "veRL trains on CUDA only (verl-project/verl#3266: 'Total available GPUs 0'), and "
+                     "its agent loop (verl.experimental.agent_loop) 'chat[s] with OpenAI compatible LLM server' "
+                     "(verl.workers.rollout.llm_server: vLLM or SGLang, CUDA builds); this backend drives veRL's "
+                     "single-turn GRPO, the agent loop is not wired either")
     if task == "grpo":
         return Limit("engine limit", "veRL trains on CUDA only (verl-project/verl#3266: 'Total available GPUs 0')")
     return Limit("engine limit", "veRL is a post-training framework (PPO/GRPO and SFT trainers over Hugging Face "

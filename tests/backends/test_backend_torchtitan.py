@@ -261,7 +261,7 @@ def _ctx():
 
 @pytest.mark.parametrize(("overrides", "reason"), [
     ({"model": {"arch": "gpt", "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 64}}, "use model.arch llama"),
-    ({"parallel": {"pp": 2, "fsdp": 2}}, "parallel.pp with dp/fsdp/tp/ac"),
+    ({"parallel": {"pp": 2, "fsdp": 2}}, "parallel.pp with dp/fsdp/tp"),
     ({"parallel": {"cp": 2}}, "parallel.cp"),
     ({"parallel": {"tp": 2, "loss_parallel": False}}, "always shards the LM head's logits"),
     ({"parallel": {"tp": 4}}, "parallel.tp=4 does not divide model.n_kv_head=2"),

@@ -43,14 +43,26 @@ def test_llama31_8b_runs_under_every_llm_engine(recipes):
     ("rec/dlrmv4", "torchtitan", "engine limit", "torchtitan.models"),
     ("rec/dlrmv4", "verl", "engine limit", "post-training framework"),
     ("cv/flux1", "megatron", "engine limit", "no diffusion transformer"),
-    ("cv/flux1", "torchtitan", "not wired", "torchtitan.models.flux"),  # the MLPerf reference's own trainer
     ("nlp/llama2_70b_lora", "torchtitan", "not wired", "torchtitan.components.lora"),
     ("nlp/llama2_70b_lora", "verl", "not wired", "verl.trainer.sft_trainer"),
-    ("rl/qwen35_397b_grpo", "verl", "not wired", "verl.experimental.agent_loop"),
+    ("rl/qwen35_397b_grpo", "verl", "engine limit", "verl-project/verl#3266"),
     ("nlp/deepseekv3_671b", "deepspeed", "engine limit", "deepspeed/runtime/pipe/engine.py"),
 ])
 def test_a_gap_of_trainbench_is_never_called_the_engines_limit(recipes, name, backend, kind, named):
     specs, grid = recipes
     assert grid[name][backend] is not None, (name, backend)  # still refused: when it runs, drop the row
     limit = classify(backend, specs[name])
+    assert (limit.kind, named in limit.why) == (kind, True), limit
+
+
+@pytest.mark.parametrize(("name", "kind", "named"), [
+    ("rl/gsm8k_grpo", "engine limit", "from vllm import"),  # torchtitan's RL loop: an experiment on vLLM and Monarch
+    ("nlp/gpt2_124m", "engine limit", "ships no GPT-2"),
+])
+def test_the_full_tier_llm_workloads_torchtitan_refuses_name_its_limit(name, kind, named):
+    specs, problems = load_all({name: registry.workload_files()[name]})
+    assert not problems
+    grid = matrix(specs, ["torchtitan"])
+    assert grid[name]["torchtitan"] is not None, name  # still refused: when it runs, drop the row
+    limit = classify("torchtitan", specs[name])
     assert (limit.kind, named in limit.why) == (kind, True), limit

@@ -106,11 +106,12 @@ def bound(curves: list[list[float]], evals: list[dict[int, float]]) -> tuple[flo
                     for s in evals[0]}, sigma)
 
 
-def _curve(spec: Path, steps: int, threads: int = 1, **kwargs: Any) -> tuple[list[float], dict[int, dict]]:
+def _curve(spec: Path, steps: int, threads: int = 1, backend: str = "torch",
+           **kwargs: Any) -> tuple[list[float], dict[int, dict]]:
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        losses = loss_curve(spec, "torch", steps, **kwargs)
+        losses = loss_curve(spec, backend, steps, **kwargs)
     finally:
         torch.set_num_threads(before)
     return losses, dict(loss_curve.last_evals)  # type: ignore[attr-defined]
@@ -134,10 +135,12 @@ def _regrouped_qkv_eval(metric: str) -> float:
 def measure(spec: Path, steps: int, eval_at: tuple[int, ...] = (), metric: str = "val_loss",
             **kwargs: Any) -> tuple[list[float], dict[int, dict], Noise]:
     """The one-process torch reference (its curve and evaluations, as `loss_curve` gives them) and its bound.
-    `kwargs` (options, overrides, seed) apply to the reference and to every reordering alike."""
+    `kwargs` (options, overrides, seed, backend: another engine's one-process run as the reference) apply to the
+    reference and to every reordering alike."""
     want, want_evals = _curve(spec, steps, eval_at=eval_at, **kwargs)
     bug: dict[int, float] = {}
-    if steps not in eval_at:  # the bug's effect after the last step, on the reference's own trained model
+    suite_model = kwargs.get("backend", "torch") == "torch"  # the qkv bug is the suite model's (another engine's
+    if suite_model and steps not in eval_at:  # model is wrapped by it: `catches` is for the torch reference)  # the bug's effect after the last step, on the reference's own trained model
         bug[steps] = abs(_regrouped_qkv_eval(metric) - want_evals[steps][metric])
     seen: dict[str, dict[str | int, float]] = {}
     curves, evals = [want], [{s: e[metric] for s, e in want_evals.items()}]
@@ -148,7 +151,7 @@ def measure(spec: Path, steps: int, eval_at: tuple[int, ...] = (), metric: str =
         seen[what] = gaps
         curves.append(got)
         evals.append({s: e[metric] for s, e in got_evals.items()})
-    for s in eval_at:  # the bug at the intermediate steps: one more reference run, stopped there
+    for s in eval_at if suite_model else ():  # the bug at the intermediate steps: one more reference run, stopped there
         _curve(spec, s, **kwargs)
         bug[s] = abs(_regrouped_qkv_eval(metric) - want_evals[s][metric])
     curve, eval_bounds, sigma = bound(curves, evals)

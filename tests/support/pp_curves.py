@@ -6,7 +6,9 @@ an optional injected fault, the negative controls of tests/backends/test_layouts
 - "loss_stage": the loss on the wrong stage: the last stage skips its own layers, so the workload's loss is taken
   on the previous stage's output (the head applied where the last-but-one stage ends);
 - "aux_twice": each Mixture-of-Experts layer's load-balancing loss reaches the gradient twice (what an aux loss
-  attached again by the recomputed forward of a checkpointed layer would do; suite/models/common/moe.py).
+  attached again by the recomputed forward of a checkpointed layer would do; suite/models/common/moe.py);
+- "titan_boundary": torchtitan's pipeline_llm split with the first stage one layer short (that layer in no stage).
+Not a fault: a job's `"fp32_experts": true` runs torchtitan's GroupedExperts in fp32 (`titan_fp32_experts`).
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 -m support.pp_curves OUT.json SPEC STEPS \\
         '{"backend": "torch", "overrides": {"parallel.pp": 2}, "fault": "boundary"}' ...
@@ -52,13 +54,65 @@ def fault(name: str | None) -> Any:
         stage.forward = loss_early  # type: ignore[method-assign]
     elif name == "aux_twice":
         moe._AttachAuxLoss.backward = staticmethod(aux_twice)  # type: ignore[method-assign]
+    elif name == "titan_boundary":
+        titan_split = _titan_split_one_off()
+        titan_split.__enter__()
     elif name is not None:
         raise ValueError(f"unknown fault {name!r}")
     try:
         yield
     finally:
+        if name == "titan_boundary":
+            titan_split.__exit__(None, None, None)
         stage.__init__, stage.forward = init, forward  # type: ignore[method-assign]
         moe._AttachAuxLoss.backward = staticmethod(attach)  # type: ignore[method-assign]
+
+
+@contextmanager
+def _titan_split_one_off() -> Any:
+    """torchtitan's pipeline_llm with its stage boundary one layer off: the first stage ends a layer early and the
+    next starts where the split said, so that layer is in no stage (it never trains; the evaluation copy keeps its
+    initial weights): the "boundary" fault above, on torchtitan's own split (`_generate_llm_fqn_per_model_part`)."""
+    from torchtitan.distributed import pipeline_parallel
+
+    split = pipeline_parallel._generate_llm_fqn_per_model_part
+
+    def one_off(*args, **kwargs):  # type: ignore[no-untyped-def]
+        parts = split(*args, **kwargs)
+        return [parts[0][:-1], *parts[1:]]
+
+    pipeline_parallel._generate_llm_fqn_per_model_part = one_off
+    try:
+        yield
+    finally:
+        pipeline_parallel._generate_llm_fqn_per_model_part = split
+
+
+@contextmanager
+def titan_fp32_experts(on: bool) -> Any:
+    """torchtitan's GroupedExperts casts tokens and expert weights to bf16 always (torchtitan/models/common/moe.py):
+    inside, its `.bfloat16()` casts are the identity, so the experts compute in fp32 and a layout's gap is the
+    layout's, not bf16 rounding of differently grouped tokens. Only the casts in GroupedExperts.forward change."""
+    if not on:
+        yield
+        return
+    from torchtitan.models.common import moe as titan_moe
+
+    forward = titan_moe.GroupedExperts.forward
+    cast = torch.Tensor.bfloat16
+
+    def fp32_forward(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        torch.Tensor.bfloat16 = lambda t, *a, **k: t  # type: ignore[method-assign]
+        try:
+            return forward(self, *args, **kwargs)
+        finally:
+            torch.Tensor.bfloat16 = cast  # type: ignore[method-assign]
+
+    titan_moe.GroupedExperts.forward = fp32_forward  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        titan_moe.GroupedExperts.forward = forward  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -83,7 +137,8 @@ def main(argv: list[str]) -> None:
     results = []
     for run in runs:
         job = json.loads(run)
-        with fault(job.get("fault")), _counted(expert.ExpertShard) as calls:
+        with fault(job.get("fault")), titan_fp32_experts(job.get("fp32_experts", False)), \
+                _counted(expert.ExpertShard) as calls:
             losses = loss_curve(job.get("spec", spec), job["backend"], int(steps), job.get("options"),
                                 overrides=job.get("overrides"))
         results.append({**job, "losses": losses, "layout": loss_curve.last_layout,  # type: ignore[attr-defined]

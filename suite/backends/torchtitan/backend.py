@@ -17,8 +17,10 @@ refuses "sdpa" for LMs only because its data loader packs documents, which the s
 
 Layouts (`--parallel`): dp -> data_parallel_replicate_degree, fsdp -> data_parallel_shard_degree, tp ->
 tensor_parallel_degree (+ sp -> enable_sequence_parallel), ac -> FullAC / SelectiveAC, `--compile` ->
-CompileConfig(components=["model"]), pp (alone) -> torchtitan's own pipeline_llm with the workload's loss
-(suite/backends/torchtitan/pipeline.py). cp, loss_parallel and tp on an MoE model are refused (`supports`).
+CompileConfig(components=["model"]), ep -> expert_parallel_degree with data_parallel_shard_degree fsdp x ep (torchtitan
+carves EP out of its FSDP dimension), pp (alone, or with ep and ac: DeepSeek-V3's layout) -> torchtitan's own
+pipeline_llm with the workload's loss (suite/backends/torchtitan/pipeline.py). cp, loss_parallel, tp on an MoE model
+and pp with dp/fsdp/tp are refused (`supports`).
 """
 
 from __future__ import annotations
@@ -91,14 +93,16 @@ class TorchtitanBackend(Backend):
             raise ValueError(reason)
         self.layout = lay = layouts.resolve(spec.parallel, self.world)
         self.micro, self.n_micro = layouts.micro_batches(spec, lay)
+        self.workload = workload
+        if str(spec.model.arch) == "flux":
+            return self._setup_flux(workload, opts)
         cfg = llama.Config.model_validate(spec.model.params())
         suite_model = workload.build_model()  # seeded like every backend's: its weights are the shared checkpoint
         vocab = suite_model.tok_embeddings.num_embeddings
         model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,
-                                  sequence_parallel=lay.sp if lay.tp > 1 else None)
+                                  sequence_parallel=lay.sp if lay.tp > 1 else None, expert_parallel=lay.ep > 1)
         titan_model.load_suite_weights(model, suite_model, cfg)
         del suite_model
-        self.workload = workload
         self._titan_config = titan_model.titan_config(cfg, vocab, self.opts.attention)  # pipeline_llm reads it
         model = self.parallelize(model, cfg.moe is not None, lay, opts)
         params = self.pipe.parameters() if self.pipe is not None else [p for p in model.parameters() if p.requires_grad]
@@ -108,7 +112,24 @@ class TorchtitanBackend(Backend):
         return TrainState(model=call, raw_model=model, optimizer=optimizer, scheduler=scheduler,
                           extra={"params": params})
 
-    def parallelize(self, model: nn.Module, moe: bool, lay: layouts.Layout, opts: RunOptions) -> nn.Module:
+    def _setup_flux(self, workload: Workload, opts: RunOptions) -> TrainState:
+        from suite.backends.torchtitan import flux as titan_flux
+
+        suite_model = workload.build_model()  # seeded like every backend's: its weights are the shared checkpoint
+        model = titan_flux.build(workload.model_cfg, workload.meta, suite_model,  # type: ignore[attr-defined]
+                                 self.device.torch)
+        del suite_model
+        from torchtitan.models.flux.parallelize import parallelize_flux
+
+        model = self.parallelize(model, False, self.layout, opts, parallelize_fn=parallelize_flux)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = build_optimizer(workload.spec.optimizer, params)
+        scheduler = build_scheduler(workload.spec.schedule, optimizer, workload.spec.budget.max_steps)
+        return TrainState(model=model, raw_model=model, optimizer=optimizer, scheduler=scheduler,
+                          extra={"params": params})
+
+    def parallelize(self, model: nn.Module, moe: bool, lay: layouts.Layout, opts: RunOptions,
+                    parallelize_fn: Any = None) -> nn.Module:
         """torchtitan's ParallelDims and parallelize function on its `model`, as its Trainer calls them
         (partial-DTensor mode); also used by benchmarks/device_check.py on torchtitan's own 8B config."""
         import torchtitan.distributed.parallel_dims as parallel_dims_module
@@ -125,7 +146,11 @@ class TorchtitanBackend(Backend):
         parallel_dims_module.device_type = self.device.type  # type: ignore[attr-defined]
         from suite.backends.torchtitan import pipeline as titan_pipeline
 
-        par = ParallelismConfig(data_parallel_replicate_degree=lay.dp, data_parallel_shard_degree=lay.fsdp,
+        # torchtitan carves expert parallelism out of its FSDP dimension (ParallelDims: ep divides dp_shard x cp x
+        # tp, experts FSDP-sharded over the rest, "efsdp"): the suite's ep ranks, which replicate the dense
+        # parameters and split the experts, become dp_shard = fsdp x ep, the dense parameters FSDP-sharded over them
+        par = ParallelismConfig(data_parallel_replicate_degree=lay.dp, data_parallel_shard_degree=lay.fsdp * lay.ep,
+                                expert_parallel_degree=lay.ep,
                                 tensor_parallel_degree=lay.tp, enable_sequence_parallel=lay.sp,
                                 spmd_backend="partial_dtensor", pipeline_parallel_degree=lay.pp,
                                 pipeline_parallel_schedule=titan_pipeline.SCHEDULES[lay.schedule],
@@ -138,29 +163,36 @@ class TorchtitanBackend(Backend):
         training = TrainingConfig(mixed_precision_param="bfloat16" if opts.precision == "bf16" else "float32",
                                   local_batch_size=(self.micro or 1) * self.n_micro)
         compile_config = CompileConfig(enable=opts.compile, components=["model"])
-        if not moe:
+        if parallelize_fn is not None:
+            parallelize = parallelize_fn
+        elif not moe:
             from torchtitan.models.llama3 import parallelize_llama as parallelize
         else:
             from torchtitan.models.deepseek_v3 import parallelize_deepseekv3 as parallelize
         if lay.pp > 1:  # torchtitan's pipeline: the parts parallelised by the same function, the workload's loss
-            if lay.world != lay.pp:
-                raise ValueError(f"parallel {lay.describe()}: torchtitan's pipeline is wired alone here (pp = the "
-                                 "process count); its composition with dp/fsdp/tp is not tested")
+            if lay.world != lay.pp * lay.ep:
+                raise ValueError(f"parallel {lay.describe()}: torchtitan's pipeline is wired with ep and ac here; "
+                                 "its composition with dp/fsdp/tp is not tested")
             self.pipe = titan_pipeline.TitanPipeline(model, self._titan_config, dims, par, training, compile_config,
                                                      ac, parallelize, self.device.torch, self.n_micro,
-                                                     self.workload.loss)
+                                                     self.workload.loss, lay.data_parallel)
             self.compiled = "blocks" if opts.compile else None
+            for part in self.pipe.parts:
+                self._sum_reduction(part)
             return self.pipe.whole
         model = parallelize(model, parallel_dims=dims, training=training, parallelism=par,
                             compile_config=compile_config, ac_config=ac, dump_folder="")
         self.compiled = "blocks" if opts.compile else None
+        self._sum_reduction(model)
+        return model
+
+    def _sum_reduction(self, model: nn.Module) -> None:
         if self.device.type == "cpu":  # gloo has no PREMUL_SUM: the same reduction as SUM then x 1 (the factor
             from torch.distributed.fsdp import FSDPModule  # torchtitan sets, disable_fsdp_gradient_division)
 
             for module in model.modules():
                 if isinstance(module, FSDPModule):
                     module.set_force_sum_reduction_for_comms(True)
-        return model
 
     def data_shard(self) -> tuple[int, int]:
         """torchtitan's mesh is [pp, dp_replicate, dp_shard, cp, tp], tp innermost: tp peers read one batch."""
@@ -234,7 +266,10 @@ class TorchtitanBackend(Backend):
     def parallel_layout(self) -> dict[str, Any]:
         return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
                 "activation_checkpointing": self.layout.ac, "compile": self.compiled,
-                "attention": self.opts.attention, "framework": "torchtitan"}
+                "attention": self.opts.attention, "framework": "torchtitan",
+                # torchtitan's own mesh when it differs from the suite's: EP carved out of its FSDP dimension
+                **({"torchtitan_mesh": {"dp_shard": self.layout.fsdp * self.layout.ep, "ep": self.layout.ep}}
+                   if self.layout.ep > 1 else {})}
 
     def close(self) -> None:
         if self._saved_device_type is not None:

@@ -126,11 +126,22 @@ def _moe(cfg: LlamaConfig, init: dict[str, Any]) -> Any:
 
 
 def build(cfg: LlamaConfig, vocab_size: int, attention: str = "sdpa", device: Any = "cpu",
-          sequence_parallel: bool | None = None) -> torch.nn.Module:
+          sequence_parallel: bool | None = None, expert_parallel: bool = False) -> torch.nn.Module:
     """torchtitan's model for `cfg`, its parameters and buffers initialised by torchtitan (`init_states`).
     `sequence_parallel` not None: torchtitan's tensor-parallel sharding plan (`set_llama3_sharding_config`) set on
-    the config before the build, as its Trainer does (`update_from_config`): modules read it when built."""
+    the config before the build, as its Trainer does (`update_from_config`): modules read it when built.
+    `expert_parallel` (an MoE `cfg`): torchtitan's plan for a GQA decoder with MoE layers, its Qwen3 one
+    (`set_qwen3_sharding_config`: GQA attention, dense FFN where a layer has one, `set_moe_sharding_config` with
+    EP), so the routed experts shard over its `ep` mesh and the dispatcher exchanges tokens (all-to-all)."""
     config = titan_config(cfg, vocab_size, attention)
+    if expert_parallel:
+        if cfg.moe is None:
+            raise ValueError("expert parallel needs an MoE model (model.moe or an MoE preset)")
+        if sequence_parallel is not None:
+            raise ValueError("tensor parallel with an MoE model is not wired (see backend.supports)")
+        from torchtitan.models.qwen3.sharding import set_qwen3_sharding_config
+
+        set_qwen3_sharding_config(config, enable_sp=False, enable_ep=True)
     if sequence_parallel is not None:
         if cfg.qk_norm:
             raise ValueError("tensor parallel with model.qk_norm: torchtitan's Llama 3 sharding plan gives the q/k "

@@ -25,9 +25,20 @@ class Options(BaseModel):
     grad_clip: float | None = Field(default=None, gt=0)
 
 
+def _supports_flux(spec: Any) -> str | None:
+    par = spec.parallel
+    if par is not None and (par.tp > 1 or par.pp > 1 or par.cp > 1 or par.ep > 1 or par.ac == "selective"):
+        return ("parallel: torchtitan's Flux (parallelize_flux) shards with FSDP2 (fsdp, and dp as its replicate "
+                "dimension) and checkpoints whole blocks (ac=full); it has no tensor, pipeline, context or expert "
+                "parallel plan and no selective checkpointing")
+    return None
+
+
 def supports(spec: Any) -> str | None:
-    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets); flux waits
-    for the diffusion issue."""
+    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets) and `flux`
+    (torchtitan's FluxModel: suite/backends/torchtitan/flux.py)."""
+    if str(spec.model.arch) == "flux":
+        return _supports_flux(spec)
     if not layouts.is_llama(spec.model.arch):
         return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
                 "models from the suite's `llama` configs (dense and MoE presets); use model.arch llama")
@@ -46,9 +57,12 @@ def supports(spec: Any) -> str | None:
     par = spec.parallel
     if par is None:
         return None
-    if par.pp > 1 and (par.tp > 1 or par.fsdp > 1 or (par.dp or 1) > 1 or par.ac != "none"):
-        return ("parallel.pp with dp/fsdp/tp/ac: torchtitan's pipeline (pipeline_llm, suite/backends/torchtitan/pipeline.py) "
-                "is wired alone here; its composition with the other dimensions is not tested")
+    if par.ep > 1 and not params.get("moe"):
+        return (f"parallel.ep={par.ep} on a dense model: expert parallelism shards the experts of a Mixture-of-Experts "
+                "preset (e.g. model.preset deepseek-v3-tiny); drop parallel.ep")
+    if par.pp > 1 and (par.tp > 1 or par.fsdp > 1 or (par.dp or 1) > 1):
+        return ("parallel.pp with dp/fsdp/tp: torchtitan's pipeline (pipeline_llm, suite/backends/torchtitan/pipeline.py) "
+                "is wired with ep and ac (DeepSeek-V3's layout); its composition with dp/fsdp/tp is not tested")
     if par.cp > 1:
         return "parallel.cp: context parallel needs torchtitan's CP-sharded inputs and loss; not wired"
     if par.tp > 1 and par.loss_parallel is False:
