@@ -46,10 +46,11 @@ def titan_llama8b_row(device: torch.device, device_bytes: int | None, compile: b
         n = max(1, n * 3 // 4)
         torch.cuda.empty_cache()
     if flavor == "8B" and row.get("tokens_per_s"):  # achieved model FLOP/s: comparable across layer counts
+        from suite.models.llama import config as llama_config
         from suite.models.llama import model as llama
 
         def per_token(layers: int) -> float:
-            return llama.flops_per_token(llama.Config(preset="llama3.1-8b", n_layer=layers, seq_len=seq_len), {})
+            return llama.flops_per_token(llama_config.Config(preset="llama3.1-8b", n_layer=layers, seq_len=seq_len), {})
 
         row["model_tflops"] = row["tokens_per_s"] * per_token(n) / 1e12
         row["published_model_tflops_per_gpu"] = TITAN_PUBLISHED_8B["tokens_per_s_per_gpu"] * per_token(n_all) / 1e12

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.measure import llm_memory, memory, peaks
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 # torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (Llama 3.1 8B, 8 x H100 SXM, FSDP, bf16, sequence 8192,
@@ -34,7 +35,7 @@ def layers_that_fit(device_bytes: int, seq_len: int = 8192, headroom: float = 0.
     """The most layers of the 8B preset whose step the estimator fits in `device_bytes` (one device, bf16, AdamW)."""
     best = 0
     for n in range(1, FULL_LAYERS + 1):
-        cfg = llama.Config(preset="llama3.1-8b", n_layer=n, seq_len=seq_len)
+        cfg = llama_config.Config(preset="llama3.1-8b", n_layer=n, seq_len=seq_len)
         est = llm_memory.estimate_llama(cfg, micro_batch=micro_batch, vocab_size=128256, precision="bf16")
         if not memory.fits(est, device_bytes, headroom).fits:
             break
@@ -42,7 +43,7 @@ def layers_that_fit(device_bytes: int, seq_len: int = 8192, headroom: float = 0.
     return best
 
 
-def measure(device: torch.device, cfg: llama.Config, steps: int, compile_model: bool, peak_flops: float | None,
+def measure(device: torch.device, cfg: llama_config.Config, steps: int, compile_model: bool, peak_flops: float | None,
             micro_batch: int = 1) -> dict[str, Any]:
     """`steps` timed training steps (after 2 warm-up ones) of `cfg` on random tokens; the figures of each."""
     torch.manual_seed(0)
@@ -78,7 +79,7 @@ def measure(device: torch.device, cfg: llama.Config, steps: int, compile_model: 
     tokens = micro_batch * cfg.seq_len
     flops_per_token = llama.flops_per_token(cfg, {"vocab_size": vocab})
     mfu = flops_per_token * tokens / step_s / peak_flops if peak_flops else None
-    full = llama.Config(preset="llama3.1-8b") if cfg.preset == "llama3.1-8b" else cfg
+    full = llama_config.Config(preset="llama3.1-8b") if cfg.preset == "llama3.1-8b" else cfg
     full_flops = llama.flops_per_token(full, {"vocab_size": vocab})
     out = {"layers": cfg.n_layer, "seq_len": cfg.seq_len, "micro_batch": micro_batch, "compile": compile_model,
            "dtype": str(dtype).removeprefix("torch."), "steps": steps, "step_time_p50_s": step_s,
@@ -98,14 +99,14 @@ def probe(device: torch.device, device_name: str, device_bytes: int | None, step
     row: dict[str, Any] = {"goal": TORCHTITAN_GOAL}
     try:
         if device.type == "cpu":
-            cfg = llama.Config(preset="llama3.1-tiny", seq_len=256)
+            cfg = llama_config.Config(preset="llama3.1-tiny", seq_len=256)
             table = peaks.cpu_peak("fp32", threads)
             row["stand_in"] = "llama3.1-tiny at sequence 256 (dry mode: the code path, not the 8B figures)"
         else:
             n = layers_that_fit(device_bytes or 0, micro_batch=micro_batch)
             if n == 0:
                 return {**row, "error": f"not one layer of the 8B preset fits {device_bytes} bytes"}
-            cfg = llama.Config(preset="llama3.1-8b", n_layer=n)
+            cfg = llama_config.Config(preset="llama3.1-8b", n_layer=n)
             table = peaks.lookup(device_name, "bf16")
         row.update(measure(device, cfg, steps, compile_model and device.type != "cpu",
                            table.flops_per_s if table else None, micro_batch))

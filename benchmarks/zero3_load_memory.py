@@ -69,14 +69,14 @@ def rank_main(mode: str, folder: str, out: str) -> None:
     from suite.measure import memory_lora
     from suite.models.hf import checkpoint as hf_checkpoint
     from suite.models.hf import tensors as hf_tensors
-    from suite.models.llama import model as llama
+    from suite.models.llama import config as llama_config
 
     deepspeed = _import_deepspeed("cpu")
     _skip_shm_build()
     dist.init_process_group("gloo")
     world = dist.get_world_size()
     config = ds_config(Options(zero_stage=3), "fp32", global_batch=world, dp=world)
-    cfg = hf_checkpoint.config_for(folder, llama.Config(**SHAPE))
+    cfg = hf_checkpoint.config_for(folder, llama_config.Config(**SHAPE))
     tiny = Path(folder).parent / "tiny"
     # the same load of a tiny checkpoint first: what the first load imports (torch's meta-device refs, DeepSpeed's
     # partitioning) is a one-time cost of the process, not of the checkpoint
@@ -108,17 +108,18 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.llama import config as llama_config
     from suite.models.llama import model as llama
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "model"
-        model = llama.build(llama.Config(**SHAPE), {}).to(torch.bfloat16)
+        model = llama.build(llama_config.Config(**SHAPE), {}).to(torch.bfloat16)
         hf_checkpoint.save_llama(model, folder, max_shard_bytes=50_000_000)
         on_disk = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
         largest = max(p.numel() * p.element_size() for p in model.parameters())
         del model
-        hf_checkpoint.save_llama(llama.build(llama.Config(preset="llama3.1-tiny"), {}), Path(tmp) / "tiny")
+        hf_checkpoint.save_llama(llama.build(llama_config.Config(preset="llama3.1-tiny"), {}), Path(tmp) / "tiny")
         rows = []
         for mode in ("whole", "stream"):
             stem = Path(tmp) / mode

@@ -18,7 +18,7 @@ import torch
 from pydantic import BaseModel
 from torch import nn
 
-from suite.backends.availability import Availability  # noqa: F401 - its home (torch-free), re-exported
+from suite.backends.availability import Availability
 
 if TYPE_CHECKING:  # annotations only: the workload module imports the registry, which imports this lazily
     from suite.devices import Device

@@ -119,9 +119,9 @@ def estimate_llama(cfg: Any, *, micro_batch: int, vocab_size: int, precision: st
 
 def estimate_llama_spec(spec: Any, precision: str | None = None, ep: int = 1) -> MemoryEstimate:
     """The estimate for a Llama workload spec at its micro-batch, precision and layout (parallel.fsdp, .ac)."""
-    from suite.models.llama import model as llama
+    from suite.models.llama import config as llama_config
 
-    cfg = llama.Config.model_validate(spec.model.params())
+    cfg = llama_config.Config.model_validate(spec.model.params())
     vocab = cfg.vocab_size or getattr(spec.data, "vocab_size", None) or spec.data.params().get("vocab_size")
     if not vocab:
         raise ValueError(f"{spec.name}: the vocabulary size is unknown (model.vocab_size / data.vocab_size)")

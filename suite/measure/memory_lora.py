@@ -137,9 +137,9 @@ def estimate_spec(spec: Any, precision: str | None = None, **layout: Any) -> Mem
     else bf16 for a bf16 recipe, else fp32), with `layout` (shard, tp, ac)."""
     if spec.model.arch != "hf_llama":
         raise ValueError(f"{spec.name}: the LoRA memory estimator models arch hf_llama, not {spec.model.arch!r}")
-    from suite.models.hf import pretrained
+    from suite.models.hf import config as hf_config_mod
 
-    cfg = pretrained.Config.model_validate(spec.model.params())
+    cfg = hf_config_mod.Config.model_validate(spec.model.params())
     dtype = cfg.dtype or ("bfloat16" if (precision or spec.precision or "fp32").startswith("bf16") else "float32")
     micro = spec.data.micro_batch_size or spec.data.batch_size
     return estimate_lora(cfg, micro_batch=micro, dtype=dtype, **layout)

@@ -125,7 +125,7 @@ def _ring(n: int, size: float) -> int:
 def check(spec: Any, backend: str, world: int) -> tuple[Any, layouts.Layout, int, int]:
     """(model config, layout, micro-batch, micro-batches) or PlanError naming the first thing that does not divide."""
     from suite.backends.layout import is_llama
-    from suite.models.llama import model as llama
+    from suite.models.llama import config as llama_config
 
     if backend not in ENGINES:
         raise PlanError(f"--backend {backend}: plan lays out {', '.join(ENGINES)}")
@@ -150,7 +150,7 @@ def check(spec: Any, backend: str, world: int) -> tuple[Any, layouts.Layout, int
         refusal = None
     if refusal:
         raise PlanError(f"{backend}: {refusal}")
-    cfg = llama.Config.model_validate(spec.model.params())
+    cfg = llama_config.Config.model_validate(spec.model.params())
     stage_split(cfg.n_layer, lay.pp)
     for what, n in (("model.n_head", cfg.n_head), ("model.n_kv_head", cfg.kv_heads)):
         if n % lay.tp:

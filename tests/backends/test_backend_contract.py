@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from suite import registry
+from suite.backends import availability as availability
 from suite.backends import base
 from suite.registry import RegistryError
 
@@ -60,7 +61,7 @@ def test_defaults_of_the_optional_hooks() -> None:
     class Minimal(base.Backend):
         name = "minimal"
 
-        def available(self): return base.Availability(True)  # noqa: E704
+        def available(self): return availability.Availability(True)  # noqa: E704
         def setup(self, workload, opts): raise NotImplementedError  # noqa: E704
         def train_step(self, state, batch): raise NotImplementedError  # noqa: E704
         def eval_model(self, state): raise NotImplementedError  # noqa: E704

@@ -30,6 +30,7 @@ from support.promised import require
 from suite import devices, registry
 from suite.backends import matrix as support
 from suite.models.common import moe
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 from suite.specload import load_spec
 
@@ -46,10 +47,10 @@ def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().max())
 
 
-def _pair(preset: str, seed: int = 0, **overrides) -> tuple[llama.Config, torch.nn.Module, torch.nn.Module]:
+def _pair(preset: str, seed: int = 0, **overrides) -> tuple[llama_config.Config, torch.nn.Module, torch.nn.Module]:
     """The suite model (weights N(0, 0.1) so logits are O(1), a non-zero MoE score bias) and torchtitan's model
     of the same config with those weights."""
-    cfg = llama.Config(preset=preset, **overrides)
+    cfg = llama_config.Config(preset=preset, **overrides)
     torch.manual_seed(seed)
     ours = llama.build(cfg, {})
     with torch.no_grad():
@@ -64,7 +65,7 @@ def _pair(preset: str, seed: int = 0, **overrides) -> tuple[llama.Config, torch.
     return cfg, ours.eval(), theirs.eval()
 
 
-def _tokens(cfg: llama.Config) -> torch.Tensor:
+def _tokens(cfg: llama_config.Config) -> torch.Tensor:
     return torch.randint(0, llama.vocab(cfg, {}), (3, cfg.seq_len), generator=torch.Generator().manual_seed(1))
 
 
@@ -72,7 +73,7 @@ def test_the_8b_preset_builds_torchtitans_own_8b_model():
     from torchtitan.models.llama3 import llama3_configs
 
     theirs = llama3_configs["8B"](attn_backend="flex")
-    ours = titan_model.titan_config(llama.Config(preset="llama3.1-8b"), 128256, "flex")
+    ours = titan_model.titan_config(llama_config.Config(preset="llama3.1-8b"), 128256, "flex")
     with torch.device("meta"):
         shapes = [{k: tuple(v.shape) for k, v in c.build().state_dict().items()} for c in (theirs, ours)]
     assert shapes[0] == shapes[1] and len(shapes[0]) > 250

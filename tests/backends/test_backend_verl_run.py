@@ -35,7 +35,6 @@ VAL = "val-core/trainbench/reward/mean@1"
 def one_gpu(monkeypatch):
     """A CUDA node with veRL's trainer installed, as far as the backend's checks can tell."""
     monkeypatch.setattr(verl_backend, "_cuda_count", lambda: 1)
-    monkeypatch.setattr(verl_backend, "TRAINER_MODULES", ())
     monkeypatch.setattr(verl_options, "_cuda_count", lambda: 1)  # where `supports` looks them up (torch-free)
     monkeypatch.setattr(verl_options, "TRAINER_MODULES", ())
 

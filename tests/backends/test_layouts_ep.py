@@ -31,7 +31,7 @@ from support.noise import OTHER_KERNELS, SAME_MATH, Noise, measure
 from test_layouts import LAUNCH_GUARD_S, LAUNCH_TEST_TIMEOUT_S, STEPS
 
 from suite.backends import layout
-from suite.backends.parallel import expert
+from suite.backends.parallel import refusals as refusals
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
@@ -107,7 +107,7 @@ def test_ep_is_a_layout_dimension_that_reads_different_data():
     (TINY_MOE, {"parallel.ep": 2, "parallel.ac": "full"}, "--parallel ep=2 with ac=full is implemented under pp"),
 ])
 def test_impossible_expert_layouts_are_refused_naming_the_flag(spec, sets, message):
-    assert message in expert.spec_refusal(load_spec(spec, sets))
+    assert message in refusals.expert_refusal(load_spec(spec, sets))
 
 
 def test_the_cli_refuses_ep_that_does_not_divide_the_experts_before_starting(tmp_path):

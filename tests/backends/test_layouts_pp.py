@@ -33,6 +33,7 @@ from support.promised import require
 from test_layouts import LAUNCH_GUARD_S, LAUNCH_TEST_TIMEOUT_S, STEPS
 
 from suite.backends.megatron import llama as megatron_llama
+from suite.backends.megatron import llama_refusals as llama_refusals
 from suite.backends.parallel import pipeline_llama
 from suite.backends.torch import backend as torch_backend
 from suite.specload import load_spec
@@ -90,10 +91,10 @@ def test_stage_bounds_even_remainder_first_and_megatron_uneven():
 
 
 def test_megatron_first_and_last_stage_sizes_where_pp_does_not_divide_the_layers():
-    assert megatron_llama.uneven_split(64, 4) is None  # even: Megatron's own split
-    assert megatron_llama.uneven_split(61, 16) == (3, 2)  # 3 + 14 x 4 + 2
+    assert llama_refusals.uneven_split(64, 4) is None  # even: Megatron's own split
+    assert llama_refusals.uneven_split(61, 16) == (3, 2)  # 3 + 14 x 4 + 2
     assert [len(megatron_llama.stage_layers(61, 4, s)) for s in range(4)] == [15, 16, 16, 14]
-    assert megatron_llama.uneven_split(5, 4) == (2, 1)  # the ceiling would leave the last stage none
+    assert llama_refusals.uneven_split(5, 4) == (2, 1)  # the ceiling would leave the last stage none
     assert sum(len(megatron_llama.stage_layers(61, 16, s)) for s in range(16)) == 61
     from suite.backends.megatron import backend as megatron
 
@@ -174,7 +175,7 @@ def test_pp_with_ep_on_four_processes_matches_one_process(deepseek_by_4, tmp_pat
     """torch's pipeline with its expert exchange, and Megatron's (its sigmoid group-limited router, its uneven
     split of the 3 layers as 2 + 1, its all-gather dispatcher on CPU), against the same one-process reference."""
     require("megatron.core")
-    assert megatron_llama.uneven_split(3, 2) == (2, 1)  # Megatron's first/last stage sizes: its layers 2 + 1
+    assert llama_refusals.uneven_split(3, 2) == (2, 1)  # Megatron's first/last stage sizes: its layers 2 + 1
     jobs = [{"backend": b, "overrides": {**DEEPSEEK, "parallel.pp": 2, "parallel.ep": 2}} for b in ("torch", "megatron")]
     rows = _launch(tmp_path, 4, TINY_MOE, jobs)
     want, _, noise = deepseek_by_4

@@ -28,7 +28,7 @@ from support.noise import OTHER_KERNELS, measure
 from support.promised import require
 
 from suite.backends.megatron import options as megatron_options
-from suite.models.llama import model as llama
+from suite.models.llama import config as llama_config
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
@@ -68,7 +68,7 @@ def checkpoint(tmp_path_factory):
     from support.hf_reference import hf_llama, randomize
 
     folder = tmp_path_factory.mktemp("hf_llama")
-    hf_model = hf_llama(llama.Config(preset="llama3.1-tiny", vocab_size=VOCAB, n_layer=4))
+    hf_model = hf_llama(llama_config.Config(preset="llama3.1-tiny", vocab_size=VOCAB, n_layer=4))
     randomize(hf_model)
     hf_model.save_pretrained(folder)
     ids = torch.randint(0, VOCAB, (3, 32), generator=torch.Generator().manual_seed(1))

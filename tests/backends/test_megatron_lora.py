@@ -22,6 +22,7 @@ from suite.backends.megatron import lora as megatron_lora
 from suite.data.locate import data_root
 from suite.harness import seed_everything
 from suite.models.common import lora
+from suite.models.hf import config as hf_config_mod
 from suite.models.hf import pretrained
 from suite.specload import load_spec
 from suite.workloads.contract import Context
@@ -45,7 +46,7 @@ def test_adapter_count_of_the_70b_reference_in_megatrons_fused_layout():
     """MLPerf's llama2_70b_lora (r 16 on qkv_proj and o_proj; 80 layers, 8192 wide, 64 query and 8 key/value heads
     of 128): one adapter over the fused qkv (8192 -> 10240) and one on o (8192 -> 8192) is 44,564,480 parameters, the
     reference's 44.6 M, as peft's on the spec's fused wqkv (model.fused_qkv); on split q, k, v it has 65,536,000."""
-    cfg = pretrained.Config.model_validate(load_spec(FULL).model.params())
+    cfg = hf_config_mod.Config.model_validate(load_spec(FULL).model.params())
     assert megatron_lora.adapter_param_count(cfg, cfg.lora) == 16 * (18432 + 16384) * 80 == 44_564_480
     assert lora.adapter_param_count(cfg, cfg.lora, 32000) == 44_564_480
     split = cfg.model_copy(update={"fused_qkv": False})
@@ -115,7 +116,7 @@ def checkpoint(tmp_path_factory):
     from support.char_lm import DataConfig, load_text
     from support.hf_reference import hf_llama, randomize
 
-    cfg = pretrained.Config(preset="llama3.1-tiny", vocab_size=load_text(DataConfig())[2])
+    cfg = hf_config_mod.Config(preset="llama3.1-tiny", vocab_size=load_text(DataConfig())[2])
     model = hf_llama(pretrained.shape(cfg))
     randomize(model)
     folder = tmp_path_factory.mktemp("hf_llama")
@@ -184,7 +185,7 @@ def test_only_adapter_tensors_change_and_the_optimizer_holds_only_them(checkpoin
         gpt = state.raw_model
         adapters = {n for n, _ in gpt.named_parameters() if ".adapter.lora_" in n}
         assert len(adapters) == 2 * len(targets) * 2
-        cfg = pretrained.Config.model_validate(spec.model.params())
+        cfg = hf_config_mod.Config.model_validate(spec.model.params())
         assert sum(p.numel() for n, p in gpt.named_parameters() if n in adapters) == \
             megatron_lora.adapter_param_count(pretrained.shape(cfg), cfg.lora)
         before = {n: t.detach().clone() for n, t in gpt.state_dict().items() if isinstance(t, torch.Tensor)}

@@ -14,6 +14,7 @@ import torch
 from support.backend_util import TESTS
 from support.promised import require
 
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
@@ -36,7 +37,7 @@ def test_torchtitan_qk_norm_gives_the_suite_logits_and_needs_the_permutation():
     require("torchtitan.models.llama3", extra="torchtitan")
     from suite.backends.torchtitan import model as titan_model
 
-    cfg = llama.Config(preset="llama3.1-tiny", qk_norm=True)
+    cfg = llama_config.Config(preset="llama3.1-tiny", qk_norm=True)
     torch.manual_seed(0)
     ours = llama.build(cfg, {})
     with torch.no_grad():
@@ -117,7 +118,7 @@ def test_megatron_qk_layernorm_gives_the_suite_logits():
 @pytest.mark.parametrize("tp", [2])
 def test_megatron_refuses_qk_norm_with_tensor_parallelism(tp):
     require("megatron.core")
-    from suite.backends.megatron.llama import refusal
+    from suite.backends.megatron.llama_refusals import refusal
     from suite.specload import load_spec
 
     spec = load_spec(TINY_LLAMA, {"model.qk_norm": True})

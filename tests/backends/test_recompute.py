@@ -89,9 +89,10 @@ def test_torch_llama_checkpointing_changes_nothing_but_memory():
     assert lay["activation_checkpointing"] == "full" and 0.5 < lay["recompute_fraction"] < 1, lay
     # the share against the model's own count: the layers' matmuls and attention of the forward, not the head
     from suite.backends.parallel.checkpoint import recompute_fraction
+    from suite.models.llama import config as llama_config
     from suite.models.llama import model as llama
 
-    cfg = llama.Config(preset="llama3.1-tiny", seq_len=64, vocab_size=100)
+    cfg = llama_config.Config(preset="llama3.1-tiny", seq_len=64, vocab_size=100)
     model = llama.build(cfg, {"vocab_size": 100})
     head = 100 * cfg.d_model
     fwd = llama.flops_per_token(cfg, {"vocab_size": 100}) / 3

@@ -43,14 +43,14 @@ def test_the_supports_modules_and_the_configs_they_read_import_no_torch() -> Non
 
 
 def test_the_moved_configs_are_the_model_modules_own() -> None:
-    from suite.models.common import configs, lora, moe
+    from suite.models.common import configs
+    from suite.models.common import configs as common_configs
     from suite.models.hf import config as hf_config
-    from suite.models.hf import pretrained
+    from suite.models.hf import config as hf_config_mod
     from suite.models.llama import config as llama_config
-    from suite.models.llama import model as llama
 
-    assert llama.Config is llama_config.Config and pretrained.Config is hf_config.Config
-    assert moe.MoEConfig is configs.MoEConfig and lora.LoraConfig is configs.LoraConfig
+    assert llama_config.Config is llama_config.Config and hf_config_mod.Config is hf_config.Config
+    assert common_configs.MoEConfig is configs.MoEConfig and common_configs.LoraConfig is configs.LoraConfig
 
 
 @pytest.mark.skipif(bool(devices.accelerator_evidence()), reason="env imports the frameworks where a device shows")

@@ -10,19 +10,20 @@ from support.memtrack import in_fresh_process, second_step_peak
 
 from suite import registry
 from suite.measure import llm_memory, memory
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
 H100 = 80 * 10**9
 VOCAB, MICRO = 64, 4
-DENSE = llama.Config(n_layer=2, d_model=64, n_head=4, n_kv_head=2, ffn_dim=160, seq_len=128, vocab_size=VOCAB)
-MOE = llama.Config(n_layer=2, d_model=48, n_head=4, n_kv_head=2, head_dim=16, ffn_dim=48, seq_len=128,
+DENSE = llama_config.Config(n_layer=2, d_model=64, n_head=4, n_kv_head=2, ffn_dim=160, seq_len=128, vocab_size=VOCAB)
+MOE = llama_config.Config(n_layer=2, d_model=48, n_head=4, n_kv_head=2, head_dim=16, ffn_dim=48, seq_len=128,
                    vocab_size=VOCAB, moe={"experts": 8, "top_k": 2, "expert_ffn_dim": 48, "shared_experts": 1})
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16}
 
 
-def measured_peak(cfg: llama.Config, precision: str) -> int:
+def measured_peak(cfg: llama_config.Config, precision: str) -> int:
     """Peak bytes of the second training step (the optimizer's state exists, as in every later step)."""
     torch.manual_seed(0)
     model = llama.build(cfg, {})
@@ -99,7 +100,7 @@ def test_deepseek_v3_does_not_fit_8_h100s_in_any_layout():
     """671B parameters' weights and AdamW state alone are 16 B each: 10.7 TB, not 8 x 80 GB; the reference runs on
     256 GB300s (64 x 4, EP 64, PP 4)."""
     spec = load_spec(registry.workload_files()["nlp/deepseekv3_671b"])
-    cfg = llama.Config.model_validate(spec.model.params())
+    cfg = llama_config.Config.model_validate(spec.model.params())
     est = llm_memory.estimate_llama(cfg, micro_batch=1, vocab_size=129280, precision="bf16", ac="full", fsdp=8, ep=8)
     assert 650e9 < est.params < 700e9 and not memory.fits(est, H100).fits
     assert est.weights_bytes + est.optimizer_bytes > 8 * H100

@@ -12,15 +12,16 @@ from support.memtrack import in_fresh_process, second_step_peak
 from support.promised import require
 
 from suite.measure import memory, memory_lora
-from suite.models.common import lora
+from suite.models.common import configs as common_configs
+from suite.models.hf import config as hf_config_mod
 from suite.models.hf import pretrained
 
 torch.set_num_threads(1)
 MICRO, VOCAB = 8, 256
 
 
-def _cfg(dropout: float = 0.1, **kw) -> pretrained.Config:  # kw: fused_qkv
-    return pretrained.Config(**{"preset": "llama3.1-tiny", "seq_len": 128, **kw}, lora=lora.LoraConfig(
+def _cfg(dropout: float = 0.1, **kw) -> hf_config_mod.Config:  # kw: fused_qkv
+    return hf_config_mod.Config(**{"preset": "llama3.1-tiny", "seq_len": 128, **kw}, lora=common_configs.LoraConfig(
         rank=4, alpha=8, dropout=dropout, target_modules=["qkv_proj", "o_proj"]))
 
 
@@ -41,7 +42,7 @@ def fresh_measure(dtype: str, ac: str, fused: bool = False) -> list[int]:
     return [got, sum(t.numel() * t.element_size() for s in opt.state.values() for k, t in s.items() if k != "step")]
 
 
-def measured_peak(cfg: pretrained.Config, dtype: torch.dtype, ac: str) -> tuple[int, torch.optim.Optimizer]:
+def measured_peak(cfg: hf_config_mod.Config, dtype: torch.dtype, ac: str) -> tuple[int, torch.optim.Optimizer]:
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
     torch.manual_seed(0)
@@ -119,4 +120,4 @@ def test_refusals_name_the_field():
     with pytest.raises(ValueError, match="dtype 'int8'"):
         memory_lora.estimate_lora(_cfg(), micro_batch=1, dtype="int8")
     with pytest.raises(ValueError, match="model.lora is not set"):
-        memory_lora.estimate_lora(pretrained.Config(preset="llama3.1-tiny"), micro_batch=1)
+        memory_lora.estimate_lora(hf_config_mod.Config(preset="llama3.1-tiny"), micro_batch=1)

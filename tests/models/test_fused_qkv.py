@@ -15,15 +15,18 @@ from test_llama import _max_abs, _tokens
 
 from suite import registry
 from suite.data.base import DataMissing
+from suite.models.common import configs as common_configs
 from suite.models.common import lora
 from suite.models.hf import checkpoint as ckpt
+from suite.models.hf import config as hf_config_mod
 from suite.models.hf import pretrained
 from suite.models.hf import tensors as hf_tensors
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 from suite.specload import load_spec
 
 torch.set_num_threads(1)
-TINY = llama.Config(preset="llama3.1-tiny")
+TINY = llama_config.Config(preset="llama3.1-tiny")
 FUSED = TINY.model_copy(update={"fused_qkv": True})
 
 
@@ -111,7 +114,7 @@ def test_one_peft_adapter_on_wqkv_is_the_hand_computed_lora_update():
     """peft on the fused linear: y = x W^T + (x A^T B^T) alpha / r, A (r, d), B (q + k + v, r); its gradients the
     hand formula's; one A per layer, counted by adapter_param_count."""
     require("peft")
-    cfg = pretrained.Config(preset="llama3.1-tiny", fused_qkv=True, lora=lora.LoraConfig(
+    cfg = hf_config_mod.Config(preset="llama3.1-tiny", fused_qkv=True, lora=common_configs.LoraConfig(
         rank=4, alpha=8, target_modules=["qkv_proj", "o_proj"]))
     model = pretrained.build(cfg, {})
     adapters = {n: p for n, p in model.named_parameters() if p.requires_grad}
@@ -141,7 +144,7 @@ def test_one_peft_adapter_on_wqkv_is_the_hand_computed_lora_update():
 def test_mlperf_spec_counts_the_references_44_564_480_adapter_parameters():
     from suite.backends.megatron import lora as megatron_lora
 
-    cfg = pretrained.Config.model_validate(load_spec(registry.workload_files()["nlp/llama2_70b_lora"]).model.params())
+    cfg = hf_config_mod.Config.model_validate(load_spec(registry.workload_files()["nlp/llama2_70b_lora"]).model.params())
     assert cfg.fused_qkv and lora.adapter_param_count(cfg, cfg.lora, 32000) == 44_564_480
     assert megatron_lora.adapter_param_count(cfg, cfg.lora) == 44_564_480
     split = cfg.model_copy(update={"fused_qkv": False})
@@ -149,7 +152,7 @@ def test_mlperf_spec_counts_the_references_44_564_480_adapter_parameters():
 
 
 def test_split_target_names_with_a_fused_model_and_wqkv_without_one_are_refused():
-    cfg = lora.LoraConfig(rank=4, alpha=8, target_modules=["q_proj", "v_proj"])
+    cfg = common_configs.LoraConfig(rank=4, alpha=8, target_modules=["q_proj", "v_proj"])
     with pytest.raises(ValueError, match="'q_proj' with model.fused_qkv: q, k and v are one linear"):
         cfg.suite_targets(fused_qkv=True)
     with pytest.raises(ValueError, match="'wqkv' exists only with model.fused_qkv: true"):
@@ -178,7 +181,7 @@ def test_fused_lora_step_trains_adapters_only_with_the_unfused_loss():
     B = 0 (the same base), then only lora_ tensors move."""
     require("peft")
     _, split, fused = _pair()
-    targets = lora.LoraConfig(rank=4, alpha=8, target_modules=["qkv_proj", "o_proj"])
+    targets = common_configs.LoraConfig(rank=4, alpha=8, target_modules=["qkv_proj", "o_proj"])
     models = [lora.apply(m.train(), targets) for m in (split, fused)]
     idx = _tokens(TINY)
     before = {n: t.clone() for n, t in models[1].state_dict().items()}

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from suite.models.common.generation import Sampling, generate, token_logprobs
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
@@ -13,7 +14,7 @@ torch.set_num_threads(1)
 
 def _model(dtype: torch.dtype = torch.float64, **overrides) -> torch.nn.Module:
     torch.manual_seed(0)
-    cfg = llama.Config(preset="llama3.1-tiny", vocab_size=40, **overrides)
+    cfg = llama_config.Config(preset="llama3.1-tiny", vocab_size=40, **overrides)
     return llama.build(cfg, {}).to(dtype)
 
 

@@ -15,12 +15,13 @@ from test_llama import _max_abs, _tokens
 from suite.data.base import DataMissing
 from suite.models.hf import checkpoint as ckpt
 from suite.models.hf import tensors as hf_tensors
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 
 
-def _saved_by_transformers(cfg: llama.Config, folder: Path, mixtral: bool = False, **save: object) -> torch.nn.Module:
+def _saved_by_transformers(cfg: llama_config.Config, folder: Path, mixtral: bool = False, **save: object) -> torch.nn.Module:
     hf_model = hf_mixtral(cfg) if mixtral else hf_llama(cfg)
     randomize(hf_model)
     hf_model.save_pretrained(folder, **save)
@@ -36,7 +37,7 @@ def _noise(hf_model: torch.nn.Module, idx: torch.Tensor) -> float:
 @pytest.mark.parametrize("mixtral,save", [(False, {}), (False, {"max_shard_size": "40KB"}), (True, {})])
 def test_checkpoint_saved_by_transformers_gives_its_logits(tmp_path, mixtral, save):
     require("transformers")
-    cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False) if mixtral else llama.Config(preset="llama3.1-tiny")
+    cfg = llama_config.Config(preset="gpt-oss-tiny", attention_bias=False) if mixtral else llama_config.Config(preset="llama3.1-tiny")
     hf_model = _saved_by_transformers(cfg, tmp_path, mixtral, **save)
     if save:
         assert (tmp_path / hf_tensors.INDEX).is_file() and len(hf_tensors.weight_files(tmp_path)) > 3
@@ -51,7 +52,7 @@ def test_checkpoint_saved_by_transformers_gives_its_logits(tmp_path, mixtral, sa
 
 def test_bf16_checkpoint_loads_in_bf16_or_cast_to_fp32(tmp_path):
     require("transformers")
-    cfg = llama.Config(preset="llama3.1-tiny")
+    cfg = llama_config.Config(preset="llama3.1-tiny")
     _saved_by_transformers(cfg, tmp_path).to(torch.bfloat16).save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["dtype"] == "bfloat16"
     native = ckpt.load_llama(tmp_path, cfg)
@@ -79,7 +80,7 @@ def test_suite_model_saved_back_reads_in_transformers_with_same_logits(tmp_path,
     require("transformers")
     from transformers import AutoModelForCausalLM
 
-    cfg = llama.Config(preset=preset, **overrides)
+    cfg = llama_config.Config(preset=preset, **overrides)
     ours = llama.build(cfg, {}).eval()
     randomize(ours, seed=3)
     ckpt.save_llama(ours, tmp_path, max_shard_bytes=shard)
@@ -99,13 +100,13 @@ def test_suite_model_saved_back_reads_in_transformers_with_same_logits(tmp_path,
 
 
 @pytest.fixture
-def saved(tmp_path) -> tuple[Path, llama.Config]:
-    cfg = llama.Config(preset="llama3.1-tiny")
+def saved(tmp_path) -> tuple[Path, llama_config.Config]:
+    cfg = llama_config.Config(preset="llama3.1-tiny")
     ckpt.save_llama(llama.build(cfg, {}), tmp_path, max_shard_bytes=30_000)
     return tmp_path, cfg
 
 
-def _refused(folder: Path, cfg: llama.Config, *parts: str, **kw: object) -> None:
+def _refused(folder: Path, cfg: llama_config.Config, *parts: str, **kw: object) -> None:
     with pytest.raises(DataMissing) as e:
         ckpt.load_llama(folder, ckpt.config_for(folder, cfg), **kw)
     for part in parts:
@@ -138,7 +139,7 @@ def test_another_architecture(saved):
 def test_spec_shape_other_than_the_checkpoints(saved):
     folder, _ = saved
     with pytest.raises(DataMissing, match=r"config.json: ffn_dim is 160 in the checkpoint but 128 in the spec"):
-        ckpt.config_for(folder, llama.Config(preset="llama3.1-tiny", ffn_dim=128))
+        ckpt.config_for(folder, llama_config.Config(preset="llama3.1-tiny", ffn_dim=128))
 
 
 def test_missing_and_misshapen_tensors_name_tensor_shape_and_file(saved):
@@ -173,7 +174,7 @@ def test_fused_qkv_checkpoint_of_the_mlperf_reference_loads_split(tmp_path):
     q/k/v projections; a row count other than q + k + v is refused naming the tensor."""
     from safetensors.torch import load_file, save_file
 
-    cfg = llama.Config(preset="llama3.1-tiny")
+    cfg = llama_config.Config(preset="llama3.1-tiny")
     ours = llama.build(cfg, {})
     ckpt.save_llama(ours, tmp_path)
     tensors = load_file(tmp_path / hf_tensors.SINGLE)

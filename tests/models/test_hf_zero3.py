@@ -20,6 +20,7 @@ from test_llama import _max_abs, _tokens
 from suite.measure import memory_lora
 from suite.models.hf import checkpoint as ckpt
 from suite.models.hf import tensors as hf_tensors
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
@@ -36,10 +37,10 @@ def test_every_partition_read_alone_makes_the_whole_tensor(tmp_path, layout):
     qkv_proj; for model.fused_qkv's wqkv the whole qkv_proj, or q/k/v_proj joined) put together are the tensor the
     whole-model path reads, and no range reads the whole tensor."""
     if layout == "mixtral":  # experts one by one on disk, as transformers writes them (test_hf_checkpoint.py)
-        cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False)
+        cfg = llama_config.Config(preset="gpt-oss-tiny", attention_bias=False)
         ckpt.save_llama(llama.build(cfg, {}), tmp_path, max_shard_bytes=30_000)
     elif layout == "wqkv_from_split":  # separate q/k/v_proj (3 shards: q, k and v in different files)
-        cfg = llama.Config(preset="llama3.1-tiny", fused_qkv=True)
+        cfg = llama_config.Config(preset="llama3.1-tiny", fused_qkv=True)
         ckpt.save_llama(llama.build(cfg.model_copy(update={"fused_qkv": False}), {}), tmp_path,
                         max_shard_bytes=10_000)
     else:
@@ -68,7 +69,7 @@ def test_every_partition_read_alone_makes_the_whole_tensor(tmp_path, layout):
 def test_two_zero3_ranks_stream_a_transformers_checkpoint_and_give_its_logits(tmp_path):
     require("deepspeed")
     require("transformers")
-    cfg = llama.Config(preset="llama3.1-tiny")
+    cfg = llama_config.Config(preset="llama3.1-tiny")
     hf_model = hf_llama(cfg)
     randomize(hf_model)
     folder = tmp_path / "model"
@@ -131,7 +132,7 @@ def test_zero3_partitions_hold_the_checkpoint_dtype_on_every_x86_cpu(tmp_path):
     set to each), so the test fails on every machine if the loader stops correcting it (hf_zero3.zero_init)."""
     require("deepspeed")
     folder = tmp_path / "model"
-    ckpt.save_llama(llama.build(llama.Config(preset="llama3.1-tiny"), {}), folder)
+    ckpt.save_llama(llama.build(llama_config.Config(preset="llama3.1-tiny"), {}), folder)
     out = tmp_path / "dtypes.json"
     p = subprocess.run([sys.executable, "-m", "support.zero3_dtype", str(out), str(folder)], capture_output=True,
                        text=True, env=env(DS_ACCELERATOR="cpu"), cwd=ROOT, timeout=300)
@@ -171,7 +172,7 @@ def test_mixtral_experts_missing_or_misshapen_are_refused_from_the_headers(tmp_p
     """The per-expert tensors both paths stack: one missing, or one of another shape, names it before any read."""
     from safetensors.torch import load_file, save_file
 
-    cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False)
+    cfg = llama_config.Config(preset="gpt-oss-tiny", attention_bias=False)
     ckpt.save_llama(llama.build(cfg, {}), tmp_path)
     tensors = load_file(tmp_path / hf_tensors.SINGLE)
     name = "model.layers.1.block_sparse_moe.experts.2.w3.weight"

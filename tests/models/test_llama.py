@@ -9,14 +9,16 @@ from pydantic import ValidationError
 from support.hf_reference import hf_llama, load_into_suite, randomize
 from support.promised import require
 
-from suite.models.common.layers import RopeScaling, rope_inv_freq
+from suite.models.common.configs import RopeScaling
+from suite.models.common.layers import rope_inv_freq
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 from suite.models.llama import presets as llm_presets
 
 torch.set_num_threads(1)
 
 
-def _tokens(cfg: llama.Config, batch: int = 3, seed: int = 1) -> torch.Tensor:
+def _tokens(cfg: llama_config.Config, batch: int = 3, seed: int = 1) -> torch.Tensor:
     return torch.randint(0, llama.vocab(cfg, {}), (batch, cfg.seq_len), generator=torch.Generator().manual_seed(seed))
 
 
@@ -24,7 +26,7 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().max())
 
 
-def parity(cfg: llama.Config, hf_model: torch.nn.Module) -> tuple[float, float, float]:
+def parity(cfg: llama_config.Config, hf_model: torch.nn.Module) -> tuple[float, float, float]:
     """(ours vs HF in fp32, HF fp32 vs HF fp64 = the noise scale of fp32 rounding, ours vs HF in fp64)."""
     randomize(hf_model)
     ours = load_into_suite(hf_model, cfg)
@@ -52,14 +54,14 @@ def assert_parity(fp32_gap: float, noise: float, fp64_gap: float) -> None:
 ])
 def test_logits_equal_transformers_llama(overrides):
     require("transformers")
-    cfg = llama.Config(preset="llama3.1-tiny", **overrides)
+    cfg = llama_config.Config(preset="llama3.1-tiny", **overrides)
     assert_parity(*parity(cfg, hf_llama(cfg)))
 
 
 def test_parity_check_sees_a_wrong_rope():
     """The comparison is sharp enough to catch a model without Llama 3.1's scaling (the easiest thing to miss)."""
     require("transformers")
-    cfg = llama.Config(preset="llama3.1-tiny")
+    cfg = llama_config.Config(preset="llama3.1-tiny")
     hf_model = hf_llama(cfg)
     randomize(hf_model)
     ours = load_into_suite(hf_model, cfg)
@@ -94,7 +96,7 @@ def test_rope_scaling_matches_llama31_reference_and_moves_every_band():
 
 def test_weight_map_covers_every_hf_parameter_both_ways():
     require("transformers")
-    cfg = llama.Config(preset="llama3.1-tiny", attention_bias=True)
+    cfg = llama_config.Config(preset="llama3.1-tiny", attention_bias=True)
     hf_model = hf_llama(cfg)
     mapped = llama.from_hf_state_dict(hf_model.state_dict())
     ours = llama.build(cfg, {}).state_dict()
@@ -108,18 +110,18 @@ def test_weight_map_covers_every_hf_parameter_both_ways():
 def test_llama31_presets_have_the_published_parameter_counts(name):
     """8.03B, 70.6B and 405.9B (the Hugging Face model cards' safetensors totals)."""
     published = {"llama3.1-8b": 8_030_261_248, "llama3.1-70b": 70_553_706_496, "llama3.1-405b": 405_853_388_800}
-    assert llama.param_count(llama.Config(preset=name), {}) == published[name]
+    assert llama.param_count(llama_config.Config(preset=name), {}) == published[name]
 
 
 def test_tiny_preset_parameters_match_the_built_model():
     for name in llm_presets.PRESETS:
         if name.endswith("tiny"):
-            cfg = llama.Config(preset=name)
+            cfg = llama_config.Config(preset=name)
             assert llama.param_count(cfg, {}) == sum(p.numel() for p in llama.build(cfg, {}).parameters()), name
 
 
 def test_fields_beside_a_preset_override_it():
-    cfg = llama.Config(preset="llama3.1-8b", n_layer=2, rope_scaling={"factor": 4.0})
+    cfg = llama_config.Config(preset="llama3.1-8b", n_layer=2, rope_scaling={"factor": 4.0})
     assert (cfg.n_layer, cfg.d_model, cfg.n_kv_head) == (2, 4096, 8)
     assert cfg.rope_scaling is not None and cfg.rope_scaling.factor == 4.0
     assert cfg.rope_scaling.original_max_position_embeddings == 8192
@@ -134,7 +136,7 @@ def test_fields_beside_a_preset_override_it():
 ])
 def test_bad_shapes_are_refused_naming_the_field(fields, field_named):
     with pytest.raises(ValidationError, match=field_named.replace("(", r"\(").replace(")", r"\)")):
-        llama.Config(**{"preset": "llama3.1-tiny", **fields})
+        llama_config.Config(**{"preset": "llama3.1-tiny", **fields})
 
 
 def test_refusal_reaches_a_spec_naming_the_file_and_model_block():

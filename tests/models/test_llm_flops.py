@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.measure import flops
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 from suite.models.llama import presets as llm_presets
 
@@ -21,7 +22,7 @@ def _loss(model, batch):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[1].reshape(-1))
 
 
-def counted_flops(cfg: llama.Config, batch: int = 2) -> int:
+def counted_flops(cfg: llama_config.Config, batch: int = 2) -> int:
     torch.manual_seed(0)
     model = llama.build(cfg, {})
     g = torch.Generator().manual_seed(1)
@@ -40,7 +41,7 @@ CASES = [(name, {}) for name in TINY_SHAPES] + [
 
 @pytest.mark.parametrize("name,overrides", CASES, ids=[f"{n}{o or ''}" for n, o in CASES])
 def test_analytic_flops_match_counted(name, overrides):
-    cfg = llama.Config(preset=name, **overrides)
+    cfg = llama_config.Config(preset=name, **overrides)
     counted = counted_flops(cfg)
     analytic = llama.flops_per_sample(cfg, {}) * 2
     assert counted > 0
@@ -53,7 +54,7 @@ def test_analytic_flops_match_counted(name, overrides):
 
 def test_every_preset_has_a_tiny_shape_of_its_family():
     for name, tiny in llm_presets.TINY.items():
-        full, small = llama.Config(preset=name), llama.Config(preset=tiny)
+        full, small = llama_config.Config(preset=name), llama_config.Config(preset=tiny)
         assert (full.moe is None) == (small.moe is None), name
         if full.moe and small.moe:
             assert (full.moe.score, full.moe.score_bias, bool(full.moe.shared_experts), full.moe.groups > 1) == (
@@ -66,8 +67,8 @@ def test_every_preset_has_a_tiny_shape_of_its_family():
 def test_moe_flops_count_active_experts_only_and_the_router():
     """Doubling the experts at the same top-k adds only the router's 6 * d * E_added per token and layer, in
     the analytic figure and in the counted one."""
-    small = llama.Config(preset="gpt-oss-tiny", moe={"experts": 8})
-    large = llama.Config(preset="gpt-oss-tiny", moe={"experts": 16})
+    small = llama_config.Config(preset="gpt-oss-tiny", moe={"experts": 8})
+    large = llama_config.Config(preset="gpt-oss-tiny", moe={"experts": 16})
     router = 6 * small.d_model * 8 * small.seq_len * small.n_layer  # per sample
     assert llama.flops_per_sample(large, {}) - llama.flops_per_sample(small, {}) == router
     d, hidden = small.d_model, small.moe.expert_ffn_dim  # memory, unlike FLOPs, holds every expert

@@ -11,7 +11,9 @@ from support.hf_reference import hf_llama, load_into_suite, randomize
 from support.promised import require
 from test_llama import _max_abs, _tokens
 
+from suite.models.common import configs as common_configs
 from suite.models.common import lora
+from suite.models.hf import config as hf_config_mod
 from suite.models.hf import pretrained
 
 torch.set_num_threads(1)
@@ -19,8 +21,8 @@ PAIRS = {"wq": "q_proj", "wk": "k_proj", "wv": "v_proj", "wo": "o_proj", "w1": "
          "w2": "down_proj"}
 
 
-def _lora_cfg(**kw) -> lora.LoraConfig:
-    return lora.LoraConfig(**{"rank": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["qkv_proj", "o_proj"], **kw})
+def _lora_cfg(**kw) -> common_configs.LoraConfig:
+    return common_configs.LoraConfig(**{"rank": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["qkv_proj", "o_proj"], **kw})
 
 
 @pytest.mark.parametrize("targets", [["qkv_proj", "o_proj"], ["wo", "w1", "w2", "w3"]])
@@ -29,7 +31,7 @@ def test_outputs_and_adapter_gradients_equal_peft_on_transformers(targets):
     require("peft")
     import peft
 
-    cfg = pretrained.Config(preset="llama3.1-tiny")
+    cfg = hf_config_mod.Config(preset="llama3.1-tiny")
     hf_model = hf_llama(cfg)
     randomize(hf_model)
     ours = load_into_suite(hf_model, pretrained.shape(cfg))
@@ -73,7 +75,7 @@ def test_only_adapters_are_trained_and_held_by_the_optimizer():
     from suite.algorithms.optimizers import build_optimizer
     from suite.spec import OptimizerSpec
 
-    cfg = pretrained.Config(preset="llama3.1-tiny", lora=_lora_cfg())
+    cfg = hf_config_mod.Config(preset="llama3.1-tiny", lora=_lora_cfg())
     model = pretrained.build(cfg, {})
     base_before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
     adapters_before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
@@ -107,7 +109,7 @@ def test_frozen_base_flops_match_flop_counter_within_2_percent(targets, fused):
     from torch.utils.flop_counter import FlopCounterMode
 
     rank = {"rank": 16, "alpha": 32} if fused else {}
-    cfg = pretrained.Config(preset="llama3.1-tiny", n_layer=4, fused_qkv=fused,
+    cfg = hf_config_mod.Config(preset="llama3.1-tiny", n_layer=4, fused_qkv=fused,
                             lora=_lora_cfg(target_modules=targets, **rank))
     model = pretrained.build(cfg, {})
     idx = _tokens(cfg, batch=2)

@@ -18,7 +18,9 @@ from support.hf_reference import hf_mixtral, load_into_suite, randomize
 from support.promised import require
 from test_llama import _max_abs, _tokens, assert_parity, parity
 
+from suite.models.common import configs as common_configs
 from suite.models.common import moe
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
@@ -30,7 +32,7 @@ torch.set_num_threads(1)
 ])
 def test_logits_equal_transformers_mixtral(overrides):
     require("transformers")
-    cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False, **overrides)
+    cfg = llama_config.Config(preset="gpt-oss-tiny", attention_bias=False, **overrides)
     assert_parity(*parity(cfg, hf_mixtral(cfg)))
 
 
@@ -40,7 +42,7 @@ def test_load_balancing_loss_equals_mixtrals_per_layer_up_to_its_top_k_factor():
     require("transformers")
     from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
 
-    cfg = llama.Config(preset="gpt-oss-tiny", attention_bias=False, n_layer=3)
+    cfg = llama_config.Config(preset="gpt-oss-tiny", attention_bias=False, n_layer=3)
     hf_model = hf_mixtral(cfg)
     randomize(hf_model)
     ours = load_into_suite(hf_model, cfg)
@@ -65,7 +67,7 @@ def test_load_balancing_loss_is_one_when_balanced_and_grows_with_imbalance():
     assert float(moe.load_balancing_loss(peaked, skewed, 2)) == pytest.approx(2.0)  # E * sum f_i P_i = 4 * 0.5
 
 
-def _hf_deepseek_block(mcfg: moe.MoEConfig, dim: int):
+def _hf_deepseek_block(mcfg: common_configs.MoEConfig, dim: int):
     from transformers import DeepseekV3Config
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE
 
@@ -81,7 +83,7 @@ def _hf_deepseek_block(mcfg: moe.MoEConfig, dim: int):
 def test_sigmoid_routing_block_equals_deepseek_v3_moe():
     """Sigmoid scores, a nonzero choice bias, 4 groups of which 2 are used, top-4 x 2.5, one shared expert."""
     require("transformers")
-    cfg = llama.Config(preset="deepseek-v3-tiny")
+    cfg = llama_config.Config(preset="deepseek-v3-tiny")
     mcfg, dim = cfg.moe, cfg.d_model
     hf_block = _hf_deepseek_block(mcfg, dim)
     randomize(hf_block, seed=3)
@@ -102,14 +104,14 @@ def test_sigmoid_routing_block_equals_deepseek_v3_moe():
 def test_group_limit_and_bias_change_the_choice():
     """Without them the same scores pick other experts: the parity above would notice a block that ignored them."""
     torch.manual_seed(0)
-    cfg = moe.MoEConfig(experts=16, top_k=4, expert_ffn_dim=8, score="sigmoid", score_bias=True, groups=4,
+    cfg = common_configs.MoEConfig(experts=16, top_k=4, expert_ffn_dim=8, score="sigmoid", score_bias=True, groups=4,
                         topk_groups=2)
     router = moe.Router(32, cfg)
     torch.nn.init.normal_(router.weight, std=0.5)
     router.score_bias.normal_(std=0.5)
     x = torch.randn(64, 32)
     chosen, weights, _ = router(x)
-    plain = moe.Router(32, moe.MoEConfig(experts=16, top_k=4, expert_ffn_dim=8, score="sigmoid"))
+    plain = moe.Router(32, common_configs.MoEConfig(experts=16, top_k=4, expert_ffn_dim=8, score="sigmoid"))
     plain.weight.data.copy_(router.weight.data)
     assert not torch.equal(chosen.sort(-1).values, plain(x)[0].sort(-1).values)
     groups_used = [set((row // 4).tolist()) for row in chosen]  # 4 experts a group
@@ -120,7 +122,7 @@ def test_group_limit_and_bias_change_the_choice():
 def test_dropless_every_assignment_is_computed_even_when_all_tokens_pick_one_expert():
     """A capacity-limited router would drop most tokens here; the block must equal the per-token sum."""
     torch.manual_seed(0)
-    cfg = moe.MoEConfig(experts=4, top_k=2, expert_ffn_dim=16, aux_loss_coeff=0.0)
+    cfg = common_configs.MoEConfig(experts=4, top_k=2, expert_ffn_dim=16, aux_loss_coeff=0.0)
     block = moe.MoE(8, cfg)
     for p in block.parameters():
         torch.nn.init.normal_(p, std=0.3)
@@ -140,7 +142,7 @@ def test_dropless_every_assignment_is_computed_even_when_all_tokens_pick_one_exp
 
 def test_aux_loss_gradient_reaches_the_router_as_coeff_times_its_derivative():
     torch.manual_seed(0)
-    cfg = moe.MoEConfig(experts=6, top_k=2, expert_ffn_dim=8, aux_loss_coeff=0.01)
+    cfg = common_configs.MoEConfig(experts=6, top_k=2, expert_ffn_dim=8, aux_loss_coeff=0.01)
     block = moe.MoE(12, cfg).train().double()  # fp64: the aux part is small beside the main gradient
     for p in block.parameters():
         torch.nn.init.normal_(p, std=0.3)
@@ -173,14 +175,14 @@ def test_aux_loss_gradient_reaches_the_router_as_coeff_times_its_derivative():
 ])
 def test_impossible_routing_is_refused_naming_the_field(fields, message):
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        moe.MoEConfig(expert_ffn_dim=8, **fields)
+        common_configs.MoEConfig(expert_ffn_dim=8, **fields)
     with pytest.raises(ValidationError, match=r"moe\.top_k"):
-        llama.Config(preset="gpt-oss-tiny", moe={"top_k": 9})
+        llama_config.Config(preset="gpt-oss-tiny", moe={"top_k": 9})
 
 
 @pytest.mark.parametrize("name,total_b,active_b", [("gpt-oss-20b", 20.9, 3.6)])
 def test_gpt_oss_preset_has_the_published_sizes(name, total_b, active_b):
     """openai/gpt-oss-20b's model card: 21B parameters (20.9B in its safetensors), 3.6B active per token."""
-    cfg = llama.Config(preset=name)
+    cfg = llama_config.Config(preset=name)
     assert llama.param_count(cfg, {}) / 1e9 == pytest.approx(total_b, abs=0.05)
     assert llama.active_matmul_params(cfg, {}) / 1e9 == pytest.approx(active_b, abs=0.05)

@@ -14,19 +14,20 @@ import torch
 from support.hf_reference import _common, randomize
 from support.promised import require
 
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 TOL = 1e-5  # float64 with the norms in fp32 (both codes): gaps seen ~5e-7; the negative control's ~1e-1
 
 
-def qwen3_cfg(**over: object) -> llama.Config:
-    return llama.Config(**{"n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 2, "head_dim": 16, "ffn_dim": 96,
+def qwen3_cfg(**over: object) -> llama_config.Config:
+    return llama_config.Config(**{"n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 2, "head_dim": 16, "ffn_dim": 96,
                            "seq_len": 16, "vocab_size": 80, "rope_theta": 1e6, "norm_eps": 1e-6, "qk_norm": True,
                            **over})
 
 
-def hf_qwen3(cfg: llama.Config):
+def hf_qwen3(cfg: llama_config.Config):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     hf_cfg = Qwen3Config(**_common(cfg), intermediate_size=cfg.ffn_dim, hidden_act="silu",
@@ -35,7 +36,7 @@ def hf_qwen3(cfg: llama.Config):
     return Qwen3ForCausalLM(hf_cfg).eval()
 
 
-def _tokens(cfg: llama.Config) -> torch.Tensor:
+def _tokens(cfg: llama_config.Config) -> torch.Tensor:
     return torch.randint(0, llama.vocab(cfg, {}), (3, cfg.seq_len), generator=torch.Generator().manual_seed(1))
 
 

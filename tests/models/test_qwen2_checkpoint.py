@@ -11,18 +11,19 @@ from support.promised import require
 from test_llama import _max_abs, _tokens
 
 from suite.models.hf import checkpoint as ckpt
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 
 
-def _qwen2_cfg(**over: object) -> llama.Config:
-    return llama.Config(**{"n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 2, "ffn_dim": 96, "seq_len": 16,
+def _qwen2_cfg(**over: object) -> llama_config.Config:
+    return llama_config.Config(**{"n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 2, "ffn_dim": 96, "seq_len": 16,
                            "vocab_size": 80, "rope_theta": 1e6, "norm_eps": 1e-6, "qkv_bias": True,
                            "tie_embeddings": True, **over})
 
 
-def _hf_qwen2(cfg: llama.Config):
+def _hf_qwen2(cfg: llama_config.Config):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     hf_cfg = Qwen2Config(**_common(cfg), intermediate_size=cfg.ffn_dim, hidden_act="silu", use_sliding_window=False)

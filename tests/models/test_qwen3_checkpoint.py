@@ -20,12 +20,13 @@ from test_qk_norm import TOL, hf_qwen3, qwen3_cfg
 
 from suite.data.base import DataMissing
 from suite.models.hf import checkpoint as ckpt
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 torch.set_num_threads(1)
 
 
-def _tokens(cfg: llama.Config) -> torch.Tensor:
+def _tokens(cfg: llama_config.Config) -> torch.Tensor:
     return torch.randint(0, llama.vocab(cfg, {}), (3, cfg.seq_len), generator=torch.Generator().manual_seed(1))
 
 

@@ -24,7 +24,7 @@ real_graph = cache(import_graph)  # the tree's graph, built once for the tests t
 ALLOWED_LATE_CYCLES: dict[frozenset[str], str] = {}
 
 # the imports that bend their package's rules, each with its `# layer:` reason at the import; keep these few
-MAX_BENDS = 3
+MAX_BENDS = 4  # lora_text's base model is two of them: the Llama's config module and its model module
 
 
 def cycles(edges: list[Edge]) -> list[list[str]]:

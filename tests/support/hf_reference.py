@@ -7,10 +7,11 @@ from typing import Any
 
 import torch
 
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 
-def _common(cfg: llama.Config) -> dict[str, Any]:
+def _common(cfg: llama_config.Config) -> dict[str, Any]:
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_scaling is not None:
         rope = {"rope_type": "llama3", "rope_theta": cfg.rope_theta, **cfg.rope_scaling.model_dump()}
@@ -20,7 +21,7 @@ def _common(cfg: llama.Config) -> dict[str, Any]:
                 tie_word_embeddings=cfg.tie_embeddings, attention_dropout=0.0)
 
 
-def hf_llama(cfg: llama.Config) -> Any:
+def hf_llama(cfg: llama_config.Config) -> Any:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     hf_cfg = LlamaConfig(**_common(cfg), intermediate_size=cfg.ffn_dim, attention_bias=cfg.attention_bias,
@@ -29,7 +30,7 @@ def hf_llama(cfg: llama.Config) -> Any:
     return LlamaForCausalLM(hf_cfg).eval()
 
 
-def hf_mixtral(cfg: llama.Config) -> Any:
+def hf_mixtral(cfg: llama_config.Config) -> Any:
     """Mixtral: Llama attention + softmax top-k MoE renormalised over the k; no shared experts, no biases."""
     from transformers import MixtralConfig, MixtralForCausalLM
 
@@ -57,7 +58,7 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> None:
                 p.copy_(0.08 * torch.randn(p.shape, generator=g))
 
 
-def load_into_suite(hf_model: torch.nn.Module, cfg: llama.Config) -> llama.Llama:
+def load_into_suite(hf_model: torch.nn.Module, cfg: llama_config.Config) -> llama.Llama:
     """A suite model holding the Hugging Face model's weights, through the module's own name map (strict)."""
     hf_state = {k: v for k, v in hf_model.state_dict().items()}
     model = llama.Llama(cfg, llama.vocab(cfg, {}))

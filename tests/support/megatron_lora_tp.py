@@ -56,7 +56,7 @@ def _megatron(kind: str, weight, a, b, x, upstream) -> dict[str, torch.Tensor]:
     from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 
     from suite.backends.megatron import lora_layers as megatron_lora_layers
-    from suite.models.common.lora import LoraConfig
+    from suite.models.common.configs import LoraConfig
 
     tp, rank = dist.get_world_size(), dist.get_rank()
     cfg = ModelParallelConfig(tensor_model_parallel_size=tp, use_cpu_initialization=True,

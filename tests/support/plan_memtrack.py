@@ -23,10 +23,11 @@ def case_spec():
 
 def measured() -> int:
     """Peak bytes of the second training step of the spec's model (the optimizer's state exists)."""
+    from suite.models.llama import config as llama_config
     from suite.models.llama import model as llama
 
     spec = case_spec()
-    cfg = llama.Config.model_validate(spec.model.params())
+    cfg = llama_config.Config.model_validate(spec.model.params())
     torch.manual_seed(0)
     model = llama.build(cfg, {})
     opt = torch.optim.AdamW(model.parameters())

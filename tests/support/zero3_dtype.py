@@ -38,10 +38,11 @@ def main(out: str, folder: str) -> None:
 
     from suite.backends.deepspeed import zero3 as hf_zero3
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import config as hf_config_mod
     from suite.models.hf import pretrained
     from suite.models.llama import model as llama
 
-    shape = hf_checkpoint.config_for(folder, pretrained.shape(pretrained.Config(preset="llama3.1-tiny",
+    shape = hf_checkpoint.config_for(folder, pretrained.shape(hf_config_mod.Config(preset="llama3.1-tiny",
                                                                                 checkpoint=folder)))
     idx = torch.randint(0, llama.vocab(shape, {}), (2, shape.seq_len), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -39,8 +39,10 @@ def main(out_dir: str, folder: str, ref_path: str, bad: str) -> None:
     dist.init_process_group("gloo")  # as the harness does: deepspeed.comm is the loader's to set up
     from suite.backends.deepspeed import zero3 as hf_zero3
     from suite.data.base import DataMissing
+    from suite.models.common import configs as common_configs
     from suite.models.common import lora as lora_mod
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import config as hf_config_mod
     from suite.models.hf import pretrained
     from suite.models.hf import tensors as hf_tensors
 
@@ -62,7 +64,7 @@ def main(out_dir: str, folder: str, ref_path: str, bad: str) -> None:
 
     # (b) the checkpoint bytes each path held at once (reads beyond the model's storage), and what the model keeps;
     # the streamed model's logits from its partitions gathered by DeepSpeed
-    cfg = pretrained.Config(preset="llama3.1-tiny", checkpoint=folder)
+    cfg = hf_config_mod.Config(preset="llama3.1-tiny", checkpoint=folder)
     shape = hf_checkpoint.config_for(folder, pretrained.shape(cfg))
     streamed, whole = hf_tensors.Reads(), hf_tensors.Reads()
     with hf_zero3.zero3_build(deepspeed, config, None):
@@ -79,7 +81,7 @@ def main(out_dir: str, folder: str, ref_path: str, bad: str) -> None:
     # (a) the real dispatch (arch hf_llama built in the backend's ZeRO-3 context), with LoRA adapters injected
     # after the load and partitioned by deepspeed.initialize: the engine's logits at B = 0 are the base's, then
     # one step on this rank's sample moves only the adapters
-    lora = lora_mod.LoraConfig(rank=4, alpha=8, target_modules=["qkv_proj", "o_proj"])
+    lora = common_configs.LoraConfig(rank=4, alpha=8, target_modules=["qkv_proj", "o_proj"])
     with hf_zero3.zero3_build(deepspeed, config, None):
         lmodel = pretrained.build(cfg.model_copy(update={"lora": lora}), {})
     opt = torch.optim.SGD(lora_mod.adapter_parameters(lmodel), lr=0.5)

@@ -11,6 +11,7 @@ from suite.algorithms import grpo, grpo_rewards
 from suite.data.rl.bugfix_repos import Config as RepoConfig
 from suite.data.rl.bugfix_repos import load as load_repos
 from suite.models.common.generation import Sampling, generate, token_logprobs
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 from suite.workloads.agentic.env import SingleTurn, StepResult, rollout
 
@@ -20,7 +21,7 @@ TOK = load_repos(RepoConfig(eval_tasks=1))  # the character tokenizer of the CPU
 
 def _policy(seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    cfg = llama.Config(n_layer=2, d_model=32, n_head=4, n_kv_head=2, ffn_dim=64, seq_len=96)
+    cfg = llama_config.Config(n_layer=2, d_model=32, n_head=4, n_kv_head=2, ffn_dim=64, seq_len=96)
     return llama.build(cfg, {"vocab_size": TOK.vocab_size})
 
 

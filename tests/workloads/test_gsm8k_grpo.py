@@ -91,11 +91,12 @@ def test_a_tokenizer_larger_than_the_checkpoints_embedding_is_refused(data_root,
     from suite import registry
     from suite.data.base import DataMissing
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.llama import config as llama_config
     from suite.models.llama import model as llama
     from suite.workloads.contract import Context
 
     small = {**fixture.SHAPE, "vocab_size": 256}
-    hf_checkpoint.save_llama(llama.build(llama.Config(**small, seq_len=272), {}), tmp_path / "small")
+    hf_checkpoint.save_llama(llama.build(llama_config.Config(**small, seq_len=272), {}), tmp_path / "small")
     monkeypatch.setenv("TRAINBENCH_DATA", str(data_root))
     spec = load_spec(SPEC, {"model.checkpoint": str(tmp_path / "small"), "model.vocab_size": 256}, "tiny")
     workload = registry.task_class("grpo")(spec, Context(data_root=data_root, seed=0, device=torch.device("cpu")))

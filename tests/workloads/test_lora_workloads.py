@@ -75,10 +75,10 @@ def test_loss_is_transformers_causal_lm_loss_with_masked_labels():
     require("transformers")
     from support.hf_reference import hf_llama, load_into_suite, randomize
 
-    from suite.models.llama import model as llama
+    from suite.models.llama import config as llama_config
     from suite.workloads.sample_lm import token_losses
 
-    cfg = llama.Config(preset="llama3.1-tiny")
+    cfg = llama_config.Config(preset="llama3.1-tiny")
     hf_model = hf_llama(cfg)
     randomize(hf_model)
     ours = load_into_suite(hf_model, cfg)
@@ -186,10 +186,11 @@ def test_partial_checkpoint_exits_2_before_the_clock_and_records_nothing(tmp_pat
 
 def test_vocabulary_of_the_data_other_than_the_checkpoints_is_refused_naming_both(tmp_path):
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.hf import config as hf_config_mod
     from suite.models.hf import pretrained
     from suite.models.llama import model as llama
 
-    cfg = pretrained.Config(preset="llama3.1-tiny", checkpoint=str(tmp_path))
+    cfg = hf_config_mod.Config(preset="llama3.1-tiny", checkpoint=str(tmp_path))
     hf_checkpoint.save_llama(llama.build(pretrained.shape(cfg), {}), tmp_path)
     with pytest.raises(DataMissing, match=r"tokenizer \(/x/tokenizer.json\) has 300 tokens but the checkpoint .* has "
                                           r"a vocabulary of 256"):

@@ -34,7 +34,8 @@ from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import availability, translate
-from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.availability import Availability
+from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.deepspeed import zero3 as hf_zero3
 from suite.backends.deepspeed.options import Options, supports
 from suite.backends.parallel.checkpoint import _layers, recompute_fraction

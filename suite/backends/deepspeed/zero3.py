@@ -30,6 +30,7 @@ from torch import nn
 from suite.models.common.layers import Rotary
 from suite.models.hf import pretrained
 from suite.models.hf import tensors as hf_tensors
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 # (the deepspeed module, the ds_config, the engine's half dtype or None) while the backend builds under ZeRO-3
@@ -102,7 +103,7 @@ def _fill(param: Any, name: str, reader: hf_tensors.Reader) -> None:
     part[stop - start:].zero_()  # the padding of the last rank's partition
 
 
-def load_partitioned(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None = None,
+def load_partitioned(folder: str | Path, cfg: llama_config.Config, dtype: torch.dtype | None = None,
                      runs_on: torch.device | str = "cpu", reads: hf_tensors.Reads | None = None) -> llama.Llama:
     """The model `cfg` describes, built under deepspeed.zero.Init and filled partition by partition from the
     folder (what hf_checkpoint.load_llama gives whole, with the same checks). Call inside `zero3_build`."""

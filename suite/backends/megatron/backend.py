@@ -42,9 +42,11 @@ from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
 from suite.backends import availability, translate
 from suite.backends import layout as layouts
-from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.availability import Availability
+from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.layout import is_pretrained_llama
 from suite.backends.megatron import llama as megatron_llama
+from suite.backends.megatron import llama_refusals as llama_refusals
 from suite.backends.megatron import lora as megatron_lora
 from suite.backends.megatron.cpu import CpuShim
 from suite.backends.megatron.model import MegatronGPT, layer_spec, megatron_state, te_names
@@ -142,7 +144,7 @@ class MegatronBackend(Backend):
         # the suite GPT, built under the run's seed: the weights both backends share (LoRA: the base, without peft's)
         ref: Any = megatron_lora.base_model(workload) if lora is not None else workload.build_model()
         cfg: Any = ref.cfg
-        llama = megatron_llama.is_llama_family(spec.model.arch)
+        llama = llama_refusals.is_llama_family(spec.model.arch)
         vocab = int((ref.tok_embeddings if llama else ref.wte).weight.shape[0])
         padded_vocab = -(-vocab // tp) * tp
         bf16 = opts.precision == "bf16"

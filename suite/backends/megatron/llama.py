@@ -27,9 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.backends.megatron.llama_refusals import (  # noqa: F401 - their home (torch-free), re-exported
-    is_llama_family,
-    refusal,
+from suite.backends.megatron.llama_refusals import (
     uneven_split,
 )
 from suite.backends.megatron.model import tp_shard, vocab_shard

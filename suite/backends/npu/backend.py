@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from suite.backends import availability
-from suite.backends.base import Availability, RunOptions, TrainState
+from suite.backends.availability import Availability
+from suite.backends.base import RunOptions, TrainState
 from suite.backends.npu.options import Options, supports
 from suite.backends.torch.backend import TorchBackend
 from suite.measure.environment import package_version

@@ -10,8 +10,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from suite.backends.parallel.refusals import LAYERED_ARCHS  # noqa: F401 - its home (torch-free), re-exported
-
 # ops whose outputs selective AC saves (torchtitan's _save_list, minus the CUDA-only kernels)
 _SAVE = {
     torch.ops.aten.mm.default,

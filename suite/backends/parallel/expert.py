@@ -22,7 +22,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.backends.parallel.refusals import expert_refusal as spec_refusal  # noqa: F401 - its home (torch-free)
 from suite.models.common.moe import Experts, MoE, combine, swiglu_experts
 
 

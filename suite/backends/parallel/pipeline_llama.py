@@ -30,8 +30,7 @@ from torch import nn
 
 from suite.backends.layout import Layout
 from suite.backends.parallel import checkpoint, expert
-from suite.backends.parallel.refusals import STAGES_PER_RANK  # noqa: F401 - its home (torch-free), re-exported
-from suite.backends.parallel.refusals import pipeline_llama_refusal as spec_refusal  # noqa: F401
+from suite.backends.parallel.refusals import STAGES_PER_RANK
 from suite.models.common import moe
 
 _WRAPPERS = ("_checkpoint_wrapped_module.", "_orig_mod.")  # name parts added by checkpoint_wrapper / compile

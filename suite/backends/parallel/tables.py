@@ -21,12 +21,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.backends.parallel.refusals import (  # noqa: F401 - their home (torch-free), re-exported
-    ARCHS,
-    PLACEMENTS,
-    _entry_problem,
-)
-from suite.backends.parallel.refusals import tables_refusal as spec_refusal  # noqa: F401
 from suite.data.base import DataMissing
 
 

@@ -18,7 +18,8 @@ from suite.algorithms import compression, float8, precision
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
-from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.availability import Availability
+from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.parallel import (
     checkpoint,
     expert,

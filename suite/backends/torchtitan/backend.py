@@ -38,7 +38,8 @@ from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
 from suite.backends import layout as layouts
-from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
+from suite.backends.availability import Availability
+from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.torch.backend import split_batch, to_device
 from suite.backends.torchtitan.options import NO_CPU_BACKWARD, Options, supports
 from suite.measure.environment import package_version
@@ -79,7 +80,7 @@ class TorchtitanBackend(Backend):
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         from suite.backends.torchtitan import model as titan_model
-        from suite.models.llama import model as llama
+        from suite.models.llama import config as llama_config
 
         self.opts = Options.model_validate(opts.options)
         if opts.precision not in ("fp32", "bf16"):
@@ -96,7 +97,7 @@ class TorchtitanBackend(Backend):
         self.workload = workload
         if str(spec.model.arch) == "flux":
             return self._setup_flux(workload, opts)
-        cfg = llama.Config.model_validate(spec.model.params())
+        cfg = llama_config.Config.model_validate(spec.model.params())
         suite_model = workload.build_model()  # seeded like every backend's: its weights are the shared checkpoint
         vocab = suite_model.tok_embeddings.num_embeddings
         model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from suite.models.llama.model import Config as LlamaConfig
+from suite.models.llama.config import Config as LlamaConfig
 
 ATTENTION = ("sdpa", "flex", "varlen")
 

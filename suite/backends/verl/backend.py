@@ -22,14 +22,10 @@ from typing import Any, ClassVar
 from torch import nn
 
 from suite.backends import availability
-from suite.backends.base import Availability, Backend, RunOptions, StepOut, TrainState
-from suite.backends.verl.options import (  # noqa: F401 - their home (torch-free), re-exported
-    INSTALL,
-    ISSUE,
-    TRAINER_MODULES,
+from suite.backends.availability import Availability
+from suite.backends.base import Backend, RunOptions, StepOut, TrainState
+from suite.backends.verl.options import (
     _cuda_count,
-    _not_ready,
-    missing_modules,
     supports,
 )
 from suite.workloads.contract import Batch, Workload

@@ -79,10 +79,11 @@ def write_model(workload: Any, policy: Any, folder: Path) -> Path:
 def released_model(workload: Any) -> Path | None:
     """The policy's own Hugging Face folder when the run starts from it untouched (`model.checkpoint`, no supervised
     warm start): veRL loads it, with its tokenizer, as it is; None when the policy was made here (write_model)."""
+    from suite.models.hf import config as hf_config_mod
     from suite.models.hf import pretrained
 
     warm = getattr(getattr(workload, "cfg", None), "warm_start", None)
-    if not isinstance(workload.model_cfg, pretrained.Config) or (warm is not None and warm.sft_steps):
+    if not isinstance(workload.model_cfg, hf_config_mod.Config) or (warm is not None and warm.sft_steps):
         return None
     if warm is not None and warm.checkpoint is not None:
         return None

@@ -90,6 +90,7 @@ def write_model(folder: Path, seed: int = 0) -> Path:
 
     from suite.data.rl.gsm8k import INSTRUCTION
     from suite.models.hf import checkpoint as hf_checkpoint
+    from suite.models.llama import config as llama_config
     from suite.models.llama import model as llama
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -104,7 +105,7 @@ def write_model(folder: Path, seed: int = 0) -> Path:
         "pad_token_id": tok.token_id("<|endoftext|>")}), encoding="utf-8")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = llama.build(llama.Config(**SHAPE, seq_len=512, init_std=0.2), {})
+        model = llama.build(llama_config.Config(**SHAPE, seq_len=512, init_std=0.2), {})
     hf_checkpoint.save_llama(model, folder)
     return folder
 

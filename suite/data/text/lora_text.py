@@ -98,6 +98,9 @@ def pretrain_base(recipe: BaseRecipe, austen: str, finetune_text: str, folder: P
     # layer: this data set's recipe is a pretrained base, made once (untimed) here: its weights as a HF folder
     from suite.models.hf import checkpoint as hf_checkpoint
 
+    # layer: the base is the suite's Llama, pretrained on Austen (its config here, its model below)
+    from suite.models.llama import config as llama_config
+
     # layer: the base is the suite's Llama, pretrained on Austen
     from suite.models.llama import model as llama
 
@@ -108,7 +111,7 @@ def pretrain_base(recipe: BaseRecipe, austen: str, finetune_text: str, folder: P
         tok = tk.train_bpe(text.split("\n\n"), recipe.vocab_size, tmp / "tokenizer.json")
         ids = np.concatenate([np.asarray(x, dtype=np.int32) for x in tok.encode_batch(text.split("\n\n"))])
         train, val = _split(ids, 0.1)
-        cfg = llama.Config(**recipe.model_fields_for_llama())
+        cfg = llama_config.Config(**recipe.model_fields_for_llama())
         with torch.random.fork_rng():
             torch.manual_seed(0)
             model = llama.Llama(cfg, llama.vocab(cfg, {}))

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.models.common.configs import RopeScaling  # noqa: F401 - its home (torch-free), re-exported
+from suite.models.common.configs import RopeScaling
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling | None = None) -> torch.Tensor:

@@ -15,10 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from suite.models.common.configs import (  # noqa: F401 - their home (torch-free), re-exported
-    FUSED_QKV,
-    HF_TARGETS,
-    SUITE_TARGETS,
+from suite.models.common.configs import (
     LoraConfig,
 )
 

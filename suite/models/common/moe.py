@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.models.common.configs import MoEConfig  # noqa: F401 - its home (torch-free), re-exported
+from suite.models.common.configs import MoEConfig
 from suite.models.common.layers import SwiGLU, swiglu_params
 
 

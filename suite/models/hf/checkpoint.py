@@ -33,6 +33,7 @@ from suite.models.hf.tensors import (
     SINGLE,
     CheckpointError,
 )
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 # ---- config.json -------------------------------------------------------------------------------------------
@@ -107,15 +108,15 @@ _COMPARED = ("n_layer", "d_model", "n_head", "kv_heads", "head_size", "ffn_dim",
              "rope_scaling", "norm_eps", "attention_bias", "qkv_bias", "qk_norm", "tie_embeddings", "moe")
 
 
-def config_for(folder: str | Path, declared: llama.Config | None = None, seq_len: int | None = None) -> llama.Config:
+def config_for(folder: str | Path, declared: llama_config.Config | None = None, seq_len: int | None = None) -> llama_config.Config:
     """The checkpoint's shape as a llama.Config. With `declared` (the spec's model block), every shape field it
     sets must agree with config.json: a mismatch names the field and both values."""
     folder = Path(folder).expanduser()
     fields = suite_fields(read_config(folder), folder / CONFIG)
     if declared is None:
-        return llama.Config(**fields, seq_len=seq_len or 2048)
+        return llama_config.Config(**fields, seq_len=seq_len or 2048)
     # the spec's own choices, not the checkpoint's shape: the context, the init, one fused q/k/v linear or three
-    ckpt = llama.Config(**fields, seq_len=declared.seq_len, init_std=declared.init_std, fused_qkv=declared.fused_qkv)
+    ckpt = llama_config.Config(**fields, seq_len=declared.seq_len, init_std=declared.init_std, fused_qkv=declared.fused_qkv)
     for name in _COMPARED:
         mine, theirs = getattr(declared, name), getattr(ckpt, name)
         if name == "vocab_size" and mine is None:
@@ -132,7 +133,7 @@ def config_for(folder: str | Path, declared: llama.Config | None = None, seq_len
 # ---- load and save -------------------------------------------------------------------------------------------
 
 
-def load_llama(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None = None,
+def load_llama(folder: str | Path, cfg: llama_config.Config, dtype: torch.dtype | None = None,
                device: torch.device | str = "cpu", runs_on: torch.device | str | None = None,
                reads: hf_tensors.Reads | None = None) -> llama.Llama:
     """The model `cfg` describes (see config_for) holding the folder's weights, on `device`. dtype: cast on load
@@ -154,7 +155,7 @@ def load_llama(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None 
     return model
 
 
-def hf_config(cfg: llama.Config, dtype: torch.dtype) -> dict[str, Any]:
+def hf_config(cfg: llama_config.Config, dtype: torch.dtype) -> dict[str, Any]:
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_scaling is not None:
         rope = {"rope_type": "llama3", "rope_theta": cfg.rope_theta, **cfg.rope_scaling.model_dump()}

@@ -8,6 +8,7 @@ import re
 
 import torch
 
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 
@@ -27,7 +28,7 @@ def _reverse_rules() -> list[tuple[re.Pattern[str], str]]:
     return rules
 
 
-def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: llama.Config | None = None) -> dict[str, torch.Tensor]:
+def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: llama_config.Config | None = None) -> dict[str, torch.Tensor]:
     """The suite's names -> Hugging Face's on-disk ones (Mixtral's experts one by one, as its checkpoints are; a
     `fused_qkv` model's wqkv as separate q/k/v_proj, the layout transformers' LlamaForCausalLM reads)."""
     rules, out = _reverse_rules(), {}

@@ -19,7 +19,8 @@ from torch import nn
 from suite.models.common import lora as lora_mod
 from suite.models.hf import checkpoint as hf_checkpoint
 from suite.models.hf import tensors as hf_tensors
-from suite.models.hf.config import Config  # noqa: F401 - its home (torch-free), re-exported
+from suite.models.hf.config import Config
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 from suite.registry import Component
 
@@ -42,9 +43,9 @@ def checkpoint_path(cfg: Config, meta: dict[str, Any] | None = None) -> Path | N
     return path if path.is_absolute() else data_root() / path
 
 
-def shape(cfg: Config) -> llama.Config:
+def shape(cfg: Config) -> llama_config.Config:
     """The plain llama.Config of the declared shape."""
-    return llama.Config(**cfg.model_dump(exclude={"checkpoint", "dtype", "lora", "preset"}))
+    return llama_config.Config(**cfg.model_dump(exclude={"checkpoint", "dtype", "lora", "preset"}))
 
 
 def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:

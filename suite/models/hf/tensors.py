@@ -25,6 +25,7 @@ import torch
 
 from suite.data.base import DataMissing
 from suite.models.hf.names import to_hf_state_dict
+from suite.models.llama import config as llama_config
 from suite.models.llama import model as llama
 
 CONFIG, SINGLE, INDEX = "config.json", "model.safetensors", "model.safetensors.index.json"
@@ -140,7 +141,7 @@ def _headers(folder: Path) -> dict[str, tuple[Path, tuple[int, ...], str]]:
     return out
 
 
-def _entries(stored: dict[str, tuple[Path, tuple[int, ...], str]], cfg: llama.Config) -> dict[str, Entry]:
+def _entries(stored: dict[str, tuple[Path, tuple[int, ...], str]], cfg: llama_config.Config) -> dict[str, Entry]:
     """Each on-disk tensor placed as (part of) a suite tensor: fused qkv split, gate_up halved, experts stacked."""
     out: dict[str, Entry] = {}
     experts: dict[tuple[int, str], dict[int, str]] = {}
@@ -202,7 +203,7 @@ def _entries(stored: dict[str, tuple[Path, tuple[int, ...], str]], cfg: llama.Co
     return out
 
 
-def _join_qkv(out: dict[str, Entry], cfg: llama.Config) -> None:
+def _join_qkv(out: dict[str, Entry], cfg: llama_config.Config) -> None:
     """A `fused_qkv` model from separate q/k/v_proj: each layer's three entries become one wqkv entry reading
     them in turn (rows [q; k; v]); each part checked against its own rows, a missing one named."""
     for name in [n for n in out if re.fullmatch(r"layers\.\d+\.attention\.wq\.(weight|bias)", n)]:
@@ -239,7 +240,7 @@ class Plan:
             yield Reader(self, stack, reads if reads is not None else Reads())
 
 
-def plan(folder: str | Path, cfg: llama.Config, dtype: torch.dtype | None = None,
+def plan(folder: str | Path, cfg: llama_config.Config, dtype: torch.dtype | None = None,
          runs_on: torch.device | str = "cpu") -> Plan:
     """The folder's tensors placed into the model `cfg` describes, every one checked against it from the headers:
     a CheckpointError names the file, the tensor and what to do. dtype: cast on load (None: the checkpoint's own),

@@ -25,7 +25,7 @@ from suite.models.common.layers import (
     swiglu_params,
 )
 from suite.models.common.moe import MoE, moe_active_params, moe_total_params
-from suite.models.llama.config import Config  # noqa: F401 - its home (torch-free), re-exported
+from suite.models.llama.config import Config
 from suite.registry import Component
 
 
