@@ -13,7 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from suite import devices
-from suite.measure.environment import package_version
+from suite.measure.fingerprint import package_version
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import socket
@@ -13,6 +12,7 @@ from typing import Any
 
 from suite import __version__, devices
 from suite.measure import fingerprint as fp
+from suite.measure.fingerprint import package_version
 from suite.results.record import GitInfo, HardwareInfo, slug
 
 load_average = fp.load_average
@@ -75,14 +75,6 @@ def _accelerator(device: devices.Device, devices_used: int, world: int) -> dict[
 def fingerprint(devices_used: int = 1) -> tuple[HardwareInfo, dict[str, str | None], GitInfo]:
     """Where a run happens (this machine's current device): hardware, software, git."""
     return hardware(devices.current(), devices_used), software(), git_info()
-
-
-def package_version(dist: str) -> str | None:
-    """The installed version of a distribution (`megatron-core`), or None when it is not installed."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def software(import_torch: bool = True) -> dict[str, str | None]:

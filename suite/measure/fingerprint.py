@@ -10,6 +10,7 @@ that raises leaves its value null.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable
@@ -254,3 +255,10 @@ def node_count(world: int) -> int:
         return int(nnodes)
     return max(1, world // local) if local else 1
 
+
+def package_version(dist: str) -> str | None:
+    """The installed version of a distribution (`megatron-core`), or None when it is not installed."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -40,7 +40,7 @@ from suite.backends.deepspeed import zero3 as hf_zero3
 from suite.backends.deepspeed.options import Options, supports
 from suite.backends.parallel.checkpoint import _layers, recompute_fraction
 from suite.backends.torch.backend import split_batch, to_device
-from suite.measure.environment import package_version
+from suite.measure.fingerprint import package_version
 from suite.models.common import moe
 from suite.workloads.contract import Batch, Workload
 

@@ -54,7 +54,7 @@ from suite.backends.megatron.options import Options, degrees, sequence_parallel_
 from suite.backends.megatron.recompute import recompute_config, recompute_fraction
 from suite.backends.megatron.step import MegatronSteps, PipelineEval, clip_grad_norm
 from suite.backends.torch.backend import to_device
-from suite.measure.environment import package_version
+from suite.measure.fingerprint import package_version
 from suite.workloads.contract import Batch, Workload
 
 

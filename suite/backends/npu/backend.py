@@ -14,7 +14,7 @@ from suite.backends.availability import Availability
 from suite.backends.base import RunOptions, TrainState
 from suite.backends.npu.options import Options, supports
 from suite.backends.torch.backend import TorchBackend
-from suite.measure.environment import package_version
+from suite.measure.fingerprint import package_version
 from suite.workloads.contract import Workload
 
 

@@ -42,7 +42,7 @@ from suite.backends.availability import Availability
 from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.torch.backend import split_batch, to_device
 from suite.backends.torchtitan.options import NO_CPU_BACKWARD, Options, supports
-from suite.measure.environment import package_version
+from suite.measure.fingerprint import package_version
 from suite.workloads.contract import Batch, Workload
 
 

@@ -146,7 +146,7 @@ def validate(config: Any) -> dict[str, Any]:
 
 
 def _verl_version() -> str:
-    from suite.measure.environment import package_version
+    from suite.measure.fingerprint import package_version
 
     return package_version("verl") or "not installed"
 
