@@ -27,6 +27,7 @@ import pytest
 from support.backend_util import ROOT, env
 
 CPU_LIMIT_S = 0.5
+TRIES = 5
 # what a command that only reads its arguments, the specs and the installed packages never needs
 HEAVY = ("torch", "numpy", "pandas", "pyarrow", "scipy", "sklearn", "transformers", "peft", "safetensors",
          "deepspeed", "megatron", "torchtitan", "verl", "ray", "duckdb", "gymnasium", "torch_geometric",
@@ -100,7 +101,7 @@ def test_answers_without_heavy_imports_in_under_half_a_cpu_second(args: list[str
         if devices.accelerator_evidence():
             pytest.skip(f"this host shows an accelerator ({devices.accelerator_evidence()}): env imports torch")
     best = float("inf")
-    for _ in range(3):
+    for _ in range(TRIES):  # the best try: a test file running beside this one (make test's -n 2) inflates CPU time
         cpu_s, done = _run(args, tmp_path)  # a fresh folder: `ab` would make its working folder here
         assert done.returncode == code, done.stderr[-2000:]
         assert says in done.stdout + done.stderr, (done.stdout[-1000:], done.stderr[-1000:])
@@ -108,7 +109,7 @@ def test_answers_without_heavy_imports_in_under_half_a_cpu_second(args: list[str
         best = min(best, cpu_s)
         if best < CPU_LIMIT_S:
             break
-    assert best < CPU_LIMIT_S, f"`trainbench {' '.join(args)}` took {best:.2f} s of CPU (best of three)"
+    assert best < CPU_LIMIT_S, f"`trainbench {' '.join(args)}` took {best:.2f} s of CPU (best of {TRIES})"
     if args[0] == "ab":
         assert not any(tmp_path.iterdir()), "a refused `ab` made its working folder"
 
