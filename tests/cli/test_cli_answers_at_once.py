@@ -3,7 +3,7 @@
 
 Two assertions, the first deterministic: each command runs in a fresh interpreter whose exit handler reports which of
 HEAVY were imported (none may be, whatever the load). The second is CPU time (the child's user + system,
-resource.getrusage(RUSAGE_CHILDREN)), not wall time: a loaded host stretches the wall, not the work; the best of three
+resource.getrusage(RUSAGE_CHILDREN)), not wall time: a loaded host stretches the wall, not the work; the best of five
 is taken, since interference only adds.
 
 `env` counts on this host showing no accelerator (suite/devices.py `accelerator_evidence`): where one shows, `env`
