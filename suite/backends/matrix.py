@@ -7,28 +7,33 @@ read: no framework is imported, so the matrix is instant and works where a backe
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 from suite import registry
 
-# each registered backend's `supports`, in a module that imports no framework (the backend class's own `supports` is
-# this same function: tests/backends/test_support_matrix_torch_free.py), so the matrix imports no torch
-SUPPORTS: dict[str, str] = {
-    "torch": "suite.backends.torch.options:supports",
-    "deepspeed": "suite.backends.deepspeed.options:supports",
-    "megatron": "suite.backends.megatron.options:supports",
-    "npu": "suite.backends.npu.options:supports",
-    "torchtitan": "suite.backends.torchtitan.options:supports",
-    "verl": "suite.backends.verl.options:supports",
-}
+
+def supports_path(backend: str) -> str | None:
+    """A registered backend's `supports` in a module that imports no framework: by convention `supports` in the
+    `options` module beside its class (suite/backends/<engine>/options.py), so an engine is its folder plus its one
+    registry line. The class's own `supports` is this same function (tests/backends/test_support_matrix_torch_free.py).
+    None for a plug-in without that module (its class is imported instead)."""
+    path = registry.BACKENDS.get(backend)
+    if path is None:
+        return None
+    module = path.split(":")[0].rsplit(".", 1)[0] + ".options"
+    try:
+        return f"{module}:supports" if importlib.util.find_spec(module) is not None else None
+    except ModuleNotFoundError:
+        return None
 
 
 def supports_function(backend: str) -> Any:
-    """A backend's `supports(spec)`: from SUPPORTS for a registered name (no framework imported), else from the
+    """A backend's `supports(spec)`: from `supports_path` for a registered name (no framework imported), else from the
     plug-in's class (its module is imported)."""
-    if backend in SUPPORTS and backend in registry.BACKENDS:
-        return registry.resolve(SUPPORTS[backend], kind="backend support check")
+    if (path := supports_path(backend)) is not None:
+        return registry.resolve(path, kind="backend support check")
     return registry.backend_class(backend).supports
 
 

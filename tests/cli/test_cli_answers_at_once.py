@@ -45,7 +45,7 @@ PROBE = textwrap.dedent("""
 CASES = [
     (["--help"], 0, "Usage"),
     (["list"], 0, "cv/digits_cnn"),
-    # the backends column: each backend's `supports` lives in a module that imports no framework (matrix.SUPPORTS)
+    # the backends column: each backend's `supports` lives in a module that imports no framework (matrix.supports_path)
     (["list", "--json"], 0, '"backends": ['),
     (["list", "--tier", "smoke", "--json"], 0, '"name": "cv/digits_cnn"'),
     (["spec", "schema"], 0, "WorkloadSpec"),
