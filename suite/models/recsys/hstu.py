@@ -19,8 +19,25 @@ Checked on the same weights against the reference's PyTorch path restated in tes
 
 The sequence is the user's contextual token (user id), the history (item + action embeddings through the
 preprocessor MLP, plus a learned position), then the candidates: each candidate attends to the context, the history
-and itself (the reference's target-aware mask), and its encoding with the candidate's item embedding gives the logit.
-Presets from the reference's `dlrm_v3/configs.py` (`get_hstu_configs`): `full`; `cpu` and `tiny` are ours.
+and itself (the reference's target-aware mask). The attention is divided by the batch's longest sequence (contextual
+tokens + the longest valid history + candidates), as the reference's transducer passes max_seq_len = max_uih_len +
+max_targets + contextual length with max_uih_len = fx_infer_max_len(lengths) = int(lengths.max()) (dlrm_hstu.py
+`preprocess`; preprocessors.py, mlcommons/training commit 461b0f47fc921abc595971e1f8c597d85e0918af; common.py,
+meta-recsys commit af61dcce8cd5bfa96b50d54dfd3bda140dc07dbe).
+
+From the candidate's encoding to the logit, as dlrm_hstu.py (mlcommons/training d489c7c8050c7cd552a75606a968cff9e1e23420)
+builds it: LayerNorm (eps 1e-5: its LayerNormPostprocessor, postprocessors.py same commit; its default
+TimestampLayerNormPostprocessor needs the candidate's query time, which the batches do not carry), the item MLP
+(`_item_embedding_mlp`: Linear(item features, 512), SwishLayerNorm, Linear(512, d), LayerNorm) over the candidate's
+concatenated item features, and the multitask module's prediction module (Linear(d, 512), SwishLayerNorm, Linear(512,
+tasks); one task) on user * item (multitask_module.py _compute_pred_and_logits, meta-recsys commit
+ac829b415eca2796571a9d0836069f634ce1c302); both MLPs initialised by init_mlp_weights_optional_bias; SwishLayerNorm is
+x * sigmoid(LayerNorm(x)) (ops/layer_norm.py 18fdc3d36ef79f8213b7621cfc911b8c3592bc7a, ops/pytorch/pt_layer_norm.py
+6035c3f9b2512791b0983e0adc71749b2a22e7dc). Checked on the same weights against those pieces restated in
+tests/support/gr_dlrm_head.py (tests/models/test_hstu_reference_model.py). The MLPs' hidden width is `mlp_hidden`
+(512 in `full`; the reference's literal).
+Presets from the reference's `dlrm_v3/configs.py` (`get_hstu_configs`, mlcommons/training commit
+c2342c5d992680c8ae1b458e6470bf02b448e584): `full`; `cpu` and `tiny` are ours.
 
 Yambda (dlrmv4) adds what the reference's yambda-5b config adds: each item's artist and album tables beside the item
 table (concatenated into a history token and into the candidate's item features; `meta["item_side"]`), and seven
@@ -43,14 +60,15 @@ from suite.registry import Component
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"embedding_dim": 8, "d_model": 8, "num_heads": 1, "linear_dim": 8, "qk_dim": 8, "num_layers": 1,
-             "preprocessor_hidden": 16, "input_dropout": 0.0, "linear_dropout": 0.0},
+             "preprocessor_hidden": 16, "mlp_hidden": 16, "input_dropout": 0.0, "linear_dropout": 0.0},
     "cpu": {"embedding_dim": 64, "d_model": 64, "num_heads": 2, "linear_dim": 32, "qk_dim": 32, "num_layers": 2,
-            "preprocessor_hidden": 128, "input_dropout": 0.2, "linear_dropout": 0.1},
+            "preprocessor_hidden": 128, "mlp_hidden": 128, "input_dropout": 0.2, "linear_dropout": 0.1},
     # configs.py get_hstu_configs: hstu_num_heads=4, hstu_attn_linear_dim=128, hstu_attn_qk_dim=128,
     # hstu_attn_num_layers=5, hstu_embedding_table_dim=512 (HSTU_EMBEDDING_DIM), hstu_preprocessor_hidden_dim=256,
-    # hstu_transducer_embedding_dim=512, hstu_input_dropout_ratio=0.2, hstu_linear_dropout_rate=0.1
+    # hstu_transducer_embedding_dim=512, hstu_input_dropout_ratio=0.2, hstu_linear_dropout_rate=0.1; dlrm_hstu.py:
+    # out_features=512 in both the item MLP and the multitask prediction module (mlp_hidden)
     "full": {"embedding_dim": 512, "d_model": 512, "num_heads": 4, "linear_dim": 128, "qk_dim": 128, "num_layers": 5,
-             "preprocessor_hidden": 256, "input_dropout": 0.2, "linear_dropout": 0.1},
+             "preprocessor_hidden": 256, "mlp_hidden": 512, "input_dropout": 0.2, "linear_dropout": 0.1},
 }
 UNKNOWN_ACTION = 6  # the candidate's action (its rating is the label): one past the readers' ratings 1-5
 
@@ -65,6 +83,8 @@ class Config(BaseModel):
     qk_dim: int = Field(gt=0, description="per-head width of Q and K (hstu_attn_qk_dim)")
     num_layers: int = Field(gt=0)
     preprocessor_hidden: int = Field(gt=0)
+    mlp_hidden: int = Field(gt=0, description="hidden width of the item MLP and the prediction module (512 in "
+                                              "dlrm_hstu.py)")
     input_dropout: float = Field(default=0.0, ge=0, lt=1)
     linear_dropout: float = Field(default=0.0, ge=0, lt=1)
 
@@ -94,7 +114,9 @@ class STULayer(nn.Module):
         self.output_norm = nn.LayerNorm(heads * linear_dim, eps=self.NORM_EPS)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, max_seq_len: int | None = None) -> torch.Tensor:
+        """`max_seq_len` divides the attention: the batch's longest sequence in the reference (dlrm_hstu.py's
+        fx_infer_max_len over the lengths, plus candidates and contextual tokens); default the padded length."""
         b, t, _ = x.shape
         h, dl, dqk = self.heads, self.dl, self.dqk
         uvqk = torch.matmul(self.input_norm(x), self.uvqk_weight) + self.uvqk_beta
@@ -104,10 +126,40 @@ class STULayer(nn.Module):
         k = k.reshape(b, t, h, dqk).transpose(1, 2)
         v = v.reshape(b, t, h, dl).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(dqk))
-        attn = F.silu(scores) / self.max_len * mask.unsqueeze(1)
+        attn = F.silu(scores) / (max_seq_len or self.max_len) * mask.unsqueeze(1)
         out = torch.matmul(attn, v).transpose(1, 2).reshape(b, t, h * dl)
         y = torch.cat([u, out, u * self.output_norm(out)], dim=-1)  # concat_u, concat_x
         return x + torch.matmul(self.dropout(y), self.output_weight)
+
+
+class SwishLayerNorm(nn.Module):
+    """x * sigmoid(LayerNorm(x)), eps 1e-5: the reference's SwishLayerNorm (ops/layer_norm.py, PyTorch path
+    ops/pytorch/pt_layer_norm.py pytorch_swish_layer_norm)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))  # its parameters and their names
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps))
+
+
+def _init_mlp(m: nn.Module) -> None:
+    """common.py init_mlp_weights_optional_bias: xavier-uniform weights, zero biases (Linear layers only)."""
+    if isinstance(m, nn.Linear):
+        nn.init.xavier_uniform_(m.weight)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def mlp(d_in: int, hidden: int, d_out: int, out_norm: bool) -> nn.Sequential:
+    """dlrm_hstu.py's two MLPs: Linear(d_in, hidden), SwishLayerNorm(hidden), Linear(hidden, d_out), then LayerNorm(
+    d_out) for the item MLP (`_item_embedding_mlp`), none for the multitask prediction module (`prediction_fn`);
+    `.apply(init_mlp_weights_optional_bias)` as there."""
+    layers = [nn.Linear(d_in, hidden), SwishLayerNorm(hidden), nn.Linear(hidden, d_out)]
+    return nn.Sequential(*layers, *([nn.LayerNorm(d_out)] if out_norm else [])).apply(_init_mlp)
 
 
 class HSTU(nn.Module):
@@ -128,10 +180,9 @@ class HSTU(nn.Module):
         self.layers = nn.ModuleList(
             STULayer(d, cfg.num_heads, cfg.linear_dim, cfg.qk_dim, n_ctx + max_history + 1, cfg.linear_dropout)
             for _ in range(cfg.num_layers))
-        self.final_norm = nn.LayerNorm(d)
-        self.item_proj = nn.Linear(n_item * e, d)
-        self.head_hidden = nn.Linear(3 * d, d)
-        self.head_out = nn.Linear(d, 1)
+        self.final_norm = nn.LayerNorm(d)  # LayerNormPostprocessor (eps 1e-5)
+        self.item_mlp = mlp(n_item * e, cfg.mlp_hidden, d, out_norm=True)  # _item_embedding_mlp
+        self.head = mlp(d, cfg.mlp_hidden, 1, out_norm=False)  # the multitask module's prediction_fn, one task
 
     def _item(self, items: torch.Tensor, side: list[torch.Tensor]) -> torch.Tensor:
         """The item's features: its row, then its side tables' rows (artist, album), concatenated."""
@@ -162,13 +213,14 @@ class HSTU(nn.Module):
         x = torch.cat([ctx + pos[:n_ctx], hist_tok + pos[n_ctx : n_ctx + n_hist], cand_tok + pos[n_ctx + n_hist]],
                       dim=1)
         x = self.input_dropout(x)
-        mask = self.mask(hist > 0, c, n_ctx)
+        valid = hist > 0
+        mask = self.mask(valid, c, n_ctx)
+        longest = n_ctx + int(valid.sum(dim=1).max()) + c  # the reference's max_seq_len: this batch's longest
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, mask, longest)
         enc = self.final_norm(x[:, n_ctx + n_hist :])
-        item = self.item_proj(self._item(cand, cand_side))
-        hidden = F.silu(self.head_hidden(torch.cat([enc, item, enc * item], dim=-1)))
-        logits = self.head_out(hidden).squeeze(-1)
+        item = self.item_mlp(self._item(cand, cand_side))
+        logits = self.head(enc * item).squeeze(-1)  # _compute_pred_and_logits: prediction_module(user * item)
         return logits.squeeze(1) if one else logits
 
     @staticmethod
@@ -208,7 +260,9 @@ def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 
     per_layer = (t * 2 * d * h * (2 * cfg.linear_dim + 2 * cfg.qk_dim)  # uvqk
                  + 2 * t * t * h * cfg.qk_dim + 2 * t * t * h * cfg.linear_dim  # QK^T and AV
                  + t * 2 * 3 * h * cfg.linear_dim * d)  # output projection of [u, attn, u * norm(attn)]
-    head = n_cand * (2 * (1 + n_side) * e * d + 2 * 3 * d * d + 2 * d)
+    hm = cfg.mlp_hidden
+    head = n_cand * (2 * (1 + n_side) * e * hm + 2 * hm * d  # item MLP
+                     + 2 * d * hm + 2 * hm)  # prediction module on user * item
     return float(pre + cfg.num_layers * per_layer + head)
 
 

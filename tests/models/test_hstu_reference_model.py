@@ -1,0 +1,130 @@
+"""suite/models/recsys/hstu.py's HSTU from its first STU layer to the logit, against MLPerf dlrmv4's reference
+(dlrm_hstu.py) on the same weights, float64: the STU stack on the jagged sequences (tests/support/gr_stu_layer.py)
+with attention divided by the batch's longest sequence, the candidate's LayerNorm postprocessor, the item MLP and the
+multitask prediction module on user * item (tests/support/gr_dlrm_head.py, with their sources). Equal to 1e-10 on a
+batch whose histories are all shorter than max_history (left-padded as the readers write them).
+
+Negative controls, one per piece: the attention divided by the padded length (n_ctx + max_history + 1, what the model
+did before); the item MLP without its closing LayerNorm; SiLU in place of SwishLayerNorm; the prediction module on the
+user encoding alone (not user * item); one item-MLP weight changed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from support.gr_dlrm_head import item_embedding_mlp, prediction_logits, reference_mlp
+from support.gr_stu_layer import stu_layer
+
+from suite.models.recsys import hstu
+
+META = {"cardinality": {"user": 9, "item": 20, "rating": 7}, "max_history": 6}
+CFG = hstu.Config(preset="tiny", num_heads=2, linear_dim=4, qk_dim=3, num_layers=2)
+LENGTHS = [2, 4, 3]  # every history shorter than max_history: the longest sequence is 1 + 4 + 1, not 1 + 6 + 1
+
+
+def _model() -> hstu.HSTU:
+    torch.manual_seed(0)
+    model = hstu.build(CFG, META).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():  # the norms' ones and zeros too, so a swapped weight shows
+            p.copy_(torch.randn_like(p) * 0.5)
+    return model
+
+
+def _batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    n = META["max_history"]
+    hist = torch.zeros(len(LENGTHS), n, dtype=torch.long)
+    for b, length in enumerate(LENGTHS):
+        hist[b, n - length :] = torch.randint(1, 20, (length,), generator=g)
+    return {"user": torch.tensor([1, 5, 8]), "hist_item": hist,
+            "hist_rating": torch.where(hist > 0, torch.randint(1, 6, hist.shape, generator=g), 0),
+            "cand_item": torch.tensor([3, 11, 19])}
+
+
+def _state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def _reference(model: hstu.HSTU, batch: dict, stu_in: torch.Tensor, divisor: int | None = None,
+               **head_kw) -> torch.Tensor:
+    """The reference's path from the STU input (our padded tokens, packed into its jagged layout) to the logits."""
+    n = META["max_history"]
+    rows = [torch.cat([stu_in[b, :1], stu_in[b, 1 + n - length : 1 + n], stu_in[b, 1 + n :]])
+            for b, length in enumerate(LENGTHS)]
+    lengths = torch.tensor([len(r) for r in rows])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    x = torch.cat(rows)
+    max_seq_len = divisor or int(lengths.max())  # fx_infer_max_len: the batch's longest
+    for layer in model.layers:
+        w = {"input_norm_weight": layer.input_norm.weight, "input_norm_bias": layer.input_norm.bias,
+             "uvqk_weight": layer.uvqk_weight, "uvqk_beta": layer.uvqk_beta,
+             "output_norm_weight": layer.output_norm.weight, "output_norm_bias": layer.output_norm.bias,
+             "output_weight": layer.output_weight}
+        x = stu_layer(x, offsets, max_seq_len, torch.ones(len(rows), dtype=torch.long), 0,
+                      {k: v.detach() for k, v in w.items()}, CFG.num_heads, CFG.qk_dim, CFG.linear_dim)
+    cand = x[offsets[1:] - 1]  # each sequence's last row: its one candidate
+    user = F.layer_norm(cand, (cand.shape[-1],), model.final_norm.weight.detach(), model.final_norm.bias.detach(),
+                        1e-5)  # LayerNormPostprocessor
+    head_kw = dict(head_kw)
+    item_kw = {k: head_kw.pop(k) for k in ("item_out_norm",) if k in head_kw}
+    if "swish" in head_kw:
+        item_kw["swish"] = head_kw["swish"]
+    item = item_embedding_mlp(model.tables.lookup("item", batch["cand_item"]).detach(), _state(model.item_mlp),
+                              **item_kw)
+    return prediction_logits(user, item, _state(model.head), **head_kw)[0]
+
+
+def _both(model: hstu.HSTU, **ref_kw) -> tuple[torch.Tensor, torch.Tensor]:
+    batch = _batch()
+    seen: list[torch.Tensor] = []
+    hook = model.layers[0].register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach().clone()))
+    with torch.no_grad():
+        ours = model(batch)
+        hook.remove()
+        ref = _reference(model, batch, seen[0], **ref_kw)
+    return ours, ref
+
+
+def test_ours_equals_the_reference_from_the_stu_to_the_logit():
+    ours, ref = _both(_model())
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
+    assert ref.abs().max() > 0.05  # not a comparison of near-zero logits
+
+
+@pytest.mark.parametrize("change", ["divisor: padded length", "item MLP without LayerNorm", "SiLU for SwishLayerNorm",
+                                    "head on user only", "one weight"])
+def test_one_difference_breaks_the_match(change):
+    model = _model()
+    kw: dict = {}
+    if change == "divisor: padded length":
+        kw["divisor"] = 1 + META["max_history"] + 1
+    elif change == "item MLP without LayerNorm":
+        kw["item_out_norm"] = False
+    elif change == "SiLU for SwishLayerNorm":
+        kw["swish"] = False
+    elif change == "head on user only":
+        kw["head_input"] = "user"
+    if change == "one weight":  # the reference on the original weights, ours after one of them changed
+        ref = _both(model)[1]
+        with torch.no_grad():
+            model.item_mlp[2].weight[0, 0] += 0.01
+        ours = _both(model)[0]
+    else:
+        ours, ref = _both(model, **kw)
+    assert (ours - ref).abs().max() > 1e-8
+
+
+@pytest.mark.parametrize("out_norm", [True, False])
+def test_the_mlps_initialise_as_the_references(out_norm):
+    """Same generator state, same parameters: the Linear layers built in order, then init_mlp_weights_optional_bias
+    (xavier-uniform weights, zero biases); the norms' ones and zeros, under the reference's state_dict names."""
+    torch.manual_seed(7)
+    ours = hstu.mlp(12, 16, 8, out_norm=out_norm)
+    torch.manual_seed(7)
+    ref = reference_mlp(12, 16, 8, out_norm=out_norm)
+    state = _state(ours)
+    assert state.keys() == ref.keys()
+    for name, value in ref.items():
+        assert torch.equal(state[name], value), name
