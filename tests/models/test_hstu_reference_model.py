@@ -13,7 +13,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from support.gr_dlrm_head import item_embedding_mlp, prediction_logits, reference_mlp
+from support.gr_dlrm_head import (
+    contextual_embeddings,
+    item_embedding_mlp,
+    prediction_logits,
+    reference_mlp,
+    sequence_embeddings,
+)
 from support.gr_stu_layer import stu_layer
 
 from suite.models.recsys import hstu
@@ -128,3 +134,78 @@ def test_the_mlps_initialise_as_the_references(out_norm):
     assert state.keys() == ref.keys()
     for name, value in ref.items():
         assert torch.equal(state[name], value), name
+
+
+SIDE_META = {"cardinality": {"user": 9, "item": 20, "rating": 8, "artist": 5, "album": 6, "c1": 7, "c2": 4},
+             "max_history": 6, "item_side": ["artist", "album"], "contextual": ["c1", "c2"]}
+
+
+def _side_model() -> hstu.HSTU:
+    torch.manual_seed(2)
+    model = hstu.build(CFG, SIDE_META).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.5)
+    return model
+
+
+def _side_batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    b, n = 3, SIDE_META["max_history"]
+    card = SIDE_META["cardinality"]
+    batch = {"user": torch.tensor([1, 5, 8]), "cand_item": torch.tensor([3, 11, 19]),
+             "hist_item": torch.randint(1, 20, (b, n), generator=g), "hist_rating": torch.randint(1, 8, (b, n), generator=g)}
+    for name in ("artist", "album"):
+        batch[f"hist_{name}"] = torch.randint(1, card[name], (b, n), generator=g)
+        batch[f"cand_{name}"] = torch.randint(1, card[name], (b,), generator=g)
+    for name in ("c1", "c2"):
+        batch[f"ctx:{name}"] = torch.randint(1, card[name], (b,), generator=g)
+    return batch
+
+
+def _stu_input(model: hstu.HSTU, batch: dict) -> torch.Tensor:
+    seen: list[torch.Tensor] = []
+    hook = model.layers[0].register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach().clone()))
+    with torch.no_grad():
+        model(batch)
+    hook.remove()
+    return seen[0]
+
+
+def _reference_tokens(model: hstu.HSTU, batch: dict, **kw) -> torch.Tensor:
+    """The reference's preprocessor output for the context and the history, our learned positions added (the
+    positional encoder is not the reference's yet), in our padded layout [B, n_ctx + n_hist, d]."""
+    look = model.tables.lookup
+    shared = kw.pop("shared_context", False)
+    ctx_rows = torch.stack([look("user", batch["user"])] + [look(n, batch[f"ctx:{n}"]) for n in ("c1", "c2")], dim=1)
+    pre = model.pre
+    ctx = contextual_embeddings(ctx_rows, pre.ctx_weight.detach(), pre.ctx_bias.detach(), shared_context=shared)
+    side = torch.cat([look(n, batch[f"hist_{n}"]) for n in ("artist", "album")], dim=-1)
+    hist = sequence_embeddings(look("item", batch["hist_item"]), side, look("rating", batch["hist_rating"]),
+                               _state(pre.content), _state(pre.additional), _state(pre.action), **kw)
+    tokens = torch.cat([ctx, hist], dim=1)
+    return tokens + model.position[: tokens.shape[1]].detach()
+
+
+def test_the_preprocessor_is_the_references():
+    """Context and history tokens into the first STU layer equal the reference's ContextualPreprocessor (per-slot
+    contextual maps; content + additional (artist, album) + action MLPs, summed), float64, 1e-10."""
+    model, batch = _side_model(), _side_batch()
+    with torch.no_grad():
+        ref = _reference_tokens(model, batch)
+    ours = _stu_input(model, batch)[:, : ref.shape[1]]
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
+    assert ref.abs().max() > 0.1
+
+
+@pytest.mark.parametrize("change", ["one contextual map for every slot", "side rows left out", "one weight"])
+def test_one_preprocessor_difference_breaks_the_match(change):
+    model, batch = _side_model(), _side_batch()
+    kw = {"one contextual map for every slot": {"shared_context": True}, "side rows left out": {"use_side": False},
+          "one weight": {}}[change]
+    with torch.no_grad():
+        ref = _reference_tokens(model, batch, **kw)
+        if change == "one weight":
+            model.pre.additional[0].weight[0, 0] += 0.01
+    ours = _stu_input(model, batch)[:, : ref.shape[1]]
+    assert (ours - ref).abs().max() > 1e-8

@@ -23,7 +23,15 @@ the multitask prediction module and the candidate's output path. Sources, read 2
   LayerNorm(eps 1e-5) on the candidate's encoding (the reference's `use_layer_norm_postprocessor=True` option; its
   default, TimestampLayerNormPostprocessor, needs the candidate's query time, which our batches do not carry).
 
-The keyword knobs (`item_out_norm`, `swish`, `head_input`) are for the negative controls in
+- modules/preprocessors.py (mlcommons/training, 461b0f47fc921abc595971e1f8c597d85e0918af) ContextualPreprocessor:
+  `_batched_contextual_linear_weights` [n_ctx, e, d] (normal, std sqrt(2 / (e + d))) and `_bias` [n_ctx, d] (zeros)
+  applied by torch.baddbmm over the contextual slots; `_content_embedding_mlp` on the item row, plus
+  `_additional_embedding_mlp` on the concatenated additional features (the item's side rows), plus
+  `_action_embedding_mlp` on the ActionEncoder's output; each MLP Linear, SwishLayerNorm, Linear, LayerNorm. The
+  action MLP's input here is whatever action embedding the caller gives (ours: the action table's row; the
+  reference's ActionEncoder is not restated).
+
+The keyword knobs (`item_out_norm`, `swish`, `head_input`, `shared_context`, `use_side`) are for the negative controls in
 tests/models/test_hstu_reference_model.py, not the reference's: its values are the defaults."""
 
 from __future__ import annotations
@@ -68,3 +76,27 @@ def reference_mlp(d_in: int, hidden: int, d_out: int, out_norm: bool) -> dict[st
     if out_norm:
         w.update({"3.weight": torch.ones(d_out), "3.bias": torch.zeros(d_out)})
     return {k: v.detach() for k, v in w.items()}
+
+
+def contextual_embeddings(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                          shared_context: bool = False) -> torch.Tensor:
+    """[B, n_ctx, e] -> [B, n_ctx, d]: baddbmm(bias.view(-1, 1, d), x.view(-1, n_ctx, e).transpose(0, 1), weights)
+    .transpose(0, 1), as ContextualPreprocessor.forward. `shared_context` (a control): slot 0's map for every slot."""
+    n_ctx = rows.shape[1]
+    if shared_context:
+        weight, bias = weight[:1].expand(n_ctx, -1, -1), bias[:1].expand(n_ctx, -1)
+    return torch.baddbmm(bias.view(n_ctx, 1, -1), rows.transpose(0, 1), weight).transpose(0, 1)
+
+
+def _mlp_ln(x: torch.Tensor, w: dict[str, torch.Tensor]) -> torch.Tensor:
+    return item_embedding_mlp(x, w)  # the same Linear, SwishLayerNorm, Linear, LayerNorm
+
+
+def sequence_embeddings(item: torch.Tensor, side: torch.Tensor | None, action: torch.Tensor,
+                        w_content: dict[str, torch.Tensor], w_additional: dict[str, torch.Tensor] | None,
+                        w_action: dict[str, torch.Tensor], use_side: bool = True) -> torch.Tensor:
+    """content MLP(item) + additional MLP(side) + action MLP(action), ContextualPreprocessor.forward's sum."""
+    out = _mlp_ln(item, w_content)
+    if side is not None and use_side:
+        out = out + _mlp_ln(side, w_additional)
+    return out + _mlp_ln(action, w_action)

@@ -17,9 +17,10 @@ mask, then x + [U, AV, U * LayerNorm(AV)] @ W_out (no output bias). Sources, rea
 Checked on the same weights against the reference's PyTorch path restated in tests/support/gr_stu_layer.py
 (tests/models/test_hstu_reference_layer.py).
 
-The sequence is the user's contextual token (user id), the history (item + action embeddings through the
-preprocessor MLP, plus a learned position), then the candidates: each candidate attends to the context, the history
-and itself (the reference's target-aware mask). The attention is divided by the batch's longest sequence (contextual
+The sequence is the user's contextual token (user id; Yambda: and the crosses), each through its own linear map, the
+history (the reference's ContextualPreprocessor: content MLP of the item row + additional MLP of its side rows +
+action MLP of the action row, below; plus a learned position, not yet the reference's positional encoder), then the
+candidates: each candidate attends to the context, the history and itself (the reference's target-aware mask). The attention is divided by the batch's longest sequence (contextual
 tokens + the longest valid history + candidates), as the reference's transducer passes max_seq_len = max_uih_len +
 max_targets + contextual length with max_uih_len = fx_infer_max_len(lengths) = int(lengths.max()) (dlrm_hstu.py
 `preprocess`; preprocessors.py, mlcommons/training commit 461b0f47fc921abc595971e1f8c597d85e0918af; common.py,
@@ -162,6 +163,37 @@ def mlp(d_in: int, hidden: int, d_out: int, out_norm: bool) -> nn.Sequential:
     return nn.Sequential(*layers, *([nn.LayerNorm(d_out)] if out_norm else [])).apply(_init_mlp)
 
 
+class ContextualPreprocessor(nn.Module):
+    """The reference's ContextualPreprocessor (preprocessors.py, mlcommons/training commit
+    461b0f47fc921abc595971e1f8c597d85e0918af): each contextual token through its own linear map (batched weights
+    [n_ctx, e, d] drawn normal(0, sqrt(2 / (e + d))), zero biases: `_batched_contextual_linear_*`); each sequence token
+    = content MLP(item row) + additional MLP(the item's side rows, concatenated; Yambda's artist and album) + action
+    MLP(action embedding), each MLP Linear, SwishLayerNorm, Linear, LayerNorm. Then HSTUTransducer.__init__
+    (hstu_transducer.py, d489c7c8050c7cd552a75606a968cff9e1e23420) re-draws every Linear weight outside the STU
+    xavier-normal. Not the reference's: the action embedding is the action table's row (its ActionEncoder's per-bit
+    8-dim embeddings and target vector are not built here)."""
+
+    def __init__(self, e: int, hidden: int, d: int, n_ctx: int, n_side: int):
+        super().__init__()
+        std = math.sqrt(2.0 / (e + d))
+        self.ctx_weight = nn.Parameter(torch.empty(n_ctx, e, d).normal_(0.0, std))
+        self.ctx_bias = nn.Parameter(torch.zeros(n_ctx, d))
+        self.content = mlp(e, hidden, d, out_norm=True)
+        self.additional = mlp(n_side * e, hidden, d, out_norm=True) if n_side else None
+        self.action = mlp(e, hidden, d, out_norm=True)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_normal_(m.weight)
+
+    def context(self, rows: torch.Tensor) -> torch.Tensor:
+        """[B, n_ctx, e] -> [B, n_ctx, d]: the reference's baddbmm over the contextual slots."""
+        return torch.baddbmm(self.ctx_bias.unsqueeze(1), rows.transpose(0, 1), self.ctx_weight).transpose(0, 1)
+
+    def forward(self, item: torch.Tensor, side: torch.Tensor | None, action: torch.Tensor) -> torch.Tensor:
+        out = self.content(item) + self.action(action)
+        return out + self.additional(side) if self.additional is not None else out
+
+
 class HSTU(nn.Module):
     def __init__(self, cfg: Config, tables: list[TableSpec], max_history: int, item_side: tuple[str, ...] = (),
                  contextual: tuple[str, ...] = ()):
@@ -171,9 +203,7 @@ class HSTU(nn.Module):
         e, d = cfg.embedding_dim, cfg.d_model
         n_ctx, n_item = 1 + len(self.contextual), 1 + len(self.item_side)
         self.tables = EmbeddingTables(tables)
-        self.context = nn.Linear(e, d)  # each contextual feature (user id, crosses) as one token
-        self.pre_in = nn.Linear((n_item + 1) * e, cfg.preprocessor_hidden)  # item (+ side) + action embeddings
-        self.pre_out = nn.Linear(cfg.preprocessor_hidden, d)
+        self.pre = ContextualPreprocessor(e, cfg.preprocessor_hidden, d, n_ctx, n_item - 1)
         # positions of the contextual tokens, the history, the candidate slot
         self.position = nn.Parameter(torch.randn(n_ctx + max_history + 1, d) * 0.02)
         self.input_dropout = nn.Dropout(cfg.input_dropout)
@@ -191,8 +221,9 @@ class HSTU(nn.Module):
         return torch.cat(rows, dim=-1) if side else rows[0]
 
     def _tokens(self, items: torch.Tensor, actions: torch.Tensor, side: list[torch.Tensor]) -> torch.Tensor:
-        emb = torch.cat([self._item(items, side), self.tables.lookup("rating", actions)], dim=-1)
-        return self.pre_out(F.silu(self.pre_in(emb)))
+        side_rows = [self.tables.lookup(n, s) for n, s in zip(self.item_side, side, strict=True)]
+        return self.pre(self.tables.lookup("item", items), torch.cat(side_rows, dim=-1) if side_rows else None,
+                        self.tables.lookup("rating", actions))
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits [B] for one candidate per sample (batch["cand_item"] [B]), [B, C] for C ([B, C])."""
@@ -203,7 +234,7 @@ class HSTU(nn.Module):
         c = cand.shape[1]
         ctx_rows = [self.tables.lookup("user", batch["user"])] + [self.tables.lookup(n, batch[f"ctx:{n}"])
                                                                   for n in self.contextual]
-        ctx = self.context(torch.stack(ctx_rows, dim=1))  # [B, n_ctx, d]
+        ctx = self.pre.context(torch.stack(ctx_rows, dim=1))  # [B, n_ctx, d]
         n_ctx = ctx.shape[1]
         cand_side = [batch[f"cand_{n}"] for n in self.item_side]
         cand_side = [s.unsqueeze(1) for s in cand_side] if one else cand_side
@@ -255,8 +286,9 @@ def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 
     e, d, h = cfg.embedding_dim, cfg.d_model, cfg.num_heads
     t = n_ctx + max_history + n_cand
     tokens = max_history + n_cand
-    pre = tokens * (2 * (2 + n_side) * e * cfg.preprocessor_hidden + 2 * cfg.preprocessor_hidden * d) \
-        + n_ctx * 2 * e * d
+    ph = cfg.preprocessor_hidden
+    mlps = 2 + (1 if n_side else 0)  # content, action (+ additional) MLPs: Linear(in, ph), Linear(ph, d)
+    pre = tokens * (2 * (2 + n_side) * e * ph + mlps * 2 * ph * d) + n_ctx * 2 * e * d
     per_layer = (t * 2 * d * h * (2 * cfg.linear_dim + 2 * cfg.qk_dim)  # uvqk
                  + 2 * t * t * h * cfg.qk_dim + 2 * t * t * h * cfg.linear_dim  # QK^T and AV
                  + t * 2 * 3 * h * cfg.linear_dim * d)  # output projection of [u, attn, u * norm(attn)]
