@@ -41,7 +41,8 @@ Presets from the reference's `dlrm_v3/configs.py` (`get_hstu_configs`, mlcommons
 c2342c5d992680c8ae1b458e6470bf02b448e584): `full`; `cpu` and `tiny` are ours.
 
 Yambda (dlrmv4) adds what the reference's yambda-5b config adds: each item's artist and album tables beside the item
-table (concatenated into a history token and into the candidate's item features; `meta["item_side"]`), and seven
+table (through the preprocessor's additional MLP into each token, and concatenated into the candidate's item
+features for the item MLP; `meta["item_side"]`), and seven
 hashed cross features as contextual tokens after the user's (`meta["contextual"]`): 11 tables with user, item and
 the action table. Without those keys in the meta (MovieLens) the model is the three-table one.
 """
