@@ -14,9 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from support.gr_dlrm_head import (
+    action_embeddings,
     contextual_embeddings,
     item_embedding_mlp,
     prediction_logits,
+    rating_actions,
     reference_mlp,
     sequence_embeddings,
 )
@@ -137,7 +139,8 @@ def test_the_mlps_initialise_as_the_references(out_norm):
 
 
 SIDE_META = {"cardinality": {"user": 9, "item": 20, "rating": 8, "artist": 5, "album": 6, "c1": 7, "c2": 4},
-             "max_history": 6, "item_side": ["artist", "album"], "contextual": ["c1", "c2"]}
+             "max_history": 6, "item_side": ["artist", "album"], "contextual": ["c1", "c2"],
+             "action_weights": [1, 2, 4]}  # Yambda's: the history's actions are bitmasks 0-7
 
 
 def _side_model() -> hstu.HSTU:
@@ -172,7 +175,8 @@ def _stu_input(model: hstu.HSTU, batch: dict) -> torch.Tensor:
     return seen[0]
 
 
-def _reference_tokens(model: hstu.HSTU, batch: dict, **kw) -> torch.Tensor:
+def _reference_tokens(model: hstu.HSTU, batch: dict, weights: list[int] = (1, 2, 4), ratings: list[int] | None = None,
+                      **kw) -> torch.Tensor:
     """The reference's preprocessor output for the context and the history, our learned positions added (the
     positional encoder is not the reference's yet), in our padded layout [B, n_ctx + n_hist, d]."""
     look = model.tables.lookup
@@ -181,7 +185,9 @@ def _reference_tokens(model: hstu.HSTU, batch: dict, **kw) -> torch.Tensor:
     pre = model.pre
     ctx = contextual_embeddings(ctx_rows, pre.ctx_weight.detach(), pre.ctx_bias.detach(), shared_context=shared)
     side = torch.cat([look(n, batch[f"hist_{n}"]) for n in ("artist", "album")], dim=-1)
-    hist = sequence_embeddings(look("item", batch["hist_item"]), side, look("rating", batch["hist_rating"]),
+    bits = batch["hist_rating"] if ratings is None else rating_actions(batch["hist_rating"], ratings)
+    actions = action_embeddings(bits.reshape(-1), weights, pre.action_table.detach()).view(*bits.shape, -1)
+    hist = sequence_embeddings(look("item", batch["hist_item"]), side, actions,
                                _state(pre.content), _state(pre.additional), _state(pre.action), **kw)
     tokens = torch.cat([ctx, hist], dim=1)
     return tokens + model.position[: tokens.shape[1]].detach()
@@ -189,7 +195,8 @@ def _reference_tokens(model: hstu.HSTU, batch: dict, **kw) -> torch.Tensor:
 
 def test_the_preprocessor_is_the_references():
     """Context and history tokens into the first STU layer equal the reference's ContextualPreprocessor (per-slot
-    contextual maps; content + additional (artist, album) + action MLPs, summed), float64, 1e-10."""
+    contextual maps; content + additional (artist, album) + action MLPs, summed; the ActionEncoder on Yambda's
+    action bitmasks), float64, 1e-10."""
     model, batch = _side_model(), _side_batch()
     with torch.no_grad():
         ref = _reference_tokens(model, batch)
@@ -198,11 +205,27 @@ def test_the_preprocessor_is_the_references():
     assert ref.abs().max() > 0.1
 
 
-@pytest.mark.parametrize("change", ["one contextual map for every slot", "side rows left out", "one weight"])
+def test_ratings_become_the_references_action_bits():
+    """MovieLens: no action_weights in the meta, the history's ratings 1-5 become bits 1, 2, 4, 8, 16 (movie_lens.py)."""
+    meta = {k: v for k, v in SIDE_META.items() if k != "action_weights"}
+    torch.manual_seed(2)
+    model = hstu.build(CFG, meta).double().eval()
+    batch = _side_batch()
+    batch["hist_rating"] = batch["hist_rating"].clamp(max=5)
+    with torch.no_grad():
+        ref = _reference_tokens(model, batch, weights=[1, 2, 4, 8, 16], ratings=[1, 2, 4, 8, 16])
+        wrong = _reference_tokens(model, batch, weights=[1, 2, 4, 8, 16])  # control: the rating read as a bitmask
+    ours = _stu_input(model, batch)[:, : ref.shape[1]]
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
+    assert (ours - wrong).abs().max() > 1e-8
+
+
+@pytest.mark.parametrize("change", ["one contextual map for every slot", "side rows left out", "one weight",
+                                    "action bits misread"])
 def test_one_preprocessor_difference_breaks_the_match(change):
     model, batch = _side_model(), _side_batch()
     kw = {"one contextual map for every slot": {"shared_context": True}, "side rows left out": {"use_side": False},
-          "one weight": {}}[change]
+          "one weight": {}, "action bits misread": {"weights": [4, 2, 1]}}[change]
     with torch.no_grad():
         ref = _reference_tokens(model, batch, **kw)
         if change == "one weight":

@@ -27,9 +27,12 @@ the multitask prediction module and the candidate's output path. Sources, read 2
   `_batched_contextual_linear_weights` [n_ctx, e, d] (normal, std sqrt(2 / (e + d))) and `_bias` [n_ctx, d] (zeros)
   applied by torch.baddbmm over the contextual slots; `_content_embedding_mlp` on the item row, plus
   `_additional_embedding_mlp` on the concatenated additional features (the item's side rows), plus
-  `_action_embedding_mlp` on the ActionEncoder's output; each MLP Linear, SwishLayerNorm, Linear, LayerNorm. The
-  action MLP's input here is whatever action embedding the caller gives (ours: the action table's row; the
-  reference's ActionEncoder is not restated).
+  `_action_embedding_mlp` on the ActionEncoder's output; each MLP Linear, SwishLayerNorm, Linear, LayerNorm;
+- modules/action_encoder.py (meta-recsys, d65b6c414ecaa21567cb34956deea1f99de9e100) ActionEncoder.forward:
+  exploded = (seq_actions.unsqueeze(-1) & action_weights.unsqueeze(0)) > 0, (exploded.unsqueeze(-1) *
+  action_embedding_table.unsqueeze(0)).view(-1, n_types * dim) for the history, `_target_action_embedding_table`
+  tiled for the candidates; dlrm_v3/datasets/movie_lens.py (mlcommons/training ddcbdb4f2f273495ad69841e7a6eaa42a1e93661):
+  a history rating r becomes action_weights[r - 1] (configs.py movielens: [1, 2, 4, 8, 16]).
 
 The keyword knobs (`item_out_norm`, `swish`, `head_input`, `shared_context`, `use_side`) are for the negative controls in
 tests/models/test_hstu_reference_model.py, not the reference's: its values are the defaults."""
@@ -100,3 +103,14 @@ def sequence_embeddings(item: torch.Tensor, side: torch.Tensor | None, action: t
     if side is not None and use_side:
         out = out + _mlp_ln(side, w_additional)
     return out + _mlp_ln(action, w_action)
+
+
+def action_embeddings(actions: torch.Tensor, weights: list[int], table: torch.Tensor) -> torch.Tensor:
+    """ActionEncoder.forward on history events (jagged [L] bitmasks) -> [L, n_types * dim]."""
+    exploded = torch.bitwise_and(actions.unsqueeze(-1), torch.tensor(weights).unsqueeze(0)) > 0
+    return (exploded.unsqueeze(-1) * table.unsqueeze(0)).view(-1, len(weights) * table.shape[1])
+
+
+def rating_actions(ratings: torch.Tensor, weights: list[int]) -> torch.Tensor:
+    """movie_lens.py: action_weights[int(rating) - 1] for each history rating."""
+    return torch.tensor([weights[int(r) - 1] for r in ratings.reshape(-1)]).view(ratings.shape)

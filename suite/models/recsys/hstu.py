@@ -72,7 +72,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "full": {"embedding_dim": 512, "d_model": 512, "num_heads": 4, "linear_dim": 128, "qk_dim": 128, "num_layers": 5,
              "preprocessor_hidden": 256, "mlp_hidden": 512, "input_dropout": 0.2, "linear_dropout": 0.1},
 }
-UNKNOWN_ACTION = 6  # the candidate's action (its rating is the label): one past the readers' ratings 1-5
+# configs.py (movielens): action_weights [1, 2, 4, 8, 16], one bit per rating 1-5 (movie_lens.py: action_weights[
+# rating - 1]); Yambda's readers give the bitmask itself, its action_weights [1, 2, 4] in meta["action_weights"]
+RATING_ACTION_WEIGHTS = (1, 2, 4, 8, 16)
 
 
 class Config(BaseModel):
@@ -169,19 +171,27 @@ class ContextualPreprocessor(nn.Module):
     461b0f47fc921abc595971e1f8c597d85e0918af): each contextual token through its own linear map (batched weights
     [n_ctx, e, d] drawn normal(0, sqrt(2 / (e + d))), zero biases: `_batched_contextual_linear_*`); each sequence token
     = content MLP(item row) + additional MLP(the item's side rows, concatenated; Yambda's artist and album) + action
-    MLP(action embedding), each MLP Linear, SwishLayerNorm, Linear, LayerNorm. Then HSTUTransducer.__init__
-    (hstu_transducer.py, d489c7c8050c7cd552a75606a968cff9e1e23420) re-draws every Linear weight outside the STU
-    xavier-normal. Not the reference's: the action embedding is the action table's row (its ActionEncoder's per-bit
-    8-dim embeddings and target vector are not built here)."""
+    MLP(ActionEncoder output), each MLP Linear, SwishLayerNorm, Linear, LayerNorm. The ActionEncoder
+    (modules/action_encoder.py, meta-recsys commit d65b6c414ecaa21567cb34956deea1f99de9e100): a history event's action
+    bitmask exploded against `action_weights` (bit k set -> row k of an [n_types, 8] table, else zeros), flattened to
+    8 * n_types; a candidate gets one learned [1, 8 * n_types] vector; both drawn normal(0, 0.1)
+    (action_embedding_init_std). Then HSTUTransducer.__init__ (hstu_transducer.py,
+    d489c7c8050c7cd552a75606a968cff9e1e23420) re-draws every Linear weight outside the STU xavier-normal."""
 
-    def __init__(self, e: int, hidden: int, d: int, n_ctx: int, n_side: int):
+    ACTION_DIM = 8  # dlrm_hstu.py: action_embedding_dim=8
+
+    def __init__(self, e: int, hidden: int, d: int, n_ctx: int, n_side: int, action_weights: tuple[int, ...]):
         super().__init__()
         std = math.sqrt(2.0 / (e + d))
         self.ctx_weight = nn.Parameter(torch.empty(n_ctx, e, d).normal_(0.0, std))
         self.ctx_bias = nn.Parameter(torch.zeros(n_ctx, d))
         self.content = mlp(e, hidden, d, out_norm=True)
         self.additional = mlp(n_side * e, hidden, d, out_norm=True) if n_side else None
-        self.action = mlp(e, hidden, d, out_norm=True)
+        n_types = len(action_weights)
+        self.register_buffer("action_weights", torch.tensor(action_weights), persistent=False)
+        self.action_table = nn.Parameter(torch.empty(n_types, self.ACTION_DIM).normal_(0.0, 0.1))
+        self.target_action = nn.Parameter(torch.empty(1, n_types * self.ACTION_DIM).normal_(0.0, 0.1))
+        self.action = mlp(n_types * self.ACTION_DIM, hidden, d, out_norm=True)
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.xavier_normal_(m.weight)
@@ -190,21 +200,30 @@ class ContextualPreprocessor(nn.Module):
         """[B, n_ctx, e] -> [B, n_ctx, d]: the reference's baddbmm over the contextual slots."""
         return torch.baddbmm(self.ctx_bias.unsqueeze(1), rows.transpose(0, 1), self.ctx_weight).transpose(0, 1)
 
-    def forward(self, item: torch.Tensor, side: torch.Tensor | None, action: torch.Tensor) -> torch.Tensor:
-        out = self.content(item) + self.action(action)
+    def action_embeddings(self, bits: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
+        """ActionEncoder.forward: [..., 8 * n_types] for history bitmasks `bits`, the target vector when None."""
+        if bits is None:
+            return self.target_action.expand(*shape, -1)
+        exploded = (bits.unsqueeze(-1) & self.action_weights) > 0
+        return (exploded.unsqueeze(-1) * self.action_table).flatten(-2)
+
+    def forward(self, item: torch.Tensor, side: torch.Tensor | None, bits: torch.Tensor | None) -> torch.Tensor:
+        out = self.content(item) + self.action(self.action_embeddings(bits, item.shape[:-1]))
         return out + self.additional(side) if self.additional is not None else out
 
 
 class HSTU(nn.Module):
     def __init__(self, cfg: Config, tables: list[TableSpec], max_history: int, item_side: tuple[str, ...] = (),
-                 contextual: tuple[str, ...] = ()):
+                 contextual: tuple[str, ...] = (), action_weights: tuple[int, ...] = RATING_ACTION_WEIGHTS,
+                 actions_are_ratings: bool = True):
         super().__init__()
         self.cfg, self.max_history = cfg, max_history
         self.item_side, self.contextual = tuple(item_side), tuple(contextual)
         e, d = cfg.embedding_dim, cfg.d_model
         n_ctx, n_item = 1 + len(self.contextual), 1 + len(self.item_side)
         self.tables = EmbeddingTables(tables)
-        self.pre = ContextualPreprocessor(e, cfg.preprocessor_hidden, d, n_ctx, n_item - 1)
+        self.pre = ContextualPreprocessor(e, cfg.preprocessor_hidden, d, n_ctx, n_item - 1, tuple(action_weights))
+        self.actions_are_ratings = actions_are_ratings
         # positions of the contextual tokens, the history, the candidate slot
         self.position = nn.Parameter(torch.randn(n_ctx + max_history + 1, d) * 0.02)
         self.input_dropout = nn.Dropout(cfg.input_dropout)
@@ -221,10 +240,14 @@ class HSTU(nn.Module):
                                                                                                 strict=True)]
         return torch.cat(rows, dim=-1) if side else rows[0]
 
-    def _tokens(self, items: torch.Tensor, actions: torch.Tensor, side: list[torch.Tensor]) -> torch.Tensor:
+    def _tokens(self, items: torch.Tensor, actions: torch.Tensor | None, side: list[torch.Tensor]) -> torch.Tensor:
+        """Tokens of history events (`actions` [B, N]: ratings or action bitmasks, 0 padding) or of candidates
+        (`actions` None: the ActionEncoder's target vector)."""
         side_rows = [self.tables.lookup(n, s) for n, s in zip(self.item_side, side, strict=True)]
+        if actions is not None and self.actions_are_ratings:  # movie_lens.py: action_weights[rating - 1]
+            actions = torch.where(actions > 0, torch.ones_like(actions) << (actions - 1).clamp(min=0), 0)
         return self.pre(self.tables.lookup("item", items), torch.cat(side_rows, dim=-1) if side_rows else None,
-                        self.tables.lookup("rating", actions))
+                        actions)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits [B] for one candidate per sample (batch["cand_item"] [B]), [B, C] for C ([B, C])."""
@@ -240,7 +263,7 @@ class HSTU(nn.Module):
         cand_side = [batch[f"cand_{n}"] for n in self.item_side]
         cand_side = [s.unsqueeze(1) for s in cand_side] if one else cand_side
         hist_tok = self._tokens(hist, batch["hist_rating"], [batch[f"hist_{n}"] for n in self.item_side])
-        cand_tok = self._tokens(cand, torch.full_like(cand, UNKNOWN_ACTION), cand_side)
+        cand_tok = self._tokens(cand, None, cand_side)
         pos = self.position
         x = torch.cat([ctx + pos[:n_ctx], hist_tok + pos[n_ctx : n_ctx + n_hist], cand_tok + pos[n_ctx + n_hist]],
                       dim=1)
@@ -273,23 +296,31 @@ class HSTU(nn.Module):
 
 def table_specs(cfg: Config, meta: dict[str, Any]) -> list[TableSpec]:
     card = meta["cardinality"]
-    names = ("user", "item", "rating", *meta.get("item_side", ()), *meta.get("contextual", ()))
+    names = ("user", "item", *meta.get("item_side", ()), *meta.get("contextual", ()))  # actions: the ActionEncoder
     return [TableSpec(name, int(card[name]), cfg.embedding_dim) for name in names]
 
 
 def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
     return HSTU(cfg, table_specs(cfg, meta), int(meta["max_history"]), tuple(meta.get("item_side", ())),
-                tuple(meta.get("contextual", ())))
+                tuple(meta.get("contextual", ())), *_actions(meta))
 
 
-def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 0, n_ctx: int = 1) -> float:
+def _actions(meta: dict[str, Any]) -> tuple[tuple[int, ...], bool]:
+    """(action_weights, whether the history's actions are ratings 1-5 rather than bitmasks)."""
+    weights = meta.get("action_weights")
+    return (tuple(weights), False) if weights else (RATING_ACTION_WEIGHTS, True)
+
+
+def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 0, n_ctx: int = 1,
+                  n_actions: int = len(RATING_ACTION_WEIGHTS)) -> float:
     """Matmul FLOPs of one sample's forward: the full T x T attention is computed (the mask multiplies it)."""
     e, d, h = cfg.embedding_dim, cfg.d_model, cfg.num_heads
     t = n_ctx + max_history + n_cand
     tokens = max_history + n_cand
     ph = cfg.preprocessor_hidden
     mlps = 2 + (1 if n_side else 0)  # content, action (+ additional) MLPs: Linear(in, ph), Linear(ph, d)
-    pre = tokens * (2 * (2 + n_side) * e * ph + mlps * 2 * ph * d) + n_ctx * 2 * e * d
+    a = ContextualPreprocessor.ACTION_DIM * n_actions
+    pre = tokens * (2 * (1 + n_side) * e * ph + 2 * a * ph + mlps * 2 * ph * d) + n_ctx * 2 * e * d
     per_layer = (t * 2 * d * h * (2 * cfg.linear_dim + 2 * cfg.qk_dim)  # uvqk
                  + 2 * t * t * h * cfg.qk_dim + 2 * t * t * h * cfg.linear_dim  # QK^T and AV
                  + t * 2 * 3 * h * cfg.linear_dim * d)  # output projection of [u, attn, u * norm(attn)]
@@ -303,7 +334,7 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     """Forward + backward = 3x forward: every matmul's inputs require gradients (the first ones read embedding
     rows, which train), so backward costs two matmuls per forward one."""
     return 3.0 * forward_flops(cfg, int(meta["max_history"]), 1, len(meta.get("item_side", ())),
-                               1 + len(meta.get("contextual", ())))
+                               1 + len(meta.get("contextual", ())), len(_actions(meta)[0]))
 
 
 def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
@@ -313,10 +344,10 @@ def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
 def bytes_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     """Embedding bytes one training sample moves (fp32): rows read forward, the same rows' gradients written and
     read back by the optimizer's update (read + write of the row and its state) - the figure the reference's step is
-    bound by. Per sample: the contextual rows (user, crosses), max_history + 1 item (+ side) and action rows, and the
-    candidate's item (+ side) rows again."""
+    bound by. Per sample: the contextual rows (user, crosses), max_history + 1 item (+ side) rows, and the
+    candidate's item (+ side) rows again (actions are the model's ActionEncoder, no table)."""
     n_side = len(meta.get("item_side", ()))
-    rows = 1 + len(meta.get("contextual", ())) + (2 + n_side) * (int(meta["max_history"]) + 1) + 1 + n_side
+    rows = 1 + len(meta.get("contextual", ())) + (1 + n_side) * (int(meta["max_history"]) + 1) + 1 + n_side
     return float(rows * cfg.embedding_dim * 4 * 4)  # read, gradient write, optimizer read + write
 
 
