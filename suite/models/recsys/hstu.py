@@ -43,8 +43,10 @@ c2342c5d992680c8ae1b458e6470bf02b448e584): `full`; `cpu` and `tiny` are ours.
 Yambda (dlrmv4) adds what the reference's yambda-5b config adds: each item's artist and album tables beside the item
 table (through the preprocessor's additional MLP into each token, and concatenated into the candidate's item
 features for the item MLP; `meta["item_side"]`), and seven
-hashed cross features as contextual tokens after the user's (`meta["contextual"]`): 11 tables with user, item and
-the action table. Without those keys in the meta (MovieLens) the model is the three-table one.
+hashed cross features as contextual tokens after the user's (`meta["contextual"]`): the reference's 11 tables (user,
+item, artist, album, 7 crosses; actions go through the ActionEncoder, no table), its action bits [1, 2, 4]
+(`meta["action_weights"]`). Without those keys in the meta (MovieLens) the model has the user and item tables and
+reads each history rating r as the bit 2^(r-1), as the reference's movie_lens.py.
 """
 
 from __future__ import annotations
