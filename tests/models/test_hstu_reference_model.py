@@ -6,7 +6,9 @@ batch whose histories are all shorter than max_history (left-padded as the reade
 
 Negative controls, one per piece: the attention divided by the padded length (n_ctx + max_history + 1, what the model
 did before); the item MLP without its closing LayerNorm; SiLU in place of SwishLayerNorm; the prediction module on the
-user encoding alone (not user * item); one item-MLP weight changed."""
+user encoding alone (not user * item); the transducer's default L2NormPostprocessor in place of the LayerNorm one; one
+item-MLP weight changed. The ContextualPreprocessor (context and history tokens into the first layer, with the
+ActionEncoder on Yambda's bits and on MovieLens ratings) is compared below, with its own controls."""
 
 from __future__ import annotations
 
@@ -73,9 +75,12 @@ def _reference(model: hstu.HSTU, batch: dict, stu_in: torch.Tensor, divisor: int
         x = stu_layer(x, offsets, max_seq_len, torch.ones(len(rows), dtype=torch.long), 0,
                       {k: v.detach() for k, v in w.items()}, CFG.num_heads, CFG.qk_dim, CFG.linear_dim)
     cand = x[offsets[1:] - 1]  # each sequence's last row: its one candidate
-    user = F.layer_norm(cand, (cand.shape[-1],), model.final_norm.weight.detach(), model.final_norm.bias.detach(),
-                        1e-5)  # LayerNormPostprocessor
     head_kw = dict(head_kw)
+    if head_kw.pop("postprocessor", "layer_norm") == "l2":  # the transducer's default, L2NormPostprocessor
+        user = cand / torch.linalg.norm(cand, ord=2, dim=-1, keepdim=True).clamp(min=1e-6)
+    else:
+        user = F.layer_norm(cand, (cand.shape[-1],), model.final_norm.weight.detach(),
+                            model.final_norm.bias.detach(), 1e-5)  # LayerNormPostprocessor
     item_kw = {k: head_kw.pop(k) for k in ("item_out_norm",) if k in head_kw}
     if "swish" in head_kw:
         item_kw["swish"] = head_kw["swish"]
@@ -102,7 +107,7 @@ def test_ours_equals_the_reference_from_the_stu_to_the_logit():
 
 
 @pytest.mark.parametrize("change", ["divisor: padded length", "item MLP without LayerNorm", "SiLU for SwishLayerNorm",
-                                    "head on user only", "one weight"])
+                                    "head on user only", "L2 postprocessor", "one weight"])
 def test_one_difference_breaks_the_match(change):
     model = _model()
     kw: dict = {}
@@ -114,6 +119,8 @@ def test_one_difference_breaks_the_match(change):
         kw["swish"] = False
     elif change == "head on user only":
         kw["head_input"] = "user"
+    elif change == "L2 postprocessor":
+        kw["postprocessor"] = "l2"
     if change == "one weight":  # the reference on the original weights, ours after one of them changed
         ref = _both(model)[1]
         with torch.no_grad():

@@ -62,6 +62,8 @@ from torch import nn
 from suite.models.recsys.tables import EmbeddingTables, TableSpec
 from suite.registry import Component
 
+# dense parameters (beside the tables; docs/recommenders.md): full 15.5 M on Yambda's meta (history 4087, 8
+# contextual tokens, 2 side tables), cpu 121 k and tiny 2.4 k on MovieLens (history 32)
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"embedding_dim": 8, "d_model": 8, "num_heads": 1, "linear_dim": 8, "qk_dim": 8, "num_layers": 1,
              "preprocessor_hidden": 16, "mlp_hidden": 16, "input_dropout": 0.0, "linear_dropout": 0.0},
