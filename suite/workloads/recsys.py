@@ -107,7 +107,8 @@ class _Windowed(WorkloadBase):
             rows = int(card[table])
             if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= rows):
                 bad = int(ids.max()) if int(ids.max()) >= rows else int(ids.min())
-                raise DataMissing(f"{source}: {where}: id {bad} is out of range for embedding table {table!r} "
+                what = "the actions 'rating'" if table == "rating" else f"embedding table {table!r}"  # HSTU's
+                raise DataMissing(f"{source}: {where}: id {bad} is out of range for {what} "  # ActionEncoder
                                   f"(ids 0..{rows - 1}, {rows} rows)")
 
     def build_model(self) -> nn.Module:
@@ -204,9 +205,10 @@ class StreamingRecommendation(SequentialRecommendation):
     the keys closed_dlrmv4.yaml reads, each from what runs (the spec, the data that was read)."""
 
     def model_meta(self) -> dict[str, Any]:
-        """The reference's eleven tables (configs.py, yambda-5b): user, item and action, the item's artist and album,
+        """The reference's eleven tables (configs.py, yambda-5b): user, item, the item's artist and album,
         the seven hashed crosses as contextual tokens."""
-        return {**super().model_meta(), "item_side": list(self.data.side), "contextual": list(self.data.cross)}
+        return {**super().model_meta(), "item_side": list(self.data.side), "contextual": list(self.data.cross),
+                "action_weights": [1, 2, 4]}  # configs.py; the reader's LP_BIT, LIKE_BIT, SKIP_BIT
 
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         out = super().features(idx)

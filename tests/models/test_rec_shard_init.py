@@ -61,7 +61,7 @@ def test_a_rank_allocates_its_share_and_the_shards_are_the_one_process_table(pla
     full, full_largest = _one_process()
     table_bytes = ROWS * DIM * 4
     assert full_largest >= table_bytes  # negative control: one process creates the whole table
-    plan = {"item": placement, "user": "table_wise:1", "rating": "table_wise:2"}
+    plan = {"item": placement, "user": "table_wise:1"}
     pieces = []
     for rank in range(WORLD):
         model, largest = _rank(plan, rank)
@@ -75,7 +75,7 @@ def test_a_rank_allocates_its_share_and_the_shards_are_the_one_process_table(pla
         for n, p in full.named_parameters():
             if not n.startswith("tables."):
                 assert torch.equal(p, dense[n]), n  # the dense layers too: the same generator state after the tables
-        for name, owner in (("user", 1), ("rating", 2)):
+        for name, owner in (("user", 1),):
             w = model.tables.weights[name].detach()
             assert torch.equal(w, full.tables.bag(name).weight) if rank == owner else w.numel() == 0
     assembled = torch.cat(pieces, dim=0 if placement == "row_wise" else 1)

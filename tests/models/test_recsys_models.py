@@ -66,7 +66,7 @@ def test_the_flop_formula_can_fail() -> None:
 def test_full_presets_are_the_references() -> None:
     full = hstu.Config(preset="full")
     assert (full.num_heads, full.linear_dim, full.qk_dim, full.num_layers, full.embedding_dim, full.d_model,
-            full.preprocessor_hidden) == (4, 128, 128, 5, 512, 512, 256)
+            full.preprocessor_hidden, full.mlp_hidden) == (4, 128, 128, 5, 512, 512, 256, 512)
     d = dcnv2.Config(preset="full")
     assert (d.embedding_dim, d.bottom_mlp, d.top_mlp, d.cross_layers, d.low_rank) == (
         128, [512, 256, 128], [1024, 1024, 512, 256, 1], 3, 512)

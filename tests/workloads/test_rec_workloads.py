@@ -96,7 +96,8 @@ def test_an_empty_window_exits_2_before_start(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # a CLI run
 def test_an_id_past_its_table_exits_2_before_start_naming_file_field_and_table(tmp_path: Path) -> None:
-    """A rating of 9 in the .inter file is an id of the HSTU's 7-row rating table: refused during the untimed init
+    """A rating of 9 in the .inter file is past the HSTU's 7 action ids (its ActionEncoder reads ratings 1-5 as
+    bits; no table, so an unchecked 9 would silently read as no action): refused during the untimed init
     (it used to end the run mid-step as an error), naming the file, the field, the table and its largest id."""
     rows = [f"{1 + k % 5}\t{1 + k % 8}\t{9 if k == 7 else 1 + k % 5}\t{1000 + k}" for k in range(60)]
     folder = _write(tmp_path / "rating9", "user_id:token\titem_id:token\trating:float\ttimestamp:float", rows)
@@ -107,16 +108,17 @@ def test_an_id_past_its_table_exits_2_before_start_naming_file_field_and_table(t
                        capture_output=True, text=True, env=env, timeout=300)
     text = " ".join((r.stdout + r.stderr).split())
     assert r.returncode == 2, text
-    assert ("ml-100k.inter field 'rating' (history): id 9 is out of range for embedding table 'rating' (ids 0..6, "
+    assert ("ml-100k.inter field 'rating' (history): id 9 is out of range for the actions 'rating' (ids 0..6, "
             "7 rows)") in text, text
     assert "step" not in text
     assert not list((tmp_path / "res").rglob("*.json")) if (tmp_path / "res").exists() else True
 
 
 def test_every_table_lookup_of_the_workloads_is_checked() -> None:
-    """The check covers each table the models build (a table without its ids checked would slip through)."""
-    for name in ("rec/movielens_hstu", "rec/movielens_dcnv2"):
+    """The check covers each table the models build (a table without its ids checked would slip through), and the
+    HSTU's actions, which its ActionEncoder reads without a table."""
+    for name, extra in (("rec/movielens_hstu", {"rating"}), ("rec/movielens_dcnv2", set())):
         spec = _tiny(name)
         w = registry.task_class(spec.task)(spec, Context(Path("."), 0, torch.device("cpu")))
         model = w.build_model()
-        assert {t for t, _, _ in w.id_columns()} == set(model.tables.specs), name
+        assert {t for t, _, _ in w.id_columns()} == set(model.tables.specs) | extra, name

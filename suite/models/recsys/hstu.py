@@ -17,15 +17,36 @@ mask, then x + [U, AV, U * LayerNorm(AV)] @ W_out (no output bias). Sources, rea
 Checked on the same weights against the reference's PyTorch path restated in tests/support/gr_stu_layer.py
 (tests/models/test_hstu_reference_layer.py).
 
-The sequence is the user's contextual token (user id), the history (item + action embeddings through the
-preprocessor MLP, plus a learned position), then the candidates: each candidate attends to the context, the history
-and itself (the reference's target-aware mask), and its encoding with the candidate's item embedding gives the logit.
-Presets from the reference's `dlrm_v3/configs.py` (`get_hstu_configs`): `full`; `cpu` and `tiny` are ours.
+The sequence is the user's contextual token (user id; Yambda: and the crosses), each through its own linear map, the
+history (the reference's ContextualPreprocessor: content MLP of the item row + additional MLP of its side rows +
+action MLP of the action row, below; plus a learned position, not yet the reference's positional encoder), then the
+candidates: each candidate attends to the context, the history and itself (the reference's target-aware mask). The attention is divided by the batch's longest sequence (contextual
+tokens + the longest valid history + candidates), as the reference's transducer passes max_seq_len = max_uih_len +
+max_targets + contextual length with max_uih_len = fx_infer_max_len(lengths) = int(lengths.max()) (dlrm_hstu.py
+`preprocess`; preprocessors.py, mlcommons/training commit 461b0f47fc921abc595971e1f8c597d85e0918af; common.py,
+meta-recsys commit af61dcce8cd5bfa96b50d54dfd3bda140dc07dbe).
+
+From the candidate's encoding to the logit, as dlrm_hstu.py (mlcommons/training d489c7c8050c7cd552a75606a968cff9e1e23420)
+builds it: LayerNorm (eps 1e-5: its LayerNormPostprocessor, postprocessors.py same commit; its default
+TimestampLayerNormPostprocessor needs the candidate's query time, which the batches do not carry), the item MLP
+(`_item_embedding_mlp`: Linear(item features, 512), SwishLayerNorm, Linear(512, d), LayerNorm) over the candidate's
+concatenated item features, and the multitask module's prediction module (Linear(d, 512), SwishLayerNorm, Linear(512,
+tasks); one task) on user * item (multitask_module.py _compute_pred_and_logits, meta-recsys commit
+ac829b415eca2796571a9d0836069f634ce1c302); both MLPs initialised by init_mlp_weights_optional_bias; SwishLayerNorm is
+x * sigmoid(LayerNorm(x)) (ops/layer_norm.py 18fdc3d36ef79f8213b7621cfc911b8c3592bc7a, ops/pytorch/pt_layer_norm.py
+6035c3f9b2512791b0983e0adc71749b2a22e7dc). Checked on the same weights against those pieces restated in
+tests/support/gr_dlrm_head.py (tests/models/test_hstu_reference_model.py). The MLPs' hidden width is `mlp_hidden`
+(512 in `full`; the reference's literal).
+Presets from the reference's `dlrm_v3/configs.py` (`get_hstu_configs`, mlcommons/training commit
+c2342c5d992680c8ae1b458e6470bf02b448e584): `full`; `cpu` and `tiny` are ours.
 
 Yambda (dlrmv4) adds what the reference's yambda-5b config adds: each item's artist and album tables beside the item
-table (concatenated into a history token and into the candidate's item features; `meta["item_side"]`), and seven
-hashed cross features as contextual tokens after the user's (`meta["contextual"]`): 11 tables with user, item and
-the action table. Without those keys in the meta (MovieLens) the model is the three-table one.
+table (through the preprocessor's additional MLP into each token, and concatenated into the candidate's item
+features for the item MLP; `meta["item_side"]`), and seven
+hashed cross features as contextual tokens after the user's (`meta["contextual"]`): the reference's 11 tables (user,
+item, artist, album, 7 crosses; actions go through the ActionEncoder, no table), its action bits [1, 2, 4]
+(`meta["action_weights"]`). Without those keys in the meta (MovieLens) the model has the user and item tables and
+reads each history rating r as the bit 2^(r-1), as the reference's movie_lens.py.
 """
 
 from __future__ import annotations
@@ -41,18 +62,23 @@ from torch import nn
 from suite.models.recsys.tables import EmbeddingTables, TableSpec
 from suite.registry import Component
 
+# dense parameters (beside the tables; docs/recommenders.md): full 15.5 M on Yambda's meta (history 4087, 8
+# contextual tokens, 2 side tables), cpu 121 k and tiny 2.4 k on MovieLens (history 32)
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"embedding_dim": 8, "d_model": 8, "num_heads": 1, "linear_dim": 8, "qk_dim": 8, "num_layers": 1,
-             "preprocessor_hidden": 16, "input_dropout": 0.0, "linear_dropout": 0.0},
+             "preprocessor_hidden": 16, "mlp_hidden": 16, "input_dropout": 0.0, "linear_dropout": 0.0},
     "cpu": {"embedding_dim": 64, "d_model": 64, "num_heads": 2, "linear_dim": 32, "qk_dim": 32, "num_layers": 2,
-            "preprocessor_hidden": 128, "input_dropout": 0.2, "linear_dropout": 0.1},
+            "preprocessor_hidden": 128, "mlp_hidden": 128, "input_dropout": 0.2, "linear_dropout": 0.1},
     # configs.py get_hstu_configs: hstu_num_heads=4, hstu_attn_linear_dim=128, hstu_attn_qk_dim=128,
     # hstu_attn_num_layers=5, hstu_embedding_table_dim=512 (HSTU_EMBEDDING_DIM), hstu_preprocessor_hidden_dim=256,
-    # hstu_transducer_embedding_dim=512, hstu_input_dropout_ratio=0.2, hstu_linear_dropout_rate=0.1
+    # hstu_transducer_embedding_dim=512, hstu_input_dropout_ratio=0.2, hstu_linear_dropout_rate=0.1; dlrm_hstu.py:
+    # out_features=512 in both the item MLP and the multitask prediction module (mlp_hidden)
     "full": {"embedding_dim": 512, "d_model": 512, "num_heads": 4, "linear_dim": 128, "qk_dim": 128, "num_layers": 5,
-             "preprocessor_hidden": 256, "input_dropout": 0.2, "linear_dropout": 0.1},
+             "preprocessor_hidden": 256, "mlp_hidden": 512, "input_dropout": 0.2, "linear_dropout": 0.1},
 }
-UNKNOWN_ACTION = 6  # the candidate's action (its rating is the label): one past the readers' ratings 1-5
+# configs.py (movielens): action_weights [1, 2, 4, 8, 16], one bit per rating 1-5 (movie_lens.py: action_weights[
+# rating - 1]); Yambda's readers give the bitmask itself, its action_weights [1, 2, 4] in meta["action_weights"]
+RATING_ACTION_WEIGHTS = (1, 2, 4, 8, 16)
 
 
 class Config(BaseModel):
@@ -65,6 +91,8 @@ class Config(BaseModel):
     qk_dim: int = Field(gt=0, description="per-head width of Q and K (hstu_attn_qk_dim)")
     num_layers: int = Field(gt=0)
     preprocessor_hidden: int = Field(gt=0)
+    mlp_hidden: int = Field(gt=0, description="hidden width of the item MLP and the prediction module (512 in "
+                                              "dlrm_hstu.py)")
     input_dropout: float = Field(default=0.0, ge=0, lt=1)
     linear_dropout: float = Field(default=0.0, ge=0, lt=1)
 
@@ -94,7 +122,9 @@ class STULayer(nn.Module):
         self.output_norm = nn.LayerNorm(heads * linear_dim, eps=self.NORM_EPS)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, max_seq_len: int | None = None) -> torch.Tensor:
+        """`max_seq_len` divides the attention: the batch's longest sequence in the reference (dlrm_hstu.py's
+        fx_infer_max_len over the lengths, plus candidates and contextual tokens); default the padded length."""
         b, t, _ = x.shape
         h, dl, dqk = self.heads, self.dl, self.dqk
         uvqk = torch.matmul(self.input_norm(x), self.uvqk_weight) + self.uvqk_beta
@@ -104,34 +134,109 @@ class STULayer(nn.Module):
         k = k.reshape(b, t, h, dqk).transpose(1, 2)
         v = v.reshape(b, t, h, dl).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(dqk))
-        attn = F.silu(scores) / self.max_len * mask.unsqueeze(1)
+        attn = F.silu(scores) / (max_seq_len or self.max_len) * mask.unsqueeze(1)
         out = torch.matmul(attn, v).transpose(1, 2).reshape(b, t, h * dl)
         y = torch.cat([u, out, u * self.output_norm(out)], dim=-1)  # concat_u, concat_x
         return x + torch.matmul(self.dropout(y), self.output_weight)
 
 
+class SwishLayerNorm(nn.Module):
+    """x * sigmoid(LayerNorm(x)), eps 1e-5: the reference's SwishLayerNorm (ops/layer_norm.py, PyTorch path
+    ops/pytorch/pt_layer_norm.py pytorch_swish_layer_norm)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))  # its parameters and their names
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps))
+
+
+def _init_mlp(m: nn.Module) -> None:
+    """common.py init_mlp_weights_optional_bias: xavier-uniform weights, zero biases (Linear layers only)."""
+    if isinstance(m, nn.Linear):
+        nn.init.xavier_uniform_(m.weight)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def mlp(d_in: int, hidden: int, d_out: int, out_norm: bool) -> nn.Sequential:
+    """dlrm_hstu.py's two MLPs: Linear(d_in, hidden), SwishLayerNorm(hidden), Linear(hidden, d_out), then LayerNorm(
+    d_out) for the item MLP (`_item_embedding_mlp`), none for the multitask prediction module (`prediction_fn`);
+    `.apply(init_mlp_weights_optional_bias)` as there."""
+    layers = [nn.Linear(d_in, hidden), SwishLayerNorm(hidden), nn.Linear(hidden, d_out)]
+    return nn.Sequential(*layers, *([nn.LayerNorm(d_out)] if out_norm else [])).apply(_init_mlp)
+
+
+class ContextualPreprocessor(nn.Module):
+    """The reference's ContextualPreprocessor (preprocessors.py, mlcommons/training commit
+    461b0f47fc921abc595971e1f8c597d85e0918af): each contextual token through its own linear map (batched weights
+    [n_ctx, e, d] drawn normal(0, sqrt(2 / (e + d))), zero biases: `_batched_contextual_linear_*`); each sequence token
+    = content MLP(item row) + additional MLP(the item's side rows, concatenated; Yambda's artist and album) + action
+    MLP(ActionEncoder output), each MLP Linear, SwishLayerNorm, Linear, LayerNorm. The ActionEncoder
+    (modules/action_encoder.py, meta-recsys commit d65b6c414ecaa21567cb34956deea1f99de9e100): a history event's action
+    bitmask exploded against `action_weights` (bit k set -> row k of an [n_types, 8] table, else zeros), flattened to
+    8 * n_types; a candidate gets one learned [1, 8 * n_types] vector; both drawn normal(0, 0.1)
+    (action_embedding_init_std). Then HSTUTransducer.__init__ (hstu_transducer.py,
+    d489c7c8050c7cd552a75606a968cff9e1e23420) re-draws every Linear weight outside the STU xavier-normal."""
+
+    ACTION_DIM = 8  # dlrm_hstu.py: action_embedding_dim=8
+
+    def __init__(self, e: int, hidden: int, d: int, n_ctx: int, n_side: int, action_weights: tuple[int, ...]):
+        super().__init__()
+        std = math.sqrt(2.0 / (e + d))
+        self.ctx_weight = nn.Parameter(torch.empty(n_ctx, e, d).normal_(0.0, std))
+        self.ctx_bias = nn.Parameter(torch.zeros(n_ctx, d))
+        self.content = mlp(e, hidden, d, out_norm=True)
+        self.additional = mlp(n_side * e, hidden, d, out_norm=True) if n_side else None
+        n_types = len(action_weights)
+        self.register_buffer("action_weights", torch.tensor(action_weights), persistent=False)
+        self.action_table = nn.Parameter(torch.empty(n_types, self.ACTION_DIM).normal_(0.0, 0.1))
+        self.target_action = nn.Parameter(torch.empty(1, n_types * self.ACTION_DIM).normal_(0.0, 0.1))
+        self.action = mlp(n_types * self.ACTION_DIM, hidden, d, out_norm=True)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_normal_(m.weight)
+
+    def context(self, rows: torch.Tensor) -> torch.Tensor:
+        """[B, n_ctx, e] -> [B, n_ctx, d]: the reference's baddbmm over the contextual slots."""
+        return torch.baddbmm(self.ctx_bias.unsqueeze(1), rows.transpose(0, 1), self.ctx_weight).transpose(0, 1)
+
+    def action_embeddings(self, bits: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
+        """ActionEncoder.forward: [..., 8 * n_types] for history bitmasks `bits`, the target vector when None."""
+        if bits is None:
+            return self.target_action.expand(*shape, -1)
+        exploded = (bits.unsqueeze(-1) & self.action_weights) > 0
+        return (exploded.unsqueeze(-1) * self.action_table).flatten(-2)
+
+    def forward(self, item: torch.Tensor, side: torch.Tensor | None, bits: torch.Tensor | None) -> torch.Tensor:
+        out = self.content(item) + self.action(self.action_embeddings(bits, item.shape[:-1]))
+        return out + self.additional(side) if self.additional is not None else out
+
+
 class HSTU(nn.Module):
     def __init__(self, cfg: Config, tables: list[TableSpec], max_history: int, item_side: tuple[str, ...] = (),
-                 contextual: tuple[str, ...] = ()):
+                 contextual: tuple[str, ...] = (), action_weights: tuple[int, ...] = RATING_ACTION_WEIGHTS,
+                 actions_are_ratings: bool = True):
         super().__init__()
         self.cfg, self.max_history = cfg, max_history
         self.item_side, self.contextual = tuple(item_side), tuple(contextual)
         e, d = cfg.embedding_dim, cfg.d_model
         n_ctx, n_item = 1 + len(self.contextual), 1 + len(self.item_side)
         self.tables = EmbeddingTables(tables)
-        self.context = nn.Linear(e, d)  # each contextual feature (user id, crosses) as one token
-        self.pre_in = nn.Linear((n_item + 1) * e, cfg.preprocessor_hidden)  # item (+ side) + action embeddings
-        self.pre_out = nn.Linear(cfg.preprocessor_hidden, d)
+        self.pre = ContextualPreprocessor(e, cfg.preprocessor_hidden, d, n_ctx, n_item - 1, tuple(action_weights))
+        self.actions_are_ratings = actions_are_ratings
         # positions of the contextual tokens, the history, the candidate slot
         self.position = nn.Parameter(torch.randn(n_ctx + max_history + 1, d) * 0.02)
         self.input_dropout = nn.Dropout(cfg.input_dropout)
         self.layers = nn.ModuleList(
             STULayer(d, cfg.num_heads, cfg.linear_dim, cfg.qk_dim, n_ctx + max_history + 1, cfg.linear_dropout)
             for _ in range(cfg.num_layers))
-        self.final_norm = nn.LayerNorm(d)
-        self.item_proj = nn.Linear(n_item * e, d)
-        self.head_hidden = nn.Linear(3 * d, d)
-        self.head_out = nn.Linear(d, 1)
+        self.final_norm = nn.LayerNorm(d)  # LayerNormPostprocessor (eps 1e-5)
+        self.item_mlp = mlp(n_item * e, cfg.mlp_hidden, d, out_norm=True)  # _item_embedding_mlp
+        self.head = mlp(d, cfg.mlp_hidden, 1, out_norm=False)  # the multitask module's prediction_fn, one task
 
     def _item(self, items: torch.Tensor, side: list[torch.Tensor]) -> torch.Tensor:
         """The item's features: its row, then its side tables' rows (artist, album), concatenated."""
@@ -139,9 +244,14 @@ class HSTU(nn.Module):
                                                                                                 strict=True)]
         return torch.cat(rows, dim=-1) if side else rows[0]
 
-    def _tokens(self, items: torch.Tensor, actions: torch.Tensor, side: list[torch.Tensor]) -> torch.Tensor:
-        emb = torch.cat([self._item(items, side), self.tables.lookup("rating", actions)], dim=-1)
-        return self.pre_out(F.silu(self.pre_in(emb)))
+    def _tokens(self, items: torch.Tensor, actions: torch.Tensor | None, side: list[torch.Tensor]) -> torch.Tensor:
+        """Tokens of history events (`actions` [B, N]: ratings or action bitmasks, 0 padding) or of candidates
+        (`actions` None: the ActionEncoder's target vector)."""
+        side_rows = [self.tables.lookup(n, s) for n, s in zip(self.item_side, side, strict=True)]
+        if actions is not None and self.actions_are_ratings:  # movie_lens.py: action_weights[rating - 1]
+            actions = torch.where(actions > 0, torch.ones_like(actions) << (actions - 1).clamp(min=0), 0)
+        return self.pre(self.tables.lookup("item", items), torch.cat(side_rows, dim=-1) if side_rows else None,
+                        actions)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits [B] for one candidate per sample (batch["cand_item"] [B]), [B, C] for C ([B, C])."""
@@ -152,23 +262,24 @@ class HSTU(nn.Module):
         c = cand.shape[1]
         ctx_rows = [self.tables.lookup("user", batch["user"])] + [self.tables.lookup(n, batch[f"ctx:{n}"])
                                                                   for n in self.contextual]
-        ctx = self.context(torch.stack(ctx_rows, dim=1))  # [B, n_ctx, d]
+        ctx = self.pre.context(torch.stack(ctx_rows, dim=1))  # [B, n_ctx, d]
         n_ctx = ctx.shape[1]
         cand_side = [batch[f"cand_{n}"] for n in self.item_side]
         cand_side = [s.unsqueeze(1) for s in cand_side] if one else cand_side
         hist_tok = self._tokens(hist, batch["hist_rating"], [batch[f"hist_{n}"] for n in self.item_side])
-        cand_tok = self._tokens(cand, torch.full_like(cand, UNKNOWN_ACTION), cand_side)
+        cand_tok = self._tokens(cand, None, cand_side)
         pos = self.position
         x = torch.cat([ctx + pos[:n_ctx], hist_tok + pos[n_ctx : n_ctx + n_hist], cand_tok + pos[n_ctx + n_hist]],
                       dim=1)
         x = self.input_dropout(x)
-        mask = self.mask(hist > 0, c, n_ctx)
+        valid = hist > 0
+        mask = self.mask(valid, c, n_ctx)
+        longest = n_ctx + int(valid.sum(dim=1).max()) + c  # the reference's max_seq_len: this batch's longest
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, mask, longest)
         enc = self.final_norm(x[:, n_ctx + n_hist :])
-        item = self.item_proj(self._item(cand, cand_side))
-        hidden = F.silu(self.head_hidden(torch.cat([enc, item, enc * item], dim=-1)))
-        logits = self.head_out(hidden).squeeze(-1)
+        item = self.item_mlp(self._item(cand, cand_side))
+        logits = self.head(enc * item).squeeze(-1)  # _compute_pred_and_logits: prediction_module(user * item)
         return logits.squeeze(1) if one else logits
 
     @staticmethod
@@ -189,26 +300,37 @@ class HSTU(nn.Module):
 
 def table_specs(cfg: Config, meta: dict[str, Any]) -> list[TableSpec]:
     card = meta["cardinality"]
-    names = ("user", "item", "rating", *meta.get("item_side", ()), *meta.get("contextual", ()))
+    names = ("user", "item", *meta.get("item_side", ()), *meta.get("contextual", ()))  # actions: the ActionEncoder
     return [TableSpec(name, int(card[name]), cfg.embedding_dim) for name in names]
 
 
 def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
     return HSTU(cfg, table_specs(cfg, meta), int(meta["max_history"]), tuple(meta.get("item_side", ())),
-                tuple(meta.get("contextual", ())))
+                tuple(meta.get("contextual", ())), *_actions(meta))
 
 
-def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 0, n_ctx: int = 1) -> float:
+def _actions(meta: dict[str, Any]) -> tuple[tuple[int, ...], bool]:
+    """(action_weights, whether the history's actions are ratings 1-5 rather than bitmasks)."""
+    weights = meta.get("action_weights")
+    return (tuple(weights), False) if weights else (RATING_ACTION_WEIGHTS, True)
+
+
+def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 0, n_ctx: int = 1,
+                  n_actions: int = len(RATING_ACTION_WEIGHTS)) -> float:
     """Matmul FLOPs of one sample's forward: the full T x T attention is computed (the mask multiplies it)."""
     e, d, h = cfg.embedding_dim, cfg.d_model, cfg.num_heads
     t = n_ctx + max_history + n_cand
     tokens = max_history + n_cand
-    pre = tokens * (2 * (2 + n_side) * e * cfg.preprocessor_hidden + 2 * cfg.preprocessor_hidden * d) \
-        + n_ctx * 2 * e * d
+    ph = cfg.preprocessor_hidden
+    mlps = 2 + (1 if n_side else 0)  # content, action (+ additional) MLPs: Linear(in, ph), Linear(ph, d)
+    a = ContextualPreprocessor.ACTION_DIM * n_actions
+    pre = tokens * (2 * (1 + n_side) * e * ph + 2 * a * ph + mlps * 2 * ph * d) + n_ctx * 2 * e * d
     per_layer = (t * 2 * d * h * (2 * cfg.linear_dim + 2 * cfg.qk_dim)  # uvqk
                  + 2 * t * t * h * cfg.qk_dim + 2 * t * t * h * cfg.linear_dim  # QK^T and AV
                  + t * 2 * 3 * h * cfg.linear_dim * d)  # output projection of [u, attn, u * norm(attn)]
-    head = n_cand * (2 * (1 + n_side) * e * d + 2 * 3 * d * d + 2 * d)
+    hm = cfg.mlp_hidden
+    head = n_cand * (2 * (1 + n_side) * e * hm + 2 * hm * d  # item MLP
+                     + 2 * d * hm + 2 * hm)  # prediction module on user * item
     return float(pre + cfg.num_layers * per_layer + head)
 
 
@@ -216,7 +338,7 @@ def flops_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     """Forward + backward = 3x forward: every matmul's inputs require gradients (the first ones read embedding
     rows, which train), so backward costs two matmuls per forward one."""
     return 3.0 * forward_flops(cfg, int(meta["max_history"]), 1, len(meta.get("item_side", ())),
-                               1 + len(meta.get("contextual", ())))
+                               1 + len(meta.get("contextual", ())), len(_actions(meta)[0]))
 
 
 def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
@@ -226,10 +348,10 @@ def flops_by_class(cfg: Config, meta: dict[str, Any]) -> dict[str, float]:
 def bytes_per_sample(cfg: Config, meta: dict[str, Any]) -> float:
     """Embedding bytes one training sample moves (fp32): rows read forward, the same rows' gradients written and
     read back by the optimizer's update (read + write of the row and its state) - the figure the reference's step is
-    bound by. Per sample: the contextual rows (user, crosses), max_history + 1 item (+ side) and action rows, and the
-    candidate's item (+ side) rows again."""
+    bound by. Per sample: the contextual rows (user, crosses), max_history + 1 item (+ side) rows, and the
+    candidate's item (+ side) rows again (actions are the model's ActionEncoder, no table)."""
     n_side = len(meta.get("item_side", ()))
-    rows = 1 + len(meta.get("contextual", ())) + (2 + n_side) * (int(meta["max_history"]) + 1) + 1 + n_side
+    rows = 1 + len(meta.get("contextual", ())) + (1 + n_side) * (int(meta["max_history"]) + 1) + 1 + n_side
     return float(rows * cfg.embedding_dim * 4 * 4)  # read, gradient write, optimizer read + write
 
 
