@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from suite.models.common.generation import token_logprobs
@@ -43,3 +44,37 @@ def test_old_log_probs_are_the_samplers_at_the_rollout_temperature_and_the_mask_
         counted = w.repos.decode(body[i][mask[i]].tolist())
         assert counted.replace("\n", "") == "".join(t.action for t in tr.turns)
         assert len(counted) <= sum(t.action_tokens for t in tr.turns)  # no observation character among them
+
+
+def test_lazy_demonstrations_read_and_submit_and_leave_the_default_warm_start_as_it_was():
+    from suite.data.rl.bugfix_repos import PROMPT, Config, load
+
+    repos = load(Config(lazy_demos=0.5))
+    task = repos.held_out[0]
+    expert = repos.expert_ids(task)
+    rng = np.random.default_rng(5)
+    demos = [repos.demo_ids(task, rng) for _ in range(400)]
+    lazy = [d for d in demos if d != expert]
+    assert 150 < len(lazy) < 250  # about half
+    ids, mask = lazy[0]
+    actions = repos.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    assert repos.decode(ids).startswith(PROMPT) and actions == "cat\nsubmit\n"
+    assert len(ids) == len(expert[0])  # padded: a supervised batch of both kinds stacks
+    # lazy_demos 0 (the default) draws nothing from the generator: the warm start's data is the one before
+    plain, rng = load(Config()), np.random.default_rng(5)
+    assert plain.demo_ids(task, rng) == expert and rng.random() == np.random.default_rng(5).random()
+
+
+@pytest.mark.slow
+def test_the_warm_start_alone_is_below_the_target():
+    """The negative control of the target (docs/grpo.md): a run whose updates change nothing (learning rate 0, which
+    the spec refuses, or no RL phase) keeps the warm start's pass@k at every evaluation (evaluation samples with a
+    fixed generator), and that is well below the target: only the GRPO phase can reach it."""
+    from suite.specload import load_spec as load
+
+    spec = load(SPEC)
+    w = AgenticGRPO(spec, Context(Path("/tmp"), 0, torch.device("cpu")))
+    model = w.build_model().eval()
+    first = w.evaluate(model)["pass_at_k"]
+    assert first <= spec.target.value - 0.1, (first, spec.target.value)
+    assert w.evaluate(model)["pass_at_k"] == first  # the same policy scores the same: no drift to the target
