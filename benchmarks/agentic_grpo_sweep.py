@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from suite.algorithms import grpo
 from suite.specload import load_spec
 from suite.workloads.agentic.task import AgenticGRPO
 from suite.workloads.contract import Context
@@ -44,7 +45,7 @@ def parse(pairs: list[str]) -> dict:
 _WARM: dict[str, dict[str, torch.Tensor]] = {}
 
 
-def train(overrides: dict, seed: int, rollouts: int, every: int) -> dict:
+def train(overrides: dict, seed: int, rollouts: int, every: int, shuffle: bool = False) -> dict:
     spec = load_spec(SPEC, overrides)
     w = AgenticGRPO(spec, Context(Path("/tmp"), seed, torch.device("cpu")))
     key = json.dumps(w.cfg.warm_start.model_dump(), sort_keys=True)
@@ -59,6 +60,9 @@ def train(overrides: dict, seed: int, rollouts: int, every: int) -> dict:
     def counted(net, seed_, step):
         batch = make_batch(net, seed_, step)
         rewards.append(float(batch["rewards"].float().mean()))
+        if shuffle:  # the negative control: the rollout's rewards permuted across its episodes, signal gone
+            perm = torch.randperm(batch["rewards"].numel(), generator=torch.Generator().manual_seed(seed_ * 7919 + step))
+            batch["advantages"] = grpo.group_advantages(batch["rewards"][perm], w.cfg.group_size, w.cfg.normalize_std)
         return batch
 
     w.make_batch = counted  # type: ignore[method-assign]
@@ -92,10 +96,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rollouts", type=int, default=30)
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--every", type=int, default=5, help="rollouts between evaluations")
     ap.add_argument("--grid", action="append", default=[], help="KEY=V1,V2,...: one axis of the sweep")
     ap.add_argument("--set", action="append", default=[], dest="fixed", help="KEY=VALUE for every setting")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--shuffle-rewards", action="store_true", help="negative control: permute each rollout's rewards")
     args = ap.parse_args()
     torch.set_num_threads(1)
     axes = [(k, [yaml.safe_load(v) for v in vs.split(",")]) for k, _, vs in (g.partition("=") for g in args.grid)]
@@ -104,10 +110,11 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|", flush=True)
     for values in itertools.product(*[vs for _, vs in axes]):
         setting = {**fixed, **dict(zip([k for k, _ in axes], values, strict=True))}
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             before = load()
-            row = train(setting, seed, args.rollouts, args.every)
+            row = train(setting, seed, args.rollouts, args.every, args.shuffle_rewards)
             name = " ".join(f"{k.split('.')[-1]}={v}" for k, v in setting.items()) or "spec"
+            name += " (rewards shuffled)" if args.shuffle_rewards else ""
             curve = " ".join(f"{r}:{p:.2f}" for r, p, _ in row["curve"])
             tr = row["train_reward"]
             curve += f" (train reward {sum(tr[:5]) / 5:.2f} -> {sum(tr[-5:]) / 5:.2f})"

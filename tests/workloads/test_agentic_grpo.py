@@ -20,7 +20,7 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "workloads" / "rl" / "agentic_bugfix_grpo.yaml"
 TINY = {"grpo.warm_start.sft_steps": 3, "data.batch_size": 2, "grpo.group_size": 2, "data.eval_tasks": 2,
-        "grpo.rollout.max_new_tokens": 6}
+        "grpo.rollout.max_new_tokens": 6, "grpo.ppo_epochs": 1}  # one update a rollout (the spec has 4)
 
 
 def _updates(overrides: dict, steps: int = 3, monkeypatch=None):

@@ -38,6 +38,9 @@ class Config(BaseModel):
     wall_s: float = Field(default=5.0, gt=0, description="sandbox: wall-clock limit of one tool command")
     cpu_s: int = Field(default=2, gt=0, description="sandbox: RLIMIT_CPU of one command")
     tool_workers: int = Field(default=2, gt=0, description="episodes whose tools run at once (threads)")
+    lazy_demos: float = Field(default=0.0, ge=0, le=1, description="warm start: the fraction of the supervised "
+                              "episodes whose demonstrator reads m.py and submits it unchanged (a habit the reward "
+                              "must train out; 0: every episode is the expert's)")
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,20 @@ class Repos:
             ids += self.encode(obs)
             mask += [0] * len(obs)
         return ids, mask
+
+    def demo_ids(self, task: Task, rng: np.random.Generator) -> tuple[list[int], list[int]]:
+        """A warm-start episode: the expert's, or with probability `lazy_demos` a lazy one (`cat`, then `submit`:
+        it reads the file and leaves the bug), right-padded (mask 0) to the expert's length so that a batch stacks.
+        `rng` is drawn from only when lazy_demos > 0."""
+        expert = self.expert_ids(task)
+        if self.cfg.lazy_demos <= 0 or rng.random() >= self.cfg.lazy_demos:
+            return expert
+        ids, mask = self.encode(PROMPT), [0] * len(PROMPT)
+        for action, obs in (("cat\n", listing(task.module_text())), ("submit\n", "")):
+            ids += self.encode(action) + self.encode(obs)
+            mask += [1] * len(action) + [0] * len(obs)
+        pad = len(expert[0]) - len(ids)
+        return ids + [self.pad_id] * pad, mask + [0] * pad
 
     @property
     def train_size(self) -> int:

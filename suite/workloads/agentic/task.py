@@ -145,13 +145,14 @@ class AgenticGRPO(WorkloadBase):
         return model
 
     def _sft(self, model: nn.Module) -> None:
-        """Supervised steps on expert episodes; only the expert's action tokens are targets (as in the update)."""
+        """Supervised steps on demonstrations (the expert's; a lazy one's in data.lazy_demos of them); only the
+        action tokens are targets (as in the update)."""
         ws = self.cfg.warm_start
         rng = np.random.default_rng([ws.seed, 0x5F7])
         opt = torch.optim.AdamW(model.parameters(), lr=ws.sft_lr, weight_decay=0.0)
         model.train()
         for _ in range(ws.sft_steps):
-            rows = [self.repos.expert_ids(t) for t in self.repos.draw(rng, ws.sft_batch_size)]
+            rows = [self.repos.demo_ids(t, rng) for t in self.repos.draw(rng, ws.sft_batch_size)]
             ids = torch.tensor([r[0] for r in rows], device=self.device)
             mask = torch.tensor([r[1] for r in rows], device=self.device)[:, 1:]
             logits = model(ids[:, :-1])
