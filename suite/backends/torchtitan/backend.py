@@ -226,7 +226,9 @@ class TorchtitanBackend(Backend):
         if self.opts.grad_clip:
             from torchtitan.distributed import utils as dist_utils
 
-            dist_utils.clip_grad_norm_(state.extra["params"], self.opts.grad_clip, foreach=True)
+            # as torchtitan's Trainer: under ep the expert and the dense parameters live on two meshes
+            dist_utils.clip_grad_norm_(state.extra["params"], self.opts.grad_clip, foreach=True,
+                                       ep_enabled=self.layout.ep > 1)
         opt.step()
         state.scheduler.step()
         return StepOut(total / len(chunks))

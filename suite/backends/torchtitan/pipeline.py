@@ -56,6 +56,7 @@ class TitanPipeline:
             ac_config=ac_config, dump_folder="", device=device, model_config=model_config,
             parallelize_fn=parallelize_fn, loss_fn=loss_fn)
         self.pp_mesh = dims.get_mesh("pp")
+        self.ep_enabled = bool(dims.ep_enabled)  # expert and dense parameters live on two meshes: the norm joins both
         self.group = self.pp_mesh.get_group()
         # which pp rank trains each parameter of the whole model (its part keeps the whole model's names)
         mine = sorted({_name(name) for part in self.parts for name, _ in part.named_parameters()})
@@ -81,7 +82,8 @@ class TitanPipeline:
     def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
         from torchtitan.distributed import utils as dist_utils
 
-        return dist_utils.clip_grad_norm_(self.parameters(), max_norm, foreach=True, pp_mesh=self.pp_mesh)
+        return dist_utils.clip_grad_norm_(self.parameters(), max_norm, foreach=True, pp_mesh=self.pp_mesh,
+                                        ep_enabled=self.ep_enabled)
 
     @torch.no_grad()
     def sync_for_eval(self) -> nn.Module:
