@@ -33,10 +33,11 @@ from test_layouts_pp import DEEPSEEK, TINY_MOE, _launch, eval_gap, gap, within
 from suite.backends.torchtitan import backend as titan_backend
 from suite.specload import load_spec
 
-# each ep rank's 8 samples pipelined as 2 x 4; the reference 4 x 4. The gradient clipped tight (the tiny model's norm
-# is ~1-3), so every step's update depends on the norm torchtitan joins over the pp stages and the ep and dense
-# meshes (clip_grad_norm_'s ep_enabled: without it the recipe's own clip failed under pp x ep)
-BY_4 = {**DEEPSEEK, "data.micro_batch_size": 4, "backends.torchtitan.grad_clip": 0.1}
+BY_4 = {**DEEPSEEK, "data.micro_batch_size": 4}  # each ep rank's 8 samples pipelined as 2 x 4; the reference 4 x 4
+# The gradient clipped tight (the tiny model's norm is ~1-3), so every update depends on the norm torchtitan joins
+# over the pp stages and the ep and dense meshes (clip_grad_norm_'s ep_enabled: without it the recipe's own clip
+# failed under pp x ep)
+CLIP = {"grad_clip": 0.1}
 
 
 def test_deepseek_v3s_layout_is_taken_and_what_is_not_wired_is_refused():
@@ -57,18 +58,18 @@ def test_deepseek_v3s_layout_is_taken_and_what_is_not_wired_is_refused():
 def titan_reference():
     require("torchtitan.models.llama3", extra="torchtitan")
     with titan_fp32_experts(True):
-        return measure(TINY_MOE, STEPS, overrides=BY_4, permute_block=4, backend="torchtitan")
+        return measure(TINY_MOE, STEPS, overrides=BY_4, permute_block=4, backend="torchtitan", options=CLIP)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(LAUNCH_TEST_TIMEOUT_S)
 def test_pp_with_ep_and_ac_under_torchtitan_matches_one_process(titan_reference, tmp_path):
-    jobs = [{"backend": "torchtitan", "fp32_experts": True,
+    jobs = [{"backend": "torchtitan", "fp32_experts": True, "options": CLIP,
              "overrides": {**BY_4, "parallel.pp": 2, "parallel.ep": 2, **extra}}
             for extra in ({}, {"parallel.ac": "full"})]
     jobs.append({**jobs[0], "fault": "titan_boundary"})  # a layer in no stage
     # without the pipeline: fsdp=2 x ep=2 (torchtitan's dp_shard 4, its experts FSDP-sharded over efsdp = 4 / 2)
-    jobs.append({"backend": "torchtitan", "fp32_experts": True,
+    jobs.append({"backend": "torchtitan", "fp32_experts": True, "options": CLIP,
                  "overrides": {**BY_4, "data.micro_batch_size": 2, "parallel.fsdp": 2, "parallel.ep": 2}})
     rows = _launch(tmp_path, 4, TINY_MOE, jobs)
     want, _, noise = titan_reference
