@@ -13,7 +13,7 @@ nothing else changed), the reference and its four reorderings alike, and the bou
 tests use (tests/support/noise.py, SAME_MATH: the same arithmetic in another order).
 Also fsdp=2 x ep=2 without the pipeline (torchtitan's dp_shard 4, its experts FSDP-sharded over efsdp 2).
 Seen (AMD EPYC Zen 5, 2 cores, load 8-18): pp=2 x ep=2, with and without ac=full, 1.2e-6 (eval 1.9e-6) from one
-process; fsdp=2 x ep=2 7.2e-7; ep=2 alone 1.2e-6; pp=2 alone, bf16 experts, bit-identical; bound 9.7e-6. The negative control: torchtitan's split with the first stage one layer short. And the
+process (4.8e-7, eval 7.2e-7, bound 1.0e-5 with the gradient clipped at 0.1); fsdp=2 x ep=2 7.2e-7; ep=2 alone 1.2e-6; pp=2 alone, bf16 experts, bit-identical; bound 9.7e-6. The negative control: torchtitan's split with the first stage one layer short. And the
 recipe: `nlp/deepseekv3_671b --variant tiny --backend torchtitan` trains from the CLI as pp=2 x ep=2 x ac=full.
 """
 
