@@ -30,7 +30,7 @@ def goodput_bar(g: Goodput | None, width: int = 900, height: int = 28) -> Markup
         return Markup("")
     total = sum(max(0.0, v) for v in g.parts_s.values()) or g.wall_s
     out = [f'<svg class="goodput-bar" id="goodput-bar" role="img" width="{width}" height="{height + 4}" '
-           f'viewBox="0 0 {width} {height + 4}" xmlns="http://www.w3.org/2000/svg"><title>where the '
+           f'viewBox="0 0 {width} {height + 4}" preserveAspectRatio="none" xmlns="http://www.w3.org/2000/svg"><title>where the '
            f'{g.wall_s:.3g} s of wall clock went</title>']
     x = 0.0
     legend = []
