@@ -1,4 +1,4 @@
-"""The CLI answers at once (issue 49, point 5): `--help`, `list` (and `list --json`), `spec schema`, `env` without
+"""The CLI answers at once (issue 49, point 5): `--help`, `list` (and `list --json`, `list --matrix`), `spec schema`, `env` without
 --peak, and the bad-input errors of `run`, `spec validate` and `ab` import no heavy stack, and cost under 0.5 s of CPU.
 
 Two assertions, the first deterministic: each command runs in a fresh interpreter whose exit handler reports which of
@@ -8,8 +8,8 @@ is taken, since interference only adds.
 
 `env` counts on this host showing no accelerator (suite/devices.py `accelerator_evidence`): where one shows, `env`
 imports torch by design (its CUDA properties), so the case is skipped there. Not covered (they still import torch,
-their checks live in modules that import it): `list --matrix` and `spec validate` of a whole spec (components and
-plug-ins), `run --parallel tp=2` with one process and `run --precision fp64` (the plan's and the precision recipes'
+their checks live in modules that import it): `spec validate` of a whole spec (its components' and plug-ins' checks
+live beside their torch code), `run --parallel tp=2` with one process and `run --precision fp64` (the plan's and the precision recipes'
 checks), `run --results` on a folder that cannot be written, and `compare` (duckdb, numpy). `data list` imports numpy
 (suite/data/synthetic/files.py, the synthetic writers' table): it is held to no torch only (DATA_CASES).
 """
@@ -48,6 +48,9 @@ CASES = [
     # the backends column: each backend's `supports` lives in a module that imports no framework (matrix.supports_path)
     (["list", "--json"], 0, '"backends": ['),
     (["list", "--tier", "smoke", "--json"], 0, '"name": "cv/digits_cnn"'),
+    # the support matrix reads the specs' own fields (schema only) and each backend's torch-free `supports`
+    (["list", "--matrix"], 0, "workload x backend"),
+    (["list", "--matrix", "--why", "--json"], 0, '"limit": {'),
     (["spec", "schema"], 0, "WorkloadSpec"),
     (["env"], 0, "backends"),
     (["env", "--json"], 0, '"torchtitan"'),
