@@ -48,23 +48,16 @@ class FsdpMapping:
         return f"fsdp={self.fsdp} -> {self.mechanism} over {self.fsdp} ranks ({', '.join(what)} sharded{tail})"
 
 
-MECHANISMS = {
-    "torch": ("FSDP2", True, True, True),
-    "npu": ("FSDP2", True, True, True),
-    "torchtitan": ("torchtitan FSDP (data_parallel_shard_degree)", True, True, True),
-    "deepspeed": ("ZeRO-3", True, True, True),
-    "megatron:cuda": ("Megatron's distributed optimizer", False, False, True),
-    "megatron:cpu": ("torch ZeroRedundancyOptimizer (ZeRO-1, the CPU stand-in for Megatron's distributed "
-                     "optimizer, which needs CUDA)", False, False, True),
-}
-
-
 def fsdp_mapping(backend: str, fsdp: int, device_type: str = "cuda") -> FsdpMapping:
-    """The mechanism `backend` holds `parallel.fsdp=fsdp` with, on a device of `device_type`."""
-    key = f"megatron:{'cuda' if device_type == 'cuda' else 'cpu'}" if backend == "megatron" else backend
-    if key not in MECHANISMS:
+    """The mechanism `backend` holds `parallel.fsdp=fsdp` with, on a device of `device_type`: the engine's own
+    `fsdp_mechanism(device_type)` -> (mechanism, parameters, gradients, optimizer state sharded), in its options module
+    (suite/backends/<engine>/options.py)."""
+    from suite.backends.matrix import engine_attr
+
+    mechanism_of = engine_attr(backend, "fsdp_mechanism")
+    if mechanism_of is None:
         raise KeyError(f"no fsdp mapping for backend {backend!r}")
-    mechanism, params, grads, optimizer = MECHANISMS[key]
+    mechanism, params, grads, optimizer = mechanism_of(device_type)
     return FsdpMapping(backend, fsdp, mechanism, params, grads, optimizer)
 
 

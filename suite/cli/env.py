@@ -12,13 +12,12 @@ from suite.cli.common import emit_json, err, fail_input, out
 
 
 def _without_import() -> dict[str, Any]:
-    """Each registered backend's availability check that imports neither torch nor the engine."""
-    from suite.backends import availability
-    from suite.backends.torchtitan.options import available_installed
+    """Each registered backend's availability check that imports neither torch nor the engine: its options module's
+    `available_installed` (suite/backends/<engine>/options.py); an engine without one is asked through its class."""
+    from suite import registry
+    from suite.backends.matrix import engine_attr
 
-    return {"torch": availability.torch_installed, "deepspeed": availability.deepspeed,
-            "megatron": availability.megatron, "npu": availability.npu, "torchtitan": available_installed,
-            "verl": availability.verl}
+    return {name: check for name in registry.BACKENDS if (check := engine_attr(name, "available_installed"))}
 
 
 def env(

@@ -33,11 +33,11 @@ from torch import nn
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler
-from suite.backends import availability, translate
+from suite.backends import translate
 from suite.backends.availability import Availability
 from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.deepspeed import zero3 as hf_zero3
-from suite.backends.deepspeed.options import Options, supports
+from suite.backends.deepspeed.options import Options, available_installed, supports
 from suite.backends.parallel.checkpoint import _layers, recompute_fraction
 from suite.backends.torch.backend import split_batch, to_device
 from suite.measure.fingerprint import package_version
@@ -161,7 +161,7 @@ class DeepSpeedBackend(Backend):
         self._autocast_off: Any = nullcontext
 
     def available(self) -> Availability:
-        return availability.deepspeed(self.device.type)
+        return available_installed(self.device.type)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         reason = supports(workload.spec)

@@ -4,11 +4,15 @@ re-exports both."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.backends import translate
+from suite.backends.availability import Availability
+from suite.backends.limits import Limit
+from suite.measure.fingerprint import package_version
 
 
 class Options(BaseModel):
@@ -50,3 +54,27 @@ def supports(spec: Any) -> str | None:
         if par.ac == "selective":
             return "parallel.ac=selective: DeepSpeed checkpoints whole blocks; use --ac full"
     return None
+
+
+def limit(spec: Any) -> Limit:
+    """The kind of this engine's refusal of `spec` (suite/backends/limits.py `classify`)."""
+    par = spec.parallel
+    if par is not None and par.pp > 1:
+        return Limit("engine limit", "DeepSpeed's pipeline engine takes the model as a deepspeed.pipe.PipelineModule "
+                     "and drives its own data iterator and loss (engine.train_batch), and refuses ZeRO-2/3 under "
+                     "pipeline parallelism (deepspeed/runtime/pipe/engine.py)")
+    return Limit("not wired", "DeepSpeed holds it (AutoTP, DeepSpeed-MoE's deepspeed.moe.layer.MoE, MiCS); this "
+                 "backend wires ZeRO data parallelism and activation checkpointing")
+
+
+def available_installed(device_type: str) -> Availability:
+    if importlib.util.find_spec("deepspeed") is None:
+        return Availability(False, "deepspeed is not installed (pip install 'trainbench-suite[deepspeed]')")
+    if device_type not in ("cpu", "cuda", "npu"):
+        return Availability(False, f"deepspeed does not run on {device_type}", package_version("deepspeed"))
+    return Availability(True, version=package_version("deepspeed"))
+
+
+def fsdp_mechanism(device_type: str) -> tuple[str, bool, bool, bool]:
+    """What holds `parallel.fsdp` (suite/backends/translate.py): mechanism, parameters, gradients, optimizer sharded."""
+    return ("ZeRO-3", True, True, True)

@@ -40,8 +40,8 @@ from torch import nn
 from suite import devices
 from suite.algorithms.optimizers import build_optimizer
 from suite.algorithms.schedules import build_scheduler, lr_multiplier
-from suite.backends import availability, translate
 from suite.backends import layout as layouts
+from suite.backends import translate
 from suite.backends.availability import Availability
 from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.layout import is_pretrained_llama
@@ -50,7 +50,13 @@ from suite.backends.megatron import llama_refusals as llama_refusals
 from suite.backends.megatron import lora as megatron_lora
 from suite.backends.megatron.cpu import CpuShim
 from suite.backends.megatron.model import MegatronGPT, layer_spec, megatron_state, te_names
-from suite.backends.megatron.options import Options, degrees, sequence_parallel_wanted, supports
+from suite.backends.megatron.options import (
+    Options,
+    available_installed,
+    degrees,
+    sequence_parallel_wanted,
+    supports,
+)
 from suite.backends.megatron.recompute import recompute_config, recompute_fraction
 from suite.backends.megatron.step import MegatronSteps, PipelineEval, clip_grad_norm
 from suite.backends.torch.backend import to_device
@@ -80,7 +86,7 @@ class MegatronBackend(Backend):
         self.experts: list[str] = []  # MoE expert parameters (CPU path: reduced over the expert group by hand)
 
     def available(self) -> Availability:
-        return availability.megatron(self.device.type)
+        return available_installed(self.device.type)
 
     def data_shard(self) -> tuple[int, int]:
         """(rank, world) for the data loader: tensor-parallel peers must read the same batch."""

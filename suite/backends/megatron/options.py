@@ -8,9 +8,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.backends import translate
+from suite.backends.availability import Availability, has_submodule
 from suite.backends.layout import is_gpt, is_pretrained_llama
+from suite.backends.limits import LM_ARCHS, Limit, arch
 from suite.backends.megatron import llama_refusals as megatron_llama  # not llama.py: it imports torch
 from suite.backends.megatron import lora as megatron_lora
+from suite.measure.fingerprint import package_version
 
 SUPPORTED_ARCHS = ("gpt",)
 
@@ -85,3 +88,32 @@ def degrees(spec: Any, opts: Options) -> tuple[int, int]:
                              f"drop backends.megatron.{dim}")
     return par.tp, par.pp
 
+
+def limit(spec: Any) -> Limit:
+    """The kind of this engine's refusal of `spec` (suite/backends/limits.py `classify`)."""
+    if arch(spec) not in LM_ARCHS:
+        return Limit("engine limit", "megatron-core builds language models only (megatron.core.models: gpt, bert, "
+                     "T5, mamba, multimodal, mimo and the vision encoders multimodal LLMs use): no diffusion "
+                     "transformer, CNN, GNN, recommender or RL policy network")
+    return Limit("not wired", "Megatron-core's GPTModel and TransformerConfig hold Llama-class decoders; the "
+                 "refusal names the feature this backend's weight map or layout does not carry over yet")
+
+
+def available_installed(device_type: str) -> Availability:
+    if not has_submodule("megatron", "core"):
+        return Availability(False, "megatron-core is not installed (pip install 'trainbench-suite[megatron]')")
+    v = package_version("megatron-core")
+    if v is not None and int(v.split(".")[0]) == 0 and int(v.split(".")[1]) < 16:
+        return Availability(False, f"megatron-core {v} is too old; this backend needs >= 0.16", v)
+    if device_type not in ("cpu", "cuda"):
+        return Availability(False, f"megatron-core runs on cuda (or cpu through a shim), not {device_type}", v)
+    return Availability(True, version=v)
+
+
+def fsdp_mechanism(device_type: str) -> tuple[str, bool, bool, bool]:
+    """What holds `parallel.fsdp` (suite/backends/translate.py): Megatron's distributed optimizer on CUDA (optimizer
+    state sharded, parameters and gradients whole), its CPU stand-in elsewhere."""
+    if device_type == "cuda":
+        return ("Megatron's distributed optimizer", False, False, True)
+    return ("torch ZeroRedundancyOptimizer (ZeRO-1, the CPU stand-in for Megatron's distributed optimizer, which "
+            "needs CUDA)", False, False, True)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from suite.backends import availability
 from suite.backends.availability import Availability
 from suite.backends.base import RunOptions, TrainState
-from suite.backends.npu.options import Options, supports
+from suite.backends.npu.options import Options, available_installed, supports
 from suite.backends.torch.backend import TorchBackend
 from suite.measure.fingerprint import package_version
 from suite.workloads.contract import Workload
@@ -28,7 +27,7 @@ class NpuBackend(TorchBackend):
     supports = staticmethod(supports)
 
     def available(self) -> Availability:
-        return availability.npu(self.device.type)
+        return available_installed(self.device.type)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         avail = self.available()

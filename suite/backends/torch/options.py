@@ -8,7 +8,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from suite.backends import layout as layouts
+from suite.backends.availability import Availability
 from suite.backends.parallel import refusals  # not the plans' modules: they import torch
+from suite.measure.fingerprint import package_version
 
 
 class Options(BaseModel):
@@ -52,3 +54,18 @@ def supports(spec: Any) -> str | None:
     if par.pp > 1 and int(params.get("n_layer", 1)) < par.pp:
         return f"parallel.pp={par.pp} is more stages than model.n_layer={params.get('n_layer')}"
     return None
+
+
+def available_installed(device_type: str) -> Availability:
+    """torch's availability from its installed files (its class reports torch.__version__, the same string)."""
+    from suite.measure.fingerprint import torch_build
+
+    version = package_version("torch") or torch_build("__version__")
+    if version is None:
+        return Availability(False, "torch is not installed (pip install torch)")
+    return Availability(True, version=version)
+
+
+def fsdp_mechanism(device_type: str) -> tuple[str, bool, bool, bool]:
+    """What holds `parallel.fsdp` (suite/backends/translate.py): mechanism, parameters, gradients, optimizer sharded."""
+    return ("FSDP2", True, True, True)

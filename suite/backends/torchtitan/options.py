@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.backends import availability
 from suite.backends import layout as layouts
+from suite.backends.limits import Limit, arch
+from suite.measure.fingerprint import package_version
 
 NO_CPU_BACKWARD = ("FlexAttention has no backward on CPU (torch raises \"FlexAttention does not support backward "
                    "on CPU\"): torchtitan's language-model attention (flex, flex_flash, varlen) trains on CUDA only")
@@ -92,4 +94,39 @@ def available_installed(device_type: str) -> availability.Availability:
                    "`pip install 'trainbench-suite[torchtitan]'` (torchtitan 0.3.0 needs triton to import, also on CPU)")
     note = "" if device_type == "cuda" else (
         f"trains with attention: sdpa only ({NO_CPU_BACKWARD}); backends.torchtitan.attention: flex is refused here")
-    return availability.Availability(True, note, availability.package_version("torchtitan"))
+    return availability.Availability(True, note, package_version("torchtitan"))
+
+
+def limit(spec: Any) -> Limit:
+    """The kind of this engine's refusal of `spec` (suite/backends/limits.py `classify`)."""
+    model_arch = arch(spec)
+    if str(spec.task) == "grpo":
+        return Limit("engine limit", "torchtitan 0.3.0's Trainer has no RL loop; its GRPO lives in "
+                     "torchtitan.experiments.rl (GRPOLoss, DAPOLoss), whose rollouts run on vLLM "
+                     "(experiments/rl/actors/generator.py: 'from vllm import EngineArgs, LLMEngine, SamplingParams'; "
+                     "vLLM ships CUDA builds) in Monarch actors with torchstore weight sync (monarch, torchstore)")
+    if model_arch == "gpt":
+        return Limit("engine limit", "torchtitan 0.3.0 ships no GPT-2 (torchtitan.models: llama3, deepseek_v3, gpt_oss, "
+                     "qwen3, qwen3_5, kimi_k2_7, flux), and each parallelize_<model> shards its own model classes by "
+                     "their module names (apply_fsdp_to_decoder reads torchtitan's Decoder: tok_embeddings, layers, "
+                     "norm, lm_head): no torchtitan model holds GPT-2's learned positions, LayerNorm and GELU MLP")
+    if model_arch == "flux":
+        return Limit("engine limit", "torchtitan 0.3.0's parallelize_flux (torchtitan.models.flux, what the MLPerf "
+                     "flux1 reference trains with) applies FSDP2, full activation checkpointing, compile and context "
+                     "parallel only (models/flux/sharding.py declares the DP and CP mesh axes alone): no tensor, pipeline or "
+                     "expert parallel plan for Flux")
+    if model_arch == "hf_llama":
+        return Limit("not wired", "torchtitan 0.3.0 has Llama 3 models, Hugging Face checkpoint adapters and LoRA "
+                     "(torchtitan.components.lora.LoRAConverter: target_modules ['wqkv', 'wo'] puts one adapter on "
+                     "its fused QKV linear, the recipe's qkv_proj); this backend builds from the suite's `llama` "
+                     "configs only and does not run the converter")
+    if model_arch not in ("llama", "gpt"):
+        return Limit("engine limit", "torchtitan 0.3.0's models are LLMs and Flux (torchtitan.models: llama3, "
+                     "deepseek_v3, gpt_oss, qwen3, qwen3_5, kimi_k2_7, flux): no CNN, GNN, recommender or RL policy")
+    return Limit("not wired", "torchtitan holds this model family; the refusal names the part of its trainer "
+                 "(pipeline, context parallel, weight map) this backend does not drive yet")
+
+
+def fsdp_mechanism(device_type: str) -> tuple[str, bool, bool, bool]:
+    """What holds `parallel.fsdp` (suite/backends/translate.py): mechanism, parameters, gradients, optimizer sharded."""
+    return ("torchtitan FSDP (data_parallel_shard_degree)", True, True, True)

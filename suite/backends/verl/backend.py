@@ -21,11 +21,11 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from suite.backends import availability
 from suite.backends.availability import Availability
 from suite.backends.base import Backend, RunOptions, StepOut, TrainState
 from suite.backends.verl.options import (
     _cuda_count,
+    available_installed,
     supports,
 )
 from suite.workloads.contract import Batch, Workload
@@ -41,7 +41,7 @@ class VerlBackend(Backend):
         self.folder: Path | None = None
 
     def available(self) -> Availability:
-        return availability.verl(self.device.type)
+        return available_installed(self.device.type)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
         """Untimed init: the warm-started policy as a model folder, the data, the command line veRL checked."""

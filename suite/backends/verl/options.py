@@ -7,6 +7,10 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from suite.backends.availability import Availability
+from suite.backends.limits import Limit
+from suite.measure.fingerprint import package_version
+
 ISSUE = "veRL cannot train on CPU (verl-project/verl#3266: \"Total available GPUs 0\")"
 INSTALL = "pip install 'verl[vllm]==0.9.1' (veRL's trainer, its verl-core modules and the vLLM rollout)"
 # imported by veRL 0.9.1's trainer (verl.trainer.ppo.ray_trainer and its rollout server) but not declared by the
@@ -47,3 +51,27 @@ def supports(spec: Any) -> str | None:
     return _not_ready()
 
 
+def limit(spec: Any) -> Limit:
+    """The kind of this engine's refusal of `spec` (suite/backends/limits.py `classify`)."""
+    task = str(spec.task)
+    if task == "causal_lm_samples":
+        return Limit("not wired", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer, LoRA included) would hold "
+                     "it; this backend drives veRL's GRPO trainer only (the SFT trainer's config defaults to "
+                     "trainer.device: cuda, and its platform layer names cpu and gloo: whether it trains on a CPU is "
+                     "untried)")
+    if task == "agentic_grpo":
+        return Limit("engine limit", "veRL trains on CUDA only (verl-project/verl#3266: 'Total available GPUs 0'), and "
+                     "its agent loop (verl.experimental.agent_loop) 'chat[s] with OpenAI compatible LLM server' "
+                     "(verl.workers.rollout.llm_server: vLLM or SGLang, CUDA builds); this backend drives veRL's "
+                     "single-turn GRPO, the agent loop is not wired either")
+    if task == "grpo":
+        return Limit("engine limit", "veRL trains on CUDA only (verl-project/verl#3266: 'Total available GPUs 0')")
+    return Limit("engine limit", "veRL is a post-training framework (PPO/GRPO and SFT trainers over Hugging Face "
+                 "language models): no pretraining loop and no vision, graph, recommender or gym-policy training")
+
+
+def available_installed(device_type: str) -> Availability:
+    from suite.backends.verl.options import _not_ready
+
+    reason = _not_ready()
+    return Availability(reason is None, reason or "", package_version("verl"))
