@@ -134,12 +134,29 @@ def test_mtp_weights_are_ignored_and_unknown_ones_refused(pair):
         decoder.load_hf_state_dict(ours, state)
 
 
+def test_the_tiny_preset_trains():
+    """`qwen3.5-moe-tiny` built by the decoder: 3 DeltaNet + 1 attention layers; a loss step reaches every parameter
+    (each has a finite, non-zero gradient: the routed experts over a batch that reaches all 16)."""
+    torch.manual_seed(0)
+    net = decoder.build("qwen3.5-moe-tiny")
+    assert [layer.kind for layer in net.layers] == ["linear_attention"] * 3 + ["full_attention"]
+    ids = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(2))
+    logits = net(ids[:, :-1])
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), ids[:, 1:].reshape(-1))
+    loss.backward()
+    dead = [n for n, p in net.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()
+            or p.grad.abs().sum() == 0]
+    assert not dead
+    with pytest.raises(KeyError, match="no Qwen3.5-MoE decoder preset"):
+        decoder.build("qwen3.5-moe-huge")
+
+
 def test_parameter_counts_equal_transformers_on_the_397b_shape():
     """The full shape (model.QWEN35_397B): the suite decoder's parameters, transformers' (meta device) and
     model.py's formula are one number; the active count (routed experts top-10 of 512) is model.py's."""
     c = model.QWEN35_397B
     with torch.device("meta"):
-        ours = decoder.Qwen35MoE(decoder.Config.of(c))
+        ours = decoder.build("qwen3.5-397b-a17b")
         ref = hf_model.Qwen3_5MoeForCausalLM(_hf_config(c))
     total = sum(p.numel() for p in ref.parameters())
     print(f"total {ours.param_count():,}, active {ours.param_count(active=True):,}")

@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from suite.models.qwen35.model import QWEN35_397B
+
 
 @dataclass(frozen=True)
 class Config:
@@ -300,6 +302,28 @@ class Qwen35MoE(nn.Module):
             return total
         routed = sum(m.w_gate_up.numel() + m.w_down.numel() for m in self.modules() if isinstance(m, SparseMoE))
         return total - routed + routed // c.num_experts * c.num_experts_per_tok
+
+
+# the family's presets as this decoder builds them: the 397B is model.py's shape; the tiny one is the family's
+# `qwen3.5-moe-tiny` (width 64, 4 Q / 1 KV heads of 32, 16 experts top-4 of 32, vocabulary 256) at 4 layers so that
+# it has the 3 DeltaNet + 1 attention pattern (DeltaNet 4 V / 2 K heads of 16). The workload rl/qwen35_397b_grpo
+# still builds its policy from the family preset on the generic MoE decoder (suite/models/qwen35/__init__.py says why).
+PRESETS: dict[str, dict[str, Any]] = {
+    "qwen3.5-397b-a17b": QWEN35_397B,
+    "qwen3.5-moe-tiny": {"vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 4, "full_attention_interval": 4,
+                         "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32,
+                         "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 16,
+                         "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "num_experts": 16,
+                         "num_experts_per_tok": 4, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+                         "tie_word_embeddings": False},
+}
+
+
+def build(preset: str) -> Qwen35MoE:
+    """The decoder of a preset by name (PRESETS)."""
+    if preset not in PRESETS:
+        raise KeyError(f"no Qwen3.5-MoE decoder preset {preset!r} (presets: {', '.join(PRESETS)})")
+    return Qwen35MoE(Config.of(PRESETS[preset]))
 
 
 # transformers' Qwen3_5MoeForCausalLM parameter names -> this module's (per layer, after `model.layers.{i}.`)
