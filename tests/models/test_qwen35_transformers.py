@@ -64,6 +64,10 @@ def pair():
 
 def test_config_reads_transformers_layer_types(pair):
     ref, ours, _, _ = pair
+    for bad in ({"attention_bias": True}, {"hidden_act": "gelu"}, {"rope_parameters": {"rope_type": "yarn"}}):
+        with pytest.raises(ValueError):
+            decoder.Config.of({**ref.config.to_dict(), **bad})
+    assert decoder.Config.of({**TINY, "layer_types": ["full_attention"] * 4}).layer_types.count("full_attention") == 4
     assert list(ours.config.layer_types) == list(ref.config.layer_types)
     assert ours.config.layer_types.count("full_attention") == 1
     assert ours.layers[3].mixer.rot == 8  # 0.25 of 32

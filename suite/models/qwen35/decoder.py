@@ -78,7 +78,14 @@ class Config:
 
     @classmethod
     def of(cls, c: Mapping[str, Any]) -> Config:
-        """From a config.json-like dict (unknown keys ignored; rope_parameters' theta and partial factor read)."""
+        """From a config.json-like dict: rope_parameters' theta and partial factor read; what would change the
+        function (attention biases, another activation, another rotary type) refused; the rest ignored, as
+        transformers' causal LM ignores the MTP head's num_nextn_predict_layers."""
+        if c.get("attention_bias") or c.get("hidden_act", "silu") != "silu":
+            raise ValueError("attention_bias or a hidden_act other than silu: not in this decoder")
+        rope_type = (c.get("rope_parameters") or {}).get("rope_type", "default")
+        if rope_type != "default":
+            raise ValueError(f"rope_parameters.rope_type is {rope_type!r}: this decoder has the default rotary only")
         names = {f.name for f in fields(cls)}
         kw = {k: (tuple(v) if k == "layer_types" and v is not None else v) for k, v in c.items() if k in names}
         if kw.get("layer_types") is None:
