@@ -4,9 +4,10 @@ The shape is the reference's model table (mlcommons/training llm_moe_grpo/README
 15 blocks of 3 Gated DeltaNet + MoE layers then 1 gated-attention + MoE layer, width 4096, DeltaNet 64 V / 16 QK
 heads of 128, gated attention 32 Q / 2 KV heads of 256, 512 routed experts (10 active) of width 1024 plus one
 shared expert, vocabulary 248,320, untied embeddings. The counts are computed here from that shape (checked
-against transformers' Qwen3_5MoeForCausalLM built on the meta device, tests/models/test_qwen35.py). The suite's
-decoder (`preset: qwen3.5-397b-a17b`) runs plain GQA attention (the gated-attention layers' shape, no gate) in every layer: its own count
-differs by the DeltaNet layers' projections (said beside the preset).
+against transformers' Qwen3_5MoeForCausalLM built on the meta device, tests/workloads/test_qwen35_397b_grpo.py,
+and against suite/models/qwen35/decoder.py's modules, tests/models/test_qwen35_transformers.py). The generic MoE
+decoder's preset (`preset: qwen3.5-397b-a17b`) runs plain GQA attention (the gated-attention layers' shape, no
+gate) in every layer: its own count differs by the DeltaNet layers' projections (said beside the preset).
 """
 
 from __future__ import annotations
