@@ -67,3 +67,16 @@ def count(hf: Mapping[str, Any], key: str, default: Any = None) -> int:
             float("inf"), float("-inf")) or int(value) != value or value < 1 or value > 2**40:
         raise ValueError(f"field {key!r} is {value!r}: a size must be a whole number from 1 to 2**40")
     return int(value)
+
+
+def refuse_sliding_window(hf: Mapping[str, Any], fields: dict[str, Any]) -> None:
+    """A family's `read` for Qwen-style config.json (use_sliding_window): the suite's decoder attends over the whole
+    causal context, so a sliding window is refused, named."""
+    if hf.get("use_sliding_window"):
+        raise ValueError(f"use_sliding_window with sliding_window {hf.get('sliding_window')} (full causal "
+                         "attention only)")
+
+
+def write_full_attention(cfg: Any, out: dict[str, Any]) -> None:
+    """A family's `write` for Qwen-style config.json: no sliding window, every layer full attention."""
+    out.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layer)

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from suite.models.family import Family
-
-
-def _read(hf: dict[str, Any], fields: dict[str, Any]) -> None:
-    if hf.get("use_sliding_window"):
-        raise ValueError(f"use_sliding_window with sliding_window {hf.get('sliding_window')} (full causal "
-                         "attention only)")
+from suite.models.family import Family, refuse_sliding_window, write_full_attention
 
 
 def _write(cfg: Any, out: dict[str, Any]) -> None:
-    out.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layer)
+    write_full_attention(cfg, out)
     del out["attention_bias"]  # Qwen2Config has none: its q/k/v biases are the architecture's
 
 
 FAMILY = Family(name="qwen2", architectures=("Qwen2ForCausalLM",), model_type="qwen2", traits={"qkv_bias": True},
-                read=_read, write=_write)
+                read=refuse_sliding_window, write=_write)

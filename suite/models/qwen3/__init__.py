@@ -14,27 +14,15 @@ May import what `suite.models` may.
 
 from __future__ import annotations
 
-from typing import Any
-
-from suite.models.family import Family
+from suite.models.family import Family, refuse_sliding_window, write_full_attention
 
 _QWEN3 = {"vocab_size": 151936, "seq_len": 4096, "head_dim": 128, "rope_theta": 1000000.0, "norm_eps": 1e-6,
           "qk_norm": True}
 
 
-def _read(hf: dict[str, Any], fields: dict[str, Any]) -> None:
-    if hf.get("use_sliding_window"):
-        raise ValueError(f"use_sliding_window with sliding_window {hf.get('sliding_window')} (full causal "
-                         "attention only)")
-
-
-def _write(cfg: Any, out: dict[str, Any]) -> None:
-    out.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layer)
-
-
 FAMILY = Family(
     name="qwen3", architectures=("Qwen3ForCausalLM",), model_type="qwen3", traits={"qk_norm": True},
-    read=_read, write=_write,
+    read=refuse_sliding_window, write=write_full_attention,
     presets={
         "qwen3-0.6b": {**_QWEN3, "n_layer": 28, "d_model": 1024, "n_head": 16, "n_kv_head": 8, "ffn_dim": 3072,
                        "tie_embeddings": True},

@@ -28,13 +28,18 @@ def _safe_log_name(name: str) -> bool:
         and not name.startswith(".") and "\x00" not in name
 
 
+def _log_name(rr: RunRow) -> str | None:
+    """The MLLOG file name a result names, when it is a plain file name (else a note on the run, and None)."""
+    name = rr.mllog
+    if name and not _safe_log_name(name):
+        rr.mllog_note = "the log name in this result is not a plain file name; not linked"
+        return None
+    return name or None
+
+
 def _attach_mllog(rr: RunRow, out: Path, file_mode: int) -> None:
     """Copy the :::MLLOG file a result names, only when it is a plain file right beside the result."""
-    name = rr.mllog
-    if not name:
-        return
-    if not _safe_log_name(name):
-        rr.mllog_note = "the log name in this result is not a plain file name; not linked"
+    if (name := _log_name(rr)) is None:
         return
     src = rr.path.parent / name
     if not results_tree.regular_inside(rr.path.parent, name):  # a symlink (to /proc/self/environ...) is not a log
@@ -99,11 +104,7 @@ def _attach_archived(rr: RunRow, job: Job) -> None:
     from suite.results.index import archive
 
     write_if_changed(job.out / rr.json_copy, archive.read_bytes(job.root, rr.source, rr.rel))
-    name = rr.mllog
-    if not name:
-        return
-    if not _safe_log_name(name):
-        rr.mllog_note = "the log name in this result is not a plain file name; not linked"
+    if (name := _log_name(rr)) is None:
         return
     log = Path(rr.rel).parent.joinpath(name).as_posix()
     if not archive.has_member(job.root, rr.source, log):
