@@ -195,3 +195,11 @@ def test_the_workloads_min_uih_lengths_are_the_references():
     assert SequentialRecommendation.CAUSAL_MULTITASK_WEIGHTS == 0.2
     model = hstu.build(CFG, {k: v for k, v in META.items() if k != "contextual_min_uih_length"})
     assert model.min_uih_length == (0,)
+
+
+def test_the_time_features_survive_a_cast_of_the_model():
+    """bf16 cannot hold 86,400 (it reads 86,528): the postprocessor's periods are constants, not buffers a cast
+    would round; its time features stay the reference's float32 ones."""
+    post = hstu_blocks.TimestampLayerNormPostprocessor(8).to(torch.bfloat16)
+    t = torch.tensor([881_250_949, 893_286_638, 1_000_000])
+    assert torch.equal(post.time_features(t), time_features(t, torch.float32))

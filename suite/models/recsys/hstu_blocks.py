@@ -147,17 +147,17 @@ class TimestampLayerNormPostprocessor(nn.Module):
 
     def __init__(self, d: int):
         super().__init__()
-        feats = self.TIME_DURATION_FEATURES
-        self.register_buffer("period_units", torch.tensor([float(f[0]) for f in feats]), persistent=False)
-        self.register_buffer("units_per_period", torch.tensor([float(f[1]) for f in feats]), persistent=False)
+        feats = self.TIME_DURATION_FEATURES  # constants, not buffers: a cast of the model (bf16) must not round them
         self.combiner = nn.Linear(d + 2 * len(feats), d).apply(init_mlp)
         nn.init.xavier_normal_(self.combiner.weight)  # HSTUTransducer.__init__ re-draws every Linear outside the STU
         self.norm = nn.LayerNorm(d, eps=1e-5)
 
     def time_features(self, query_time: torch.Tensor) -> torch.Tensor:
         """[..., 4]: (cos, sin) of each period's phase, float32."""
-        units = torch.div(query_time.unsqueeze(-1).float(), self.period_units.float(), rounding_mode="floor")
-        phase = torch.remainder(units, self.units_per_period.float()) / self.units_per_period.float() * 2 * 3.14
+        period_units = torch.tensor([float(f[0]) for f in self.TIME_DURATION_FEATURES], device=query_time.device)
+        units_per_period = torch.tensor([float(f[1]) for f in self.TIME_DURATION_FEATURES], device=query_time.device)
+        units = torch.div(query_time.unsqueeze(-1).float(), period_units, rounding_mode="floor")
+        phase = torch.remainder(units, units_per_period) / units_per_period * 2 * 3.14
         return torch.view_as_real(torch.polar(torch.ones_like(phase), phase)).flatten(-2, -1)
 
     def forward(self, x: torch.Tensor, query_time: torch.Tensor) -> torch.Tensor:
