@@ -159,12 +159,28 @@ class _Windowed(WorkloadBase):
 
 
 class SequentialRecommendation(_Windowed):
-    """HSTU over the user's history with the next item as the one candidate (dlrmv4's max_num_candidates = 1)."""
+    """HSTU over the user's history with the next item as the one candidate (dlrmv4's max_num_candidates = 1).
+    The training loss is the reference's multitask loss for its one binary task: the mean binary cross-entropy times
+    causal_multitask_weights 0.2 (multitask_module.py _compute_loss; configs.py get_hstu_configs); the evaluated
+    `loss` stays the plain mean."""
 
     reported_metrics: ClassVar[frozenset[str]] = frozenset({"auc", "loss", "hr@10", "ndcg@10"})
+    CAUSAL_MULTITASK_WEIGHTS = 0.2  # configs.py get_hstu_configs: causal_multitask_weights=0.2
+    # configs.py contextual_feature_to_min_uih_length: {"user_id": 20} for MovieLens (its 20m / 13b / 18b sets and
+    # 1m's user features alike); Yambda's are 0 (StreamingRecommendation)
+    CONTEXTUAL_MIN_UIH_LENGTH: ClassVar[dict[str, int]] = {"user": 20}
 
     def model_meta(self) -> dict[str, Any]:
-        return {"cardinality": self.data.cardinality, "max_history": self.data_cfg.max_history}
+        return {"cardinality": self.data.cardinality, "max_history": self.data_cfg.max_history,
+                "contextual_min_uih_length": dict(self.CONTEXTUAL_MIN_UIH_LENGTH)}
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        return super().loss(model, batch) * self.CAUSAL_MULTITASK_WEIGHTS
+
+    def query_time(self, idx: np.ndarray, hist_item: np.ndarray, hist_time: np.ndarray) -> np.ndarray:
+        """The candidate's query time: its history's last event's (movie_lens.py: item_query_time = max of the
+        history's timestamps, 0 for an empty history)."""
+        return hist_time[:, -1].copy()
 
     def id_columns(self) -> list[tuple[str, str, np.ndarray]]:
         d = self.data
@@ -176,9 +192,11 @@ class SequentialRecommendation(_Windowed):
 
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         d = self.data
-        return {"user": torch.from_numpy(d.user[idx]), "hist_item": torch.from_numpy(d.hist_item[idx]),
-                "hist_rating": torch.from_numpy(d.hist_rating[idx]), "cand_item": torch.from_numpy(d.item[idx]),
-                "label": torch.from_numpy(d.label[idx])}
+        hist_item, hist_time = d.hist_item[idx], d.hist_time[idx]
+        return {"user": torch.from_numpy(d.user[idx]), "hist_item": torch.from_numpy(hist_item),
+                "hist_rating": torch.from_numpy(d.hist_rating[idx]), "hist_time": torch.from_numpy(hist_time),
+                "query_time": torch.from_numpy(self.query_time(idx, hist_item, hist_time)),
+                "cand_item": torch.from_numpy(d.item[idx]), "label": torch.from_numpy(d.label[idx])}
 
     def candidate_features(self, cands: np.ndarray) -> dict[str, torch.Tensor]:
         """The model's candidate inputs for ranked items [N, C]: the item ids (and, on Yambda, their side ids)."""
@@ -208,7 +226,12 @@ class StreamingRecommendation(SequentialRecommendation):
         """The reference's eleven tables (configs.py, yambda-5b): user, item, the item's artist and album,
         the seven hashed crosses as contextual tokens."""
         return {**super().model_meta(), "item_side": list(self.data.side), "contextual": list(self.data.cross),
-                "action_weights": [1, 2, 4]}  # configs.py; the reader's LP_BIT, LIKE_BIT, SKIP_BIT
+                "action_weights": [1, 2, 4],  # configs.py; the reader's LP_BIT, LIKE_BIT, SKIP_BIT
+                "contextual_min_uih_length": {}}  # configs.py yambda-5b: 0 for uid and every cross
+
+    def query_time(self, idx: np.ndarray, hist_item: np.ndarray, hist_time: np.ndarray) -> np.ndarray:
+        """datasets/yambda.py: the history's last event's timestamp, the anchor's own for an empty history."""
+        return np.where(hist_item[:, -1] > 0, hist_time[:, -1], self.data.timestamp[idx])
 
     def features(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
         out = super().features(idx)

@@ -1,13 +1,14 @@
 """suite/models/recsys/hstu.py's HSTU from its first STU layer to the logit, against MLPerf dlrmv4's reference
 (dlrm_hstu.py) on the same weights, float64: the STU stack on the jagged sequences (tests/support/gr_stu_layer.py)
-with attention divided by the batch's longest sequence, the candidate's LayerNorm postprocessor, the item MLP and the
-multitask prediction module on user * item (tests/support/gr_dlrm_head.py, with their sources). Equal to 1e-10 on a
+with attention divided by the batch's longest sequence, the item MLP and the
+multitask prediction module on user * item (tests/support/gr_dlrm_head.py, with their sources), the
+TimestampLayerNormPostprocessor (tests/support/gr_positional.py). Equal to 1e-10 on a
 batch whose histories are all shorter than max_history (left-padded as the readers write them).
 
 Negative controls, one per piece: the attention divided by the padded length (n_ctx + max_history + 1, what the model
 did before); the item MLP without its closing LayerNorm; SiLU in place of SwishLayerNorm; the prediction module on the
-user encoding alone (not user * item); the transducer's default L2NormPostprocessor in place of the LayerNorm one; one
-item-MLP weight changed. The ContextualPreprocessor (context and history tokens into the first layer, with the
+user encoding alone (not user * item); the transducer's default L2NormPostprocessor, or the plain LayerNorm one, in
+place of the timestamp one; one item-MLP weight changed. The ContextualPreprocessor (context and history tokens into the first layer, with the
 ActionEncoder on Yambda's bits and on MovieLens ratings) is compared below, with its own controls."""
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from support.gr_dlrm_head import (
     reference_mlp,
     sequence_embeddings,
 )
+from support.gr_positional import timestamp_layer_norm_postprocessor
 from support.gr_stu_layer import stu_layer
 
-from suite.models.recsys import hstu
+from suite.models.recsys import hstu, hstu_blocks
 
 META = {"cardinality": {"user": 9, "item": 20, "rating": 7}, "max_history": 6}
 CFG = hstu.Config(preset="tiny", num_heads=2, linear_dim=4, qk_dim=3, num_layers=2)
@@ -48,9 +50,10 @@ def _batch() -> dict[str, torch.Tensor]:
     hist = torch.zeros(len(LENGTHS), n, dtype=torch.long)
     for b, length in enumerate(LENGTHS):
         hist[b, n - length :] = torch.randint(1, 20, (length,), generator=g)
+    times = torch.where(hist > 0, 881_250_949 + torch.arange(n) * 5_000, 0)
     return {"user": torch.tensor([1, 5, 8]), "hist_item": hist,
             "hist_rating": torch.where(hist > 0, torch.randint(1, 6, hist.shape, generator=g), 0),
-            "cand_item": torch.tensor([3, 11, 19])}
+            "hist_time": times, "query_time": times[:, -1].clone(), "cand_item": torch.tensor([3, 11, 19])}
 
 
 def _state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -76,11 +79,14 @@ def _reference(model: hstu.HSTU, batch: dict, stu_in: torch.Tensor, divisor: int
                       {k: v.detach() for k, v in w.items()}, CFG.num_heads, CFG.qk_dim, CFG.linear_dim)
     cand = x[offsets[1:] - 1]  # each sequence's last row: its one candidate
     head_kw = dict(head_kw)
-    if head_kw.pop("postprocessor", "layer_norm") == "l2":  # the transducer's default, L2NormPostprocessor
+    post = head_kw.pop("postprocessor", "timestamp")
+    if post == "l2":  # the transducer's default, L2NormPostprocessor
         user = cand / torch.linalg.norm(cand, ord=2, dim=-1, keepdim=True).clamp(min=1e-6)
-    else:
-        user = F.layer_norm(cand, (cand.shape[-1],), model.final_norm.weight.detach(),
-                            model.final_norm.bias.detach(), 1e-5)  # LayerNormPostprocessor
+    elif post == "layer_norm":  # LayerNormPostprocessor (use_layer_norm_postprocessor=True), what the model had
+        user = F.layer_norm(cand, (cand.shape[-1],), model.post.norm.weight.detach(), model.post.norm.bias.detach(),
+                            1e-5)
+    else:  # dlrm_hstu.py's default: TimestampLayerNormPostprocessor on the candidate's query time
+        user = timestamp_layer_norm_postprocessor(cand, batch["query_time"], _state(model.post))
     item_kw = {k: head_kw.pop(k) for k in ("item_out_norm",) if k in head_kw}
     if "swish" in head_kw:
         item_kw["swish"] = head_kw["swish"]
@@ -107,7 +113,7 @@ def test_ours_equals_the_reference_from_the_stu_to_the_logit():
 
 
 @pytest.mark.parametrize("change", ["divisor: padded length", "item MLP without LayerNorm", "SiLU for SwishLayerNorm",
-                                    "head on user only", "L2 postprocessor", "one weight"])
+                                    "head on user only", "L2 postprocessor", "LayerNorm postprocessor", "one weight"])
 def test_one_difference_breaks_the_match(change):
     model = _model()
     kw: dict = {}
@@ -121,6 +127,8 @@ def test_one_difference_breaks_the_match(change):
         kw["head_input"] = "user"
     elif change == "L2 postprocessor":
         kw["postprocessor"] = "l2"
+    elif change == "LayerNorm postprocessor":
+        kw["postprocessor"] = "layer_norm"
     if change == "one weight":  # the reference on the original weights, ours after one of them changed
         ref = _both(model)[1]
         with torch.no_grad():
@@ -136,7 +144,7 @@ def test_the_mlps_initialise_as_the_references(out_norm):
     """Same generator state, same parameters: the Linear layers built in order, then init_mlp_weights_optional_bias
     (xavier-uniform weights, zero biases); the norms' ones and zeros, under the reference's state_dict names."""
     torch.manual_seed(7)
-    ours = hstu.mlp(12, 16, 8, out_norm=out_norm)
+    ours = hstu_blocks.mlp(12, 16, 8, out_norm=out_norm)
     torch.manual_seed(7)
     ref = reference_mlp(12, 16, 8, out_norm=out_norm)
     state = _state(ours)
@@ -170,12 +178,16 @@ def _side_batch() -> dict[str, torch.Tensor]:
         batch[f"cand_{name}"] = torch.randint(1, card[name], (b,), generator=g)
     for name in ("c1", "c2"):
         batch[f"ctx:{name}"] = torch.randint(1, card[name], (b,), generator=g)
+    batch["hist_time"] = 1_000_000 + torch.arange(n).expand(b, n) * 600
+    batch["query_time"] = batch["hist_time"][:, -1].clone()
     return batch
 
 
 def _stu_input(model: hstu.HSTU, batch: dict) -> torch.Tensor:
+    """The preprocessor's tokens: the positional encoder's input (tests/models/test_hstu_reference_encoder.py
+    compares the encoder)."""
     seen: list[torch.Tensor] = []
-    hook = model.layers[0].register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach().clone()))
+    hook = model.positional.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach().clone()))
     with torch.no_grad():
         model(batch)
     hook.remove()
@@ -184,8 +196,8 @@ def _stu_input(model: hstu.HSTU, batch: dict) -> torch.Tensor:
 
 def _reference_tokens(model: hstu.HSTU, batch: dict, weights: list[int] = (1, 2, 4), ratings: list[int] | None = None,
                       **kw) -> torch.Tensor:
-    """The reference's preprocessor output for the context and the history, our learned positions added (the
-    positional encoder is not the reference's yet), in our padded layout [B, n_ctx + n_hist, d]."""
+    """The reference's preprocessor output for the context and the history, in our padded layout
+    [B, n_ctx + n_hist, d] (before the positional encoder)."""
     look = model.tables.lookup
     shared = kw.pop("shared_context", False)
     ctx_rows = torch.stack([look("user", batch["user"])] + [look(n, batch[f"ctx:{n}"]) for n in ("c1", "c2")], dim=1)
@@ -196,8 +208,7 @@ def _reference_tokens(model: hstu.HSTU, batch: dict, weights: list[int] = (1, 2,
     actions = action_embeddings(bits.reshape(-1), weights, pre.action_table.detach()).view(*bits.shape, -1)
     hist = sequence_embeddings(look("item", batch["hist_item"]), side, actions,
                                _state(pre.content), _state(pre.additional), _state(pre.action), **kw)
-    tokens = torch.cat([ctx, hist], dim=1)
-    return tokens + model.position[: tokens.shape[1]].detach()
+    return torch.cat([ctx, hist], dim=1)
 
 
 def test_the_preprocessor_is_the_references():

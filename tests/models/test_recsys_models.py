@@ -25,6 +25,8 @@ def _hstu_batch(b: int, n_hist: int, device: str = "cpu") -> dict[str, torch.Ten
     return {k: v.to(device) for k, v in {
         "user": torch.randint(1, 30, (b,), generator=g), "hist_item": hist,
         "hist_rating": torch.where(hist > 0, torch.randint(1, 6, (b, n_hist), generator=g), 0),
+        "hist_time": torch.where(hist > 0, 881_250_949 + torch.arange(n_hist) * 4_000, 0),
+        "query_time": torch.full((b,), 881_250_949 + (n_hist - 1) * 4_000),
         "cand_item": torch.randint(1, 60, (b,), generator=g)}.items()}
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,7 +54,30 @@ def test_evaluation_is_strictly_later_than_training() -> None:
     assert w.data.timestamp[w.train_idx].max() <= w.data.timestamp[w.eval_idx].min()
     first = next(iter(w.train_batches(0, 1)))
     assert int(w.data.window[w.train_idx].max()) == spec.data.params()["n_windows"] - 2
-    assert set(first) == {"user", "hist_item", "hist_rating", "cand_item", "label"}
+    assert set(first) == {"user", "hist_item", "hist_rating", "hist_time", "query_time", "cand_item", "label"}
+
+
+def test_the_batches_carry_the_events_times_and_the_loss_is_weighted() -> None:
+    """hist_time is each history event's own timestamp (ml-100k.inter), 0 on padding; the query time is the last
+    history event's (movie_lens.py), 0 for an empty history; the training loss is 0.2 x the mean BCE
+    (causal_multitask_weights)."""
+    spec = _tiny("rec/movielens_hstu")
+    w = registry.task_class(spec.task)(spec, Context(Path("."), 0, torch.device("cpu")))
+    d = w.data
+    idx = w.train_idx[:200]
+    b = w.features(idx)
+    valid = b["hist_item"] > 0
+    assert (b["hist_time"][~valid] == 0).all() and (b["hist_time"][valid] > 8e8).all()
+    for j in range(0, 200, 37):  # the user's previous interactions' timestamps, in order
+        earlier = np.flatnonzero((d.user == d.user[idx[j]]) & (np.arange(len(d)) < idx[j]))[-spec.data.params()[
+            "max_history"]:]
+        assert b["hist_time"][j][valid[j]].tolist() == d.timestamp[earlier].tolist()
+    assert torch.equal(b["query_time"], torch.where(valid[:, -1], b["hist_time"][:, -1], 0))
+    assert (~valid[:, -1]).any() and valid[:, -1].any()
+    model = w.build_model().eval()
+    with torch.no_grad():
+        bce = torch.nn.functional.binary_cross_entropy_with_logits(model(b).float(), b["label"])
+        assert w.loss(model, b) == pytest.approx(0.2 * float(bce), rel=1e-6)
 
 
 def _write(folder: Path, header: str, rows: list[str]) -> Path:

@@ -4,7 +4,8 @@ timestamp:float`). Read here without importing RecBole (scripts/install_data.sh 
 
 The interactions are ordered by time and cut into `n_windows` windows of equal count, as MLPerf dlrmv4's streaming
 loop cuts Yambda into days: the workloads train on the earlier windows and evaluate on the last, strictly-future one.
-Every interaction carries the same user's previous `max_history` interactions (items and ratings, left-padded with 0).
+Every interaction carries the same user's previous `max_history` interactions (items, ratings and timestamps,
+left-padded with 0).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Interactions:
     window: np.ndarray
     hist_item: np.ndarray
     hist_rating: np.ndarray
+    hist_time: np.ndarray  # [N, max_history] the history's timestamps (ml-100k.inter 'timestamp', seconds), 0 padding
     n_users: int
     n_items: int
     user_features: dict[str, np.ndarray] = field(default_factory=dict)  # name -> [n_users + 1] ids
@@ -109,21 +111,20 @@ def _dense_ids(raw: list[str]) -> tuple[np.ndarray, dict[str, int]]:
     return ids, index
 
 
-def histories(user: np.ndarray, item: np.ndarray, rating: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each interaction (in time order) the same user's previous `length` items and ratings, oldest first,
-    left-padded with 0; the interaction itself is never in its own history."""
+def histories(user: np.ndarray, item: np.ndarray, rating: np.ndarray, length: int,
+              timestamp: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """For each interaction (in time order) the same user's previous `length` items and ratings (and timestamps,
+    when given), oldest first, left-padded with 0; the interaction itself is never in its own history."""
     n = len(user)
-    hist_item = np.zeros((n, length), dtype=np.int64)
-    hist_rating = np.zeros((n, length), dtype=np.int64)
+    cols = [item, rating.astype(np.int64)] + ([timestamp.astype(np.int64)] if timestamp is not None else [])
+    out = [np.zeros((n, length), dtype=np.int64) for _ in cols]
     order = np.argsort(user, kind="stable")  # each user's interactions, still in time order
     bounds = np.flatnonzero(np.diff(user[order])) + 1
     for rows in np.split(order, bounds):
-        pad_i = np.concatenate([np.zeros(length, np.int64), item[rows]])
-        pad_r = np.concatenate([np.zeros(length, np.int64), rating[rows].astype(np.int64)])
-        win_i = np.lib.stride_tricks.sliding_window_view(pad_i, length)[: len(rows)]
-        win_r = np.lib.stride_tricks.sliding_window_view(pad_r, length)[: len(rows)]
-        hist_item[rows], hist_rating[rows] = win_i, win_r
-    return hist_item, hist_rating
+        for dst, src in zip(out, cols, strict=True):
+            padded = np.concatenate([np.zeros(length, np.int64), src[rows]])
+            dst[rows] = np.lib.stride_tricks.sliding_window_view(padded, length)[: len(rows)]
+    return tuple(out)
 
 
 def _bucket(values: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
@@ -194,13 +195,14 @@ def load(cfg: Config) -> Interactions:
         empty = int(np.flatnonzero(counts == 0)[0])
         raise DataMissing(f"{path}: temporal window {empty} of {cfg.n_windows} is empty ({n} interactions): "
                           "lower data.n_windows or raise data.limit")
-    hist_item, hist_rating = histories(user, item, rating, cfg.max_history)
+    hist_item, hist_rating, hist_time = histories(user, item, rating, cfg.max_history, ts)
     user_feats, user_card = _user_features(folder / FILES[1], users)
     item_feats, item_card = _item_features(folder / FILES[2], items)
     label = (rating >= cfg.positive_rating).astype(np.float32)
     card = {"user": len(users) + 1, "item": len(items) + 1, "rating": 7, **user_card, **item_card}
     return Interactions(user=user, item=item, rating=rating.astype(np.float32), label=label, timestamp=ts,
-                        window=window, hist_item=hist_item, hist_rating=hist_rating, n_users=len(users),
+                        window=window, hist_item=hist_item, hist_rating=hist_rating, hist_time=hist_time,
+                        n_users=len(users),
                         n_items=len(items), user_features=user_feats, item_features=item_feats, cardinality=card,
                         meta={"source": str(folder), "license": "GroupLens MovieLens terms (research use)",
                               "positive_rate": float(label.mean()) if n else 0.0})

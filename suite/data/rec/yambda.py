@@ -84,9 +84,12 @@ class YambdaAnchors:
     def __init__(self, *, user: np.ndarray, item: np.ndarray, label: np.ndarray, window: np.ndarray,
                  is_test: np.ndarray, hist_item: LazyHistory, hist_rating: LazyHistory, n_users: int, n_items: int,
                  meta: dict[str, Any], side: dict[str, Any] | None = None, cross: dict[str, np.ndarray] | None = None,
-                 cross_rows: dict[str, int] | None = None):
+                 cross_rows: dict[str, int] | None = None, timestamp: np.ndarray | None = None,
+                 hist_time: LazyHistory | None = None):
         self.user, self.item, self.label, self.window, self.is_test = user, item, label, window, is_test
         self.hist_item, self.hist_rating = hist_item, hist_rating
+        # the anchors' timestamps and the histories' (the files' 'timestamps' / 'timestamp', seconds; 0 padding)
+        self.timestamp, self.hist_time = timestamp, hist_time
         self.n_users, self.n_items, self.meta = n_users, n_items, meta
         self.cardinality = {"user": n_users + 1, "item": n_items + 1, "rating": ACTION_ROWS}
         # side[name] = (the item id -> its id map (shifted, 0 = none), the anchors' ids, the histories' LazyHistory)
@@ -271,6 +274,7 @@ def load(cfg: Config) -> YambdaAnchors:
         label=plus[anchors].astype(np.float32), window=window.astype(np.int64), is_test=is_test[anchors],
         hist_item=LazyHistory(item, anchors, user_start[anchors], cfg.max_history),
         hist_rating=LazyHistory(action, anchors, user_start[anchors], cfg.max_history),
+        timestamp=ts[anchors].astype(np.int64), hist_time=LazyHistory(ts, anchors, user_start[anchors], cfg.max_history),
         n_users=n_users, n_items=n_items, side=side, cross=cross_ids(raw, rows), cross_rows=rows,
         meta={"source": str(folder), "license": "the Yambda data set card's terms", "train_events": n_train,
               "test_events": n_test, "positive_rate": float(plus[anchors].mean())})

@@ -19,23 +19,28 @@ Checked on the same weights against the reference's PyTorch path restated in tes
 
 The sequence is the user's contextual token (user id; Yambda: and the crosses), each through its own linear map, the
 history (the reference's ContextualPreprocessor: content MLP of the item row + additional MLP of its side rows +
-action MLP of the action row, below; plus a learned position, not yet the reference's positional encoder), then the
-candidates: each candidate attends to the context, the history and itself (the reference's target-aware mask). The attention is divided by the batch's longest sequence (contextual
-tokens + the longest valid history + candidates), as the reference's transducer passes max_seq_len = max_uih_len +
+action MLP of the action row: suite/models/recsys/hstu_blocks.py), then the candidates: each candidate attends to the context, the history and
+itself (the reference's target-aware mask). The whole sequence goes through the reference's HSTUPositionalEncoder
+(hstu_blocks.py: scaled by sqrt(d), plus a position counted from the end of the history and a bucket of the time between the
+query and each event; the events' times are the batch's `hist_time`, the query time `query_time`). A contextual
+token's input is zeroed where the sequence (history + candidates) is shorter than its min_uih_length (the meta's
+`contextual_min_uih_length`: configs.py's 20 for MovieLens' user, 0 for Yambda). The attention is divided by the
+batch's longest sequence (contextual tokens + the longest valid history + candidates), as the reference's transducer passes max_seq_len = max_uih_len +
 max_targets + contextual length with max_uih_len = fx_infer_max_len(lengths) = int(lengths.max()) (dlrm_hstu.py
 `preprocess`; preprocessors.py, mlcommons/training commit 461b0f47fc921abc595971e1f8c597d85e0918af; common.py,
 meta-recsys commit af61dcce8cd5bfa96b50d54dfd3bda140dc07dbe).
 
 From the candidate's encoding to the logit, as dlrm_hstu.py (mlcommons/training d489c7c8050c7cd552a75606a968cff9e1e23420)
-builds it: LayerNorm (eps 1e-5: its LayerNormPostprocessor, postprocessors.py same commit; its default
-TimestampLayerNormPostprocessor needs the candidate's query time, which the batches do not carry), the item MLP
-(`_item_embedding_mlp`: Linear(item features, 512), SwishLayerNorm, Linear(512, d), LayerNorm) over the candidate's
+builds it: its default TimestampLayerNormPostprocessor (hstu_blocks.py: hour of day and day of week of the query time), the
+item MLP (`_item_embedding_mlp`: Linear(item features, 512), SwishLayerNorm, Linear(512, d), LayerNorm) over the candidate's
 concatenated item features, and the multitask module's prediction module (Linear(d, 512), SwishLayerNorm, Linear(512,
 tasks); one task) on user * item (multitask_module.py _compute_pred_and_logits, meta-recsys commit
 ac829b415eca2796571a9d0836069f634ce1c302); both MLPs initialised by init_mlp_weights_optional_bias; SwishLayerNorm is
 x * sigmoid(LayerNorm(x)) (ops/layer_norm.py 18fdc3d36ef79f8213b7621cfc911b8c3592bc7a, ops/pytorch/pt_layer_norm.py
 6035c3f9b2512791b0983e0adc71749b2a22e7dc). Checked on the same weights against those pieces restated in
-tests/support/gr_dlrm_head.py (tests/models/test_hstu_reference_model.py). The MLPs' hidden width is `mlp_hidden`
+tests/support/gr_dlrm_head.py (tests/models/test_hstu_reference_model.py); the positional encoder, the postprocessor
+and the min_uih_length masking against tests/support/gr_positional.py (tests/models/test_hstu_reference_encoder.py).
+The MLPs' hidden width is `mlp_hidden`
 (512 in `full`; the reference's literal).
 Presets from the reference's `dlrm_v3/configs.py` (`get_hstu_configs`, mlcommons/training commit
 c2342c5d992680c8ae1b458e6470bf02b448e584): `full`; `cpu` and `tiny` are ours.
@@ -59,23 +64,35 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
+from suite.models.recsys.hstu_blocks import (
+    ContextualPreprocessor,
+    HSTUPositionalEncoder,
+    TimestampLayerNormPostprocessor,
+    mlp,
+)
 from suite.models.recsys.tables import EmbeddingTables, TableSpec
 from suite.registry import Component
 
-# dense parameters (beside the tables; docs/recommenders.md): full 15.5 M on Yambda's meta (history 4087, 8
-# contextual tokens, 2 side tables), cpu 121 k and tiny 2.4 k on MovieLens (history 32)
+# dense parameters (beside the tables; docs/recommenders.md): full 18.9 M on Yambda's meta (history 4087, 8
+# contextual tokens, 2 side tables; 5.2 M the positional encoder), cpu 779 k (655 k the positional encoder) and tiny
+# 3.5 k on MovieLens (history 32)
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"embedding_dim": 8, "d_model": 8, "num_heads": 1, "linear_dim": 8, "qk_dim": 8, "num_layers": 1,
-             "preprocessor_hidden": 16, "mlp_hidden": 16, "input_dropout": 0.0, "linear_dropout": 0.0},
+             "preprocessor_hidden": 16, "mlp_hidden": 16, "input_dropout": 0.0, "linear_dropout": 0.0,
+             "num_position_buckets": 64, "num_time_buckets": 64},
     "cpu": {"embedding_dim": 64, "d_model": 64, "num_heads": 2, "linear_dim": 32, "qk_dim": 32, "num_layers": 2,
-            "preprocessor_hidden": 128, "mlp_hidden": 128, "input_dropout": 0.2, "linear_dropout": 0.1},
+            "preprocessor_hidden": 128, "mlp_hidden": 128, "input_dropout": 0.2, "linear_dropout": 0.1,
+            "num_position_buckets": 8192, "num_time_buckets": 2048},
     # configs.py get_hstu_configs: hstu_num_heads=4, hstu_attn_linear_dim=128, hstu_attn_qk_dim=128,
     # hstu_attn_num_layers=5, hstu_embedding_table_dim=512 (HSTU_EMBEDDING_DIM), hstu_preprocessor_hidden_dim=256,
     # hstu_transducer_embedding_dim=512, hstu_input_dropout_ratio=0.2, hstu_linear_dropout_rate=0.1; dlrm_hstu.py:
     # out_features=512 in both the item MLP and the multitask prediction module (mlp_hidden)
     "full": {"embedding_dim": 512, "d_model": 512, "num_heads": 4, "linear_dim": 128, "qk_dim": 128, "num_layers": 5,
-             "preprocessor_hidden": 256, "mlp_hidden": 512, "input_dropout": 0.2, "linear_dropout": 0.1},
+             "preprocessor_hidden": 256, "mlp_hidden": 512, "input_dropout": 0.2, "linear_dropout": 0.1,
+             "num_position_buckets": 8192, "num_time_buckets": 2048},
 }
+# dlrm_hstu.py builds HSTUPositionalEncoder(num_position_buckets=8192, num_time_buckets=2048) for every data set
+# (`cpu` keeps them, so its init scale is the reference's; `tiny` is ours)
 # configs.py (movielens): action_weights [1, 2, 4, 8, 16], one bit per rating 1-5 (movie_lens.py: action_weights[
 # rating - 1]); Yambda's readers give the bitmask itself, its action_weights [1, 2, 4] in meta["action_weights"]
 RATING_ACTION_WEIGHTS = (1, 2, 4, 8, 16)
@@ -95,6 +112,10 @@ class Config(BaseModel):
                                               "dlrm_hstu.py)")
     input_dropout: float = Field(default=0.0, ge=0, lt=1)
     linear_dropout: float = Field(default=0.0, ge=0, lt=1)
+    num_position_buckets: int = Field(gt=0, description="rows of the positional encoder's position table (8192 in "
+                                                        "dlrm_hstu.py)")
+    num_time_buckets: int = Field(gt=0, description="time buckets of the positional encoder (2048 in dlrm_hstu.py; "
+                                                    "its table has one row more)")
 
     @model_validator(mode="before")
     @classmethod
@@ -140,101 +161,30 @@ class STULayer(nn.Module):
         return x + torch.matmul(self.dropout(y), self.output_weight)
 
 
-class SwishLayerNorm(nn.Module):
-    """x * sigmoid(LayerNorm(x)), eps 1e-5: the reference's SwishLayerNorm (ops/layer_norm.py, PyTorch path
-    ops/pytorch/pt_layer_norm.py pytorch_swish_layer_norm)."""
-
-    def __init__(self, dim: int, eps: float = 1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))  # its parameters and their names
-        self.bias = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.sigmoid(F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps))
-
-
-def _init_mlp(m: nn.Module) -> None:
-    """common.py init_mlp_weights_optional_bias: xavier-uniform weights, zero biases (Linear layers only)."""
-    if isinstance(m, nn.Linear):
-        nn.init.xavier_uniform_(m.weight)
-        if m.bias is not None:
-            nn.init.zeros_(m.bias)
-
-
-def mlp(d_in: int, hidden: int, d_out: int, out_norm: bool) -> nn.Sequential:
-    """dlrm_hstu.py's two MLPs: Linear(d_in, hidden), SwishLayerNorm(hidden), Linear(hidden, d_out), then LayerNorm(
-    d_out) for the item MLP (`_item_embedding_mlp`), none for the multitask prediction module (`prediction_fn`);
-    `.apply(init_mlp_weights_optional_bias)` as there."""
-    layers = [nn.Linear(d_in, hidden), SwishLayerNorm(hidden), nn.Linear(hidden, d_out)]
-    return nn.Sequential(*layers, *([nn.LayerNorm(d_out)] if out_norm else [])).apply(_init_mlp)
-
-
-class ContextualPreprocessor(nn.Module):
-    """The reference's ContextualPreprocessor (preprocessors.py, mlcommons/training commit
-    461b0f47fc921abc595971e1f8c597d85e0918af): each contextual token through its own linear map (batched weights
-    [n_ctx, e, d] drawn normal(0, sqrt(2 / (e + d))), zero biases: `_batched_contextual_linear_*`); each sequence token
-    = content MLP(item row) + additional MLP(the item's side rows, concatenated; Yambda's artist and album) + action
-    MLP(ActionEncoder output), each MLP Linear, SwishLayerNorm, Linear, LayerNorm. The ActionEncoder
-    (modules/action_encoder.py, meta-recsys commit d65b6c414ecaa21567cb34956deea1f99de9e100): a history event's action
-    bitmask exploded against `action_weights` (bit k set -> row k of an [n_types, 8] table, else zeros), flattened to
-    8 * n_types; a candidate gets one learned [1, 8 * n_types] vector; both drawn normal(0, 0.1)
-    (action_embedding_init_std). Then HSTUTransducer.__init__ (hstu_transducer.py,
-    d489c7c8050c7cd552a75606a968cff9e1e23420) re-draws every Linear weight outside the STU xavier-normal."""
-
-    ACTION_DIM = 8  # dlrm_hstu.py: action_embedding_dim=8
-
-    def __init__(self, e: int, hidden: int, d: int, n_ctx: int, n_side: int, action_weights: tuple[int, ...]):
-        super().__init__()
-        std = math.sqrt(2.0 / (e + d))
-        self.ctx_weight = nn.Parameter(torch.empty(n_ctx, e, d).normal_(0.0, std))
-        self.ctx_bias = nn.Parameter(torch.zeros(n_ctx, d))
-        self.content = mlp(e, hidden, d, out_norm=True)
-        self.additional = mlp(n_side * e, hidden, d, out_norm=True) if n_side else None
-        n_types = len(action_weights)
-        self.register_buffer("action_weights", torch.tensor(action_weights), persistent=False)
-        self.action_table = nn.Parameter(torch.empty(n_types, self.ACTION_DIM).normal_(0.0, 0.1))
-        self.target_action = nn.Parameter(torch.empty(1, n_types * self.ACTION_DIM).normal_(0.0, 0.1))
-        self.action = mlp(n_types * self.ACTION_DIM, hidden, d, out_norm=True)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.xavier_normal_(m.weight)
-
-    def context(self, rows: torch.Tensor) -> torch.Tensor:
-        """[B, n_ctx, e] -> [B, n_ctx, d]: the reference's baddbmm over the contextual slots."""
-        return torch.baddbmm(self.ctx_bias.unsqueeze(1), rows.transpose(0, 1), self.ctx_weight).transpose(0, 1)
-
-    def action_embeddings(self, bits: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
-        """ActionEncoder.forward: [..., 8 * n_types] for history bitmasks `bits`, the target vector when None."""
-        if bits is None:
-            return self.target_action.expand(*shape, -1)
-        exploded = (bits.unsqueeze(-1) & self.action_weights) > 0
-        return (exploded.unsqueeze(-1) * self.action_table).flatten(-2)
-
-    def forward(self, item: torch.Tensor, side: torch.Tensor | None, bits: torch.Tensor | None) -> torch.Tensor:
-        out = self.content(item) + self.action(self.action_embeddings(bits, item.shape[:-1]))
-        return out + self.additional(side) if self.additional is not None else out
-
-
 class HSTU(nn.Module):
     def __init__(self, cfg: Config, tables: list[TableSpec], max_history: int, item_side: tuple[str, ...] = (),
                  contextual: tuple[str, ...] = (), action_weights: tuple[int, ...] = RATING_ACTION_WEIGHTS,
-                 actions_are_ratings: bool = True):
+                 actions_are_ratings: bool = True, min_uih_length: tuple[int, ...] | None = None):
         super().__init__()
         self.cfg, self.max_history = cfg, max_history
         self.item_side, self.contextual = tuple(item_side), tuple(contextual)
         e, d = cfg.embedding_dim, cfg.d_model
         n_ctx, n_item = 1 + len(self.contextual), 1 + len(self.item_side)
+        # per contextual slot (user, then the crosses): the slot's input is zeroed where the sequence (history +
+        # candidates) is shorter (preprocessors.py get_contextual_input_embeddings; 0: never)
+        self.min_uih_length = tuple(min_uih_length) if min_uih_length is not None else (0,) * n_ctx
+        if len(self.min_uih_length) != n_ctx:
+            raise ValueError(f"min_uih_length: {len(self.min_uih_length)} values for {n_ctx} contextual slots")
         self.tables = EmbeddingTables(tables)
         self.pre = ContextualPreprocessor(e, cfg.preprocessor_hidden, d, n_ctx, n_item - 1, tuple(action_weights))
         self.actions_are_ratings = actions_are_ratings
-        # positions of the contextual tokens, the history, the candidate slot
-        self.position = nn.Parameter(torch.randn(n_ctx + max_history + 1, d) * 0.02)
+        # dlrm_hstu.py's order: preprocessor, positional encoder, postprocessor, the STU layers
+        self.positional = HSTUPositionalEncoder(cfg.num_position_buckets, cfg.num_time_buckets, d)
+        self.post = TimestampLayerNormPostprocessor(d)
         self.input_dropout = nn.Dropout(cfg.input_dropout)
         self.layers = nn.ModuleList(
             STULayer(d, cfg.num_heads, cfg.linear_dim, cfg.qk_dim, n_ctx + max_history + 1, cfg.linear_dropout)
             for _ in range(cfg.num_layers))
-        self.final_norm = nn.LayerNorm(d)  # LayerNormPostprocessor (eps 1e-5)
         self.item_mlp = mlp(n_item * e, cfg.mlp_hidden, d, out_norm=True)  # _item_embedding_mlp
         self.head = mlp(d, cfg.mlp_hidden, 1, out_norm=False)  # the multitask module's prediction_fn, one task
 
@@ -254,30 +204,35 @@ class HSTU(nn.Module):
                         actions)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits [B] for one candidate per sample (batch["cand_item"] [B]), [B, C] for C ([B, C])."""
+        """Logits [B] for one candidate per sample (batch["cand_item"] [B]), [B, C] for C ([B, C]). The events'
+        times: batch["hist_time"] [B, N] (integer seconds, 0 padding) and the query time batch["query_time"] [B]
+        (the readers' last history event, as the reference's datasets set item_query_time)."""
         hist, cand = batch["hist_item"], batch["cand_item"]
         one = cand.dim() == 1
         cand = cand.unsqueeze(1) if one else cand
         b, n_hist = hist.shape
         c = cand.shape[1]
-        ctx_rows = [self.tables.lookup("user", batch["user"])] + [self.tables.lookup(n, batch[f"ctx:{n}"])
-                                                                  for n in self.contextual]
-        ctx = self.pre.context(torch.stack(ctx_rows, dim=1))  # [B, n_ctx, d]
+        valid = hist > 0
+        ctx_rows = torch.stack([self.tables.lookup("user", batch["user"])] +
+                               [self.tables.lookup(n, batch[f"ctx:{n}"]) for n in self.contextual], dim=1)
+        if any(self.min_uih_length):  # seq_lengths there: history + candidates
+            seq_len = valid.sum(dim=1, keepdim=True) + c
+            keep = seq_len >= torch.tensor(self.min_uih_length, device=seq_len.device)
+            ctx_rows = ctx_rows * keep.unsqueeze(-1).to(ctx_rows.dtype)
+        ctx = self.pre.context(ctx_rows)  # [B, n_ctx, d]
         n_ctx = ctx.shape[1]
         cand_side = [batch[f"cand_{n}"] for n in self.item_side]
         cand_side = [s.unsqueeze(1) for s in cand_side] if one else cand_side
         hist_tok = self._tokens(hist, batch["hist_rating"], [batch[f"hist_{n}"] for n in self.item_side])
         cand_tok = self._tokens(cand, None, cand_side)
-        pos = self.position
-        x = torch.cat([ctx + pos[:n_ctx], hist_tok + pos[n_ctx : n_ctx + n_hist], cand_tok + pos[n_ctx + n_hist]],
-                      dim=1)
-        x = self.input_dropout(x)
-        valid = hist > 0
+        x = torch.cat([ctx, hist_tok, cand_tok], dim=1)
+        query_time = batch["query_time"]
+        x = self.input_dropout(self.positional(x, n_ctx, c, query_time, batch["hist_time"]))
         mask = self.mask(valid, c, n_ctx)
         longest = n_ctx + int(valid.sum(dim=1).max()) + c  # the reference's max_seq_len: this batch's longest
         for layer in self.layers:
             x = layer(x, mask, longest)
-        enc = self.final_norm(x[:, n_ctx + n_hist :])
+        enc = self.post(x[:, n_ctx + n_hist :], query_time.unsqueeze(1).expand(b, c))
         item = self.item_mlp(self._item(cand, cand_side))
         logits = self.head(enc * item).squeeze(-1)  # _compute_pred_and_logits: prediction_module(user * item)
         return logits.squeeze(1) if one else logits
@@ -305,8 +260,11 @@ def table_specs(cfg: Config, meta: dict[str, Any]) -> list[TableSpec]:
 
 
 def build(cfg: Config, meta: dict[str, Any]) -> nn.Module:
+    contextual = tuple(meta.get("contextual", ()))
+    min_uih = meta.get("contextual_min_uih_length", {})  # configs.py contextual_feature_to_min_uih_length
     return HSTU(cfg, table_specs(cfg, meta), int(meta["max_history"]), tuple(meta.get("item_side", ())),
-                tuple(meta.get("contextual", ())), *_actions(meta))
+                contextual, *_actions(meta), min_uih_length=tuple(int(min_uih.get(n, 0)) for n in ("user",
+                                                                                                    *contextual)))
 
 
 def _actions(meta: dict[str, Any]) -> tuple[tuple[int, ...], bool]:
@@ -329,7 +287,8 @@ def forward_flops(cfg: Config, max_history: int, n_cand: int = 1, n_side: int = 
                  + 2 * t * t * h * cfg.qk_dim + 2 * t * t * h * cfg.linear_dim  # QK^T and AV
                  + t * 2 * 3 * h * cfg.linear_dim * d)  # output projection of [u, attn, u * norm(attn)]
     hm = cfg.mlp_hidden
-    head = n_cand * (2 * (1 + n_side) * e * hm + 2 * hm * d  # item MLP
+    post = 2 * (d + 2 * len(TimestampLayerNormPostprocessor.TIME_DURATION_FEATURES)) * d  # time feature combiner
+    head = n_cand * (post + 2 * (1 + n_side) * e * hm + 2 * hm * d  # item MLP
                      + 2 * d * hm + 2 * hm)  # prediction module on user * item
     return float(pre + cfg.num_layers * per_layer + head)
 
