@@ -34,14 +34,38 @@ def _supports_flux(spec: Any) -> str | None:
     return None
 
 
+def _supports_lora(spec: Any, params: dict[str, Any]) -> str | None:
+    """hf_llama's LoRA through torchtitan's LoRAConverter (suite/backends/torchtitan/model.py, `lora_targets`)."""
+    from suite.models.common.configs import LoraConfig
+
+    if params.get("moe"):
+        return ("model.lora on an MoE model: torchtitan's LoRAConverter matches Linear configs by their last name and "
+                "would adapt the shared experts' w1-w3 with the dense ones; not wired")
+    try:
+        lora = LoraConfig.model_validate(params["lora"])
+        targets = lora.suite_targets(bool(params.get("fused_qkv")))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        return f"model.lora: {e}"
+    if ("wk" in targets) != ("wv" in targets):
+        return (f"lora.target_modules {lora.target_modules}: torchtitan's QKVLinear builds wk and wv from one Linear "
+                "config (`wkv`), so its LoRAConverter adapts both or neither; target both k_proj and v_proj")
+    par = spec.parallel
+    if par is not None and (par.tp > 1 or par.pp > 1):
+        return ("parallel.tp / parallel.pp with model.lora: torchtitan derives the adapters' tensor-parallel layout "
+                "from the base linear's (components/lora.py) and its pipeline splits the converted model; neither is "
+                "wired or tested with adapters here (dp, fsdp and ac are taken as for model.arch llama)")
+    return None
+
+
 def supports(spec: Any) -> str | None:
-    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets) and `flux`
+    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets), `hf_llama`
+    (the same decoder from a Hugging Face checkpoint, LoRA through torchtitan's LoRAConverter) and `flux`
     (torchtitan's FluxModel: suite/backends/torchtitan/flux.py)."""
     if str(spec.model.arch) == "flux":
         return _supports_flux(spec)
-    if not layouts.is_llama(spec.model.arch):
+    if not (layouts.is_llama(spec.model.arch) or layouts.is_pretrained_llama(spec.model.arch)):
         return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
-                "models from the suite's `llama` configs (dense and MoE presets); use model.arch llama")
+                "models from the suite's `llama` and `hf_llama` configs (dense and MoE presets); use model.arch llama")
     try:
         opts = Options.model_validate(spec.backends.get("torchtitan", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -50,10 +74,8 @@ def supports(spec: Any) -> str | None:
     from suite.models.llama import presets as llm_presets
 
     params = llm_presets.expand(dict(spec.model.params()))
-    if params.get("fused_qkv"):
-        return ("model.fused_qkv: the suite -> torchtitan weight map (titan_model.py) copies separate wq, wk, wv into "
-                "torchtitan's qkv_linear; a fused wqkv is not mapped. Set model.fused_qkv: false (the same weights "
-                "and outputs; it only changes how a LoRA adapter on qkv_proj is shaped)")
+    if params.get("lora") and (reason := _supports_lora(spec, params)):
+        return reason
     par = spec.parallel
     if par is None:
         return None
