@@ -109,9 +109,12 @@ class TorchtitanBackend(Backend):
         else:
             cfg = llama_config.Config.model_validate(spec.model.params())
         vocab = suite_model.tok_embeddings.num_embeddings
-        model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,
-                                  sequence_parallel=lay.sp if lay.tp > 1 else None, expert_parallel=lay.ep > 1,
-                                  lora=lora)
+        # torchtitan initialises its model (init_states) before the suite's weights replace every tensor: its draws
+        # stay off the global generator, so what the run draws next (LoRA's dropout masks) is every backend's
+        with torch.random.fork_rng(devices=[self.device.torch] if self.device.type == "cuda" else []):
+            model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,
+                                      sequence_parallel=lay.sp if lay.tp > 1 else None, expert_parallel=lay.ep > 1,
+                                      lora=lora)
         titan_model.load_suite_weights(model, suite_model, cfg)
         self.lora = None if lora is None else {
             "converter": "torchtitan.components.lora.LoRAConverter", "rank": lora.rank, "alpha": lora.alpha,
