@@ -37,6 +37,20 @@ def _megatron(spec: Any) -> Limit:
                  "refusal names the feature this backend's weight map or layout does not carry over yet")
 
 
+def _one_of_k_and_v(spec: Any) -> bool:
+    """LoRA targets with k or v but not both (the suite's names; pure: pydantic configs only)."""
+    from suite.models.common.configs import LoraConfig
+
+    params = dict(spec.model.params())
+    if not params.get("lora"):
+        return False
+    try:
+        targets = LoraConfig.model_validate(params["lora"]).suite_targets(bool(params.get("fused_qkv")))
+    except ValueError:
+        return False
+    return ("wk" in targets) != ("wv" in targets)
+
+
 def _torchtitan(spec: Any) -> Limit:
     arch = _arch(spec)
     if str(spec.task) == "grpo":
@@ -55,10 +69,14 @@ def _torchtitan(spec: Any) -> Limit:
                      "parallel only (models/flux/sharding.py declares the DP and CP mesh axes alone): no tensor, pipeline or "
                      "expert parallel plan for Flux")
     if arch == "hf_llama":
-        return Limit("not wired", "torchtitan 0.3.0 has Llama 3 models, Hugging Face checkpoint adapters and LoRA "
-                     "(torchtitan.components.lora.LoRAConverter: target_modules ['wqkv', 'wo'] puts one adapter on "
-                     "its fused QKV linear, the recipe's qkv_proj); this backend builds from the suite's `llama` "
-                     "configs only and does not run the converter")
+        if _one_of_k_and_v(spec):
+            return Limit("engine limit", "torchtitan 0.3.0's QKVLinear builds wk and wv from one Linear config ("
+                         "`wkv`, torchtitan/models/common/attention.py) and its LoRAConverter "
+                         "(torchtitan.components.lora) matches a config by its last name: it adapts both or neither")
+        return Limit("not wired", "torchtitan 0.3.0 builds it: Llama3Model on the checkpoint's weights, the recipe's "
+                     "adapters put in by torchtitan.components.lora.LoRAConverter (suite/backends/torchtitan/model.py); "
+                     "the refusal names what this backend does not drive with adapters yet (tensor or pipeline "
+                     "parallel, an MoE base) or RL on a Hugging Face checkpoint")
     if arch not in ("llama", "gpt"):
         return Limit("engine limit", "torchtitan 0.3.0's models are LLMs and Flux (torchtitan.models: llama3, "
                      "deepseek_v3, gpt_oss, qwen3, qwen3_5, kimi_k2_7, flux): no CNN, GNN, recommender or RL policy")

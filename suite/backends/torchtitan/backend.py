@@ -10,6 +10,13 @@ checkpointing and its own step timer, which would put everything the harness mea
 The model starts from the weights the workload's own model was initialised with (the same seed gives the same
 checkpoint under every backend), mapped by titan_model.suite_to_titan.
 
+`model.arch: hf_llama` (MLPerf's llama2_70b_lora, issue 45): the base is the checkpoint the suite's reader loads
+(the reference's fused-qkv folder), torchtitan's Llama3Model of the loaded shape, and the recipe's LoRA goes in
+through torchtitan's own LoRAConverter (titan_model.lora_converter: rank, alpha, the targets as torchtitan's module
+names, qkv_proj -> its fused `wqkv`, one adapter; base frozen); peft's dropout, which torchtitan's LoRALinear lacks,
+is a pre-hook on each `lora_a`. The adapters start as peft's in the torch backend (A copied, B zero); the mapping is
+recorded in the layout (`lora`). tp and pp with adapters are refused (`supports`).
+
 Attention (`backends.torchtitan.attention`): `sdpa` (default) is torchtitan's ScaledDotProductAttention, causal,
 put into each layer's config in place of the language-model default; torchtitan's own `get_attention_config`
 refuses "sdpa" for LMs only because its data loader packs documents, which the suite's window batches do not.

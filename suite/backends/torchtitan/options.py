@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from suite.backends import availability
 from suite.backends import layout as layouts
 
+HF_LLAMA_TASKS = ("language_model", "causal_lm_samples")  # hf_llama under torchtitan: fine-tuning, LoRA or whole
 NO_CPU_BACKWARD = ("FlexAttention has no backward on CPU (torch raises \"FlexAttention does not support backward "
                    "on CPU\"): torchtitan's language-model attention (flex, flex_flash, varlen) trains on CUDA only")
 
@@ -66,6 +67,10 @@ def supports(spec: Any) -> str | None:
     if not (layouts.is_llama(spec.model.arch) or layouts.is_pretrained_llama(spec.model.arch)):
         return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
                 "models from the suite's `llama` and `hf_llama` configs (dense and MoE presets); use model.arch llama")
+    if layouts.is_pretrained_llama(spec.model.arch) and str(spec.task) not in HF_LLAMA_TASKS:
+        return (f"model.arch 'hf_llama' with task {spec.task!r}: the torchtitan backend builds hf_llama for supervised "
+                f"fine-tuning ({', '.join(HF_LLAMA_TASKS)}: the checkpoint's weights, LoRA through torchtitan's "
+                "LoRAConverter); RL on a Hugging Face checkpoint is not wired")
     try:
         opts = Options.model_validate(spec.backends.get("torchtitan", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
