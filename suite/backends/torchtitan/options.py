@@ -66,7 +66,7 @@ def supports(spec: Any) -> str | None:
         return _supports_flux(spec)
     if not (layouts.is_llama(spec.model.arch) or layouts.is_pretrained_llama(spec.model.arch)):
         return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
-                "models from the suite's `llama` and `hf_llama` configs (dense and MoE presets); use model.arch llama")
+                "models from the suite's `llama` configs (dense and MoE presets); use model.arch llama")
     if layouts.is_pretrained_llama(spec.model.arch) and str(spec.task) not in HF_LLAMA_TASKS:
         return (f"model.arch 'hf_llama' with task {spec.task!r}: the torchtitan backend builds hf_llama for supervised "
                 f"fine-tuning ({', '.join(HF_LLAMA_TASKS)}: the checkpoint's weights, LoRA through torchtitan's "
