@@ -13,7 +13,14 @@ has no CPU backward).
 
 Weights: `suite_to_titan` / `titan_to_suite` rename, and permute the query/key rows between the suite's rotary layout
 (rotate_half, Hugging Face's) and torchtitan's interleaved pairs, the permutation torchtitan's own
-`Llama3StateDictAdapter` applies to Hugging Face checkpoints. Imports torchtitan: only the backend calls this.
+`Llama3StateDictAdapter` applies to Hugging Face checkpoints. A suite model with `fused_qkv` (one wqkv, rows
+[q; k; v]) is split into the stock wq/wk/wv torchtitan's FusedQKVLinear merges on load; peft's `base_layer` names
+read as the plain layer's.
+
+LoRA (`arch: hf_llama` with `lora:`): torchtitan's own LoRAConverter on the config tree (`lora_converter`, the
+suite's targets as its module names, `LORA_TARGETS`), peft's dropout as a pre-hook on each `lora_a`
+(`add_lora_dropout`), and peft's adapters copied in (`_lora_to_titan`: B's rows moved as the base's).
+Imports torchtitan: only the backend calls this.
 """
 
 from __future__ import annotations
