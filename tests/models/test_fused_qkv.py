@@ -2,7 +2,8 @@
 "Llama2-70b-fused-qkv-mlperf" qkv_proj), so that peft puts ONE LoRA adapter on qkv_proj as the MLPerf reference
 does (44,564,480 adapter parameters for 70B, not 65,536,000). Against transformers' LlamaForCausalLM (logits,
 save/load round trip), a hand-written LoRA update, the unfused model on the same weights, the checkpoint files'
-own tensors, and the backends that read wq/wk/wv (Megatron's copy splits wqkv; torchtitan refuses it)."""
+own tensors, and the backends that read wq/wk/wv (Megatron's copy splits wqkv; torchtitan's weight map splits it
+into the stock wq/wk/wv its FusedQKVLinear merges on load)."""
 
 from __future__ import annotations
 
@@ -160,8 +161,9 @@ def test_split_target_names_with_a_fused_model_and_wqkv_without_one_are_refused(
     assert cfg.model_copy(update={"target_modules": ["linear_qkv", "wo"]}).suite_targets(True) == ["wqkv", "wo"]
 
 
-def test_megatron_copy_splits_wqkv_and_torchtitan_refuses_it():
-    """Megatron's llama_state reads wq/wk/wv: from a fused model it gives exactly the unfused model's tensors."""
+def test_megatron_copy_splits_wqkv_and_torchtitan_maps_it():
+    """Megatron's llama_state reads wq/wk/wv: from a fused model it gives exactly the unfused model's tensors;
+    torchtitan's model loaded from the fused model gives the logits of the one loaded from the unfused model."""
     from suite.backends.megatron import llama as megatron_llama
     from suite.backends.torchtitan.backend import supports
 
@@ -172,8 +174,18 @@ def test_megatron_copy_splits_wqkv_and_torchtitan_refuses_it():
         a, b = (megatron_llama.llama_state(m, tp=2, tp_rank=tp_rank) for m in (split, fused))
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     spec = load_spec(registry.workload_files()["nlp/llama31_8b"], {"model.fused_qkv": True}, variant="tiny")
-    assert "model.fused_qkv: the suite -> torchtitan weight map" in (supports(spec) or "")
-    assert supports(load_spec(registry.workload_files()["nlp/llama31_8b"], variant="tiny")) is None
+    assert supports(spec) is None
+    require("torchtitan.models.llama3", extra="torchtitan")
+    from suite.backends.torchtitan import model as titan_model
+
+    titans = []
+    for cfg, ours in ((TINY, split), (FUSED, fused)):
+        titan = titan_model.build(cfg, 256, "sdpa")
+        titan_model.load_suite_weights(titan, ours, cfg)
+        titans.append(titan.eval())
+    idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(titans[0](idx), titans[1](idx))
 
 
 def test_fused_lora_step_trains_adapters_only_with_the_unfused_loss():

@@ -10,6 +10,13 @@ checkpointing and its own step timer, which would put everything the harness mea
 The model starts from the weights the workload's own model was initialised with (the same seed gives the same
 checkpoint under every backend), mapped by titan_model.suite_to_titan.
 
+`model.arch: hf_llama` (MLPerf's llama2_70b_lora, issue 45): the base is the checkpoint the suite's reader loads
+(the reference's fused-qkv folder), torchtitan's Llama3Model of the loaded shape, and the recipe's LoRA goes in
+through torchtitan's own LoRAConverter (titan_model.lora_converter: rank, alpha, the targets as torchtitan's module
+names, qkv_proj -> its fused `wqkv`, one adapter; base frozen); peft's dropout, which torchtitan's LoRALinear lacks,
+is a pre-hook on each `lora_a`. The adapters start as peft's in the torch backend (A copied, B zero); the mapping is
+recorded in the layout (`lora`). tp and pp with adapters are refused (`supports`).
+
 Attention (`backends.torchtitan.attention`): `sdpa` (default) is torchtitan's ScaledDotProductAttention, causal,
 put into each layer's config in place of the language-model default; torchtitan's own `get_attention_config`
 refuses "sdpa" for LMs only because its data loader packs documents, which the suite's window batches do not.
@@ -66,6 +73,7 @@ class TorchtitanBackend(Backend):
         self._own_group = False
         self._saved_device_type: str | None = None
         self.pipe: Any = None  # torchtitan's pipeline under pp (titan_pipeline.TitanPipeline)
+        self.lora: dict[str, Any] | None = None  # the recipe's LoRA as torchtitan's converter took it
 
     def available(self) -> Availability:
         try:
@@ -97,12 +105,30 @@ class TorchtitanBackend(Backend):
         self.workload = workload
         if str(spec.model.arch) == "flux":
             return self._setup_flux(workload, opts)
-        cfg = llama_config.Config.model_validate(spec.model.params())
         suite_model = workload.build_model()  # seeded like every backend's: its weights are the shared checkpoint
+        lora = None
+        if layouts.is_pretrained_llama(spec.model.arch):
+            # hf_llama: the suite's reader loaded the checkpoint (MLPerf's fused-qkv folder: torchtitan's
+            # Llama3StateDictAdapter reads q_proj/k_proj/v_proj only) and peft put the recipe's adapters in;
+            # the shape is the loaded one (config.json agreed with the spec), the adapters' A start as peft's
+            cfg = suite_model.cfg
+            lora = workload.model_cfg.lora  # type: ignore[attr-defined]
+        else:
+            cfg = llama_config.Config.model_validate(spec.model.params())
         vocab = suite_model.tok_embeddings.num_embeddings
-        model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,
-                                  sequence_parallel=lay.sp if lay.tp > 1 else None, expert_parallel=lay.ep > 1)
+        # torchtitan initialises its model (init_states) before the suite's weights replace every tensor: its draws
+        # stay off the global generator, so what the run draws next (LoRA's dropout masks) is every backend's
+        with torch.random.fork_rng(devices=[self.device.torch] if self.device.type == "cuda" else []):
+            model = titan_model.build(cfg, vocab, self.opts.attention, self.device.torch,
+                                      sequence_parallel=lay.sp if lay.tp > 1 else None, expert_parallel=lay.ep > 1,
+                                      lora=lora)
         titan_model.load_suite_weights(model, suite_model, cfg)
+        self.lora = None if lora is None else {
+            "converter": "torchtitan.components.lora.LoRAConverter", "rank": lora.rank, "alpha": lora.alpha,
+            "targets": {t: titan_model.LORA_TARGETS[t] for t in lora.suite_targets(bool(cfg.fused_qkv))},
+            "fused_qkv": titan_model.lora_fuses_qkv(cfg, lora),
+            "dropout": lora.dropout, **({"dropout_at": "forward pre-hook on lora_a (peft's order)"}
+                                        if lora.dropout else {})}
         del suite_model
         self._titan_config = titan_model.titan_config(cfg, vocab, self.opts.attention)  # pipeline_llm reads it
         model = self.parallelize(model, cfg.moe is not None, lay, opts)
@@ -270,6 +296,7 @@ class TorchtitanBackend(Backend):
         return {**self.layout.record(), "micro_batch_size": self.micro, "micro_batches": self.n_micro,
                 "activation_checkpointing": self.layout.ac, "compile": self.compiled,
                 "attention": self.opts.attention, "framework": "torchtitan",
+                **({"lora": self.lora} if self.lora is not None else {}),
                 # torchtitan's own mesh when it differs from the suite's: EP carved out of its FSDP dimension
                 **({"torchtitan_mesh": {"dp_shard": self.layout.fsdp * self.layout.ep, "ep": self.layout.ep}}
                    if self.layout.ep > 1 else {})}

@@ -14,6 +14,7 @@ from suite.backends import layout as layouts
 from suite.backends.limits import Limit, arch
 from suite.measure.fingerprint import package_version
 
+HF_LLAMA_TASKS = ("language_model", "causal_lm_samples")  # hf_llama under torchtitan: fine-tuning, LoRA or whole
 NO_CPU_BACKWARD = ("FlexAttention has no backward on CPU (torch raises \"FlexAttention does not support backward "
                    "on CPU\"): torchtitan's language-model attention (flex, flex_flash, varlen) trains on CUDA only")
 
@@ -36,14 +37,42 @@ def _supports_flux(spec: Any) -> str | None:
     return None
 
 
+def _supports_lora(spec: Any, params: dict[str, Any]) -> str | None:
+    """hf_llama's LoRA through torchtitan's LoRAConverter (suite/backends/torchtitan/model.py, `lora_targets`)."""
+    from suite.models.common.configs import LoraConfig
+
+    if params.get("moe"):
+        return ("model.lora on an MoE model: torchtitan's LoRAConverter matches Linear configs by their last name and "
+                "would adapt the shared experts' w1-w3 with the dense ones; not wired")
+    try:
+        lora = LoraConfig.model_validate(params["lora"])
+        targets = lora.suite_targets(bool(params.get("fused_qkv")))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        return f"model.lora: {e}"
+    if ("wk" in targets) != ("wv" in targets):
+        return (f"lora.target_modules {lora.target_modules}: torchtitan's QKVLinear builds wk and wv from one Linear "
+                "config (`wkv`), so its LoRAConverter adapts both or neither; target both k_proj and v_proj")
+    par = spec.parallel
+    if par is not None and (par.tp > 1 or par.pp > 1):
+        return ("parallel.tp / parallel.pp with model.lora: torchtitan derives the adapters' tensor-parallel layout "
+                "from the base linear's (components/lora.py) and its pipeline splits the converted model; neither is "
+                "wired or tested with adapters here (dp, fsdp and ac are taken as for model.arch llama)")
+    return None
+
+
 def supports(spec: Any) -> str | None:
-    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets) and `flux`
+    """Pure (no framework import): torchtitan builds the suite's `llama` family (dense and MoE presets), `hf_llama`
+    (the same decoder from a Hugging Face checkpoint, LoRA through torchtitan's LoRAConverter) and `flux`
     (torchtitan's FluxModel: suite/backends/torchtitan/flux.py)."""
     if str(spec.model.arch) == "flux":
         return _supports_flux(spec)
-    if not layouts.is_llama(spec.model.arch):
+    if not (layouts.is_llama(spec.model.arch) or layouts.is_pretrained_llama(spec.model.arch)):
         return (f"model.arch {spec.model.arch!r}: the torchtitan backend builds torchtitan's Llama 3 and DeepSeek-V3 "
                 "models from the suite's `llama` configs (dense and MoE presets); use model.arch llama")
+    if layouts.is_pretrained_llama(spec.model.arch) and str(spec.task) not in HF_LLAMA_TASKS:
+        return (f"model.arch 'hf_llama' with task {spec.task!r}: the torchtitan backend builds hf_llama for supervised "
+                f"fine-tuning ({', '.join(HF_LLAMA_TASKS)}: the checkpoint's weights, LoRA through torchtitan's "
+                "LoRAConverter); RL on a Hugging Face checkpoint is not wired")
     try:
         opts = Options.model_validate(spec.backends.get("torchtitan", {}))
     except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -52,10 +81,8 @@ def supports(spec: Any) -> str | None:
     from suite.models.llama import presets as llm_presets
 
     params = llm_presets.expand(dict(spec.model.params()))
-    if params.get("fused_qkv"):
-        return ("model.fused_qkv: the suite -> torchtitan weight map (titan_model.py) copies separate wq, wk, wv into "
-                "torchtitan's qkv_linear; a fused wqkv is not mapped. Set model.fused_qkv: false (the same weights "
-                "and outputs; it only changes how a LoRA adapter on qkv_proj is shaped)")
+    if params.get("lora") and (reason := _supports_lora(spec, params)):
+        return reason
     par = spec.parallel
     if par is None:
         return None
@@ -97,6 +124,20 @@ def available_installed(device_type: str) -> availability.Availability:
     return availability.Availability(True, note, package_version("torchtitan"))
 
 
+def _one_of_k_and_v(spec: Any) -> bool:
+    """LoRA targets with k or v but not both (the suite's names; pure: pydantic configs only)."""
+    from suite.models.common.configs import LoraConfig
+
+    params = dict(spec.model.params())
+    if not params.get("lora"):
+        return False
+    try:
+        targets = LoraConfig.model_validate(params["lora"]).suite_targets(bool(params.get("fused_qkv")))
+    except ValueError:
+        return False
+    return ("wk" in targets) != ("wv" in targets)
+
+
 def limit(spec: Any) -> Limit:
     """The kind of this engine's refusal of `spec` (suite/backends/limits.py `classify`)."""
     model_arch = arch(spec)
@@ -116,10 +157,14 @@ def limit(spec: Any) -> Limit:
                      "parallel only (models/flux/sharding.py declares the DP and CP mesh axes alone): no tensor, pipeline or "
                      "expert parallel plan for Flux")
     if model_arch == "hf_llama":
-        return Limit("not wired", "torchtitan 0.3.0 has Llama 3 models, Hugging Face checkpoint adapters and LoRA "
-                     "(torchtitan.components.lora.LoRAConverter: target_modules ['wqkv', 'wo'] puts one adapter on "
-                     "its fused QKV linear, the recipe's qkv_proj); this backend builds from the suite's `llama` "
-                     "configs only and does not run the converter")
+        if _one_of_k_and_v(spec):
+            return Limit("engine limit", "torchtitan 0.3.0's QKVLinear builds wk and wv from one Linear config ("
+                         "`wkv`, torchtitan/models/common/attention.py) and its LoRAConverter "
+                         "(torchtitan.components.lora) matches a config by its last name: it adapts both or neither")
+        return Limit("not wired", "torchtitan 0.3.0 builds it: Llama3Model on the checkpoint's weights, the recipe's "
+                     "adapters put in by torchtitan.components.lora.LoRAConverter (suite/backends/torchtitan/model.py); "
+                     "the refusal names what this backend does not drive with adapters yet (tensor or pipeline "
+                     "parallel, an MoE base) or RL on a Hugging Face checkpoint")
     if model_arch not in ("llama", "gpt"):
         return Limit("engine limit", "torchtitan 0.3.0's models are LLMs and Flux (torchtitan.models: llama3, "
                      "deepseek_v3, gpt_oss, qwen3, qwen3_5, kimi_k2_7, flux): no CNN, GNN, recommender or RL policy")
