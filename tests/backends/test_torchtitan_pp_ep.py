@@ -50,6 +50,8 @@ def test_deepseek_v3s_layout_is_taken_and_what_is_not_wired_is_refused():
         ({"parallel.pp": 2, "parallel.ep": 2, "parallel.fsdp": 2}, "its composition with dp/fsdp/tp is not tested"),
         ({"parallel.pp": 2, "parallel.dp": 2}, "its composition with dp/fsdp/tp is not tested"),
         ({"parallel.ep": 2, "model.preset": "llama3.1-tiny"}, "on a dense model"),
+        # its pipeline's stages are not mapped to whole-model names for a checkpoint (the torch backend's are)
+        ({"parallel.pp": 2, "parallel.ep": 2, "checkpoint.every_steps": 10}, "checkpoint with parallel.pp"),
     ]:
         assert message in (titan_backend.supports(load_spec(TINY_MOE, {**DEEPSEEK, **sets})) or ""), sets
 

@@ -92,6 +92,10 @@ def supports(spec: Any) -> str | None:
     if par.pp > 1 and (par.tp > 1 or par.fsdp > 1 or (par.dp or 1) > 1):
         return ("parallel.pp with dp/fsdp/tp: torchtitan's pipeline (pipeline_llm, suite/backends/torchtitan/pipeline.py) "
                 "is wired with ep and ac (DeepSeek-V3's layout); its composition with dp/fsdp/tp is not tested")
+    if par.pp > 1 and getattr(spec, "checkpoint", None) is not None:
+        return ("checkpoint with parallel.pp under torchtitan: its pipeline's stages (pipeline_llm) are not mapped to "
+                "the whole model's names for torchtitan's CheckpointManager here (the torch backend's pp checkpoints "
+                "are: suite/backends/parallel/state_names.py); drop --checkpoint-every or use --backend torch")
     if par.cp > 1:
         return "parallel.cp: context parallel needs torchtitan's CP-sharded inputs and loss; not wired"
     if par.tp > 1 and par.loss_parallel is False:
