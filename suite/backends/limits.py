@@ -69,10 +69,17 @@ def _torchtitan(spec: Any) -> Limit:
 def _verl(spec: Any) -> Limit:
     task = str(spec.task)
     if task == "causal_lm_samples":
-        return Limit("not wired", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer, LoRA included) would hold "
-                     "it; this backend drives veRL's GRPO trainer only (the SFT trainer's config defaults to "
-                     "trainer.device: cuda, and its platform layer names cpu and gloo: whether it trains on a CPU is "
-                     "untried)")
+        return Limit("not wired", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer, LoRA by peft) holds it, on a "
+                     "CPU too once given what it lacks there (tried: 3 LoRA steps under torchrun, 1 and 2 gloo ranks): it "
+                     "ships no CPU platform (verl.plugin.platform registers nvidia, huawei, amd; a CPU host falls back "
+                     "to nvidia, and verl/utils/distributed.py:63 asks torch for 'cpu:gloo,cuda:nccl': \"Distributed "
+                     "package doesn't have NCCL built in\"; with a CPU platform it asks for 'cpu:gloo,cpu:gloo', which "
+                     "torch refuses), its FSDP engine registers for cuda and npu only (workers/engine/fsdp/"
+                     "transformer_impl.py:1143), and FSDP1's sync_module_states needs a GPU (engine.strategy=fsdp2 "
+                     "runs). suite/backends/verl/sft.py translates the spec into its overrides, checked by veRL's "
+                     "Hydra config and dataclasses; this backend does not launch that trainer, and the recipe's LoRA "
+                     "dropout and ONE adapter on the fused qkv_proj need a pre-made adapter (model.lora_adapter_path) "
+                     "and a fused-qkv Llama class (model.external_lib): sft.unexpressed names both")
     if task == "agentic_grpo":
         return Limit("engine limit", "veRL trains on CUDA only (verl-project/verl#3266: 'Total available GPUs 0'), and "
                      "its agent loop (verl.experimental.agent_loop) 'chat[s] with OpenAI compatible LLM server' "
