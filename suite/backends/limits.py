@@ -69,17 +69,21 @@ def _torchtitan(spec: Any) -> Limit:
 def _verl(spec: Any) -> Limit:
     task = str(spec.task)
     if task == "causal_lm_samples":
-        return Limit("not wired", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer, LoRA by peft) holds it, on a "
-                     "CPU too once given what it lacks there (tried: 3 LoRA steps under torchrun, 1 and 2 gloo ranks): it "
-                     "ships no CPU platform (verl.plugin.platform registers nvidia, huawei, amd; a CPU host falls back "
-                     "to nvidia, and verl/utils/distributed.py:63 asks torch for 'cpu:gloo,cuda:nccl': \"Distributed "
-                     "package doesn't have NCCL built in\"; with a CPU platform it asks for 'cpu:gloo,cpu:gloo', which "
-                     "torch refuses), its FSDP engine registers for cuda and npu only (workers/engine/fsdp/"
-                     "transformer_impl.py:1143), and FSDP1's sync_module_states needs a GPU (engine.strategy=fsdp2 "
-                     "runs). suite/backends/verl/sft.py translates the spec into its overrides, checked by veRL's "
-                     "Hydra config and dataclasses; this backend does not launch that trainer, and the recipe's LoRA "
-                     "dropout and ONE adapter on the fused qkv_proj need a pre-made adapter (model.lora_adapter_path) "
-                     "and a fused-qkv Llama class (model.external_lib): sft.unexpressed names both")
+        if _arch(spec) != "hf_llama" or getattr(spec.model, "lora", None) is None:
+            return Limit("not wired", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer) fine-tunes Hugging Face "
+                         "models in full too; this backend wires it for LoRA fine-tunes of Llama checkpoints")
+        return Limit("engine limit", "veRL 0.9.1's SFT trainer (verl.trainer.sft_trainer, LoRA by peft; this backend "
+                     "launches it on a CUDA node: suite/backends/verl/sft_launch.py) trains on CUDA or Ascend NPU "
+                     "only: it ships no CPU platform (verl.plugin.platform registers nvidia, huawei, amd; a CPU host "
+                     "falls back to nvidia, and verl/utils/distributed.py:63 asks torch for 'cpu:gloo,cuda:nccl': "
+                     "\"Distributed package doesn't have NCCL built in\"; with a CPU platform it asks for "
+                     "'cpu:gloo,cpu:gloo', which torch refuses), its FSDP engine registers for cuda and npu only "
+                     "(workers/engine/fsdp/transformer_impl.py:1143), auto_set_device keeps trainer.device: cuda on a "
+                     "CPU platform (verl/utils/device.py:151), and it calls torch.cuda's memory and device-name "
+                     "functions on its device module. Given those by a test-only shim (tests/support/verl_cpu_sft.py) "
+                     "it trains the tiny variant on a CPU from this backend's own files and overrides "
+                     "(tests/backends/test_verl_sft_run.py). Of the recipe, its FSDP LoRA cannot carry the LoRA "
+                     "dropout nor ONE adapter on the fused qkv_proj (sft.unexpressed, recorded in the run's config)")
     if task == "agentic_grpo":
         return Limit("engine limit", "veRL trains on CUDA only (verl-project/verl#3266: 'Total available GPUs 0'), and "
                      "its agent loop (verl.experimental.agent_loop) 'chat[s] with OpenAI compatible LLM server' "

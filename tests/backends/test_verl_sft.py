@@ -78,10 +78,35 @@ def test_the_veRL_lines_the_matrix_quotes_are_there():
     assert block.lstrip().startswith("lora_config = {") and "get_peft_model(module, LoraConfig(" in block
     assert "dropout" not in block
     assert "PeftModel.from_pretrained(module, local_adapter_path" in _verl_lines(impl, 342, 352)
+    # what tests/support/verl_cpu_sft.py answers, and the imports the SFT trainer needs beside veRL
+    assert _verl_lines("utils/device.py", 151).startswith("def auto_set_device(")
+    assert 'if detected != "cpu" and config.trainer.device != detected:' in _verl_lines("utils/device.py", 160)
+    assert "model.to(device=get_device_id()" in _verl_lines("utils/fsdp_utils.py", 507)
+    assert "device_name = get_torch_device().get_device_name()" in _verl_lines("utils/flops_counter.py", 80)
+    assert _verl_lines("workers/rollout/utils.py", 20, 22).split("\n")[::2] == ["import uvicorn", "from fastapi import FastAPI"]
 
 
 def test_the_matrix_cell_cites_them():
     limit = classify("verl", load_spec(SPEC, {}))
-    assert limit.kind == "not wired"
-    for cited in ("verl/utils/distributed.py:63", "transformer_impl.py:1143", "suite/backends/verl/sft.py"):
+    assert limit.kind == "engine limit"
+    for cited in ("verl/utils/distributed.py:63", "transformer_impl.py:1143", "verl/utils/device.py:151",
+                  "tests/support/verl_cpu_sft.py", "suite/backends/verl/sft_launch.py"):
         assert cited in limit.why
+    assert classify("verl", load_spec(SPEC, {"model.lora": None})).kind == "not wired"  # a full fine-tune
+
+
+def test_the_backend_takes_the_recipe_and_refuses_it_on_a_cpu_host(monkeypatch):
+    from suite.backends.verl import options
+
+    spec = load_spec(SPEC, {})
+    monkeypatch.setattr(options, "_cuda_count", lambda: 0)
+    assert options.supports(spec).startswith("veRL's SFT trainer trains on CUDA (or Ascend NPU) only")
+    monkeypatch.setattr(options, "_cuda_count", lambda: 1)
+    present = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "uvicorn" else present(n, *a))
+    if present("verl") is not None:
+        assert options.supports(spec).startswith("veRL's trainer cannot start here: ")
+        assert "uvicorn" in options.supports(spec)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object())
+    assert options.supports(spec) is None  # vllm is not asked for: the SFT trainer rolls nothing out
+    assert "model.lora" in options.supports(load_spec(SPEC, {"model.lora": None}))

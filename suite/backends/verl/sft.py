@@ -4,8 +4,8 @@ llama2_70b_lora) in the terms of veRL 0.9.1's SFT trainer (`python -m verl.train
 have) and built into veRL's dataclasses (HFModelConfig, FSDPEngineConfig, FSDPOptimizerConfig), and the parts of
 the recipe veRL's FSDP LoRA cannot carry, each quoted from the installed veRL (`unexpressed`).
 
-The backend does not launch this trainer yet (suite/backends/limits.py says what that takes). veRL is imported only
-inside `compose` and `validate`.
+suite/backends/verl/sft_launch.py adds the run's own files (data, base model, seed, epochs, attention) and launches
+the trainer on a CUDA node. veRL is imported only inside `compose` and `validate`.
 """
 
 from __future__ import annotations
