@@ -4,7 +4,10 @@ verl_cpu_sft` (tests/support/verl_cpu_sft.py: veRL's own main() after the patche
 CPU, each named by veRL's line) in place of `-m verl.trainer.sft_trainer`. Checked: only the adapters move (the base
 in veRL's last checkpoint equals the folder it was given), the validation loss falls, veRL's first step's loss is
 the suite's own loss (the torch backend's model and loss) on veRL's first batch, within fp32 rounding, and a mask
-off by one token is not; and the harness turns veRL's log into the Result (steps, eval_curve, the loss curve)."""
+off by one token is not; veRL's trained adapters on the suite's model give the suite's eval_loss = veRL's last
+val/loss; and the harness turns veRL's log into the Result (steps, eval_curve, the loss curve). From step 2 on veRL's
+curve differs run to run (seen: step 2's loss 6.268-6.283 over 3 runs; its adapters' A is drawn at random): the
+step-by-step curve is compared through the first step and the end state, not step by step."""
 
 from __future__ import annotations
 
@@ -107,7 +110,7 @@ def test_veRL_trains_only_the_adapters_from_the_backends_files_and_the_loss_fall
     after = log.val[-1][1]
     print(f"eval_loss {before:.4f} -> {log.val[0][1]:.4f} (step 6) -> {after:.4f} (step 12); "
           f"train/loss {[round(x, 4) for x in log.loss]}")
-    assert after < log.val[0][1] < before - 0.05
+    assert after < before - 0.1 and log.val[0][1] < before  # seen: 6.243 -> 6.01-6.13 -> 5.97-6.01 over 3 runs
     assert sum(log.loss[-3:]) < sum(log.loss[:3]) - 0.3  # the training loss too
 
 
@@ -133,6 +136,39 @@ def test_veRLs_first_step_loss_is_the_suites_loss_on_veRLs_first_batch(verl_run)
           f"control {control:.7f}")
     assert abs(verl_loss - suite_loss) < 1e-4 * suite_loss
     assert abs(verl_loss - control) > 10 * abs(verl_loss - suite_loss) and abs(verl_loss - control) > 1e-4
+
+
+@pytest.mark.slow
+def test_veRLs_last_val_loss_is_the_suites_eval_loss_of_veRLs_trained_adapters(verl_run):
+    """veRL's trained adapters (its last checkpoint) put on the suite's model (peft on wq, wk, wv, wo, what the torch
+    backend trains): the workload's eval_loss of it is veRL's last val/loss within fp32 rounding; the base alone is
+    not (the adapters moved it by > 0.1)."""
+    import copy
+
+    from suite.models.common import lora as lora_mod
+    from suite.models.hf.names import to_hf_state_dict
+
+    spec, workload, model, prepared, _ = verl_run
+    trained = _checkpoint(prepared)
+    suite_model = lora_mod.apply(copy.deepcopy(model), workload.model_cfg.lora)
+    state = suite_model.state_dict()
+    loaded = 0
+    for name in state:
+        if "lora_" not in name:
+            continue
+        module, _, tail = name.partition(".lora_")  # layers.0.attention.wq | A.default.weight
+        (hf,) = to_hf_state_dict({f"{module}.weight": state[name]})
+        state[name] = trained[f"base_model.model.{hf.removesuffix('.weight')}.lora_{tail}"]
+        loaded += 1
+    assert loaded == 2 * 4 * spec.model.n_layer
+    suite_model.load_state_dict(state)
+    suite_eval = workload.evaluate(suite_model)["eval_loss"]
+    verl_val = sft_launch.read_log(prepared.metrics).val[-1][1]
+    base_eval = workload.evaluate(model)["eval_loss"]
+    print(f"last validation: veRL {verl_val:.7f} suite {suite_eval:.7f} (|d| {abs(verl_val - suite_eval):.2e}); "
+          f"base {base_eval:.7f}")
+    assert abs(verl_val - suite_eval) < 1e-4 * verl_val
+    assert abs(base_eval - verl_val) > 0.1
 
 
 def test_the_mask_is_the_labels_shifted_onto_veRLs_roll():
@@ -186,3 +222,12 @@ def test_the_harness_runs_veRLs_sft_trainer_into_the_result(tmp_path, monkeypatc
     assert result.config["verl"]["module"] == SHIM and "model.lora_rank=16" in result.config["verl"]["args"]
     assert "unexpressed" not in result.config["verl"]  # dropout 0 and split q/k/v: all of it carried
     assert result.backend == "verl" and result.total_s > 0 and result.init_s > 0
+
+
+def test_a_validation_set_smaller_than_veRLs_validation_batch_is_refused_before_the_clock(tmp_path):
+    from suite.backends.verl.launch import VerlRefused
+
+    spec = _spec(_data(tmp_path / "gr"), **{"eval.subset": 2})  # veRL validates 4 rows a batch on 1 GPU
+    workload = registry.task_class(spec.task)(spec, Context(tmp_path, 0, torch.device("cpu")))
+    with pytest.raises(VerlRefused, match="2 validation samples: .* batches of data.batch_size / GPUs = 4 rows"):
+        sft_launch.prepare(spec, workload, workload.build_model(), tmp_path / "verl", gpus=1, seed=0)

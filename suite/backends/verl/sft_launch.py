@@ -67,11 +67,14 @@ def write_tokenizer(folder: Path, vocab: int, pad_id: int = 0) -> Path:
     return folder
 
 
+SHARD_BYTES = 5 * 2**30  # transformers' save_pretrained default shard size
+
+
 def write_model(base: Any, folder: Path) -> Path:
     from suite.models.hf import checkpoint as hf_checkpoint
     from suite.models.llama import model as llama
 
-    hf_checkpoint.save_llama(base, folder)
+    hf_checkpoint.save_llama(base, folder, max_shard_bytes=SHARD_BYTES)
     return write_tokenizer(folder, llama.vocab(base.cfg, {}))
 
 
@@ -108,6 +111,11 @@ def command(args: list[str], gpus: int, module: str) -> list[str]:
 
 def prepare(spec: Any, workload: Any, model: Any, folder: Path, gpus: int, seed: int) -> verl_launch.Prepared:
     """Everything veRL's SFT trainer reads, written under `folder`, its command line checked by veRL's own code."""
+    per_rank = spec.data.batch_size // max(gpus, 1)  # veRL's validation batch (drop_last): fewer rows, no val/loss
+    if len(workload.val_ids) < per_rank:
+        raise verl_launch.VerlRefused(f"{len(workload.val_ids)} validation samples: veRL's SFT trainer validates in "
+                                      f"batches of data.batch_size / GPUs = {per_rank} rows and drops a short one, so "
+                                      "it would report no val/loss; give eval.subset at least that many")
     base = write_model(strip_adapters(model), folder / "model")
     train, val = write_data(workload, folder / "data")
     vals = values(spec, train, val, base, gpus=gpus, seed=seed, train_rows=len(workload.splits.train_ids),
