@@ -1,4 +1,5 @@
-"""veRL (verl-project/verl 0.9.1) as a backend for `task: grpo`: the spec becomes veRL's GRPO trainer config
+"""veRL (verl-project/verl 0.9.1) as a backend for `task: grpo` and for LoRA fine-tunes (`task: causal_lm_samples`
+with `model.lora`: MLPerf's llama2_70b_lora, run by veRL's SFT trainer, suite/backends/verl/sft_launch.py). GRPO: the spec becomes veRL's GRPO trainer config
 (suite/backends/verl/adapt.py: overrides validated by veRL's own config code, parquet data in its layout, the
 suite's reward plug-in as its custom reward function, its metrics log read back into the Result's phases), and on a
 CUDA node the harness runs veRL's own trainer, `python -m verl.trainer.main_ppo`, as the run's child on its clock
@@ -44,12 +45,20 @@ class VerlBackend(Backend):
         return available_installed(self.device.type)
 
     def setup(self, workload: Workload, opts: RunOptions) -> TrainState:
-        """Untimed init: the warm-started policy as a model folder, the data, the command line veRL checked."""
+        """Untimed init: the warm-started policy (or the LoRA base) as a model folder, the data, the command line
+        veRL checked."""
         from suite.backends.verl import launch as verl_launch
 
         policy = workload.build_model()
         self.folder = Path(tempfile.mkdtemp(prefix="trainbench-verl-"))
         spec = workload.spec  # type: ignore[attr-defined]
+        if spec.task == "causal_lm_samples":
+            from suite.backends.verl import sft_launch
+
+            prepared = sft_launch.prepare(spec, workload, policy, self.folder, gpus=_cuda_count(),
+                                          seed=workload.ctx.seed)  # type: ignore[attr-defined]
+            self.follow = sft_launch.Follow(prepared)
+            return TrainState(model=policy, raw_model=policy, extra={"verl": prepared})
         prepared = verl_launch.prepare(spec, workload, policy, self.folder, gpus=_cuda_count(),
                                        seed=workload.ctx.seed)  # type: ignore[attr-defined]
         self.follow = verl_launch.Follow(prepared)

@@ -111,6 +111,8 @@ class Prepared:
     minibatches: int = 1
     exact_reward: bool = True
     config: Any = field(default=None, repr=False)
+    module: str = MODULE  # the trainer's module (python -m): main_ppo, or the SFT trainer (sft_launch.py)
+    unexpressed: list[str] = field(default_factory=list)  # what of the spec veRL does not carry (sft.unexpressed)
 
 
 def prepare(spec: Any, workload: Any, policy: Any, folder: Path, gpus: int, seed: int) -> Prepared:
@@ -143,7 +145,7 @@ def prepare(spec: Any, workload: Any, policy: Any, folder: Path, gpus: int, seed
     reward, _ = grpo_rewards.split(cfg.reward)
     return Prepared(folder=folder, args=args, command=[sys.executable, "-m", MODULE, *args], env=env,
                     metrics=folder / "metrics.jsonl", log=folder / "verl.log", minibatches=cfg.minibatches,
-                    exact_reward=reward == "exact_match", config=config)
+                    exact_reward=reward == "exact_match", config=config, module=MODULE)
 
 
 # ---- the metrics, line by line -----------------------------------------------------------------------------------
@@ -193,7 +195,8 @@ class Follow:
         if run.dist.world > 1:
             raise VerlRefused(f"{run.dist.world} processes (--nproc / torchrun): veRL places its own workers on this "
                               "node's GPUs from one driver; run it as one process")
-        run.extra_config["verl"] = {"module": MODULE, "args": p.args}
+        run.extra_config["verl"] = {"module": p.module, "args": p.args,
+                                    **({"unexpressed": p.unexpressed} if p.unexpressed else {})}
         _release_device_memory()  # the init's warm start and GEMM benchmark: vLLM sizes its cache by what is free
         self.process = proc = TrainerProcess(p.command, p.env, p.folder, p.log).start()
         launched = time.perf_counter()
@@ -219,8 +222,7 @@ class Follow:
             if t0 is not None:
                 run.stop_clock(time.perf_counter())
                 run.inst.clock_stopped()
-        phases = verl_adapt.read_metrics(p.metrics)["phases"] if p.metrics.exists() else {}
-        run.reported["phases"] = {**phases, "startup_s": (t0 or time.perf_counter()) - launched,
+        run.reported["phases"] = {**self.phases(), "startup_s": (t0 or time.perf_counter()) - launched,
                                   "trainer_exit_code": proc.poll(), "trainer_stopped_by_run": proc.stopped_by_us}
         if code == CONTINUE:  # veRL ended by itself
             if proc.poll() != 0:
@@ -229,6 +231,11 @@ class Follow:
         run.end(code)
         if code == INTERRUPTED:
             run.error = run.flag.reason or "stopped by a signal; veRL's trainer was stopped"
+
+    def phases(self) -> dict[str, Any]:
+        """The Result's phases from veRL's whole log (GRPO: seconds per phase, tokens/s, MFU)."""
+        p = self.prepared
+        return verl_adapt.read_metrics(p.metrics)["phases"] if p.metrics.exists() else {}
 
     def _follow(self, run: Sink, reader: LineReader, t0: float) -> int:
         budget = run.spec.budget
@@ -277,7 +284,7 @@ class Follow:
         tail = proc.tail()
         errors = [line.strip() for line in tail.splitlines() if _EXCEPTION.match(line.strip())]
         said = f": {errors[-1]}" if errors else ""
-        return VerlFailed(f"veRL's trainer (python -m {MODULE}) exited with code {proc.poll()} {when}{said}; its "
+        return VerlFailed(f"veRL's trainer (python -m {self.prepared.module}) exited with code {proc.poll()} {when}{said}; its "
                           f"last output:\n{tail}")
 
     def stop(self) -> None:
