@@ -21,10 +21,12 @@ of test_events.parquet, session_index.parquet or split_meta.json, so their colum
 named after train_sessions' (check them against the preprocessing script before a real run).
 
 A sample is one LISTEN event (the reference's anchor); its label is the listen-plus bit (played_ratio_pct >= 50);
-its history is the same user's previous events, oldest first, each tagged with the reference's action bits
-(listen-plus 1, like 2, skip 4). Histories are gathered per batch from the flat event arrays (never materialised
-as [N, max_history]). Training anchors fall in day windows (window_seconds); the test events are the one
-evaluated window, strictly in the future. A malformed or mismatched file is refused naming it.
+its history is the reference's per-pool gather (PoolGather: the last listen_plus_cap / like_cap / skip_cap events of
+each pool among the user's last scan_window events before the anchor, merged in time order, the last max_history
+kept), each tagged with its pool's action bit (listen-plus 1, like 2, skip 4). Histories are gathered per batch from
+the flat event arrays (never materialised as [N, max_history]). Training anchors fall in day windows
+(window_seconds); the test events are the one evaluated window, strictly in the future. A malformed or mismatched
+file is refused naming it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, named_dir
@@ -59,23 +61,79 @@ HINT = "set data.path to the folder (or put the files under $TRAINBENCH_DATA/yam
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str | None = Field(default=None, description="folder holding the processed Yambda files")
-    max_history: int = Field(default=4096, ge=1, description="previous events of the user kept per sample")
+    max_history: int = Field(default=4096, ge=1, description="history slots per sample (the reference's "
+                             "uih_seq_len_budget): the merged pools' last max_history events are kept")
+    listen_plus_cap: int = Field(default=1362, ge=1, description="most listen-plus events (listen, played >= 50%) "
+                                 "in a history: the reference's per-pool cap, max(1, history_length // 3)")
+    like_cap: int = Field(default=1362, ge=1, description="most like events in a history (the reference's "
+                          "per-pool cap)")
+    skip_cap: int = Field(default=1362, ge=1, description="most skip events (listen, played < 50%) in a history "
+                          "(the reference's per-pool cap)")
+    scan_window: int = Field(default=20000, ge=1, description="the pools are filled from the user's last "
+                             "scan_window events (of any kind) before the anchor (the reference's scan_window)")
     limit: int | None = Field(default=None, gt=0, description="keep only the first N training anchors in time")
     cross_rows: int | None = Field(default=None, gt=0, description="rows of every hashed cross table (the hash's "
                                    "modulus); default: the reference's per-table sizes (yambda_cross.CROSS_SPECS)")
 
+    @field_validator("max_history", "listen_plus_cap", "like_cap", "skip_cap", "scan_window", mode="before")
+    @classmethod
+    def _whole(cls, v: Any, info: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"data.{info.field_name} must be a positive integer, got {v!r}")
+        return v
+
+
+class PoolGather:
+    """The reference's per-pool history gather (datasets/yambda.py `_gather_interleaved_history`, `_read_scan_window`;
+    `_build_sample`'s truncation) for a batch of anchors: the positions (into the flat event arrays) of each anchor's
+    history, [len(idx), length], oldest first, left-padded -1.
+
+    For an anchor at flat position p of a user whose events start at s: scan [max(s, p - scan_window), p); from it
+    take the last cap events of each pool (listen-plus, like, skip; a pool with fewer gives what it has, an empty one
+    nothing, and its unused slots go to no other pool); events of no pool (dislike, unlike, undislike) never enter;
+    merge the three in flat (time) order; keep the last `length` (the sequence budget)."""
+
+    def __init__(self, pool: np.ndarray, anchors: np.ndarray, user_start: np.ndarray, caps: tuple[int, ...],
+                 scan_window: int, length: int):
+        self.dtype = np.int32 if len(pool) < 2**31 else np.int64  # half the bytes to sort where it fits
+        self.pool_pos = [np.flatnonzero(pool == k).astype(self.dtype) for k in range(len(caps))]
+        self.anchors, self.user_start = anchors, user_start
+        self.caps, self.scan_window, self.length = caps, scan_window, length
+        self._last: tuple[bytes, np.ndarray] | None = None
+
+    def positions(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx)
+        key = idx.tobytes()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        p = self.anchors[idx]
+        scan_start = np.maximum(self.user_start[idx], p - self.scan_window)
+        widths = [min(cap, self.length) for cap in self.caps]  # of a pool, at most its last `length` survive
+        out = np.full((len(idx), max(sum(widths), self.length)), -1, dtype=self.dtype)
+        at = out.shape[1] - sum(widths)
+        for pos, cap, w in zip(self.pool_pos, self.caps, widths, strict=True):
+            if len(pos):
+                hi = np.searchsorted(pos, p)  # this pool's events before the anchor
+                lo = np.maximum(np.searchsorted(pos, scan_start), hi - cap)  # in the scan, the last cap of them
+                cols = hi[:, None] - w + np.arange(w)[None, :]
+                out[:, at:at + w] = np.where(cols >= lo[:, None], pos[np.clip(cols, 0, None)], -1)
+            at += w
+        out.sort(axis=1)  # merged in flat (time) order; the -1 padding first
+        merged = out[:, -self.length:]
+        self._last = (key, merged)
+        return merged
+
 
 class LazyHistory:
-    """`hist[idx]` -> [len(idx), max_history] of the user's previous events (items or action bits), left-padded 0."""
+    """`hist[idx]` -> [len(idx), length] of the anchors' history events (items, action bits, times, side ids) as
+    PoolGather picks them, left-padded 0. `values` holds every event's value (flat)."""
 
-    def __init__(self, values: np.ndarray, position: np.ndarray, user_start: np.ndarray, length: int):
-        self.values, self.position, self.user_start, self.length = values, position, user_start, length
+    def __init__(self, values: np.ndarray, gather: PoolGather):
+        self.values, self.gather = values, gather
 
     def __getitem__(self, idx: np.ndarray) -> np.ndarray:
-        p = self.position[idx]
-        cols = p[:, None] - self.length + np.arange(self.length)[None, :]
-        valid = cols >= self.user_start[idx][:, None]
-        return np.where(valid, self.values[np.clip(cols, 0, None)], 0).astype(np.int64)
+        pos = self.gather.positions(idx)
+        return np.where(pos >= 0, self.values[np.clip(pos, 0, None)], 0).astype(np.int64)
 
 
 class YambdaAnchors:
@@ -263,18 +321,18 @@ def load(cfg: Config) -> YambdaAnchors:
     window = np.where(is_test[anchors], -1, (ts[anchors] - t0) // meta["window_seconds"])
     window[window < 0] = int(window.max()) + 1
     n_users = int(dense_user.max()) + 1
-    hist = {"pos": anchors, "start": user_start[anchors], "len": cfg.max_history}
-    side = {name: (m, m[item[anchors]], LazyHistory(m[item], hist["pos"], hist["start"], hist["len"]))
-            for name, m in side_maps.items()}
+    pool = np.select([plus, etype == LIKE, listen & ~plus], [0, 1, 2], -1)  # the reference's 3 pools, -1: none
+    gather = PoolGather(pool, anchors, user_start[anchors], (cfg.listen_plus_cap, cfg.like_cap, cfg.skip_cap),
+                        cfg.scan_window, cfg.max_history)
+    side = {name: (m, m[item[anchors]], LazyHistory(m[item], gather)) for name, m in side_maps.items()}
     raw = {"uid": uid[anchors], "item_id": item[anchors] - 1, "hour_of_day": (ts[anchors] // 3600) % 24,
            "is_organic": organic[anchors], **{f"{n}_id": np.maximum(side[n][1] - 1, 0) for n in SIDE}}
     rows = {name: cfg.cross_rows or n for name, _, n, _ in CROSS_SPECS}
     return YambdaAnchors(
         user=dense_user[anchors].astype(np.int64) + 1, item=item[anchors].astype(np.int64),
         label=plus[anchors].astype(np.float32), window=window.astype(np.int64), is_test=is_test[anchors],
-        hist_item=LazyHistory(item, anchors, user_start[anchors], cfg.max_history),
-        hist_rating=LazyHistory(action, anchors, user_start[anchors], cfg.max_history),
-        timestamp=ts[anchors].astype(np.int64), hist_time=LazyHistory(ts, anchors, user_start[anchors], cfg.max_history),
+        hist_item=LazyHistory(item, gather), hist_rating=LazyHistory(action, gather),
+        timestamp=ts[anchors].astype(np.int64), hist_time=LazyHistory(ts, gather),
         n_users=n_users, n_items=n_items, side=side, cross=cross_ids(raw, rows), cross_rows=rows,
         meta={"source": str(folder), "license": "the Yambda data set card's terms", "train_events": n_train,
               "test_events": n_test, "positive_rate": float(plus[anchors].mean())})

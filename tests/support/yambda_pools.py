@@ -1,0 +1,64 @@
+"""Processed-Yambda files (the seven of suite/data/rec/yambda.py, in the reference's layout) holding chosen event
+lists, for the per-pool history tests: `write(folder, users)` where users[uid] is a list of (event_type,
+played_ratio_pct) in time order, split into sessions of `per_session` events one minute apart; every user also gets
+one test-window listen. Item ids are each event's running index (so a history names its events)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+T0, DAY_S = 1_700_000_000, 86400
+
+
+def write(folder: Path, users: dict[int, list[tuple[int, float]]], per_session: int = 7) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, list] = {k: [] for k in ("uid", "session_id", "item_ids", "timestamps", "event_types",
+                                             "is_organic", "played_ratio_pct")}
+    item, sid = 0, 0
+    for uid, events in users.items():
+        for s in range(0, len(events), per_session):
+            chunk = events[s:s + per_session]
+            rows["uid"].append(uid)
+            rows["session_id"].append(sid)
+            rows["item_ids"].append(list(range(item, item + len(chunk))))
+            rows["timestamps"].append([T0 + 60 * (s + j) for j in range(len(chunk))])
+            rows["event_types"].append([e for e, _ in chunk])
+            rows["is_organic"].append([1] * len(chunk))
+            rows["played_ratio_pct"].append([float(p) for _, p in chunk])
+            item, sid = item + len(chunk), sid + 1
+    n_items, split_ts = item + len(users), T0 + 60 * max(len(e) for e in users.values()) + 3600
+    pq.write_table(pa.table({
+        "uid": pa.array(rows["uid"], pa.int64()), "session_id": pa.array(rows["session_id"], pa.int64()),
+        "item_ids": pa.array(rows["item_ids"], pa.list_(pa.int64())),
+        "timestamps": pa.array(rows["timestamps"], pa.list_(pa.int64())),
+        "event_types": pa.array(rows["event_types"], pa.list_(pa.int8())),
+        "is_organic": pa.array(rows["is_organic"], pa.list_(pa.int8())),
+        "played_ratio_pct": pa.array(rows["played_ratio_pct"], pa.list_(pa.float32()))}),
+        folder / "train_sessions.parquet")
+    uids = list(users)
+    pq.write_table(pa.table({"uid": pa.array(uids, pa.int64()),
+                             "item_id": pa.array(range(item, item + len(uids)), pa.int64()),
+                             "timestamp": pa.array([split_ts + 60] * len(uids), pa.int64()),
+                             "event_type": pa.array([0] * len(uids), pa.int8()),
+                             "is_organic": pa.array([1] * len(uids), pa.int8()),
+                             "played_ratio_pct": pa.array([80.0] * len(uids), pa.float32())}),
+                   folder / "test_events.parquet")
+    pq.write_table(pa.table({"uid": pa.array(rows["uid"], pa.int64()),
+                             "session_id": pa.array(rows["session_id"], pa.int64()),
+                             "n_events": pa.array([len(x) for x in rows["item_ids"]], pa.int64())}),
+                   folder / "session_index.parquet")
+    np.save(folder / "item_popularity.npy", np.ones(n_items, np.int64))
+    for name in ("artist", "album"):
+        pq.write_table(pa.table({"item_id": pa.array(range(n_items), pa.int64()),
+                                 f"{name}_id": pa.array([i // 3 for i in range(n_items)], pa.int64())}),
+                       folder / f"{name}_item_mapping.parquet")
+    (folder / "split_meta.json").write_text(json.dumps({
+        "split_timestamp": split_ts, "window_seconds": DAY_S, "n_train_events": item, "n_test_events": len(uids),
+        "n_items": n_items}, indent=1))
+    return folder
