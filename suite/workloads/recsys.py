@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,6 +21,7 @@ from torch import nn
 from suite.data.base import DataMissing
 from suite.measure.rec_metrics import hit_rate_at_k, ndcg_at_k, roc_auc
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import SequentialRecommendationChecks, WindowedChecks
 from suite.workloads.contract import Batch, Context
 
 EVAL_NEGATIVES = 100  # sampled items each positive is ranked against (HR@10 / NDCG@10)
@@ -61,9 +62,7 @@ def window_stream(train_idx: np.ndarray, window: np.ndarray, local_bs: int, rank
         epoch += 1
 
 
-class _Windowed(WorkloadBase):
-    reported_metrics: ClassVar[frozenset[str]] = frozenset({"auc", "loss"})
-
+class _Windowed(WindowedChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.data = self.data_component.load(self.data_cfg)
@@ -158,10 +157,8 @@ class _Windowed(WorkloadBase):
         return float(self.model_component.bytes_per_sample(self.model_cfg, self.meta))
 
 
-class SequentialRecommendation(_Windowed):
+class SequentialRecommendation(SequentialRecommendationChecks, _Windowed):
     """HSTU over the user's history with the next item as the one candidate (dlrmv4's max_num_candidates = 1)."""
-
-    reported_metrics: ClassVar[frozenset[str]] = frozenset({"auc", "loss", "hr@10", "ndcg@10"})
 
     def model_meta(self) -> dict[str, Any]:
         return {"cardinality": self.data.cardinality, "max_history": self.data_cfg.max_history}

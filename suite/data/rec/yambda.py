@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, named_dir
+from suite.data.rec.yambda_config import Config
 from suite.data.rec.yambda_cross import CROSS_SPECS, cross_ids
 from suite.registry import Component
 
@@ -54,15 +54,6 @@ LP_BIT, LIKE_BIT, SKIP_BIT = 1, 2, 4  # the reference's action_weights [1, 2, 4]
 ACTION_ROWS = 8  # action bits 0-7 (the model's candidate token, 6, is never a real combination: the pools exclude)
 
 HINT = "set data.path to the folder (or put the files under $TRAINBENCH_DATA/yambda)"
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder holding the processed Yambda files")
-    max_history: int = Field(default=4096, ge=1, description="previous events of the user kept per sample")
-    limit: int | None = Field(default=None, gt=0, description="keep only the first N training anchors in time")
-    cross_rows: int | None = Field(default=None, gt=0, description="rows of every hashed cross table (the hash's "
-                                   "modulus); default: the reference's per-table sizes (yambda_cross.CROSS_SPECS)")
 
 
 class LazyHistory:
