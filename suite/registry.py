@@ -1,7 +1,9 @@
 """Name -> implementation, imported lazily: a CPU user never imports megatron, a CV user never imports gymnasium.
 
 Entries are `module:attribute` strings. A model or data set component is a module-level object with a
-pydantic `Config` (extra="forbid") that validates the spec block's extra fields, and a builder.
+pydantic `Config` (extra="forbid") that validates the spec block's extra fields, and a builder. Spec validation reads
+a registered component's Config (a task's checks) from the torch-free module TASK_CHECKS / MODEL_CONFIGS /
+DATASET_CONFIGS name, so `trainbench spec validate` imports no torch.
 Users plug in their own code with an import path in place of a name (`mypkg.models:Builder`).
 
 May import: `suite.spec`, `suite.strict_numbers`, `suite.backends.base` (the backend class it hands out is checked

@@ -5,7 +5,8 @@ Built-ins: cross_entropy; label_smoothing (Szegedy et al. 2016: (1 - s) * NLL + 
 -log p, the same definition as torch's `F.cross_entropy(label_smoothing=s)`).
 A user loss is a function `fn(logits, target, **params)` or a class `Cls(**params)` whose instances are
 called as `obj(logits, target)`; the block's other keys are its parameters. Evaluation metrics never use it.
-A task takes a loss override by setting `loss_hook = True` and calling `build(spec.loss)` (see
+A task takes a loss override by setting `loss_hook = True` (a registered task on its class in
+suite/workloads/checks.py, which spec validation reads without torch) and calling `build(spec.loss)` (see
 suite/workloads/image_classification.py); a spec that sets `loss:` for a task without the hook is refused.
 """
 

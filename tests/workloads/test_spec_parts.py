@@ -96,3 +96,26 @@ def test_a_plug_in_component_without_a_torch_free_part_is_validated_by_importing
     raw["model"] = {"arch": "h49f_plugin_model:COMPONENT", "nosuch": 1}
     with pytest.raises(SpecError, match="model.nosuch"):
         validate_spec(raw, "plugin.yaml")
+
+
+# shipped specs whose check imports torch by design: they name code by import path in a module that imports it
+IMPORTS_USER_CODE = {"cv/cifar10_resnet": "schedule `suite.algorithms.airbench:schedule` (airbench.py's optimizer is a "
+                                          "torch.optim.SGD subclass)"}
+
+
+def test_every_shipped_spec_validates_without_anything_heavy() -> None:
+    """Each workloads/*.yaml, validated whole in one fresh interpreter (those above left out): none of HEAVY."""
+    names = [n for n in registry.workload_files() if n not in IMPORTS_USER_CODE]
+    code = textwrap.dedent(f"""
+        import json, sys
+        from suite import registry
+        from suite.specload import load_spec
+        files = registry.workload_files()
+        for name in {names!r}:
+            load_spec(files[name])
+        print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []
