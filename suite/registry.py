@@ -300,12 +300,20 @@ def options_module(backend: str) -> str | None:
         return None
 
 
+def engine_attr(backend: str, name: str) -> Any:
+    """`name` from the engine's options module (`options_module`), or None where the engine does not define it."""
+    module = options_module(backend)
+    if module is None:
+        return None
+    return getattr(importlib.import_module(module), name, None)
+
+
 def backend_options(name: str) -> type[BaseModel] | None:
     """A backend's pydantic `Options` (None: it takes none) without importing its framework: `Options` of its options
     module (`options_module`, the very class the backend class has: tests/backends/test_support_matrix_torch_free.py),
     else the plug-in class's."""
-    if (module := options_module(name)) is not None:
-        return getattr(importlib.import_module(module), "Options", None)
+    if options_module(name) is not None:
+        return engine_attr(name, "Options")
     return backend_class(name).Options
 
 

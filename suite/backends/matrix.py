@@ -7,19 +7,10 @@ read: no framework is imported, so the matrix is instant and works where a backe
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
 from suite import registry
-
-
-def engine_attr(backend: str, name: str) -> Any:
-    """`name` from the engine's options module (`registry.options_module`), or None where the engine does not define it."""
-    module = registry.options_module(backend)
-    if module is None:
-        return None
-    return getattr(importlib.import_module(module), name, None)
 
 
 def supports_path(backend: str) -> str | None:
