@@ -1,7 +1,9 @@
 """Name -> implementation, imported lazily: a CPU user never imports megatron, a CV user never imports gymnasium.
 
 Entries are `module:attribute` strings. A model or data set component is a module-level object with a
-pydantic `Config` (extra="forbid") that validates the spec block's extra fields, and a builder.
+pydantic `Config` (extra="forbid") that validates the spec block's extra fields, and a builder. Spec validation reads
+a registered component's Config (a task's checks) from the torch-free module TASK_CHECKS / MODEL_CONFIGS /
+DATASET_CONFIGS name, so `trainbench spec validate` imports no torch.
 Users plug in their own code with an import path in place of a name (`mypkg.models:Builder`).
 
 May import: `suite.spec`, `suite.strict_numbers`, `suite.backends.base` (the backend class it hands out is checked
@@ -11,6 +13,7 @@ against the contract). Every implementation is named by a string and imported wh
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from functools import cache
 from pathlib import Path
@@ -84,6 +87,64 @@ DATASETS: dict[str, str] = {
     "movielens_100k": "suite.data.rec.movielens:COMPONENT",   # RecBole 1.2.1's wheel's ml-100k atomic files
 }
 
+# What spec validation reads of a registered component, in a module that imports no torch (nor numpy) where the
+# component's own module does: a task's class holding `reported_metrics` and `check_spec` (its workload class
+# subclasses it: suite/workloads/checks.py), a model's or data set's pydantic `Config` (the very class its COMPONENT
+# holds). A name not listed here, and a plug-in `pkg.mod:Name`, is imported whole to be checked.
+# tests/workloads/test_spec_parts.py holds each to its component and to importing nothing heavy.
+TASK_CHECKS: dict[str, str] = {
+    "image_classification": "suite.workloads.checks:ImageClassificationChecks",
+    "image_folder_classification": "suite.workloads.checks:ImageFolderClassificationChecks",
+    "language_model": "suite.workloads.checks:LanguageModelChecks",
+    "causal_lm_samples": "suite.workloads.checks:CausalLMSamplesChecks",
+    "node_classification": "suite.workloads.checks:NodeClassificationChecks",
+    "graph_classification": "suite.workloads.checks:GraphClassificationChecks",
+    "ppo": "suite.workloads.checks:PPOChecks",
+    "grpo": "suite.workloads.checks:GRPOChecks",
+    "agentic_grpo": "suite.workloads.checks:AgenticGRPOChecks",
+    "diffusion": "suite.workloads.checks:DiffusionChecks",
+    "sequential_recommendation": "suite.workloads.checks:SequentialRecommendationChecks",
+    "streaming_recommendation": "suite.workloads.checks:SequentialRecommendationChecks",
+    "click_through": "suite.workloads.checks:WindowedChecks",
+    "criteo_click_through": "suite.workloads.checks:WindowedChecks",
+}
+MODEL_CONFIGS: dict[str, str] = {
+    "cnn": "suite.models.vision.cnn_config:Config",
+    "gpt": "suite.models.gpt.config:Config",
+    "llama": "suite.models.llama.config:Config",
+    "hf_llama": "suite.models.hf.config:Config",
+    "resnet": "suite.models.vision.resnet_config:Config",
+    "airbench": "suite.models.vision.airbench_config:Config",
+    "gcn": "suite.models.graph.gcn_config:Config",
+    "gin": "suite.models.graph.gin_config:Config",
+    "ppo_mlp": "suite.models.rl.ppo_mlp_config:Config",
+    "flux": "suite.models.flux.config:Config",
+    "hstu": "suite.models.recsys.hstu_config:Config",
+    "dcnv2": "suite.models.recsys.dcnv2_config:Config",
+}
+DATASET_CONFIGS: dict[str, str] = {
+    "digits": "suite.data.vision.digits_config:Config",
+    "fashion_mnist": "suite.data.vision.fashion_mnist_config:Config",
+    "cifar10": "suite.data.vision.cifar10_config:Config",
+    "imagenet": "suite.data.vision.imagenet_config:Config",
+    "pydoc_topics": "suite.data.text.streams_config:CharConfig",
+    "austen": "suite.data.text.streams_config:AustenConfig",
+    "fineweb10B": "suite.data.text.streams_config:ShardConfig",
+    "drosophila": "suite.data.graph.drosophila_config:Config",
+    "solubility": "suite.data.graph.solubility_config:Config",
+    "ogbg_molpcba": "suite.data.graph.ogbg_config:Config",
+    "megatron_indexed": "suite.data.text.megatron_indexed_config:Config",
+    "lora_text": "suite.data.text.lora_text_config:Config",
+    "govreport": "suite.data.text.govreport_config:Config",
+    "arithmetic": "suite.data.rl.arithmetic_config:Config",
+    "bugfix_repos": "suite.data.rl.bugfix_repos_config:Config",
+    "gsm8k": "suite.data.rl.gsm8k_config:Config",
+    "flux_latents": "suite.data.diffusion.flux_latents_config:Config",
+    "yambda": "suite.data.rec.yambda_config:Config",
+    "criteo_1tb": "suite.data.rec.criteo_config:Config",
+    "movielens_100k": "suite.data.rec.movielens_config:Config",
+}
+
 # backend name -> class implementing suite.backends.base.Backend
 BACKENDS: dict[str, str] = {
     "torch": "suite.backends.torch.backend:TorchBackend",
@@ -121,17 +182,17 @@ def resolve(ref: str, table: dict[str, str] | None = None, kind: str = "componen
     return obj
 
 
-def _validate_block(table: dict[str, str], name: str, params: dict[str, Any], loc: str, kind: str):
+def _validate_block(table: dict[str, str], configs: dict[str, str], name: str, params: dict[str, Any], loc: str,
+                    kind: str):
     from pydantic import BaseModel, ValidationError
 
     from suite.spec import format_validation
     from suite.strict_numbers import bool_problems
 
     try:
-        component = resolve(name, table, kind)
+        config_cls = config_class(name, table, configs, kind)
     except RegistryError as e:
         return [(loc, str(e))]
-    config_cls = getattr(component, "Config", None)
     if config_cls is None or not (isinstance(config_cls, type) and issubclass(config_cls, BaseModel)):
         return [(loc, f"{kind} {name!r} has no pydantic Config to validate its fields")]
     if problems := bool_problems(config_cls, params, f"{loc}."):
@@ -148,7 +209,7 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
     task name. The plug-ins (optimizer, schedule, loss, compression) are checked by suite.specload."""
     problems: list[tuple[str, str]] = []
     try:
-        task = resolve(spec.task, TASKS, "task")
+        task = task_checks(spec.task)
         if not isinstance(task, type):  # `os:system` resolves too: only a class can be a workload
             problems.append(("task", f"task {spec.task!r} is a {type(task).__name__}, not a Workload class"))
         else:
@@ -156,9 +217,9 @@ def validate_components(spec: Any) -> list[tuple[str, str]]:
             problems += _check_task_spec(task, spec)
     except RegistryError as e:
         problems.append(("task", str(e)))
-    problems += _validate_block(MODELS, spec.model.arch, spec.model.params(), "model", "model arch")
+    problems += _validate_block(MODELS, MODEL_CONFIGS, spec.model.arch, spec.model.params(), "model", "model arch")
     data_params = spec.data.params()
-    problems += _validate_block(DATASETS, spec.data.name, data_params, "data", "data set")
+    problems += _validate_block(DATASETS, DATASET_CONFIGS, spec.data.name, data_params, "data", "data set")
     for backend, options in spec.backends.items():
         if backend not in BACKENDS:
             problems.append((f"backends.{backend}", f"unknown backend; known: {', '.join(sorted(BACKENDS))}"))
@@ -191,7 +252,7 @@ def _validate_backend_block(name: str, block: dict[str, Any]) -> list[tuple[str,
     from suite.strict_numbers import bool_problems
 
     try:
-        options = backend_class(name).Options
+        options = backend_options(name)
     except RegistryError as e:
         return [(f"backends.{name}", str(e))]
     if options is None:
@@ -222,6 +283,62 @@ def backend_class(name: str) -> type[Backend]:
         raise RegistryError(f"backend {name!r} resolves to {cls!r}, which does not subclass "
                             "suite.backends.base.Backend (docs/writing-a-backend.md lists the contract)")
     return cls
+
+
+def options_module(backend: str) -> str | None:
+    """A registered engine's torch-free module: by convention `options` beside its class
+    (suite/backends/<engine>/options.py), which holds what is known of the engine without importing it (`supports`,
+    `limit`, `available_installed`, `FSDP_MECHANISM`, `Options`), so an engine is its folder plus its one registry
+    line. None for a plug-in without that module."""
+    path = BACKENDS.get(backend)
+    if path is None:
+        return None
+    module = path.split(":")[0].rsplit(".", 1)[0] + ".options"
+    try:
+        return module if importlib.util.find_spec(module) is not None else None
+    except ModuleNotFoundError:
+        return None
+
+
+def engine_attr(backend: str, name: str) -> Any:
+    """`name` from the engine's options module (`options_module`), or None where the engine does not define it."""
+    module = options_module(backend)
+    if module is None:
+        return None
+    return getattr(importlib.import_module(module), name, None)
+
+
+def backend_options(name: str) -> type[BaseModel] | None:
+    """A backend's pydantic `Options` (None: it takes none) without importing its framework: `Options` of its options
+    module (`options_module`, the very class the backend class has: tests/backends/test_support_matrix_torch_free.py),
+    else the plug-in class's."""
+    if options_module(name) is not None:
+        return engine_attr(name, "Options")
+    return backend_class(name).Options
+
+
+def config_class(name: str, table: dict[str, str], configs: dict[str, str], kind: str) -> Any:
+    """A model's or data set's pydantic Config: from its torch-free module where `configs` names one (MODEL_CONFIGS,
+    DATASET_CONFIGS), else its component's (imported). None where the component has none."""
+    if name in configs:
+        return resolve(configs[name], kind=f"{kind} {name!r} config")
+    return getattr(resolve(name, table, kind), "Config", None)
+
+
+def model_config(arch: str) -> Any:
+    return config_class(arch, MODELS, MODEL_CONFIGS, "model arch")
+
+
+def data_config(name: str) -> Any:
+    return config_class(name, DATASETS, DATASET_CONFIGS, "data set")
+
+
+def task_checks(name: str) -> Any:
+    """What spec validation reads of a task (`reported_metrics`, `check_spec`): its class in TASK_CHECKS (no torch),
+    which the workload class subclasses, else the task class itself (imported)."""
+    if name in TASK_CHECKS:
+        return resolve(TASK_CHECKS[name], kind=f"task {name!r} checks")
+    return resolve(name, TASKS, "task")
 
 
 def task_class(name: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from suite.algorithms import optimizers, plugins
+from suite.algorithms import optimizer_params, plugins
 from suite.algorithms import precision as recipes
 from suite.spec import SpecError, format_validation, parse_yaml
 from suite.specload import load_spec
@@ -101,12 +101,12 @@ def resolve(ref: str | dict[str, Any], base_dir: Path | None = None) -> tuple[Bu
         bundle = load_bundle_file(path)
         return bundle, {"kind": "bundle file", "file": str(path.resolve()),
                         "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-    if ":" in ref or ref in optimizers.OPTIMIZERS:
+    if ":" in ref or ref in optimizer_params.OPTIMIZERS:
         return Bundle(name=ref, description="optimizer swapped in by --algo", optimizer={"name": ref}), {
             "kind": "optimizer"}
     raise AlgoError(
         f"--algo {ref!r}: not a bundle ({', '.join(BUNDLES)}), a .yaml bundle file, an optimizer "
-        f"({', '.join(optimizers.OPTIMIZERS)}) or an import path `pkg.module:Class`"
+        f"({', '.join(optimizer_params.OPTIMIZERS)}) or an import path `pkg.module:Class`"
     )
 
 

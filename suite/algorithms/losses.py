@@ -5,7 +5,8 @@ Built-ins: cross_entropy; label_smoothing (Szegedy et al. 2016: (1 - s) * NLL + 
 -log p, the same definition as torch's `F.cross_entropy(label_smoothing=s)`).
 A user loss is a function `fn(logits, target, **params)` or a class `Cls(**params)` whose instances are
 called as `obj(logits, target)`; the block's other keys are its parameters. Evaluation metrics never use it.
-A task takes a loss override by setting `loss_hook = True` and calling `build(spec.loss)` (see
+A task takes a loss override by setting `loss_hook = True` (a registered task on its class in
+suite/workloads/checks.py, which spec validation reads without torch) and calling `build(spec.loss)` (see
 suite/workloads/image_classification.py); a spec that sets `loss:` for a task without the hook is refused.
 """
 
@@ -14,15 +15,15 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING, Any
 
 from suite import registry
 from suite.algorithms import provenance
 
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+if TYPE_CHECKING:  # torch is imported where a loss is computed: spec validation checks a `loss:` block without it
+    import torch
+
+LossFn = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 
 LOSSES: dict[str, str] = {
     "cross_entropy": "suite.algorithms.losses:cross_entropy",
@@ -35,12 +36,16 @@ class LossError(ValueError):
 
 
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    import torch.nn.functional as F
+
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
 
 
 def label_smoothing(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1) -> torch.Tensor:
     if not 0.0 <= smoothing < 1.0:
         raise LossError(f"loss.smoothing must be in [0, 1), got {smoothing}")
+    import torch.nn.functional as F
+
     logp = F.log_softmax(logits.reshape(-1, logits.size(-1)).float(), dim=-1)
     nll = -logp.gather(-1, target.reshape(-1, 1)).squeeze(-1)
     uniform = -logp.mean(dim=-1)  # cross-entropy against the uniform distribution over classes

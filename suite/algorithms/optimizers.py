@@ -18,21 +18,8 @@ import torch
 
 from suite import registry
 from suite.algorithms import provenance
+from suite.algorithms.optimizer_params import OPTIMIZERS, OptimizerError, unknown_kwargs_problem
 from suite.spec import OptimizerSpec
-
-OPTIMIZERS: dict[str, str] = {
-    "adamw": "torch.optim:AdamW",
-    "adam": "torch.optim:Adam",
-    "sgd": "torch.optim:SGD",
-    "sgd_nesterov": "suite.algorithms.optimizers:SGDNesterov",
-    "lion": "suite.algorithms.lion:Lion",
-    "muon": "suite.algorithms.muon:Muon",
-    "lars": "suite.algorithms.lars:LARS",
-}
-
-
-class OptimizerError(ValueError):
-    pass
 
 
 class SGDNesterov(torch.optim.SGD):
@@ -78,10 +65,9 @@ def optimizer_kwargs(spec: OptimizerSpec, cls: type) -> dict[str, Any]:
     sig = _init_signature(cls)
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     if not accepts_any:
-        unknown = sorted(k for k in kwargs if k not in sig.parameters)
-        if unknown:
-            allowed = ", ".join(p for p in sig.parameters if p not in ("self", "params"))
-            raise OptimizerError(f"optimizer: {cls.__name__} takes no {', '.join(unknown)} (it takes: {allowed})")
+        takes = tuple(p for p in sig.parameters if p not in ("self", "params"))
+        if problem := unknown_kwargs_problem(cls.__name__, takes, kwargs):
+            raise OptimizerError(problem)
     for key, value in kwargs.items():
         default = sig.parameters[key].default if key in sig.parameters else None
         if isinstance(value, list) and (isinstance(default, tuple) or key.endswith("betas")):
@@ -90,7 +76,8 @@ def optimizer_kwargs(spec: OptimizerSpec, cls: type) -> dict[str, Any]:
 
 
 def check(spec: OptimizerSpec) -> list[tuple[str, str]]:
-    """Problems with the optimizer block (unresolvable import path, wrong interface, unknown kwargs)."""
+    """Problems with the optimizer block (unresolvable import path, wrong interface, unknown kwargs), the class
+    imported (a built-in is checked without torch by suite/algorithms/optimizer_params.py: check)."""
     try:
         optimizer_kwargs(spec, optimizer_class(spec.name))
     except OptimizerError as e:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from suite import registry
 from suite.algorithms import provenance
 from suite.spec import ScheduleSpec
+
+if TYPE_CHECKING:
+    import torch
 
 BUILTIN = ("constant", "cosine", "wsd", "polynomial")
 Multiplier = Callable[[int], float]
@@ -115,4 +116,6 @@ def describe(spec: ScheduleSpec, total_steps: int | None) -> dict[str, Any]:
 
 
 def build_scheduler(spec: ScheduleSpec, optimizer: torch.optim.Optimizer, total_steps: int | None):
+    import torch  # here, not at the top: spec validation checks a schedule without torch
+
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(spec, total_steps))

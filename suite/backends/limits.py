@@ -33,9 +33,9 @@ def classify(backend: str, spec: Any) -> Limit:
     """The kind of a refusal of `backend` for `spec` (call it only for a refused cell): the engine's own `limit(spec)`
     from its options module (suite/backends/<engine>/options.py), or, for an engine that declares none, a gap of
     TrainBench's."""
-    from suite.backends.matrix import engine_attr
+    from suite import registry
 
-    limit = engine_attr(backend, "limit")
+    limit = registry.engine_attr(backend, "limit")
     if limit is not None:
         return limit(spec)
     return Limit("not wired", f"the {backend} backend is TrainBench's own: what it refuses is not implemented here")

@@ -7,41 +7,17 @@ read: no framework is imported, so the matrix is instant and works where a backe
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 from suite import registry
 
 
-def options_module(backend: str) -> str | None:
-    """A registered engine's torch-free module: by convention `options` beside its class
-    (suite/backends/<engine>/options.py), which holds what is known of the engine without importing it (`supports`,
-    `limit`, `available_installed`, `FSDP_MECHANISM`), so an engine is its folder plus its one registry line.
-    None for a plug-in without that module."""
-    path = registry.BACKENDS.get(backend)
-    if path is None:
-        return None
-    module = path.split(":")[0].rsplit(".", 1)[0] + ".options"
-    try:
-        return module if importlib.util.find_spec(module) is not None else None
-    except ModuleNotFoundError:
-        return None
-
-
-def engine_attr(backend: str, name: str) -> Any:
-    """`name` from the engine's options module (`options_module`), or None where the engine does not define it."""
-    module = options_module(backend)
-    if module is None:
-        return None
-    return getattr(importlib.import_module(module), name, None)
-
-
 def supports_path(backend: str) -> str | None:
-    """A registered backend's `supports` in a module that imports no framework (`options_module`). The class's own
+    """A registered backend's `supports` in a module that imports no framework (`registry.options_module`). The class's own
     `supports` is this same function (tests/backends/test_support_matrix_torch_free.py). None for a plug-in without
     that module (its class is imported instead)."""
-    module = options_module(backend)
+    module = registry.options_module(backend)
     return f"{module}:supports" if module is not None else None
 
 

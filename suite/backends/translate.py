@@ -52,9 +52,9 @@ def fsdp_mapping(backend: str, fsdp: int, device_type: str = "cuda") -> FsdpMapp
     """The mechanism `backend` holds `parallel.fsdp=fsdp` with, on a device of `device_type`: the engine's own
     `fsdp_mechanism(device_type)` -> (mechanism, parameters, gradients, optimizer state sharded), in its options module
     (suite/backends/<engine>/options.py)."""
-    from suite.backends.matrix import engine_attr
+    from suite import registry
 
-    mechanism_of = engine_attr(backend, "fsdp_mechanism")
+    mechanism_of = registry.engine_attr(backend, "fsdp_mechanism")
     if mechanism_of is None:
         raise KeyError(f"no fsdp mapping for backend {backend!r}")
     mechanism, params, grads, optimizer = mechanism_of(device_type)

@@ -15,9 +15,7 @@ def _without_import() -> dict[str, Any]:
     """Each registered backend's availability check that imports neither torch nor the engine: its options module's
     `available_installed` (suite/backends/<engine>/options.py); an engine without one is asked through its class."""
     from suite import registry
-    from suite.backends.matrix import engine_attr
-
-    return {name: check for name in registry.BACKENDS if (check := engine_attr(name, "available_installed"))}
+    return {name: check for name in registry.BACKENDS if (check := registry.engine_attr(name, "available_installed"))}
 
 
 def env(

@@ -31,8 +31,9 @@ def check_seeds(first: int, count: int, flag: str = "--seed") -> None:
 def preflight(names: list[str], tier: str | None, backend: str, sets: list[str], variant: str | None,
               algo: str | None) -> None:
     """The checks that need no torch, made before anything is imported or started (a typo'd workload, backend,
-    tier, --set or --variant is answered in a fraction of a second): the names, and each named spec against the
-    schema with its --set and --variant. `plan` makes every check again, whole (components, plug-ins, layouts)."""
+    tier, --set or --variant is answered in a fraction of a second): the names, and each named spec with its --set and
+    --variant, whole (schema, components, plug-ins: suite/registry.py reads the registered components' torch-free parts;
+    a plug-in named by import path is imported). `plan` makes every check again (layouts, the backend's support)."""
     from suite import registry
 
     if backend not in registry.BACKENDS and ":" not in backend:
@@ -45,14 +46,14 @@ def preflight(names: list[str], tier: str | None, backend: str, sets: list[str],
         return
     paths = resolve_workloads(names, tier)  # a typo'd name is answered before pydantic and the schema are imported
     from suite.spec import SpecError, parse_override
-    from suite.specload import load_spec_schema
+    from suite.specload import load_spec
 
     if algo is not None:  # a bundle changes the spec before --set applies: plan() checks it whole
         return
     try:
         overrides = dict(parse_override(s) for s in sets)
         for path in paths:  # a missing file too: read_spec_file names it, as plan() would after importing torch
-            load_spec_schema(path, overrides, variant)
+            load_spec(path, overrides, variant)
     except SpecError as e:
         raise PlanError(str(e)) from None
 

@@ -15,7 +15,7 @@ import io
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,19 +25,10 @@ from suite.data.base import TensorSplits
 from suite.models.flux import model as flux
 from suite.workloads import rectified_flow as rf
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import DiffusionChecks, check_shapes, conditioning_sources
 from suite.workloads.contract import Batch, Context
 
-# image data sets this task reads, known before any file is read (so a spec is refused before the run starts)
-IMAGE_SETS: dict[str, tuple[tuple[int, int, int], int]] = {"digits": ((1, 8, 8), 10), "fashion_mnist": ((1, 28, 28), 10)}
 GRID_PER_CLASS, GRID_STEPS, GRID_SEED = 8, 25, 1234
-
-
-def conditioning_sources(num_classes: int | None) -> dict[str, dict[str, int]]:
-    """What conditioning an image set with labels offers: its labels (one one-hot token), or none."""
-    out = {"none": {"context_dim": 1, "vec_dim": 1, "tokens": 1}}
-    if num_classes:
-        out["label"] = {"context_dim": num_classes, "vec_dim": num_classes, "tokens": 1}
-    return out
 
 
 class ImageLatents:
@@ -68,9 +59,7 @@ class ImageLatents:
         return {"x0": self.val_x[idx], **self._cond(self.val_y[idx], conditioning), "t_index": self.val_t[idx]}
 
 
-class Diffusion(WorkloadBase):
-    reported_metrics: ClassVar[frozenset[str]] = frozenset({"val_loss"})
-
+class Diffusion(DiffusionChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         cfg = self.model_cfg
@@ -82,18 +71,6 @@ class Diffusion(WorkloadBase):
         self.check_batch_fits(self.data.n_train)
         self.n_val = min(self.data.n_val, spec.eval.subset or self.data.n_val)
         _, self.h, self.w = (int(d) for d in self.meta["latent_shape"])
-
-    @classmethod
-    def check_spec(cls, spec: Any) -> list[tuple[str, str]]:
-        """Refusals before the run starts: the model's shape against what the named data set offers."""
-        try:
-            cfg = flux.Config.model_validate(spec.model.params())
-        except Exception:  # noqa: BLE001 - the model block's own check reports it
-            return []
-        if spec.model.arch != "flux":
-            return [("model.arch", f"task diffusion trains arch flux, not {spec.model.arch!r}")]
-        meta = static_meta(spec)
-        return check_shapes(cfg, meta, spec.data.name) if meta else []
 
     def build_model(self) -> nn.Module:
         return self.model_component.build(self.model_cfg, self.meta)
@@ -193,33 +170,6 @@ class Diffusion(WorkloadBase):
         h, w = self.h + 2, self.w + 2
         rows = tiles.reshape(classes, GRID_PER_CLASS, h, w).permute(0, 2, 1, 3)
         return {".samples.png": png_grey(rows.reshape(classes * h, GRID_PER_CLASS * w), scale=4)}
-
-
-def static_meta(spec: Any) -> dict[str, Any] | None:
-    """The data set's latent shape and conditioning sources from the spec alone (no file read), where known."""
-    if spec.data.name in IMAGE_SETS:
-        shape, classes = IMAGE_SETS[spec.data.name]
-        return {"latent_shape": shape, "conditioning": conditioning_sources(classes)}
-    from suite import registry
-
-    try:
-        component = registry.data_component(spec.data.name)
-        describe = getattr(component, "describe", None)
-        return describe(component.Config.model_validate(spec.data.params())) if describe else None
-    except Exception:  # noqa: BLE001 - the data block's own check reports it
-        return None
-
-
-def check_shapes(cfg: flux.Config, meta: dict[str, Any], data_name: str) -> list[tuple[str, str]]:
-    problems = []
-    _, h, w = meta["latent_shape"]
-    if h % cfg.patch_size or w % cfg.patch_size:
-        problems.append(("model.patch_size", f"{cfg.patch_size} does not divide the image size {h}x{w} of data set "
-                         f"{data_name!r}: choose a patch size dividing {h} and {w}"))
-    if cfg.conditioning not in meta["conditioning"]:
-        problems.append(("model.conditioning", f"data set {data_name!r} has no {cfg.conditioning!r} conditioning; it "
-                         f"offers: {', '.join(sorted(meta['conditioning']))}"))
-    return problems
 
 
 def png_grey(pixels: torch.Tensor, scale: int = 1) -> bytes:

@@ -12,6 +12,7 @@ from torch import nn
 
 from suite.data.graph.graphs import GraphSplits, PackedGraphs
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import GraphClassificationChecks
 from suite.workloads.contract import Batch, Context
 
 
@@ -47,8 +48,7 @@ def mean_average_precision(y_true: np.ndarray, y_score: np.ndarray) -> float:
     return float(np.mean(aps))
 
 
-class GraphClassification(WorkloadBase):
-    reported_metrics = frozenset({"accuracy", "ap", "loss"})  # ap: multi-task binary data
+class GraphClassification(GraphClassificationChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.splits: GraphSplits = self.data_component.load(self.data_cfg)

@@ -20,9 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.algorithms import grpo, grpo_rewards
+from suite.algorithms import grpo, grpo_loss, grpo_rewards
 from suite.models.common.generation import Generated, Sampling, generate, token_logprobs
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import GRPOChecks
 from suite.workloads.contract import Batch, Context
 from suite.workloads.grpo_phases import PhaseClock
 from suite.workloads.grpo_rollout import Colocated, RayRollout, require_ray
@@ -39,9 +40,7 @@ def _trim_padding(part: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {**part, "sequences": part["sequences"][:, lead:], "prompt_mask": mask[:, lead:]}
 
 
-class GRPO(WorkloadBase):
-    reported_metrics = frozenset({"accuracy", "mean_reward", "mean_completion_tokens"})
-
+class GRPO(GRPOChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.cfg = grpo.Config.model_validate(getattr(spec, "grpo", None) or {})
@@ -181,7 +180,7 @@ class GRPO(WorkloadBase):
             answers = [a for _, a in problems for _ in range(g)]
             index = [i for i in range(n_prompts) for _ in range(g)]
             rewards = self._rewards(out, answers, index)
-        adv = grpo.group_advantages(rewards, g, self.cfg.normalize_std).to(self.device)
+        adv = grpo_loss.group_advantages(rewards, g, self.cfg.normalize_std).to(self.device)
         seqs, p, temp = out.sequences, prompts.shape[1], self.sampling.temperature
         batch = {"sequences": seqs, "mask": out.mask, "advantages": adv, "rewards": rewards.to(self.device)}
         if pmask is not None:
@@ -231,7 +230,7 @@ class GRPO(WorkloadBase):
         seqs = batch["sequences"]
         p = seqs.shape[1] - batch["mask"].shape[1]  # the batch's (padded) prompt width
         logp = token_logprobs(model, seqs, p, self.sampling.temperature, batch.get("prompt_mask"))
-        loss, _ = grpo.policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"], self.cfg,
+        loss, _ = grpo_loss.policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"], self.cfg,
                                    batch.get("ref_logp"))
         return loss
 

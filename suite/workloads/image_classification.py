@@ -11,6 +11,7 @@ from torch import nn
 from suite.algorithms import losses
 from suite.data.base import TensorSplits
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import ImageClassificationChecks
 from suite.workloads.contract import Batch, Context
 
 
@@ -77,10 +78,7 @@ def airbench_batches(x: torch.Tensor, y: torch.Tensor, local_bs: int, rank: int,
         epoch += 1
 
 
-class ImageClassification(WorkloadBase):
-    reported_metrics = frozenset({"accuracy", "loss"})
-    loss_hook = True  # the spec's `loss:` may replace cross-entropy (suite/algorithms/losses.py)
-
+class ImageClassification(ImageClassificationChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.loss_fn = losses.build(spec.loss)

@@ -19,8 +19,10 @@ from suite.algorithms import losses
 from suite.data.base import DataMissing
 from suite.data.vision import imagenet_dali
 from suite.data.vision import imagenet_device as device_decode
-from suite.data.vision.imagenet import ImageDataset, ImageFolderSplits, dali_missing
+from suite.data.vision.imagenet import ImageDataset, ImageFolderSplits
+from suite.data.vision.imagenet_config import dali_missing
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import ImageFolderClassificationChecks
 from suite.workloads.contract import Batch, Context
 
 
@@ -45,10 +47,7 @@ class EndlessShardSampler(Sampler[list[int]]):
         return 2**62
 
 
-class ImageFolderClassification(WorkloadBase):
-    reported_metrics = frozenset({"accuracy", "top5", "loss"})
-    loss_hook = True  # the spec's `loss:` may replace cross-entropy (MLPerf's label smoothing 0.1)
-
+class ImageFolderClassification(ImageFolderClassificationChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.loss_fn = losses.build(spec.loss)

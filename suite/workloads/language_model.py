@@ -12,6 +12,7 @@ from torch import nn
 
 from suite.data.text.streams import TokenSplits
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import LanguageModelChecks
 from suite.workloads.contract import Batch, Context
 
 
@@ -90,8 +91,7 @@ def val_windows(shards: list[np.ndarray], seq_len: int, limit: int | None) -> to
     return torch.from_numpy(np.stack(rows))
 
 
-class LanguageModel(WorkloadBase):
-    reported_metrics = frozenset({"val_loss", "bits_per_token"})
+class LanguageModel(LanguageModelChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.splits: TokenSplits = self.data_component.load(self.data_cfg)

@@ -12,11 +12,11 @@ from torch import nn
 from suite.data.graph.graphs import NodeGraph
 from suite.models.graph.gcn import normalized_adjacency
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import NodeClassificationChecks
 from suite.workloads.contract import Batch, Context
 
 
-class NodeClassification(WorkloadBase):
-    reported_metrics = frozenset({"accuracy", "loss", "train_accuracy"})
+class NodeClassification(NodeClassificationChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         if spec.data.batch_size != 1:

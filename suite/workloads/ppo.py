@@ -15,6 +15,7 @@ from torch import nn
 from suite.data.rl.gym_env import Config as EnvConfig
 from suite.data.rl.gym_env import make_vec
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import PPOChecks
 from suite.workloads.contract import Batch, Context
 
 
@@ -63,8 +64,7 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
     return adv
 
 
-class PPO(WorkloadBase):
-    reported_metrics = frozenset({"mean_return", "min_return", "mean_length", "env_steps", "episodes"})
+class PPO(PPOChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.env_cfg: EnvConfig = self.data_cfg

@@ -21,6 +21,7 @@ from torch import nn
 from suite.data.base import DataMissing
 from suite.measure.rec_metrics import hit_rate_at_k, ndcg_at_k, roc_auc
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import SequentialRecommendationChecks, WindowedChecks
 from suite.workloads.contract import Batch, Context
 
 EVAL_NEGATIVES = 100  # sampled items each positive is ranked against (HR@10 / NDCG@10)
@@ -61,9 +62,7 @@ def window_stream(train_idx: np.ndarray, window: np.ndarray, local_bs: int, rank
         epoch += 1
 
 
-class _Windowed(WorkloadBase):
-    reported_metrics: ClassVar[frozenset[str]] = frozenset({"auc", "loss"})
-
+class _Windowed(WindowedChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.data = self.data_component.load(self.data_cfg)
@@ -158,13 +157,12 @@ class _Windowed(WorkloadBase):
         return float(self.model_component.bytes_per_sample(self.model_cfg, self.meta))
 
 
-class SequentialRecommendation(_Windowed):
+class SequentialRecommendation(SequentialRecommendationChecks, _Windowed):
     """HSTU over the user's history with the next item as the one candidate (dlrmv4's max_num_candidates = 1).
     The training loss is the reference's multitask loss for its one binary task: the mean binary cross-entropy times
     causal_multitask_weights 0.2 (multitask_module.py _compute_loss; configs.py get_hstu_configs); the evaluated
     `loss` stays the plain mean."""
 
-    reported_metrics: ClassVar[frozenset[str]] = frozenset({"auc", "loss", "hr@10", "ndcg@10"})
     CAUSAL_MULTITASK_WEIGHTS = 0.2  # configs.py get_hstu_configs: causal_multitask_weights=0.2
     # configs.py contextual_feature_to_min_uih_length: {"user_id": 20} for MovieLens (its 20m / 13b / 18b sets and
     # 1m's user features alike); Yambda's are 0 (StreamingRecommendation)

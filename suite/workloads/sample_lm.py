@@ -18,6 +18,7 @@ from torch import nn
 
 from suite.data.text.govreport import IGNORE, SampleSplits
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import CausalLMSamplesChecks
 from suite.workloads.contract import Batch, Context
 
 
@@ -30,9 +31,7 @@ def token_losses(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tens
     return loss.sum(1), (target != IGNORE).sum(1)
 
 
-class CausalLMSamples(WorkloadBase):
-    reported_metrics = frozenset({"eval_loss"})
-
+class CausalLMSamples(CausalLMSamplesChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.splits: SampleSplits = self.data_component.load(self.data_cfg)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.algorithms import grpo, grpo_rewards
+from suite.algorithms import grpo, grpo_loss, grpo_rewards
 from suite.spec import SpecError
 from suite.specload import load_spec
 
@@ -20,11 +20,11 @@ SPEC = ROOT / "workloads" / "rl" / "arithmetic_grpo.yaml"
 
 def test_group_advantages_normalise_within_each_group():
     rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
-    adv = grpo.group_advantages(rewards, 4)
+    adv = grpo_loss.group_advantages(rewards, 4)
     first = rewards[:4]
     torch.testing.assert_close(adv[:4], (first - first.mean()) / (first.std() + 1e-6))
     assert adv[4:].abs().max() == 0  # every completion equally good: nothing to learn from that prompt
-    assert torch.equal(grpo.group_advantages(rewards, 4, normalize_std=False)[:4], first - first.mean())
+    assert torch.equal(grpo_loss.group_advantages(rewards, 4, normalize_std=False)[:4], first - first.mean())
 
 
 def _cfg(**kw) -> grpo.Config:
@@ -36,7 +36,7 @@ def test_the_clipped_loss_stops_the_gradient_beyond_the_clip():
     old = torch.zeros(1, 3)
     for adv, shift, grads in ((1.0, 0.5, False), (1.0, 0.1, True), (-1.0, -0.5, False), (-1.0, 0.5, True)):
         logp = (old + shift).requires_grad_(True)  # ratio e^shift: 1.65 / 1.11 / 0.61 / 1.65
-        loss, parts = grpo.policy_loss(logp, old, torch.tensor([adv]), mask, _cfg(clip_ratio=0.2))
+        loss, parts = grpo_loss.policy_loss(logp, old, torch.tensor([adv]), mask, _cfg(clip_ratio=0.2))
         loss.backward()
         assert (logp.grad.abs().sum() > 0) == grads, (adv, shift)
         assert math.isclose(parts["clip_frac"], 1.0 if abs(math.exp(shift) - 1) > 0.2 else 0.0)
@@ -46,18 +46,18 @@ def test_token_and_sequence_averaging_differ_on_unequal_lengths():
     logp = torch.zeros(2, 4)
     mask = torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 1]])
     adv = torch.tensor([1.0, -1.0])
-    token, _ = grpo.policy_loss(logp, logp, adv, mask, _cfg(loss_agg="token"))
-    seq, _ = grpo.policy_loss(logp, logp, adv, mask, _cfg(loss_agg="sequence"))
+    token, _ = grpo_loss.policy_loss(logp, logp, adv, mask, _cfg(loss_agg="token"))
+    seq, _ = grpo_loss.policy_loss(logp, logp, adv, mask, _cfg(loss_agg="sequence"))
     assert math.isclose(float(token), -(1 - 4) / 5, rel_tol=1e-6)  # every token counts once: the long completion weighs 4x
     assert math.isclose(float(seq), 0.0, abs_tol=1e-7)  # each completion counts once
 
 
 def test_kl_penalty_is_zero_at_the_reference_and_positive_away_from_it():
     logp = torch.log_softmax(torch.randn(3, 5), -1)
-    assert float(grpo.kl_low_var(logp, logp).abs().max()) == 0
-    assert float(grpo.kl_low_var(logp, logp + 0.3).min()) > 0
+    assert float(grpo_loss.kl_low_var(logp, logp).abs().max()) == 0
+    assert float(grpo_loss.kl_low_var(logp, logp + 0.3).min()) > 0
     mask, adv = torch.ones(3, 5), torch.zeros(3)
-    loss, parts = grpo.policy_loss(logp, logp, adv, mask, _cfg(kl_coef=0.5), ref_logp=logp - 0.2)
+    loss, parts = grpo_loss.policy_loss(logp, logp, adv, mask, _cfg(kl_coef=0.5), ref_logp=logp - 0.2)
     assert parts["kl"] > 0 and math.isclose(float(loss), 0.5 * parts["kl"], rel_tol=1e-6)
 
 

@@ -107,7 +107,7 @@ def test_without_its_options_module_each_place_falls_back_to_its_default(tmp_pat
 
     _engine(tmp_path, monkeypatch, "tbdemo_bare", with_options=False)
     austen = load_spec(AUSTEN)
-    assert matrix.supports_path("demo") is None and matrix.engine_attr("demo", "limit") is None
+    assert matrix.supports_path("demo") is None and registry.engine_attr("demo", "limit") is None
     assert limits.classify("demo", austen).kind == "not wired"
     assert "demo" not in _without_import()  # `env` asks the class instead
     with pytest.raises(KeyError, match="no fsdp mapping for backend 'demo'"):

@@ -20,6 +20,13 @@ def test_the_class_supports_is_the_torch_free_function(name: str) -> None:
     assert registry.backend_class(name).supports is matrix.supports_function(name)
 
 
+@pytest.mark.parametrize("name", list(registry.BACKENDS))
+def test_the_class_options_are_the_torch_free_ones(name: str) -> None:
+    """A spec's `backends.<name>` block is validated against the options module's `Options` (no framework imported),
+    the very class the backend reads."""
+    assert registry.backend_options(name) is registry.backend_class(name).Options
+
+
 def test_every_registered_backend_has_a_torch_free_supports() -> None:
     assert {name: matrix.supports_path(name) for name in registry.BACKENDS} == {
         name: f"suite.backends.{name}.options:supports" for name in registry.BACKENDS}

@@ -7,11 +7,16 @@ resource.getrusage(RUSAGE_CHILDREN)), not wall time: a loaded host stretches the
 is taken, since interference only adds.
 
 `env` counts on this host showing no accelerator (suite/devices.py `accelerator_evidence`): where one shows, `env`
-imports torch by design (its CUDA properties), so the case is skipped there. Not covered (they still import torch,
-their checks live in modules that import it): `spec validate` of a whole spec (its components' and plug-ins' checks
-live beside their torch code), `run --parallel tp=2` with one process and `run --precision fp64` (the plan's and the precision recipes'
-checks), `run --results` on a folder that cannot be written, and `compare` (duckdb, numpy). `data list` imports numpy
-(suite/data/synthetic/files.py, the synthetic writers' table): it is held to no torch only (DATA_CASES).
+imports torch by design (its CUDA properties), so the case is skipped there. `spec validate` of a whole spec and the
+component-level errors of `run` are covered: what a check reads of each registered component lives in a module that
+imports no torch (suite/registry.py TASK_CHECKS, MODEL_CONFIGS, DATASET_CONFIGS; tests/workloads/test_spec_parts.py).
+Not covered (they still import torch, their checks live in modules that import it): a spec naming user code by import
+path (an optimizer not described in suite/algorithms/optimizer_params.py, a schedule, loss or component
+`pkg.mod:Name`: the module is imported, so `spec validate workloads/cv/cifar10_resnet.yaml`, whose schedule is
+`suite.algorithms.airbench:schedule`, imports torch), `run --parallel tp=2` with one process and
+`run --precision fp64` (the plan's and the precision recipes' checks), `run --results` on a folder that cannot be
+written, and `compare` (duckdb, numpy). `data list` imports numpy (suite/data/synthetic/files.py, the synthetic
+writers' table): it is held to no torch only (DATA_CASES).
 """
 
 from __future__ import annotations
@@ -71,6 +76,15 @@ CASES = [
     (["run", "cv/digits_cnn", "--seed", "-1"], 2, "--seed -1"),
     (["run", "cv/digits_cnn", "--threads", "0"], 2, "--threads"),
     (["spec", "validate", "missing/file.yaml"], 2, "no such file"),
+    # a whole spec: schema, components (their torch-free parts) and plug-ins, one per domain
+    (["spec", "validate", str(ROOT / "workloads" / "nlp" / "llama31_8b.yaml")], 0, "(nlp/llama31_8b, hash"),
+    (["spec", "validate", str(ROOT / "workloads" / "cv" / "digits_cnn.yaml")], 0, "(cv/digits_cnn, hash"),
+    (["spec", "validate", str(ROOT / "workloads" / "rec" / "dlrmv4.yaml")], 0, "(rec/dlrmv4, hash"),
+    (["spec", "validate", str(ROOT / "workloads" / "rl" / "agentic_bugfix_grpo.yaml")], 0, "(rl/agentic_bugfix_grpo, hash"),
+    # what only the components' checks find: a model field that does not exist, or out of range
+    (["run", "cv/digits_cnn", "--set", "model.nosuchfield=1"], 2, "model.nosuchfield"),
+    (["run", "nlp/austen_gpt", "--set", "model.n_layer=-1"], 2, "model.n_layer"),
+    (["run", "cv/digits_cnn", "--set", "data.nosuch=1"], 2, "data.nosuch"),
     (["ab", "--base", "HEAD", "--head", "HEAD", "-w", "cv/digits_cnn", "--order", "sideways"], 2,
      "--order 'sideways'"),
 ]
@@ -126,15 +140,20 @@ def test_data_list_imports_no_torch(args: list[str], code: int, says: str, tmp_p
 
 
 def test_the_probe_sees_an_import_when_there_is_one(tmp_path: Path) -> None:
-    """Negative control: a command that does import torch (a whole spec's plug-in checks) is reported."""
-    _, done = _run(["spec", "validate", str(ROOT / "workloads" / "cv" / "digits_cnn.yaml")], tmp_path)
+    """Negative control: a command that does import torch (a spec whose optimizer is user code, named by an import
+    path: its class is imported to be checked) is reported."""
+    text = (ROOT / "workloads" / "cv" / "digits_cnn.yaml").read_text()
+    spec = tmp_path / "digits_rmsprop.yaml"
+    spec.write_text(text.replace("name: cv/digits_cnn", "name: mine/digits_rmsprop").replace(
+        "  name: adamw", "  name: torch.optim:RMSprop"))
+    _, done = _run(["spec", "validate", str(spec)], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "torch" in _heavy(done)
 
 
 def test_the_run_that_passes_the_preflight_still_gets_every_check() -> None:
-    """A spec that is valid against the schema but names a component option that does not exist is still refused,
-    by the whole check (components are validated in modules that import torch)."""
+    """A spec that is valid against the schema but names a component option that does not exist is refused (by the
+    preflight now, which checks the spec whole; the plan checks it again)."""
     done = subprocess.run([sys.executable, "-m", "suite.cli", "run", "cv/digits_cnn", "--set", "model.nosuch=1"],
                           capture_output=True, text=True, env=env(), cwd=ROOT, timeout=300)
     assert done.returncode == 2 and "model.nosuch" in done.stderr, done.stderr[-2000:]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from suite.algorithms import grpo, grpo_rewards
+from suite.algorithms import grpo, grpo_loss, grpo_rewards
 from suite.data.rl.bugfix_repos import Config as RepoConfig
 from suite.data.rl.bugfix_repos import load as load_repos
 from suite.models.common.generation import Sampling, generate, token_logprobs
@@ -82,15 +82,15 @@ def test_the_loss_gets_no_gradient_from_tool_output_tokens():
     logp = torch.log_softmax(logits[:, p - 1 :].float(), -1).gather(-1, seqs[:, p:, None])[..., 0]
     assert torch.allclose(logp, token_logprobs(policy, seqs, p, 1.0, ro.prompt_mask), atol=1e-6)
     cfg = grpo.Config(group_size=2)
-    adv = grpo.group_advantages(torch.tensor([1.0, 0.0, 0.0, 1.0]), 2)
-    loss, _ = grpo.policy_loss(logp, ro.logprobs, adv, ro.mask, cfg)
+    adv = grpo_loss.group_advantages(torch.tensor([1.0, 0.0, 0.0, 1.0]), 2)
+    loss, _ = grpo_loss.policy_loss(logp, ro.logprobs, adv, ro.mask, cfg)
     loss.backward()
     grad = logits.grad[:, p - 1 :]  # row j predicts body token j
     assert grad[tool_positions].abs().max() == 0  # no tool-output token is ever a target
     assert grad[ro.mask == 1].abs().sum() > 0  # the policy's own tokens are
     # and the loss's value does not move whatever the tool tokens' log-probabilities are
     noisy = logp.detach() + torch.randn_like(logp) * tool_positions
-    again, _ = grpo.policy_loss(noisy, ro.logprobs + torch.randn_like(logp) * tool_positions, adv, ro.mask, cfg)
+    again, _ = grpo_loss.policy_loss(noisy, ro.logprobs + torch.randn_like(logp) * tool_positions, adv, ro.mask, cfg)
     assert float(again) == float(loss.detach())
 
 

@@ -17,29 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
+from suite.data.diffusion.flux_latents_config import Config
 from suite.registry import Component
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
     import torch
 
 COLUMNS = ("t5_encodings", "clip_encodings", "mean", "logvar")
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder holding the three below (default: $TRAINBENCH_DATA/flux1)")
-    train_dir: str = "cc12m_preprocessed"
-    val_dir: str = "coco_preprocessed"
-    empty_dir: str = "empty_encodings"
-    latent_shape: list[int] = Field(default=[16, 32, 32], description="VAE latent of a 256x256 image (16 channels, /8)")
-    t5_shape: list[int] = Field(default=[256, 4096], description="T5-XXL tokens x width (max_t5_encoding_len 256)")
-    clip_dim: int = Field(default=768, gt=0, description="CLIP ViT-L pooled width (vec_in_dim)")
-    autoencoder_shift: float = 0.1159  # the reference's [encoder] autoencoder_shift / autoencoder_scale
-    autoencoder_scale: float = 0.3611
-    caption_dropout: float = Field(default=0.1, ge=0, lt=1, description="classifer_free_guidance_prob")
 
 
 class BadRecord(DataMissing):
@@ -120,7 +106,7 @@ class FluxLatents:
         if cfg.caption_dropout > 0:
             self.empty_t5 = _empty(root / cfg.empty_dir / "t5_empty.npy", t5)
             self.empty_clip = _empty(root / cfg.empty_dir / "clip_empty.npy", (cfg.clip_dim,))
-        self.meta = {**describe(cfg), "source": str(root)}
+        self.meta = {**cfg.describe(), "source": str(root)}
 
     def _stack(self, rows: list[dict[str, Any]], g: torch.Generator) -> dict[str, torch.Tensor]:
         import torch
@@ -159,17 +145,10 @@ def _empty(file: Path, shape: tuple[int, ...]) -> torch.Tensor:
     return t.view(torch.bfloat16).float() if a.dtype == np.uint16 else t
 
 
-def describe(cfg: Config) -> dict[str, Any]:
-    """What the task needs to know before any file is read (suite/workloads/diffusion.py: check_spec)."""
-    return {"latent_shape": tuple(cfg.latent_shape),
-            "conditioning": {"text": {"context_dim": cfg.t5_shape[1], "vec_dim": cfg.clip_dim,
-                                      "tokens": cfg.t5_shape[0]}}}
-
-
 def load(cfg: Config) -> FluxLatents:
     from suite.data.locate import data_root
 
     return FluxLatents(cfg, Path(cfg.path).expanduser() if cfg.path else data_root() / "flux1")
 
 
-COMPONENT = Component(Config, load=load, describe=describe)
+COMPONENT = Component(Config, load=load, describe=Config.describe)

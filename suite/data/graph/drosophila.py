@@ -11,22 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
+from suite.data.graph.drosophila_config import Config
 from suite.data.graph.graphs import NodeGraph
 from suite.data.locate import find_dir, install_hint, link_local, named_dir, registry_dir
 from suite.registry import Component
 
 FILES = ("left_adjacency.csv", "left_cell_labels.csv")
 CLASSES = ("K", "P", "O", "I")
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder with left_adjacency.csv and left_cell_labels.csv")
-    val_fraction: float = Field(default=0.3, gt=0, lt=1)
-    features: str = Field(default="adjacency", pattern="^(adjacency|identity)$")
 
 
 def locate(cfg: Config) -> Path:

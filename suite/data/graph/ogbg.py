@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.graph.graphs import GraphSplits, PackedGraphs
+from suite.data.graph.ogbg_config import Config
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
 from suite.registry import Component
 
@@ -32,15 +31,6 @@ ATOM_DIMS = [119, 5, 12, 12, 10, 6, 6, 2, 2]
 BOND_DIMS = [5, 6, 2]
 INDEX = "trainbench-index.npz"
 URL = "http://snap.stanford.edu/ogb/data/graphproppred/csv_mol_download/pcba.zip"
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="the ogbg_molpcba/ folder (holding raw/ and split/)")
-    split: str = "scaffold"
-    val_split: Literal["valid", "test"] = "valid"
-    train_limit: int | None = Field(default=None, gt=0)
-    val_limit: int | None = Field(default=None, gt=0)
 
 
 def locate(cfg: Config) -> Path:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.graph.graphs import GraphSplits, PackedGraphs
+from suite.data.graph.solubility_config import Config
 from suite.data.locate import find_dir, install_hint, link_local, named_dir, registry_dir
 from suite.registry import Component
 
@@ -26,14 +26,6 @@ CLASSES = ("(A) low", "(B) medium", "(C) high")
 # categorical feature sizes: element, degree 0-5, implicit H 0-4, charge -3..3, aromatic; bond type 1-4
 ATOM_DIMS = [len(ELEMENTS) + 1, 6, 5, 7, 2]
 BOND_DIMS = [4]
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder with solubility.train.sdf and solubility.test.sdf")
-    label_field: str = "SOL_classification"
-    train_limit: int | None = Field(default=None, gt=0)
-    val_limit: int | None = Field(default=None, gt=0)
 
 
 def parse_sdf(text: str, source: str) -> list[dict]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from suite.data.rec.criteo import MULTI_HOT_SIZES, N_DENSE, N_SPARSE
+from suite.data.rec.criteo_config import MULTI_HOT_SIZES, N_DENSE, N_SPARSE
 
 
 def write(folder: Path, n_days: int = 4, rows: int = 600, table_rows: int = 50, seed: int = 0) -> Path:

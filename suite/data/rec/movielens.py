@@ -14,25 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, install_hint, named_dir, registry_dir
+from suite.data.rec.movielens_config import Config
 from suite.registry import Component
 
 FILES = ("ml-100k.inter", "ml-100k.user", "ml-100k.item")
 INTER_COLUMNS = ("user_id", "item_id", "rating", "timestamp")
 AGE_BUCKETS = (18, 25, 35, 45, 50, 56)  # MovieLens-1M's age groups, applied to 100K's exact ages
 YEAR_BUCKETS = tuple(range(1920, 2000, 5))
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder holding ml-100k.inter, ml-100k.user, ml-100k.item")
-    n_windows: int = Field(default=10, ge=2, description="equal-count temporal windows; the last is evaluated")
-    positive_rating: float = Field(default=4.0, description="a rating at or above it is a positive (label 1)")
-    max_history: int = Field(default=50, ge=1, description="previous interactions of the user kept per sample")
-    limit: int | None = Field(default=None, gt=0, description="keep only the first N interactions in time (tiny)")
 
 
 @dataclass

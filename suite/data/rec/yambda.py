@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, named_dir
+from suite.data.rec.yambda_config import Config
 from suite.data.rec.yambda_cross import CROSS_SPECS, cross_ids
 from suite.registry import Component
 
@@ -56,31 +56,6 @@ LP_BIT, LIKE_BIT, SKIP_BIT = 1, 2, 4  # the reference's action_weights [1, 2, 4]
 ACTION_ROWS = 8  # action bits 0-7 (the model's candidate token, 6, is never a real combination: the pools exclude)
 
 HINT = "set data.path to the folder (or put the files under $TRAINBENCH_DATA/yambda)"
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder holding the processed Yambda files")
-    max_history: int = Field(default=4096, ge=1, description="history slots per sample (the reference's "
-                             "uih_seq_len_budget): the merged pools' last max_history events are kept")
-    listen_plus_cap: int = Field(default=1362, ge=1, description="most listen-plus events (listen, played >= 50%) "
-                                 "in a history: the reference's per-pool cap, max(1, history_length // 3)")
-    like_cap: int = Field(default=1362, ge=1, description="most like events in a history (the reference's "
-                          "per-pool cap)")
-    skip_cap: int = Field(default=1362, ge=1, description="most skip events (listen, played < 50%) in a history "
-                          "(the reference's per-pool cap)")
-    scan_window: int = Field(default=20000, ge=1, description="the pools are filled from the user's last "
-                             "scan_window events (of any kind) before the anchor (the reference's scan_window)")
-    limit: int | None = Field(default=None, gt=0, description="keep only the first N training anchors in time")
-    cross_rows: int | None = Field(default=None, gt=0, description="rows of every hashed cross table (the hash's "
-                                   "modulus); default: the reference's per-table sizes (yambda_cross.CROSS_SPECS)")
-
-    @field_validator("max_history", "listen_plus_cap", "like_cap", "skip_cap", "scan_window", mode="before")
-    @classmethod
-    def _whole(cls, v: Any, info: Any) -> Any:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"data.{info.field_name} must be a positive integer, got {v!r}")
-        return v
 
 
 class PoolGather:

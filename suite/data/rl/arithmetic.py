@@ -11,20 +11,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
+from suite.data.rl.arithmetic_config import Config
 from suite.registry import Component
 
 PAD, EOS = "<pad>", "<eos>"
 VOCAB: tuple[str, ...] = (PAD, EOS, *"0123456789", "+", "=")
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    digits: int = Field(default=3, ge=1, le=9, description="digits of each operand (zero-padded)")
-    eval_problems: int = Field(default=128, gt=0, description="held-out problems each evaluation solves")
-    eval_seed: int = Field(default=20261206, description="draws the held-out problems (fixed for every run)")
-    reverse_answer: bool = Field(default=False, description="write the sum's digits least significant first")
 
 
 @dataclass

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import data_root, link_local, named_dir
+from suite.data.rl.gsm8k_config import Config
 from suite.registry import Component
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
@@ -31,19 +31,6 @@ if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (loca
 INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 LAYOUTS = {"verl": ("train.parquet", "test.parquet"), "jsonl": ("train.jsonl", "test.jsonl")}
 DATA_SOURCE = "openai/gsm8k"
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder with train/test .parquet (veRL) or .jsonl (original); "
-                             "relative paths are under TRAINBENCH_DATA (default: TRAINBENCH_DATA/gsm8k)")
-    tokenizer: str | None = Field(default=None, description="the policy's model folder (tokenizer.json, tokenizer_config.json, "
-                           "generation_config.json); relative paths are under TRAINBENCH_DATA")
-    chat_template: bool = Field(default=True, description="render the prompt with tokenizer_config.json's template")
-    max_prompt_length: int = Field(default=512, gt=0, description="longer prompts are dropped (veRL's "
-                                   "data.max_prompt_length with filter_overlong_prompts)")
-    max_train_problems: int | None = Field(default=None, gt=0)
-    eval_problems: int | None = Field(default=None, gt=0, description="the first N test problems (default: all)")
 
 
 def _under_root(path: str) -> Path:

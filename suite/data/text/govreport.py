@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
+from suite.data.text.govreport_config import Config
 from suite.registry import Component
 
 TRAIN, VALIDATION = "train-00000-of-00001.parquet", "validation-00000-of-00001.parquet"
@@ -30,15 +30,6 @@ class SampleSplits:
     val_ids: np.ndarray
     val_labels: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)  # vocab_size, seq_len, source
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder with the two parquet files")
-    vocab_size: int = Field(default=32000, gt=0, description="Llama 2's tokenizer")
-    seq_len: int = Field(default=8192, gt=0, description="the packed rows' length (the reference's max_seq_len)")
-    max_train_samples: int | None = Field(default=None, gt=0)
-    max_val_samples: int | None = Field(default=None, gt=0)
 
 
 def locate(cfg: Config) -> Path:

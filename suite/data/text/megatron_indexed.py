@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import glob_in, link_local, local_hint, named_dir
+from suite.data.text.megatron_indexed_config import Config
 from suite.data.text.streams import TokenSplits
 from suite.registry import Component
 
@@ -125,16 +125,6 @@ def check_token_range(ds: IndexedDataset, vocab_size: int) -> None:
             raise DataMissing(f"{ds.prefix}.bin: token {at} (sequence {seq}, position {at - int(ds.offsets[seq])}) "
                               f"is id {int(tokens[at])}, outside the vocabulary [0, {vocab_size}) of data.vocab_size: "
                               "the data was tokenized with another tokenizer, or set data.vocab_size to its size")
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder with the .bin/.idx pairs (default: "
-                             "$TRAINBENCH_DATA/megatron_indexed, linked by `trainbench data prepare`)")
-    train_glob: str = Field(default="*train*_text_document.idx", description="train prefixes, by their .idx")
-    val_glob: str = Field(default="*validation*_text_document.idx", description="validation prefixes")
-    vocab_size: int = Field(default=128256, gt=0, description="the tokenizer's (Llama 3: 128256)")
-    max_train_files: int | None = Field(default=None, gt=0)
 
 
 def _prefixes(folder: Path, pattern: str) -> list[Path]:

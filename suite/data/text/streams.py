@@ -13,13 +13,13 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing
 from suite.data.locate import find_dir, glob_in, install_hint, link_local, local_hint, named_dir, registry_dir
+from suite.data.text.streams_config import AustenConfig, CharConfig, ShardConfig
 from suite.registry import Component
 
 
@@ -44,12 +44,6 @@ def char_splits(text: str, val_fraction: float, source: str, license_: str, limi
         "vocab_size": len(chars), "source": source, "license": license_, "chars": len(text)})
 
 
-class CharConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    val_fraction: float = Field(default=0.1, gt=0, lt=0.5)
-    limit_chars: int | None = Field(default=None, gt=0, description="use only the first N characters (tiny runs)")
-
-
 # ---- CPython's own documentation topics (pydoc_data.topics): on every CPython --------------------------
 
 
@@ -68,10 +62,6 @@ def load_pydoc_topics(cfg: CharConfig) -> TokenSplits:
 
 AUSTEN_BOOKS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
 AUSTEN_DIR = "usr/lib/R/site-library/janeaustenr/data"
-
-
-class AustenConfig(CharConfig):
-    path: str | None = Field(default=None, description="the package's data/ folder (Rdata.rdb and Rdata.rdx)")
 
 
 def read_r_lazyload(folder: Path, names: tuple[str, ...]) -> dict[str, Any]:
@@ -133,21 +123,6 @@ def prepare_austen(source: Path | None) -> str:
 # ---- GPT-2 token shards: modded-nanogpt (256 x int32 header, then uint16) or nanoGPT (raw uint16) -------
 
 MODDED_MAGIC, MODDED_VERSION, HEADER_INTS = 20240520, 1, 256
-
-
-class ShardConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder with the .bin shards")
-    format: Literal["modded", "nanogpt"] = Field(
-        default="modded", description="modded: 1024-byte header (magic 20240520); nanogpt: raw uint16")
-    train_glob: str = "fineweb_train_*.bin"
-    val_glob: str = "fineweb_val_*.bin"
-    vocab_size: int = Field(default=50257, gt=0, description="GPT-2's tokenizer")
-    max_train_shards: int | None = Field(default=None, gt=0)
-    order: Literal["random_windows", "epochs"] = Field(
-        default="random_windows", description="random_windows: windows drawn uniformly with replacement "
-        "(nanoGPT's get_batch); epochs: llm.c's loader, every non-overlapping window once per epoch, shards and "
-        "windows in a fresh seeded permutation each epoch (no replacement)")
 
 
 def read_shard(path: Path, fmt: str) -> np.ndarray:

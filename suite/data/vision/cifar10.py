@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing, TensorSplits
 from suite.data.locate import find_dir, link_local, local_hint, named_dir
+from suite.data.vision.cifar10_config import Config
 from suite.registry import Component
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
@@ -27,17 +27,6 @@ TEST = "test_batch"
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder holding cifar-10-batches-py/ (or the batches)")
-    train_limit: int | None = Field(default=None, gt=0)
-    val_limit: int | None = Field(default=None, gt=0)
-    flip: bool = Field(default=False, description="airbench94's alternating flip (random in epoch 0, then all "
-                       "images mirrored every other epoch)")
-    translate: int = Field(default=0, ge=0, le=8, description="random translation by up to N pixels "
-                           "(reflect-padded crops), drawn per image per epoch")
 
 
 def _candidates(base: Path | None) -> list[Path | None]:

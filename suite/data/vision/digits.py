@@ -13,15 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing, TensorSplits, fixed_split
+from suite.data.vision.digits_config import Config
 from suite.registry import Component
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    val_size: int = Field(default=360, gt=0, lt=1797)
 
 
 def csv_path() -> Path:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from suite.data.base import DataMissing, TensorSplits
 from suite.data.locate import find_dir, install_hint, link_local, named_dir, registry_dir
+from suite.data.vision.fashion_mnist_config import Config
 from suite.registry import Component
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: `data list` (locate) needs none
@@ -29,13 +29,6 @@ FILES = {
 SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 # Fashion-MNIST training-set statistics (per pixel, scaled to [0, 1])
 MEAN, STD = 0.2860, 0.3530
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str | None = Field(default=None, description="folder with the four *-ubyte.gz files")
-    train_limit: int | None = Field(default=None, gt=0, description="use the first N training images (tiny runs)")
-    val_limit: int | None = Field(default=None, gt=0, description="use the first N test images (tiny runs)")
 
 
 def read_idx(path: Path) -> np.ndarray:

@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 from suite.data.base import DataMissing
-from suite.data.vision.imagenet import MEAN, STD, ImageFolderSplits, dali_missing
+from suite.data.vision.imagenet import MEAN, STD, ImageFolderSplits
+from suite.data.vision.imagenet_config import dali_missing
 
 NUM_ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 boxes, as the Pillow and torchvision paths do
 

@@ -7,34 +7,14 @@ heads, 1024 context, vocab 50304); the Megatron backend builds its GPTModel from
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
+from suite.models.gpt.config import Config
 from suite.registry import Component
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    n_layer: int = Field(gt=0)
-    n_head: int = Field(gt=0)
-    d_model: int = Field(gt=0)
-    seq_len: int = Field(gt=0, description="context length (tokens per sample)")
-    vocab_size: int | None = Field(default=None, gt=0, description="default: the data set's vocabulary")
-    mlp_ratio: int = Field(default=4, gt=0)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    bias: bool = False
-    tie_embeddings: bool = True
-    gelu: Literal["exact", "tanh"] = Field(default="exact", description="tanh: GPT-2's (and llm.c's) approximation")
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> Config:
-        if self.d_model % self.n_head:
-            raise ValueError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
-        return self
 
 
 def vocab(cfg: Config, meta: dict[str, Any]) -> int:

@@ -7,16 +7,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from suite.models.graph.gcn_config import Config
 from suite.registry import Component
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    hidden: list[int] = Field(default=[64], description="widths of the hidden GCN layers")
-    dropout: float = Field(default=0.5, ge=0, lt=1)
 
 
 def normalized_adjacency(edge_index: torch.Tensor, edge_weight: torch.Tensor, n: int) -> torch.Tensor:

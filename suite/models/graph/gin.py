@@ -8,20 +8,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from suite.models.graph.gin_config import Config
 from suite.registry import Component
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    n_layer: int = Field(default=3, gt=0)
-    d_model: int = Field(default=64, gt=0)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    pool: str = Field(default="mean", pattern="^(mean|sum)$")
-    virtual_node: bool = Field(default=False, description="OGB's gin-virtual: a node joined to every node of its "
-                               "graph, updated by an MLP between layers (ogb examples/graphproppred/mol/conv.py)")
 
 
 class FeatureEmbedding(nn.Module):

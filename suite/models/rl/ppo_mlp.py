@@ -8,18 +8,11 @@ import math
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
+from suite.models.rl.ppo_mlp_config import Config
 from suite.registry import Component
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    hidden: list[int] = Field(default=[64, 64], min_length=1)
-    activation: str = Field(default="tanh", pattern="^(tanh|relu)$")
-    log_std_init: float = 0.0
 
 
 class ObsNorm(nn.Module):

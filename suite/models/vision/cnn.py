@@ -4,18 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from suite.models.vision.cnn_config import Config
 from suite.registry import Component
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    channels: list[int] = Field(default=[32, 64], min_length=1, description="output channels per stage")
-    convs_per_stage: int = Field(default=1, ge=1)
-    hidden: int = Field(default=128, gt=0, description="width of the fully connected layer")
-    dropout: float = Field(default=0.0, ge=0, lt=1)
 
 
 def _layers(cfg: Config, meta: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:

@@ -24,12 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.algorithms import grpo, grpo_agentic
+from suite.algorithms import grpo_agentic, grpo_loss
 from suite.models.common.generation import Sampling, token_logprobs
 from suite.workloads.agentic.bugfix import BugFixEnv
 from suite.workloads.agentic.env import rollout
 from suite.workloads.agentic.sandbox import Limits, enforced
 from suite.workloads.base import WorkloadBase
+from suite.workloads.checks import AgenticGRPOChecks
 from suite.workloads.contract import Batch, Context
 from suite.workloads.grpo_rollout import require_ray
 from suite.workloads.ppo import _unwrap
@@ -103,9 +104,7 @@ def mllog_keys(spec: Any) -> dict[str, Any]:
             "opt_learning_rate_decay_schedule": getattr(sched, "name", None) or "constant"}
 
 
-class AgenticGRPO(WorkloadBase):
-    reported_metrics = frozenset({"pass_at_k", "pass_at_1", "mean_turns"})
-
+class AgenticGRPO(AgenticGRPOChecks, WorkloadBase):
     def __init__(self, spec, ctx: Context):
         super().__init__(spec, ctx)
         self.cfg = grpo_agentic.Config.model_validate(getattr(spec, "grpo", None) or {})
@@ -202,7 +201,7 @@ class AgenticGRPO(WorkloadBase):
         c.add("tool", ro.tool_s)
         c.add("reward", ro.reward_s)
         c.add("old_log_prob", old_s)
-        adv = grpo.group_advantages(ro.rewards, g, self.cfg.normalize_std)
+        adv = grpo_loss.group_advantages(ro.rewards, g, self.cfg.normalize_std)
         with c.lock:
             c.rollouts += 1
             c.tokens_generated += ro.gen_tokens
@@ -315,7 +314,7 @@ class AgenticGRPO(WorkloadBase):
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         p = batch["prompt_mask"].shape[1]
         logp = token_logprobs(model, batch["sequences"], p, self.sampling.temperature, batch["prompt_mask"])
-        loss, _ = grpo.policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"], self.cfg)
+        loss, _ = grpo_loss.policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"], self.cfg)
         return loss
 
     # ---- evaluation -------------------------------------------------------------------------------------
