@@ -32,8 +32,8 @@ RANKING_QUERIES = 1000  # positives of the evaluated window ranked (the first N 
 SEQUENCE_ID_FIELDS = {
     "movielens_100k": {"user": "ml-100k.inter field 'user_id'", "item": "ml-100k.inter field 'item_id'",
                        "rating": "ml-100k.inter field 'rating'"},
-    "yambda": {"user": "train_sessions.parquet / test_events.parquet field 'uid'",
-               "item": "train_sessions.parquet field 'item_ids' / test_events.parquet field 'item_id'",
+    "yambda": {"user": "train_sessions.parquet field 'uid'",
+               "item": "train_sessions.parquet field 'item_ids'",
                "rating": "fields 'event_type' and 'played_ratio_pct' (action bits)"}}
 MOVIELENS_FEATURE_FIELDS = {
     "user": "ml-100k.inter field 'user_id'", "item": "ml-100k.inter field 'item_id'",

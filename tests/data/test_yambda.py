@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,34 +37,32 @@ def _load(folder: Path, **kw) -> yambda.YambdaAnchors:
 def test_anchors_labels_and_histories_follow_the_files(files: Path) -> None:
     data = _load(files, max_history=6)
     sessions = pq.read_table(files / "train_sessions.parquet").to_pydict()
-    test = pq.read_table(files / "test_events.parquet").to_pydict()
     listens = sum(t == 0 for ts in sessions["event_types"] for t in ts)
-    train_idx, test_idx = data.split()
-    assert len(train_idx) == listens and len(test_idx) == sum(t == 0 for t in test["event_type"])
-    # one user's events by hand: its first test listen, the label and the 6 events before it
+    train_idx, eval_idx = data.split()
+    # no floor (min_history 0): every LISTEN of train_sessions anchors, the last window evaluated, none dropped
+    assert len(train_idx) + len(eval_idx) == listens and data.meta["eval_window"] == data.meta["windows"] - 1
+    # one user's events by hand: its first listen of the evaluated window, the label and the 6 events before it
     u = 3
     events = [(t, i, e, p) for s_uid, its, tss, ets, ps in zip(sessions["uid"], sessions["item_ids"],
                                                                   sessions["timestamps"], sessions["event_types"],
                                                                   sessions["played_ratio_pct"], strict=True)
               if s_uid == u for i, t, e, p in zip(its, tss, ets, ps, strict=True)]
-    events += [(t, i, e, p) for uid, i, t, e, p in zip(test["uid"], test["item_id"], test["timestamp"],
-                                                       test["event_type"], test["played_ratio_pct"], strict=True)
-               if uid == u]
-    events.sort(key=lambda x: x[0])
-    n_train = sum(1 for uid in sessions["uid"] if uid == u) * 12
-    k = next(j for j in range(n_train, len(events)) if events[j][2] == 0)  # first test listen
+    lo = data.meta["first_anchor_ts"] + data.meta["eval_window"] * 86400
+    k = next(j for j in range(len(events)) if events[j][2] == 0 and events[j][0] >= lo)
     t, item, _, played = events[k]
-    anchor = next(a for a in test_idx if data.item[a] == item + 1 and data.hist_item[np.array([a])][0, -1]
-                  == events[k - 1][1] + 1)
+    anchor = next(a for a in eval_idx if data.item[a] == item + 1 and data.timestamp[a] == t)
     assert data.label[anchor] == float(played >= 50)
     expect_items = [e[1] + 1 for e in events[k - 6 : k]]
     expect_bits = [1 if e[2] == 0 and e[3] >= 50 else 2 if e[2] == 1 else 4 for e in events[k - 6 : k]]
     assert data.hist_item[np.array([anchor])][0].tolist() == expect_items
     assert data.hist_rating[np.array([anchor])][0].tolist() == expect_bits
-    # a user's first listen has an empty (all padding) history; windows are days, the test window is last
+    # a user's first listen has an empty (all padding) history; windows are days, the evaluated one is last
     assert (data.hist_item[train_idx[:1]] == 0).all()
-    assert data.window[train_idx].max() < data.window[test_idx].min()
+    assert data.window[train_idx].max() < data.window[eval_idx].min()
     assert 0.3 < data.label.mean() < 0.7 and data.cardinality["rating"] == yambda.ACTION_ROWS
+    # test_events.parquet is validated and unused: no anchor is one of its events
+    assert data.meta["test_events_unused"] == 320 and int(data.timestamp.max()) < json.loads(
+        (files / "split_meta.json").read_text())["split_timestamp"]
 
 
 def _copy(files: Path, dest: Path) -> Path:
@@ -151,7 +150,7 @@ def test_run_exits_2_before_start_naming_the_file(files: Path, tmp_path: Path) -
 
 def test_the_tiny_variant_learns_the_planted_listens(files: Path) -> None:
     """Labels, histories and the dense/sparse optimizer pair carry the signal: AUC on the future window well above
-    chance after 100 steps (0.70 measured; 0.654 at step 50, 0.757 at step 300)."""
+    chance after 100 steps (on the held-out day of version 7: 0.699 measured, 0.621 at step 50)."""
     spec = load_spec(registry.workload_files()["rec/dlrmv4"], {"data.path": str(files), "budget.max_steps": 100,
                                                                "eval.every_steps": 100, "eval.first_step": 100},
                      variant="tiny")
@@ -204,8 +203,9 @@ def pools(tmp_path_factory) -> tuple[Path, dict[int, list[tuple[int, float]]]]:
     users = {0: [KINDS[k] for k in rng.choice(6, 70, p=[0.35, 0.25, 0.15, 0.1, 0.1, 0.05])],  # every pool and kind
              1: [[LP, SKIP, DISLIKE][k] for k in rng.choice(3, 40)],  # no like: that pool stays empty
              2: [DISLIKE, UNLIKE, UNDISLIKE, LP, LIKE, SKIP, LP],  # first listen: only non-pool events before it
-             3: [LIKE, SKIP] + [DISLIKE] * 30 + [LP, LP]}  # the like and skip fall out of the 25-event scan
-    return yambda_pools.write(tmp_path_factory.mktemp("pools"), users), users
+             3: [LIKE, SKIP] + [DISLIKE] * 30 + [LP, LP],  # the like and skip fall out of the 25-event scan
+             9: [LP]}  # a day later: the evaluated window (the last), every other anchor in the trained window 0
+    return yambda_pools.write(tmp_path_factory.mktemp("pools"), users, offset_s={9: 86400}), users
 
 
 def _ours(folder: Path, users: dict[int, list[tuple[int, float]]], **kw) -> dict[tuple[int, int], tuple]:
@@ -219,7 +219,7 @@ def _ours(folder: Path, users: dict[int, list[tuple[int, float]]], **kw) -> dict
     out = {}
     for a in range(len(data)):
         if int(data.item[a]) - 1 not in where:
-            continue  # the test-window listens: checked through the training ones' rule below
+            continue
         hist = data.hist_item[np.array([a])][0]
         out[where[int(data.item[a]) - 1]] = ([where[int(i) - 1][1] for i in hist if i > 0],
                                              [int(b) for b, i in zip(data.hist_rating[np.array([a])][0], hist,
@@ -294,6 +294,148 @@ def test_the_full_spec_caps_are_the_reference_values() -> None:
 @pytest.mark.parametrize("field", ["listen_plus_cap", "like_cap", "skip_cap", "scan_window", "max_history"])
 @pytest.mark.parametrize("value", [0, -3, 2.5, "many", True])
 def test_a_cap_that_is_not_a_positive_integer_is_refused_naming_it(field: str, value) -> None:
+    from suite.specload import SpecError
+
+    with pytest.raises(SpecError, match=rf"data\.{field}"):
+        load_spec(registry.workload_files()["rec/dlrmv4"], {f"data.{field}": value}, variant="tiny")
+
+
+# ---- the reference's evaluation set and anchor floor ----------------------------------------------------------
+# mlcommons/training recommendation_v4/generative_recommenders/dlrm_v4 at a67b8459 (PR 889):
+#   datasets/yambda.py 423      the flat store: train_sessions.parquet sorted by uid, session_id, exploded in order
+#   datasets/yambda.py 370-372  anchor = (idx - user_start[uid] >= min_history) & (event_type == LISTEN)
+#   datasets/yambda.py 626      t_min = the earliest anchor's timestamp
+#   datasets/yambda.py 656-660  window_indices(ts): anchors with t_min + ts * W <= timestamp < t_min + (ts + 1) * W
+#   datasets/yambda.py 737-762  eval_holdout_indices(start_ts): window_indices(start_ts), every user's when
+#                               train_split_percentage >= 1.0
+#   train/utils.py 2190-2194, 2886-2888  the evaluated set is eval_holdout_indices(eval_holdout_ts)
+#   train/gin/yambda_5b.gin 226 TRAIN_SPLIT_PERCENTAGE 1.0, 502 min_history 4086, 529 window 86400 s,
+#                               573 num_train_ts 299, 580 start_ts 0 (trained: windows 0-298), 790 eval_holdout_ts 299
+# test_events.parquet: no line of the reference reads it.
+STEP_S = 3 * 3600  # generated events three hours apart: eight a day
+
+
+def _reference_sets(users: dict[int, list[tuple[int, float]]], offsets: dict[int, int], min_history: int,
+                    holdout: int, *, t_min_of_events: bool = False, floor_on_listens: bool = False
+                    ) -> tuple[set, set]:
+    """(trained, evaluated) anchors as (uid, user-local index), by the reference's lines above."""
+    from support.yambda_pools import T0
+
+    def ts(uid: int, j: int) -> int:
+        return T0 + offsets.get(uid, 0) + STEP_S * j
+
+    anchors = []
+    for uid in sorted(users):  # line 423
+        events = users[uid]
+        for j, (etype, _) in enumerate(events):
+            prior = sum(e[0] == 0 for e in events[:j]) if floor_on_listens else j  # idx - user_start
+            if etype == 0 and prior >= min_history:  # lines 370-372
+                anchors.append((uid, j))
+    t_min = min(ts(u, j) for u, j in anchors)  # line 626
+    if t_min_of_events:
+        t_min = min(ts(u, 0) for u in users)
+
+    def window(w: int) -> set:  # lines 656-660
+        return {(u, j) for u, j in anchors if t_min + w * 86400 <= ts(u, j) < t_min + (w + 1) * 86400}
+
+    return set().union(*(window(w) for w in range(holdout))), window(holdout)  # utils.py 2886-2888, gin 573/580
+
+
+@pytest.fixture(scope="module")
+def days(tmp_path_factory) -> tuple[Path, dict[int, list[tuple[int, float]]], dict[int, int]]:
+    from support import yambda_pools
+
+    rng = np.random.default_rng(46)
+    users = {u: [KINDS[k] for k in rng.choice(6, n, p=[0.35, 0.25, 0.15, 0.1, 0.1, 0.05])]
+             for u, n in enumerate([44, 30, 52, 12, 38])}
+    users[5] = [LP] * 40  # every event a listen: the floor's boundary (local index 9 no anchor, 10 the first)
+    offsets = {0: 0, 1: 5 * 3600, 2: 20 * 3600, 3: 26 * 3600, 4: 43 * 3600, 5: 7 * 3600}
+    return yambda_pools.write(tmp_path_factory.mktemp("days"), users, step_s=STEP_S, offset_s=offsets), users, offsets
+
+
+FLOOR, HOLDOUT = 10, 3
+
+
+def _sets(folder: Path, users: dict[int, list[tuple[int, float]]], **kw) -> tuple[set, set, yambda.YambdaAnchors]:
+    data = _load(folder, max_history=8, **kw)
+    where, item = {}, 0
+    for uid, events in users.items():
+        for j in range(len(events)):
+            where[item] = (uid, j)
+            item += 1
+    train_idx, eval_idx = data.split()
+    return ({where[int(data.item[a]) - 1] for a in train_idx}, {where[int(data.item[a]) - 1] for a in eval_idx},
+            data)
+
+
+def test_the_evaluated_set_and_the_floor_are_the_reference_rule(days) -> None:
+    folder, users, offsets = days
+    trained, evaluated, data = _sets(folder, users, min_history=FLOOR, eval_holdout_window=HOLDOUT)
+    want_train, want_eval = _reference_sets(users, offsets, FLOOR, HOLDOUT)
+    assert evaluated == want_eval and trained == want_train
+    assert len(evaluated) > 10 and len(trained) > 10 and data.meta["windows"] > HOLDOUT + 1  # later anchors unused
+    assert len(data) == len(trained) + len(evaluated)
+    assert (5, FLOOR) in trained | evaluated and (5, FLOOR - 1) not in trained | evaluated  # the boundary
+    assert all(j >= FLOOR for _, j in trained | evaluated)
+    # MLLOG's eval_samples is this set's size (suite/workloads/recsys.py eval_samples: len(eval_idx))
+    assert len(data.split()[1]) == len(want_eval)
+
+
+@pytest.mark.parametrize("control", ["holdout+1", "holdout-1", "floor+1", "floor-1", "windows from the first event",
+                                     "floor counted on listens"])
+def test_a_wrong_evaluation_rule_is_told_apart(days, control: str) -> None:
+    """Negative controls: the reference's rule changed in one place gives another evaluated or trained set."""
+    folder, users, offsets = days
+    trained, evaluated, _ = _sets(folder, users, min_history=FLOOR, eval_holdout_window=HOLDOUT)
+    floor, holdout, kw = FLOOR, HOLDOUT, {}
+    if control.endswith(("+1", "-1")):
+        step = int(control[-2:])
+        floor, holdout = (floor + step, holdout) if control.startswith("floor") else (floor, holdout + step)
+    elif control == "windows from the first event":
+        kw["t_min_of_events"] = True
+    else:
+        kw["floor_on_listens"] = True
+    assert _reference_sets(users, offsets, floor, holdout, **kw) != (trained, evaluated), control
+
+
+def test_bad_holdout_or_floor_is_refused_naming_the_field(days, tmp_path: Path) -> None:
+    from support import yambda_pools
+
+    folder, users, _ = days
+    n = _load(folder, min_history=FLOOR).meta["windows"]
+    for kw, text in (({"eval_holdout_window": n}, f"data.eval_holdout_window {n} is beyond the data"),
+                     ({"eval_holdout_window": 0}, "data.eval_holdout_window 0 leaves no training window"),
+                     ({"min_history": 60}, "data.min_history 60 earlier events")):
+        with pytest.raises(DataMissing, match=re.escape(text)) as err:
+            _load(folder, **{"min_history": FLOOR, **kw})
+        assert "train_sessions.parquet" in str(err.value)
+    gap = yambda_pools.write(tmp_path / "gap", {0: [LP] * 10, 1: [LP] * 10}, step_s=3600, offset_s={1: 3 * 86400})
+    assert _load(gap, eval_holdout_window=3).meta["windows"] == 4  # the windows 1 and 2 hold nothing
+    with pytest.raises(DataMissing, match=r"train_sessions.parquet: data.eval_holdout_window 2 holds no anchor"):
+        _load(gap, eval_holdout_window=2)
+
+
+def test_run_exits_2_before_start_on_a_holdout_beyond_the_data(files: Path, tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1", TRAINBENCH_DATA=str(tmp_path / "nodata"))
+    r = subprocess.run([sys.executable, "-m", "suite.cli", "run", "rec/dlrmv4", "--variant", "tiny", "--set",
+                        f"data.path={files}", "--set", "data.eval_holdout_window=5", "--results",
+                        str(tmp_path / "res")], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "data.eval_holdout_window 5 is beyond the data" in r.stdout + r.stderr
+    assert not (tmp_path / "res").exists() or not list((tmp_path / "res").rglob("*.json"))
+
+
+def test_the_full_spec_evaluates_the_reference_holdout_day_after_its_floor() -> None:
+    spec = load_spec(registry.workload_files()["rec/dlrmv4"], {})
+    assert (spec.data.eval_holdout_window, spec.data.min_history) == (299, 4086)  # gin lines 790 and 502
+    tiny = load_spec(registry.workload_files()["rec/dlrmv4"], {}, variant="tiny")
+    assert (tiny.data.eval_holdout_window, tiny.data.min_history) == (4, 8)
+
+
+@pytest.mark.parametrize("field", ["min_history", "eval_holdout_window"])
+@pytest.mark.parametrize("value", [-1, 2.5, "many", True])
+def test_a_holdout_or_floor_that_is_not_a_count_is_refused_naming_it(field: str, value) -> None:
     from suite.specload import SpecError
 
     with pytest.raises(SpecError, match=rf"data\.{field}"):

@@ -1,7 +1,9 @@
 """Processed-Yambda files (the seven of suite/data/rec/yambda.py, in the reference's layout) holding chosen event
 lists, for the per-pool history tests: `write(folder, users)` where users[uid] is a list of (event_type,
-played_ratio_pct) in time order, split into sessions of `per_session` events one minute apart; every user also gets
-one test-window listen. Item ids are each event's running index (so a history names its events)."""
+played_ratio_pct) in time order, split into sessions of `per_session` events `step_s` seconds apart (one minute by
+default), the user's first at T0 + offset_s[uid] (0 by default); every user also gets one listen in
+test_events.parquet (the layout has the file; the reader validates it and uses none of its events). Item ids are each
+event's running index (so a history names its events)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import pyarrow.parquet as pq
 T0, DAY_S = 1_700_000_000, 86400
 
 
-def write(folder: Path, users: dict[int, list[tuple[int, float]]], per_session: int = 7) -> Path:
+def write(folder: Path, users: dict[int, list[tuple[int, float]]], per_session: int = 7, step_s: int = 60,
+          offset_s: dict[int, int] | None = None) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rows: dict[str, list] = {k: [] for k in ("uid", "session_id", "item_ids", "timestamps", "event_types",
@@ -27,12 +30,13 @@ def write(folder: Path, users: dict[int, list[tuple[int, float]]], per_session: 
             rows["uid"].append(uid)
             rows["session_id"].append(sid)
             rows["item_ids"].append(list(range(item, item + len(chunk))))
-            rows["timestamps"].append([T0 + 60 * (s + j) for j in range(len(chunk))])
+            rows["timestamps"].append([T0 + (offset_s or {}).get(uid, 0) + step_s * (s + j)
+                                       for j in range(len(chunk))])
             rows["event_types"].append([e for e, _ in chunk])
             rows["is_organic"].append([1] * len(chunk))
             rows["played_ratio_pct"].append([float(p) for _, p in chunk])
             item, sid = item + len(chunk), sid + 1
-    n_items, split_ts = item + len(users), T0 + 60 * max(len(e) for e in users.values()) + 3600
+    n_items, split_ts = item + len(users), max(max(t) for t in rows["timestamps"]) + 3600
     pq.write_table(pa.table({
         "uid": pa.array(rows["uid"], pa.int64()), "session_id": pa.array(rows["session_id"], pa.int64()),
         "item_ids": pa.array(rows["item_ids"], pa.list_(pa.int64())),

@@ -3,8 +3,10 @@
 
 - `train_sessions.parquet`: one row per listening session: uid, session_id and the per-event lists item_ids,
   timestamps, event_types (0 listen, 1 like, ...), is_organic, played_ratio_pct (the columns the reference explodes);
-- `test_events.parquet`: the held-out events, one per row (uid, item_id, timestamp, event_type, is_organic,
-  played_ratio_pct), every one strictly later than the training stream;
+- `test_events.parquet`: the events after the split, one per row (uid, item_id, timestamp, event_type, is_organic,
+  played_ratio_pct), every one strictly later than the training stream. The reference's preprocessing writes it but
+  no code of the reference reads it: this reader validates it (columns, count, item ids, timestamps) and uses none of
+  its events (the evaluated window is a day of train_sessions.parquet, below);
 - `session_index.parquet`: uid, session_id, n_events per training session (must agree with train_sessions);
 - `item_popularity.npy`: one count per item id (its length is the item vocabulary);
 - `split_meta.json`: split_timestamp, window_seconds, n_train_events, n_test_events, n_items;
@@ -20,13 +22,19 @@ and item_popularity.npy is its item vocabulary; the version of the reference rea
 of test_events.parquet, session_index.parquet or split_meta.json, so their columns above are this reader's choice,
 named after train_sessions' (check them against the preprocessing script before a real run).
 
-A sample is one LISTEN event (the reference's anchor); its label is the listen-plus bit (played_ratio_pct >= 50);
+A sample is one LISTEN event of train_sessions.parquet with at least min_history earlier events of its user (the
+reference's anchor: datasets/yambda.py lines 370-372 keep `idx - user_start >= min_history & event_type == LISTEN`
+over the flat store, the sessions sorted by uid, session_id and exploded, line 423); its label is the listen-plus bit (played_ratio_pct >= 50);
 its history is the reference's per-pool gather (PoolGather: the last listen_plus_cap / like_cap / skip_cap events of
 each pool among the user's last scan_window events before the anchor, merged in time order, the last max_history
 kept), each tagged with its pool's action bit (listen-plus 1, like 2, skip 4). Histories are gathered per batch from
-the flat event arrays (never materialised as [N, max_history]). Training anchors fall in day windows
-(window_seconds); the test events are the one evaluated window, strictly in the future. A malformed or mismatched
-file is refused naming it.
+the flat event arrays (never materialised as [N, max_history]). Anchors fall in windows of window_seconds counted
+from the first anchor's timestamp (the reference's `window_indices`, lines 656-660: `[t_min + w * W, t_min + (w + 1)
+* W)`, t_min the earliest anchor's, line 626); the training windows are 0 .. eval_holdout_window - 1 (the reference's
+start_ts 0 and num_train_ts, gin lines 580 and 573), the evaluated set is every anchor of window eval_holdout_window
+(its `eval_holdout_indices`, lines 737-762, with train_split_percentage 1.0: no user held out), and anchors of later
+windows are used by neither. A malformed or mismatched file, or a holdout window outside the data or without an
+anchor, is refused naming it.
 """
 
 from __future__ import annotations
@@ -112,14 +120,14 @@ class LazyHistory:
 
 
 class YambdaAnchors:
-    """Anchors in time order (training windows first, then the test window); ids 1-based (0 is padding)."""
+    """Anchors in time order (the training windows first, then the evaluated window); ids 1-based (0 is padding)."""
 
     def __init__(self, *, user: np.ndarray, item: np.ndarray, label: np.ndarray, window: np.ndarray,
-                 is_test: np.ndarray, hist_item: LazyHistory, hist_rating: LazyHistory, n_users: int, n_items: int,
+                 is_eval: np.ndarray, hist_item: LazyHistory, hist_rating: LazyHistory, n_users: int, n_items: int,
                  meta: dict[str, Any], side: dict[str, Any] | None = None, cross: dict[str, np.ndarray] | None = None,
                  cross_rows: dict[str, int] | None = None, timestamp: np.ndarray | None = None,
                  hist_time: LazyHistory | None = None):
-        self.user, self.item, self.label, self.window, self.is_test = user, item, label, window, is_test
+        self.user, self.item, self.label, self.window, self.is_eval = user, item, label, window, is_eval
         self.hist_item, self.hist_rating = hist_item, hist_rating
         # the anchors' timestamps and the histories' (the files' 'timestamps' / 'timestamp', seconds; 0 padding)
         self.timestamp, self.hist_time = timestamp, hist_time
@@ -134,8 +142,8 @@ class YambdaAnchors:
         return len(self.user)
 
     def split(self, n_windows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Training anchors (the day windows before the split) and the test anchors (strictly later)."""
-        return np.flatnonzero(~self.is_test), np.flatnonzero(self.is_test)
+        """Training anchors (the windows before eval_holdout_window) and the evaluated ones (that window's)."""
+        return np.flatnonzero(~self.is_eval), np.flatnonzero(self.is_eval)
 
 
 def _read_parquet(path: Path, required: tuple[str, ...]) -> dict[str, Any]:
@@ -266,20 +274,19 @@ def load(cfg: Config) -> YambdaAnchors:
            f"{split_ts}")
     early = np.flatnonzero(test["timestamp"] < split_ts)
     _check(len(early) == 0, f"{test_path}: event at timestamp {int(test['timestamp'][early[0]]) if len(early) else 0}"
-           f" is before {meta_path} split_timestamp {split_ts}: the evaluated window must be strictly in the future")
+           f" is before {meta_path} split_timestamp {split_ts}: the file (validated, not read as samples) must hold "
+           "only events after the training stream")
     _check(meta["window_seconds"] > 0, f"{meta_path}: field 'window_seconds' must be > 0")
 
-    # every event, train then test, in (user, time) order
-    uid = np.concatenate([np.repeat(sess["session_uid"], sess["session_len"]), test["uid"]])
-    ts = np.concatenate([sess["timestamps"], test["timestamp"]])
-    item = np.concatenate([sess["item_ids"], test["item_id"]]) + 1
-    etype = np.concatenate([sess["event_types"], test["event_type"]])
-    played = np.nan_to_num(np.concatenate([sess["played_ratio_pct"], test["played_ratio_pct"]]))
-    organic = np.concatenate([sess["is_organic"], test["is_organic"]])
-    is_test = np.concatenate([np.zeros(n_train, bool), np.ones(n_test, bool)])
-    order = np.lexsort((ts, uid))
-    uid, ts, item, etype, played, organic, is_test = (a[order] for a in (uid, ts, item, etype, played, organic,
-                                                                         is_test))
+    # the reference's flat store: train_sessions.parquet sorted by uid, session_id, each session's events in its
+    # list order (datasets/yambda.py line 423); test_events.parquet is validated above and used nowhere
+    sessions_path = folder / "train_sessions.parquet"
+    uid = np.repeat(sess["session_uid"], sess["session_len"])
+    sid = np.repeat(sess["session_id"], sess["session_len"])
+    order = np.lexsort((np.arange(n_train), sid, uid))
+    uid, ts, item, etype, played, organic = (a[order] for a in (
+        uid, sess["timestamps"], sess["item_ids"] + 1, sess["event_types"], np.nan_to_num(sess["played_ratio_pct"]),
+        sess["is_organic"]))
     listen = etype == LISTEN
     plus = listen & (played >= LISTEN_PLUS_PCT)
     action = np.where(plus, LP_BIT, 0) | np.where(etype == LIKE, LIKE_BIT, 0) | np.where(listen & ~plus, SKIP_BIT, 0)
@@ -287,14 +294,30 @@ def load(cfg: Config) -> YambdaAnchors:
     user_start = np.repeat(starts, np.diff(np.r_[starts, len(uid)]))
     _, dense_user = np.unique(uid, return_inverse=True)
 
-    anchors = np.flatnonzero(listen)
-    anchors = anchors[np.lexsort((anchors, ts[anchors], is_test[anchors]))]  # train windows, then test; by time
-    train = anchors[~is_test[anchors]][: cfg.limit]
-    anchors = np.concatenate([train, anchors[is_test[anchors]]])
-    _check(len(train) > 0, f"{folder / 'train_sessions.parquet'}: no LISTEN event (event_type {LISTEN}) to train on")
-    t0 = int(ts[train].min())
-    window = np.where(is_test[anchors], -1, (ts[anchors] - t0) // meta["window_seconds"])
-    window[window < 0] = int(window.max()) + 1
+    # anchors: LISTENs after min_history earlier events of the user (datasets/yambda.py lines 370-372)
+    eligible = np.flatnonzero(listen & (np.arange(len(uid)) - user_start >= cfg.min_history))
+    _check(len(eligible) > 0, f"{sessions_path}: no LISTEN event (event_type {LISTEN}) with data.min_history "
+           f"{cfg.min_history} earlier events of its user: no anchor")
+    width = meta["window_seconds"]
+    t0 = int(ts[eligible].min())  # the reference's t_min: the earliest anchor's timestamp (line 626)
+    all_windows = (ts[eligible] - t0) // width  # lines 656-660
+    n_windows = int(all_windows.max()) + 1  # its num_windows (lines 630-635)
+    held = n_windows - 1 if cfg.eval_holdout_window is None else cfg.eval_holdout_window
+    _check(held < n_windows, f"{sessions_path}: data.eval_holdout_window {held} is beyond the data: its anchors "
+           f"fill windows 0..{n_windows - 1} ({meta_path.name} window_seconds {width}, counted from the first "
+           f"anchor at {t0})")
+    _check(held >= 1, f"{sessions_path}: data.eval_holdout_window 0 leaves no training window before it")
+    evaluated = eligible[all_windows == held]
+    _check(len(evaluated) > 0, f"{sessions_path}: data.eval_holdout_window {held} holds no anchor (the window "
+           f"[{t0 + held * width}, {t0 + (held + 1) * width}) of {meta_path.name} window_seconds {width})")
+    train = eligible[all_windows < held]
+    train = train[np.lexsort((train, ts[train]))][: cfg.limit]  # by time
+    evaluated = evaluated[np.lexsort((evaluated, ts[evaluated]))]
+    _check(len(train) > 0, f"{sessions_path}: the training windows 0..{held - 1} before data.eval_holdout_window "
+           f"{held} hold no anchor")
+    anchors = np.concatenate([train, evaluated])
+    is_eval = np.r_[np.zeros(len(train), bool), np.ones(len(evaluated), bool)]
+    window = (ts[anchors] - t0) // width
     n_users = int(dense_user.max()) + 1
     pool = np.select([plus, etype == LIKE, listen & ~plus], [0, 1, 2], -1)  # the reference's 3 pools, -1: none
     gather = PoolGather(pool, anchors, user_start[anchors], (cfg.listen_plus_cap, cfg.like_cap, cfg.skip_cap),
@@ -305,18 +328,20 @@ def load(cfg: Config) -> YambdaAnchors:
     rows = {name: cfg.cross_rows or n for name, _, n, _ in CROSS_SPECS}
     return YambdaAnchors(
         user=dense_user[anchors].astype(np.int64) + 1, item=item[anchors].astype(np.int64),
-        label=plus[anchors].astype(np.float32), window=window.astype(np.int64), is_test=is_test[anchors],
+        label=plus[anchors].astype(np.float32), window=window.astype(np.int64), is_eval=is_eval,
         hist_item=LazyHistory(item, gather), hist_rating=LazyHistory(action, gather),
         timestamp=ts[anchors].astype(np.int64), hist_time=LazyHistory(ts, gather),
         n_users=n_users, n_items=n_items, side=side, cross=cross_ids(raw, rows), cross_rows=rows,
         meta={"source": str(folder), "license": "the Yambda data set card's terms", "train_events": n_train,
-              "test_events": n_test, "positive_rate": float(plus[anchors].mean())})
+              "test_events_unused": n_test, "windows": n_windows, "eval_window": held, "first_anchor_ts": t0,
+              "positive_rate": float(plus[anchors].mean())})
 
 
 def prepare(source: Path | None) -> str:
     data = load(Config(path=str(source) if source else None))
-    train, test = data.split()
-    return f"yambda: {data.meta['source']} ({len(train)} training anchors, {len(test)} test anchors)"
+    train, evaluated = data.split()
+    return (f"yambda: {data.meta['source']} ({len(train)} training anchors in windows 0..{data.meta['eval_window'] - 1},"
+            f" {len(evaluated)} evaluated anchors in window {data.meta['eval_window']} of {data.meta['windows']})")
 
 
 COMPONENT = Component(Config, load=load, prepare=prepare)

@@ -22,6 +22,12 @@ class Config(BaseModel):
                           "(the reference's per-pool cap)")
     scan_window: int = Field(default=20000, ge=1, description="the pools are filled from the user's last "
                              "scan_window events (of any kind) before the anchor (the reference's scan_window)")
+    min_history: int = Field(default=0, ge=0, description="a LISTEN is an anchor only once its user has this many "
+                             "earlier events in train_sessions.parquet (the reference's min_history)")
+    eval_holdout_window: int | None = Field(default=None, ge=0, description="the evaluated window (windows of "
+                                            "split_meta.json's window_seconds counted from the first anchor; the "
+                                            "reference's eval_holdout_ts): its anchors are evaluated, the windows "
+                                            "before it trained; default: the last window")
     limit: int | None = Field(default=None, gt=0, description="keep only the first N training anchors in time")
     cross_rows: int | None = Field(default=None, gt=0, description="rows of every hashed cross table (the hash's "
                                    "modulus); default: the reference's per-table sizes (yambda_cross.CROSS_SPECS)")
@@ -31,4 +37,13 @@ class Config(BaseModel):
     def _whole(cls, v: Any, info: Any) -> Any:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"data.{info.field_name} must be a positive integer, got {v!r}")
+        return v
+
+    @field_validator("min_history", "eval_holdout_window", mode="before")
+    @classmethod
+    def _count(cls, v: Any, info: Any) -> Any:
+        if v is None and info.field_name == "eval_holdout_window":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"data.{info.field_name} must be a non-negative integer, got {v!r}")
         return v
