@@ -84,9 +84,14 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
     def untested(wl: str, b: str) -> bool:  # supported in code, never run on its hardware (no result here)
         return b in HARDWARE_UNTESTED and (wl, b) not in tested
 
+    def note(wl: str, b: str) -> str | None:  # the engine's word on a supported cell (its options module's `note`)
+        said = registry.engine_attr(b, "note")
+        return said(specs[wl]) if said is not None and grid[wl][b] is None else None
+
     if json_:
         emit_json({wl: {b: {"supported": r is None, "reason": r, "layouts": lays[wl].get(b, {}),
                             **({"limit": asdict(classify(b, specs[wl]))} if r is not None else {}),
+                            **({"note": n} if (n := note(wl, b)) is not None else {}),
                             **({"tested_on_hardware": not untested(wl, b)} if b in HARDWARE_UNTESTED else {})}
                         for b, r in row.items()} for wl, row in grid.items()})
     else:
@@ -114,6 +119,8 @@ def _print_matrix(tier: str | None, json_: bool, results: Path = Path("results")
                 if r is not None:  # the backend's words, then which kind of no (suite/backends/limits.py)
                     out.print(f"{wl} x {b}: {r} [{classify(b, specs[wl]).describe()}]", markup=False,
                               highlight=False, soft_wrap=True)
+                elif (n := note(wl, b)) is not None:
+                    out.print(f"{wl} x {b} (yes): {n}", markup=False, highlight=False, soft_wrap=True)
         for wl, spec in specs.items():  # what a workload needs beyond its backend (a data component's `requires`)
             needs = getattr(registry.data_component(spec.data.name), "requires", None)
             if needs is not None and (why := needs()) is not None:

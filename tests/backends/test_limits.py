@@ -4,6 +4,8 @@ TrainBench does not wire (suite/backends/limits.py), never a bare "no"."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from suite import registry
@@ -82,3 +84,16 @@ def test_the_full_tier_llm_workloads_torchtitan_refuses_name_its_limit(name, kin
     assert grid[name]["torchtitan"] is not None, name  # still refused: when it runs, drop the row
     limit = classify("torchtitan", specs[name])
     assert (limit.kind, named in limit.why) == (kind, True), limit
+
+
+def test_the_matrix_says_why_the_recommenders_tables_are_not_torchrecs():
+    """Issue 46: where TorchRec cannot run here, `list --matrix` says why (the torch cell's note); no other cell has
+    one."""
+    from support.backend_util import trainbench
+
+    p = trainbench("list", "--matrix", "--json")
+    assert p.returncode == 0, p.stderr
+    cells = json.loads(p.stdout)
+    noted = {(wl, b) for wl, row in cells.items() for b, c in row.items() if "note" in c}
+    assert noted == {(wl, "torch") for wl in cells if wl.startswith("rec/")}
+    assert "does not load" in cells["rec/dlrmv4"]["torch"]["note"] and "TorchRec" in cells["rec/dlrmv4"]["torch"]["note"]

@@ -69,3 +69,18 @@ def available_installed(device_type: str) -> Availability:
 def fsdp_mechanism(device_type: str) -> tuple[str, bool, bool, bool]:
     """What holds `parallel.fsdp` (suite/backends/translate.py): mechanism, parameters, gradients, optimizer sharded."""
     return ("FSDP2", True, True, True)
+
+
+# the model archs whose parameters are mostly embedding tables (suite/models/recsys/): what TorchRec would shard
+TABLE_ARCHS = ("hstu", "dcnv2")
+TORCHREC = ("embedding tables shard on torch's own collectives (parallel.tables, suite/backends/parallel/tables.py: "
+            "table-, row- and column-wise, TorchRec's placements), not through TorchRec: torchrec 1.9.2 with "
+            "fbgemm-gpu-cpu 1.9.0 installs beside torch 2.13.0 without changing it, but does not load "
+            "(fbgemm_gpu_tbe_index_select.so: undefined symbol torch::autograd::_wrap_outputs, built against another "
+            "torch; docs/recommenders.md, \"TorchRec here\")")
+
+
+def note(spec: Any) -> str | None:
+    """What `list --matrix --why` adds to a supported cell: how this backend holds what the reference runs on
+    another library (the recommenders' tables: TorchRec)."""
+    return TORCHREC if str(spec.model.arch) in TABLE_ARCHS else None
