@@ -12,8 +12,8 @@ component-level errors of `run` are covered: what a check reads of each register
 imports no torch (suite/registry.py TASK_CHECKS, MODEL_CONFIGS, DATASET_CONFIGS; tests/workloads/test_spec_parts.py).
 Not covered (they still import torch, their checks live in modules that import it): a spec naming user code by import
 path (an optimizer not described in suite/algorithms/optimizer_params.py, a schedule, loss or component
-`pkg.mod:Name`: the module is imported, so `spec validate workloads/cv/cifar10_resnet.yaml`, whose schedule is
-`suite.algorithms.airbench:schedule`, imports torch), `run --parallel tp=2` with one process and
+`pkg.mod:Name`: the module is imported; suite/algorithms/airbench.py, which cv/cifar10_resnet names, defines its
+torch optimizer on first use so its schedule is read without torch), `run --parallel tp=2` with one process and
 `run --precision fp64` (the plan's and the precision recipes' checks), `run --results` on a folder that cannot be
 written, and `compare` (duckdb, numpy). `data list` imports numpy (suite/data/synthetic/files.py, the synthetic
 writers' table): it is held to no torch only (DATA_CASES).
@@ -81,6 +81,7 @@ CASES = [
     (["spec", "validate", str(ROOT / "workloads" / "cv" / "digits_cnn.yaml")], 0, "(cv/digits_cnn, hash"),
     (["spec", "validate", str(ROOT / "workloads" / "rec" / "dlrmv4.yaml")], 0, "(rec/dlrmv4, hash"),
     (["spec", "validate", str(ROOT / "workloads" / "rl" / "agentic_bugfix_grpo.yaml")], 0, "(rl/agentic_bugfix_grpo, hash"),
+    (["spec", "validate", str(ROOT / "workloads" / "cv" / "cifar10_resnet.yaml")], 0, "(cv/cifar10_resnet, hash"),
     # what only the components' checks find: a model field that does not exist, or out of range
     (["run", "cv/digits_cnn", "--set", "model.nosuchfield=1"], 2, "model.nosuchfield"),
     (["run", "nlp/austen_gpt", "--set", "model.n_layer=-1"], 2, "model.n_layer"),
