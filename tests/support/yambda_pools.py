@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from suite.data.rec.yambda_fixture import write_train_sessions
+
 T0, DAY_S = 1_700_000_000, 86400
 
 
@@ -37,14 +39,7 @@ def write(folder: Path, users: dict[int, list[tuple[int, float]]], per_session: 
             rows["played_ratio_pct"].append([float(p) for _, p in chunk])
             item, sid = item + len(chunk), sid + 1
     n_items, split_ts = item + len(users), max(max(t) for t in rows["timestamps"]) + 3600
-    pq.write_table(pa.table({
-        "uid": pa.array(rows["uid"], pa.int64()), "session_id": pa.array(rows["session_id"], pa.int64()),
-        "item_ids": pa.array(rows["item_ids"], pa.list_(pa.int64())),
-        "timestamps": pa.array(rows["timestamps"], pa.list_(pa.int64())),
-        "event_types": pa.array(rows["event_types"], pa.list_(pa.int8())),
-        "is_organic": pa.array(rows["is_organic"], pa.list_(pa.int8())),
-        "played_ratio_pct": pa.array(rows["played_ratio_pct"], pa.list_(pa.float32()))}),
-        folder / "train_sessions.parquet")
+    write_train_sessions(rows, folder)
     uids = list(users)
     pq.write_table(pa.table({"uid": pa.array(uids, pa.int64()),
                              "item_id": pa.array(range(item, item + len(uids)), pa.int64()),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,14 +184,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
 # ---- metrics ------------------------------------------------------------------------------------------------
 
 
-def read_metrics(path: Path) -> dict[str, Any]:
-    """The phases and the evaluation curve of a veRL file-logger JSONL: per-phase seconds summed over the steps,
-    tokens/s from perf/throughput (per GPU), MFU of the update from perf/mfu/actor, validation scores."""
-    seconds = dict.fromkeys(TIMING_TO_PHASE.values(), 0.0)
-    throughput: list[float] = []
-    mfu: list[float] = []
-    curve: list[dict[str, Any]] = []
-    steps = 0
+def log_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(step, metrics) of each line of veRL's file logger (`trainer.logger: file`), blank lines skipped; a line that
+    is not one names the file and line (ValueError)."""
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -199,6 +195,18 @@ def read_metrics(path: Path) -> dict[str, Any]:
             step, data = int(record["step"]), dict(record["data"])
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not a veRL file-logger line ({type(e).__name__}: {e})") from None
+        yield step, data
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    """The phases and the evaluation curve of a veRL file-logger JSONL: per-phase seconds summed over the steps,
+    tokens/s from perf/throughput (per GPU), MFU of the update from perf/mfu/actor, validation scores."""
+    seconds = dict.fromkeys(TIMING_TO_PHASE.values(), 0.0)
+    throughput: list[float] = []
+    mfu: list[float] = []
+    curve: list[dict[str, Any]] = []
+    steps = 0
+    for step, data in log_records(path):
         timed = False
         for name, phase in TIMING_TO_PHASE.items():
             if isinstance(v := data.get(f"timing_s/{name}"), int | float):

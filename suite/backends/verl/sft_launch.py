@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import suite
+from suite.backends.verl import adapt as verl_adapt
 from suite.backends.verl import launch as verl_launch
 from suite.backends.verl import sft, sft_data
 from suite.loop.contract import CONTINUE, DIVERGED, REACHED, Sink
@@ -152,14 +153,7 @@ class Curve:
 
 def read_log(path: Path) -> Curve:
     out = Curve([], [], [], [], [])
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            step, data = int(record["step"]), dict(record["data"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: not a veRL file-logger line ({type(e).__name__}: {e})") from None
+    for step, data in verl_adapt.log_records(path):
         if isinstance(loss := data.get(LOSS), int | float):
             out.steps.append(step)
             out.loss.append(float(loss))

@@ -56,14 +56,7 @@ def write(folder: Path, users: int = 40, items: int = 80, sessions_per_user: int
         for src, dst in (("item_ids", "item_id"), ("timestamps", "timestamp"), ("event_types", "event_type"),
                          ("is_organic", "is_organic"), ("played_ratio_pct", "played_ratio_pct")):
             test_rows[dst] += ev[src].tolist()
-    pq.write_table(pa.table({
-        "uid": pa.array(rows["uid"], pa.int64()), "session_id": pa.array(rows["session_id"], pa.int64()),
-        "item_ids": pa.array(rows["item_ids"], pa.list_(pa.int64())),
-        "timestamps": pa.array(rows["timestamps"], pa.list_(pa.int64())),
-        "event_types": pa.array(rows["event_types"], pa.list_(pa.int8())),
-        "is_organic": pa.array(rows["is_organic"], pa.list_(pa.int8())),
-        "played_ratio_pct": pa.array(rows["played_ratio_pct"], pa.list_(pa.float32()))}),
-        folder / "train_sessions.parquet")
+    write_train_sessions(rows, folder)
     pq.write_table(pa.table({"uid": pa.array(test_rows["uid"], pa.int64()),
                              "item_id": pa.array(test_rows["item_id"], pa.int64()),
                              "timestamp": pa.array(test_rows["timestamp"], pa.int64()),
@@ -88,3 +81,19 @@ def write(folder: Path, users: int = 40, items: int = 80, sessions_per_user: int
         "split_timestamp": split_ts, "window_seconds": DAY_S, "n_train_events": n_train,
         "n_test_events": len(test_rows["uid"]), "n_items": items}, indent=1))
     return folder
+
+
+def write_train_sessions(rows: dict[str, list], folder: Path) -> Path:
+    """`train_sessions.parquet` in the processed layout's exact schema, from column lists (one row per session)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = folder / "train_sessions.parquet"
+    pq.write_table(pa.table({
+        "uid": pa.array(rows["uid"], pa.int64()), "session_id": pa.array(rows["session_id"], pa.int64()),
+        "item_ids": pa.array(rows["item_ids"], pa.list_(pa.int64())),
+        "timestamps": pa.array(rows["timestamps"], pa.list_(pa.int64())),
+        "event_types": pa.array(rows["event_types"], pa.list_(pa.int8())),
+        "is_organic": pa.array(rows["is_organic"], pa.list_(pa.int8())),
+        "played_ratio_pct": pa.array(rows["played_ratio_pct"], pa.list_(pa.float32()))}), path)
+    return path
