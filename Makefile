@@ -17,12 +17,17 @@ SITE ?= site/_build
 # two test files at a time: most tests wait on a child process (each pinned to one thread), so two workers fill
 # two cores; a file stays on one worker (its module fixtures are built once). PYTEST_ARGS= runs them serially.
 PYTEST_ARGS ?= -n 2 --dist loadfile
+# `make test` is the working loop (about 12 minutes on 2 cores): every test but those marked slow (over ~20 s each:
+# the multi-process parity, recovery, Slurm, Ray and full-settings checker runs, four fifths of the suite's time).
+# `make test-slow` runs those; .ci/run runs both. `make test PYTEST_MARKS=` runs everything in one pass.
+PYTEST_MARKS ?= not slow
 
-.PHONY: help install install-demo data tools browser slurm demo test lint lint-workflows mutation golden clean
+.PHONY: help install install-demo data tools browser slurm demo test test-slow lint lint-workflows mutation golden clean
 
 help:
 	@echo "make demo   install the demo's set, run the smoke tier on real data (CPU), build the site, say where to look"
-	@echo "make test   install, lint, run the test suite"
+	@echo "make test   install, lint, run the test suite but the tests marked slow (about 12 minutes on 2 cores)"
+	@echo "make test-slow   the tests marked slow (multi-process parity, recovery, Slurm; about 30 minutes): CI runs both"
 	@echo "make lint   ruff over suite/ tests/ benchmarks/"
 	@echo "make lint-workflows   actionlint and zizmor over .github/workflows/"
 	@echo "make mutation   mutmut over the promise-carrying functions, score per module (slow; docs/testing.md)"
@@ -110,8 +115,11 @@ AVX2_TESTS ?= tests/project/test_forced_avx2.py tests/models/test_hf_zero3.py te
 	tests/backends/test_layouts.py::test_four_process_layouts_match_one_process \
 	tests/backends/test_layouts_tp.py::test_sequence_and_loss_parallel_match_one_process
 test: install data tools browser slurm lint
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m '$(PYTEST_MARKS)' $(PYTEST_ARGS)
 	VENV=$(VENV) AVX2_TESTS='$(AVX2_TESTS)' bash scripts/ci/forced_avx2.sh
+
+test-slow: install data tools browser slurm
+	$(VENV)/bin/pytest -m slow $(PYTEST_ARGS)
 
 # mutation testing of the functions that carry the documented promises; slow, so not part of `make test`.
 # MUTANTS='pattern ...' limits it to some mutants (default: every name in scripts/mutation_targets.txt)

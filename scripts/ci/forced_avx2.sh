@@ -12,7 +12,7 @@ if [ "${#tests[@]}" -eq 0 ]; then
   exit 0
 fi
 if ! grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
-  echo "forced AVX2: this CPU has no AVX-512, so the pass above ran the AVX2 kernels already"
+  echo "forced AVX2: this CPU has no AVX-512: make test and make test-slow use its AVX2 kernels already"
   exit 0
 fi
 echo "forced AVX2: this CPU has AVX-512; the parity tests again on AVX2 kernels (ATEN_CPU_CAPABILITY=avx2" \

@@ -6,6 +6,14 @@ HEAVY were imported (none may be, whatever the load). The second is CPU time (th
 resource.getrusage(RUSAGE_CHILDREN)), not wall time: a loaded host stretches the wall, not the work; the best of five
 is taken, since interference only adds.
 
+The 0.5 s is a figure on the host that set it (AMD EPYC, Zen 5), and CPU time is not the same on every host: a slower
+core, or a second pytest worker sharing caches and the core's turbo, costs more CPU for the same work (stop 53's CI
+host measured `list --json` at 0.56 s where this one measures 0.30). So each try also times a fixed reference in a
+fresh interpreter right before the command, importing what every command imports (pydantic, yaml, typer, rich), and
+the limit is 0.5 s scaled by how much slower that reference ran than on the reference host (never below 0.5 s).
+A real regression (torch imported: 1 to 3 s of CPU; a spec loop gone quadratic) is not a host's speed, and the
+reference does not move with it: test_the_scaled_limit_still_fails_a_command_that_imports_torch is the control.
+
 `env` counts on this host showing no accelerator (suite/devices.py `accelerator_evidence`): where one shows, `env`
 imports torch by design (its CUDA properties), so the case is skipped there. `spec validate` of a whole spec and the
 component-level errors of `run` are covered: what a check reads of each registered component lives in a module that
@@ -33,6 +41,10 @@ from support.backend_util import ROOT, env
 
 CPU_LIMIT_S = 0.5
 TRIES = 5
+# a fresh interpreter importing what every command imports, and its CPU time (best of 5, an idle host) where
+# CPU_LIMIT_S was set: AMD EPYC (family 26 model 2, Zen 5), Python 3.11.7
+REFERENCE = "import pydantic, yaml, typer, rich.console"
+REFERENCE_CPU_S = 0.11
 # what a command that only reads its arguments, the specs and the installed packages never needs
 HEAVY = ("torch", "numpy", "pandas", "pyarrow", "scipy", "sklearn", "transformers", "peft", "safetensors",
          "deepspeed", "megatron", "torchtitan", "verl", "ray", "duckdb", "gymnasium", "torch_geometric",
@@ -97,12 +109,40 @@ DATA_CASES = [
 ]
 
 
-def _run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _child_cpu(code: str, cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-c", PROBE.format(args=args, heavy=HEAVY)], capture_output=True,
-                          text=True, env=env(COLUMNS="200"), cwd=cwd, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(COLUMNS="200"),
+                          cwd=cwd, timeout=300)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
+
+
+def _run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    return _child_cpu(PROBE.format(args=args, heavy=HEAVY), cwd)
+
+
+def _limit(cwd: Path) -> float:
+    """CPU_LIMIT_S on this host as it runs now: scaled by the reference's CPU time here against the reference host's."""
+    ref_s, done = _child_cpu(REFERENCE, cwd)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return CPU_LIMIT_S * max(1.0, ref_s / REFERENCE_CPU_S)
+
+
+def _best_try(args: list[str], code: int, says: str, cwd: Path) -> tuple[float, float]:
+    """(CPU time, limit) of the try that came closest to passing; each try checks the exit code, the words and the
+    imports."""
+    best = (float("inf"), CPU_LIMIT_S)
+    for _ in range(TRIES):  # the best try: a test file running beside this one (make test's -n 2) inflates CPU time
+        limit = _limit(cwd)
+        cpu_s, done = _run(args, cwd)  # a fresh folder: `ab` would make its working folder here
+        assert done.returncode == code, done.stderr[-2000:]
+        assert says in done.stdout + done.stderr, (done.stdout[-1000:], done.stderr[-1000:])
+        assert _heavy(done) == [], f"`trainbench {' '.join(args)}` imported {_heavy(done)}"
+        if cpu_s / limit < best[0] / best[1]:
+            best = (cpu_s, limit)
+        if best[0] < best[1]:
+            break
+    return best
 
 
 def _heavy(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -118,16 +158,9 @@ def test_answers_without_heavy_imports_in_under_half_a_cpu_second(args: list[str
 
         if devices.accelerator_evidence():
             pytest.skip(f"this host shows an accelerator ({devices.accelerator_evidence()}): env imports torch")
-    best = float("inf")
-    for _ in range(TRIES):  # the best try: a test file running beside this one (make test's -n 2) inflates CPU time
-        cpu_s, done = _run(args, tmp_path)  # a fresh folder: `ab` would make its working folder here
-        assert done.returncode == code, done.stderr[-2000:]
-        assert says in done.stdout + done.stderr, (done.stdout[-1000:], done.stderr[-1000:])
-        assert _heavy(done) == [], f"`trainbench {' '.join(args)}` imported {_heavy(done)}"
-        best = min(best, cpu_s)
-        if best < CPU_LIMIT_S:
-            break
-    assert best < CPU_LIMIT_S, f"`trainbench {' '.join(args)}` took {best:.2f} s of CPU (best of {TRIES})"
+    cpu_s, limit = _best_try(args, code, says, tmp_path)
+    assert cpu_s < limit, (f"`trainbench {' '.join(args)}` took {cpu_s:.2f} s of CPU (best of {TRIES}), over "
+                           f"{limit:.2f} s ({CPU_LIMIT_S} s scaled by this host's reference)")
     if args[0] == "ab":
         assert not any(tmp_path.iterdir()), "a refused `ab` made its working folder"
 
@@ -158,3 +191,16 @@ def test_the_run_that_passes_the_preflight_still_gets_every_check() -> None:
     done = subprocess.run([sys.executable, "-m", "suite.cli", "run", "cv/digits_cnn", "--set", "model.nosuch=1"],
                           capture_output=True, text=True, env=env(), cwd=ROOT, timeout=300)
     assert done.returncode == 2 and "model.nosuch" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_scaled_limit_still_fails_a_command_that_imports_torch(tmp_path: Path) -> None:
+    """Negative control for the scaling: the same measurement of a command that imports torch (the import itself,
+    then --help) is over the limit the host's reference allows, however slow or loaded the host."""
+    heavy = PROBE.replace("from suite.cli import main", "import torch\nfrom suite.cli import main")
+    best = float("inf")
+    for _ in range(3):
+        limit = _limit(tmp_path)
+        cpu_s, done = _child_cpu(heavy.format(args=["--help"], heavy=HEAVY), tmp_path)
+        assert done.returncode == 0 and "torch" in _heavy(done), done.stderr[-2000:]
+        best = min(best, cpu_s / limit)
+    assert best > 1.0, f"importing torch cost {best:.2f} of the scaled limit"

@@ -180,6 +180,7 @@ def _check(world: int, tmp_path: Path, reference) -> None:
     assert bug[0] > 100 * SAME_MATH * noise[0] and bug[1] > 100 * SAME_MATH * noise[1], (bug, noise)
 
 
+@pytest.mark.slow
 def test_two_ranks_match_one_process(tmp_path: Path, reference) -> None:
     _check(2, tmp_path, reference)
 

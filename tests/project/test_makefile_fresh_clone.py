@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,11 +75,19 @@ def test_target_works_from_a_fresh_clone(clone, target):
 
 
 def test_make_test_runs_the_suite_from_a_fresh_clone(clone):
-    # the forced-AVX2 pass on its own quick test (an AVX-512 CPU runs it; others say why not)
-    p = _make(clone, "test", "PYTEST_ARGS=tests/project/test_workflows.py -q -p no:cacheprovider",
-              "AVX2_TESTS=tests/project/test_forced_avx2.py")
+    # one file with both kinds (34 tests and 4 marked slow): `make test` runs those not marked slow, `make test-slow`
+    # exactly the others (what .ci/run runs, in its order); the forced-AVX2 pass on its own quick test (an AVX-512 CPU
+    # runs it; others say why not)
+    args = "PYTEST_ARGS=tests/cli/test_hardening_cli.py -q -p no:cacheprovider"
+    p = _make(clone, "test", args, "AVX2_TESTS=tests/project/test_forced_avx2.py")
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    assert " passed" in p.stdout and "forced AVX2: " in p.stdout
+    assert "forced AVX2: " in p.stdout, p.stdout[-3000:]
+    fast = re.search(r"(\d+) passed, (\d+) deselected", p.stdout)
+    p = _make(clone, "test-slow", args)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    slow = re.search(r"(\d+) passed, (\d+) deselected", p.stdout)
+    assert fast and slow, p.stdout[-3000:]
+    assert int(fast[1]) > 0 and int(slow[1]) > 0 and (fast[1], fast[2]) == (slow[2], slow[1]), (fast[0], slow[0])
 
 
 @pytest.mark.timeout(CLONE_GUARD_S + DEMO_GUARD_S + 60)

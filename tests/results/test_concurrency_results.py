@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from support.faults import env, sh, wait_for
 
 from benchmarks.sim.results import make_result
@@ -96,6 +97,7 @@ def test_sigkill_between_write_and_link_leaves_no_partial_result(tmp_path):
     assert v.returncode == 0 and "1 valid, 0 invalid" in v.stdout
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_never_leaves_a_bad_result(tmp_path):
     """Kill a writer of big results at random moments until kills have landed mid-write (a temporary file is
     left behind: the data was being written or synced) as well as between writes: every file a reader sees is
