@@ -27,7 +27,7 @@ PYTEST_MARKS ?= not slow
 help:
 	@echo "make demo   install the demo's set, run the smoke tier on real data (CPU), build the site, say where to look"
 	@echo "make test   install, lint, run the test suite but the tests marked slow (about 12 minutes on 2 cores)"
-	@echo "make test-slow   the tests marked slow (multi-process parity, recovery, Slurm; about 30 minutes): CI runs both"
+	@echo "make test-slow   the tests marked slow (multi-process parity, recovery, Slurm; about 32 minutes): CI runs both"
 	@echo "make lint   ruff over suite/ tests/ benchmarks/"
 	@echo "make lint-workflows   actionlint and zizmor over .github/workflows/"
 	@echo "make mutation   mutmut over the promise-carrying functions, score per module (slow; docs/testing.md)"
