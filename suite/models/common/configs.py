@@ -5,9 +5,19 @@ modules (`layers`, `moe`, `lora`) re-export them.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+def under_preset(data: Any, presets: Mapping[str, Mapping[str, Any]]) -> Any:
+    """A Config's raw fields (a `mode="before"` validator's input) with its named preset's sizes underneath them: a
+    field given wins. Anything else is returned as it came, for the `preset` field's own type to refuse by name (an
+    unknown name, or a list from `--set model.preset=[tiny]`, which must not reach a dict lookup: unhashable)."""
+    if isinstance(data, dict) and isinstance(data.get("preset"), str) and data["preset"] in presets:
+        return {**presets[data["preset"]], **data}
+    return data
 
 
 class RopeScaling(BaseModel):

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from suite.models.common.configs import under_preset
+
 PRESETS: dict[str, dict[str, Any]] = {
     # FLUX.1-schnell as the MLPerf reference trains it (torchtitan flux_schnell flavor; README "List of layers")
     "flux-schnell": {"hidden_size": 3072, "num_heads": 24, "depth": 19, "depth_single_blocks": 38, "mlp_ratio": 4.0,
@@ -48,9 +50,7 @@ class Config(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("preset"), str) and data["preset"] in PRESETS:
-            return {**PRESETS[data["preset"]], **data}
-        return data
+        return under_preset(data, PRESETS)
 
     @model_validator(mode="after")
     def _shapes(self) -> Config:

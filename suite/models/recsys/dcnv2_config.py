@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from suite.models.common.configs import under_preset
+
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"embedding_dim": 4, "bottom_mlp": [8, 4], "top_mlp": [8, 1], "cross_layers": 1, "low_rank": 4},
     "cpu": {"embedding_dim": 16, "bottom_mlp": [64, 16], "top_mlp": [128, 64, 1], "cross_layers": 3, "low_rank": 32},
@@ -28,9 +30,7 @@ class Config(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("preset") in PRESETS:
-            return {**PRESETS[data["preset"]], **data}
-        return data
+        return under_preset(data, PRESETS)
 
     @model_validator(mode="after")
     def _shapes(self) -> Config:

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from suite.models.common.configs import under_preset
+
 # dense parameters (beside the tables; docs/recommenders.md): full 18.9 M on Yambda's meta (history 4087, 8
 # contextual tokens, 2 side tables; 5.2 M the positional encoder), cpu 779 k (655 k the positional encoder) and tiny
 # 3.5 k on MovieLens (history 32)
@@ -52,6 +54,4 @@ class Config(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("preset") in PRESETS:
-            return {**PRESETS[data["preset"]], **data}
-        return data
+        return under_preset(data, PRESETS)
